@@ -1,0 +1,138 @@
+package rewrite
+
+import "github.com/emqproxy/emqproxy/shamap"
+
+// Action is what the session does with a command.
+type Action uint8
+
+const (
+	// Pass forwards the command exactly as the client sent it.
+	Pass Action = iota
+	// Rewrite forwards the command with its first Replace arguments
+	// replaced by Head; every other byte is the client's.
+	Rewrite
+	// Refuse answers Reply and forwards nothing. Refusals are audited.
+	Refuse
+	// Local answers Reply (after applying Effect) and forwards nothing.
+	Local
+)
+
+func (a Action) String() string {
+	switch a {
+	case Pass:
+		return "pass"
+	case Rewrite:
+		return "rewrite"
+	case Refuse:
+		return "refuse"
+	case Local:
+		return "local"
+	}
+	return "unknown"
+}
+
+// Effect is a change the session must make besides replying.
+type Effect uint8
+
+const (
+	NoEffect   Effect = iota
+	Quit              // reply, then close; drop the rest of the pipeline
+	Reset             // reset the session (RESET)
+	Auth              // the session is now authenticated as Decision.User
+	SetName           // CLIENT SETNAME: Decision.Arg is the name
+	Hello             // HELLO 2 accepted (with optional AUTH/SETNAME applied)
+	Multi             // start queueing a transaction
+	Exec              // send the queued transaction as one unit
+	Discard           // drop the queued transaction
+	Watch             // pin the session to one upstream connection
+	Unwatch           // release the pin
+	Subscribe         // enter subscribe mode over a dedicated connection
+	Blocking          // forward on a dedicated connection (may block)
+	Wire6             // EMQ.VERSION: the session is a wire-6 client
+	AbortMulti        // a queued command was refused: EXEC must answer EXECABORT
+)
+
+// Reason names why a command was refused, for the audit log and metrics.
+type Reason string
+
+const (
+	ReasonNone          Reason = ""
+	ReasonNoAuth        Reason = "noauth"
+	ReasonWrongPass     Reason = "wrongpass"
+	ReasonDenied        Reason = "denied"
+	ReasonUnknownScript Reason = "unknown_script"
+	ReasonShape         Reason = "shape"
+	ReasonNumkeys       Reason = "numkeys"
+	ReasonVersionKey    Reason = "version_key"
+	ReasonSelect        Reason = "select"
+	ReasonProtocol      Reason = "protocol"
+	ReasonArity         Reason = "arity"
+)
+
+// Decision is the outcome for one command.
+type Decision struct {
+	Action Action
+	Effect Effect
+
+	// Head and Replace describe a Rewrite: the first Replace arguments are
+	// replaced by the single argument Head (e.g. "EMQ.ENQUEUE" replacing
+	// "EVALSHA <sha>", or "EVALSHA_RO" replacing "EVALSHA").
+	Head    string
+	Replace int
+
+	// Reply is the exact RESP the client gets for Refuse and Local.
+	Reply []byte
+
+	// Script is the pinned script an EVAL/EVALSHA/SCRIPT call named, if any.
+	Script *shamap.Script
+	// SHA is the sha the client named or whose body it sent (lower case).
+	SHA string
+	// Queue is the hashtag content of the script call's first key, if any.
+	Queue []byte
+
+	Reason Reason
+	User   string // for Auth
+	Arg    []byte // for SetName (refers into the command's arguments)
+}
+
+// UnknownScripts is the policy for scripts the map does not pin.
+type UnknownScripts uint8
+
+const (
+	// RefuseUnknown refuses every script the map does not pin.
+	RefuseUnknown UnknownScripts = iota
+	// ReadonlyUnknown sends an unknown script as EVALSHA_RO/EVAL_RO, so the
+	// server itself aborts any write.
+	ReadonlyUnknown
+)
+
+// Policy is the configuration Decide reads. It must not be modified while
+// sessions use it; build a new one to change it.
+type Policy struct {
+	Map     *shamap.Map
+	Unknown UnknownScripts
+	// Deny lists denied commands in upper case, either a command name
+	// ("FLUSHALL") or a command and subcommand ("CONFIG SET").
+	Deny map[string]bool
+	// Users maps user name to password; "default" is the AUTH <password>
+	// user. Empty means no client authentication.
+	Users map[string]string
+	// DB is the only database SELECT accepts.
+	DB int
+}
+
+// State is the part of the session's state that decisions depend on.
+type State struct {
+	Authenticated bool
+	User          string
+	Wire6         bool // the session sent EMQ.VERSION
+	InMulti       bool
+	MultiAborted  bool
+	Watching      bool
+	Subscribed    bool
+	// Fenced is true while the upstream fence holds; GET {emq}:version
+	// answers the legacy brand only then.
+	Fenced bool
+	Name   []byte
+	ID     int64
+}
