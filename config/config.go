@@ -1,0 +1,351 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix is the prefix of every environment override.
+const EnvPrefix = "EMQPROXY"
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("config: invalid")
+
+// Config is the whole configuration. The yaml names are in the mapstructure
+// tags; they are the names operators and scripts rely on (proxy.md).
+type Config struct {
+	Listen    string              `mapstructure:"listen"`
+	TLS       ListenerTLS         `mapstructure:"tls"`
+	Auth      Auth                `mapstructure:"auth"`
+	Map       string              `mapstructure:"map"`
+	Upstreams map[string]Upstream `mapstructure:"upstreams"`
+	Routes    []Route             `mapstructure:"routes"`
+	Policy    Policy              `mapstructure:"policy"`
+	Limits    Limits              `mapstructure:"limits"`
+	Timeouts  Timeouts            `mapstructure:"timeouts"`
+	Audit     Audit               `mapstructure:"audit"`
+	Log       Log                 `mapstructure:"log"`
+	Admin     Admin               `mapstructure:"admin"`
+	Runtime   Runtime             `mapstructure:"runtime"`
+}
+
+// ListenerTLS configures TLS on the client listener. Enabled when CertFile is set.
+type ListenerTLS struct {
+	CertFile string `mapstructure:"cert"`
+	KeyFile  string `mapstructure:"key"`
+	// ClientCA, when set, makes the listener require and verify client
+	// certificates signed by it.
+	ClientCA   string `mapstructure:"client_ca"`
+	MinVersion string `mapstructure:"min_version"` // "1.2" (default) or "1.3"
+}
+
+// Auth configures client authentication.
+type Auth struct {
+	// Password, when set, is the password of the "default" user (AUTH pw).
+	Password string `mapstructure:"password"`
+	// Users maps named users to passwords (AUTH user pw).
+	Users map[string]string `mapstructure:"users"`
+}
+
+// UpstreamTLS configures TLS to an upstream. Enabled when Enabled is true.
+type UpstreamTLS struct {
+	Enabled            bool   `mapstructure:"enabled"`
+	CA                 string `mapstructure:"ca"`
+	CertFile           string `mapstructure:"cert"`
+	KeyFile            string `mapstructure:"key"`
+	ServerName         string `mapstructure:"server_name"`
+	InsecureSkipVerify bool   `mapstructure:"insecure_skip_verify"`
+}
+
+// Role values of an upstream.
+const (
+	RoleModule  = "module"
+	RoleScripts = "scripts"
+)
+
+// Upstream is one named node.
+type Upstream struct {
+	Name     string      `mapstructure:"-"`
+	Address  string      `mapstructure:"address"`
+	Role     string      `mapstructure:"role"`
+	Username string      `mapstructure:"username"`
+	Password string      `mapstructure:"password"`
+	DB       int         `mapstructure:"db"`
+	Install  bool        `mapstructure:"install"`
+	Conns    int         `mapstructure:"conns"`
+	TLS      UpstreamTLS `mapstructure:"tls"`
+}
+
+// Route sends the queues matching any of its globs to an upstream.
+type Route struct {
+	Queues   []string `mapstructure:"queues"`
+	Upstream string   `mapstructure:"upstream"`
+}
+
+// Policy values.
+const (
+	UnknownRefuse   = "refuse"
+	UnknownReadonly = "readonly"
+)
+
+// Policy configures decisions.
+type Policy struct {
+	UnknownScripts string `mapstructure:"unknown_scripts"`
+	// Deny replaces the default deny list when set.
+	Deny []string `mapstructure:"deny"`
+}
+
+// Limits bound what one client may make the proxy hold.
+type Limits struct {
+	MaxClients     int   `mapstructure:"max_clients"`
+	MaxMultibulk   int   `mapstructure:"max_multibulk"`
+	MaxBulk        int64 `mapstructure:"max_bulk"`
+	MaxInline      int   `mapstructure:"max_inline"`
+	MaxPipeline    int   `mapstructure:"max_pipeline"`
+	MaxReplyBytes  int64 `mapstructure:"max_reply_bytes"`
+	MaxQueuedMulti int   `mapstructure:"max_queued_multi"`
+}
+
+// Timeouts of the data path.
+type Timeouts struct {
+	Dial     time.Duration `mapstructure:"dial"`
+	Upstream time.Duration `mapstructure:"upstream"` // a reply not back by then breaks the connection
+	Write    time.Duration `mapstructure:"write"`    // writing replies to a client
+	Drain    time.Duration `mapstructure:"drain"`    // SIGTERM: how long in-flight batches may finish
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	Sink        string `mapstructure:"sink"` // stderr | stdout | a file path
+	Passthrough bool   `mapstructure:"passthrough"`
+}
+
+// Log configures the operational log.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug | info | warn | error
+	Format string `mapstructure:"format"` // json | console
+}
+
+// Admin configures the admin HTTP listener.
+type Admin struct {
+	Listen string `mapstructure:"listen"` // "" disables it
+	Pprof  bool   `mapstructure:"pprof"`
+}
+
+// Runtime tunes the Go runtime.
+type Runtime struct {
+	// GOMAXPROCS, when positive, sets runtime.GOMAXPROCS. A sidecar usually
+	// gets about one core; 1 is measured fastest there (see bench/).
+	GOMAXPROCS int `mapstructure:"gomaxprocs"`
+}
+
+// Defaults returns every key's default value, the single source of the
+// defaults documented in the README.
+func Defaults() map[string]any {
+	return map[string]any{
+		"listen":                  "127.0.0.1:6380",
+		"tls.min_version":         "1.2",
+		"map":                     "stand/map.yaml",
+		"policy.unknown_scripts":  UnknownRefuse,
+		"limits.max_clients":      10000,
+		"limits.max_multibulk":    1024 * 1024,
+		"limits.max_bulk":         int64(512 << 20),
+		"limits.max_inline":       64 << 10,
+		"limits.max_pipeline":     1024,
+		"limits.max_reply_bytes":  int64(64 << 20),
+		"limits.max_queued_multi": 10000,
+		"timeouts.dial":           "2s",
+		"timeouts.upstream":       "5s",
+		"timeouts.write":          "30s",
+		"timeouts.drain":          "10s",
+		"audit.sink":              "stderr",
+		"audit.passthrough":       false,
+		"log.level":               "info",
+		"log.format":              "json",
+		"admin.listen":            "127.0.0.1:9121",
+		"admin.pprof":             false,
+		"runtime.gomaxprocs":      0,
+	}
+}
+
+// Load reads the file at path (may be "" for defaults and environment only),
+// applies environment overrides and the flags that were set, and validates.
+func Load(path string, flags *pflag.FlagSet) (*Config, error) {
+	v := viper.New()
+	for k, val := range Defaults() {
+		v.SetDefault(k, val)
+	}
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AutomaticEnv()
+	if path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if flags != nil {
+		var bindErr error
+		flags.VisitAll(func(f *pflag.Flag) {
+			if _, known := Defaults()[f.Name]; known || strings.Contains(f.Name, ".") {
+				if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
+					bindErr = err
+				}
+			}
+		})
+		if bindErr != nil {
+			return nil, fmt.Errorf("config: %w", bindErr)
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	// Environment overrides of keys under upstreams.<name> are only seen by
+	// viper for names it knows, so read each upstream's keys through v.
+	for name, u := range c.Upstreams {
+		u.Name = name
+		c.Upstreams[name] = u
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks every value and names the key of each bad one.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...)))
+	}
+	checkAddr := func(key, addr string, optional bool) {
+		if addr == "" {
+			if !optional {
+				bad(key, "is empty")
+			}
+			return
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(key, "%q is not host:port", addr)
+		}
+	}
+	checkAddr("listen", c.Listen, false)
+	checkAddr("admin.listen", c.Admin.Listen, true)
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("tls", "cert and key must be set together")
+	}
+	if c.TLS.MinVersion != "1.2" && c.TLS.MinVersion != "1.3" {
+		bad("tls.min_version", "%q is not 1.2 or 1.3", c.TLS.MinVersion)
+	}
+	if c.Map == "" {
+		bad("map", "is empty")
+	}
+	if len(c.Upstreams) == 0 {
+		bad("upstreams", "no upstream is configured")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		u := c.Upstreams[name]
+		key := "upstreams." + name
+		checkAddr(key+".address", u.Address, false)
+		if u.Role != RoleModule && u.Role != RoleScripts {
+			bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
+		}
+		if u.DB < 0 {
+			bad(key+".db", "%d is negative", u.DB)
+		}
+		if u.Conns < 0 {
+			bad(key+".conns", "%d is negative", u.Conns)
+		}
+		if (u.TLS.CertFile == "") != (u.TLS.KeyFile == "") {
+			bad(key+".tls", "cert and key must be set together")
+		}
+	}
+	if len(c.Routes) == 0 {
+		bad("routes", "no route is configured; add one with queues: [\"*\"]")
+	}
+	for i, r := range c.Routes {
+		key := fmt.Sprintf("routes[%d]", i)
+		if _, ok := c.Upstreams[r.Upstream]; !ok {
+			bad(key+".upstream", "%q is not a configured upstream", r.Upstream)
+		}
+		if len(r.Queues) == 0 {
+			bad(key+".queues", "is empty")
+		}
+		for j, q := range r.Queues {
+			if !validGlob(q) {
+				bad(fmt.Sprintf("%s.queues[%d]", key, j), "%q is not a valid pattern", q)
+			}
+		}
+	}
+	if len(c.Routes) > 0 && !slices.Contains(c.Routes[len(c.Routes)-1].Queues, "*") {
+		bad("routes", "the last route must match every queue (queues: [\"*\"]) so keyless commands have a default")
+	}
+	switch c.Policy.UnknownScripts {
+	case UnknownRefuse, UnknownReadonly:
+	default:
+		bad("policy.unknown_scripts", "%q is not %s or %s", c.Policy.UnknownScripts, UnknownRefuse, UnknownReadonly)
+	}
+	for i, d := range c.Policy.Deny {
+		if strings.TrimSpace(d) == "" {
+			bad(fmt.Sprintf("policy.deny[%d]", i), "is empty")
+		}
+	}
+	positive := func(key string, n int64) {
+		if n <= 0 {
+			bad(key, "%d must be positive", n)
+		}
+	}
+	positive("limits.max_clients", int64(c.Limits.MaxClients))
+	positive("limits.max_multibulk", int64(c.Limits.MaxMultibulk))
+	positive("limits.max_bulk", c.Limits.MaxBulk)
+	positive("limits.max_inline", int64(c.Limits.MaxInline))
+	positive("limits.max_pipeline", int64(c.Limits.MaxPipeline))
+	positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
+	positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
+	positive("timeouts.dial", int64(c.Timeouts.Dial))
+	positive("timeouts.upstream", int64(c.Timeouts.Upstream))
+	positive("timeouts.write", int64(c.Timeouts.Write))
+	positive("timeouts.drain", int64(c.Timeouts.Drain))
+	if c.Audit.Sink == "" {
+		bad("audit.sink", "is empty (stderr, stdout or a file path)")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "console":
+	default:
+		bad("log.format", "%q is not json or console", c.Log.Format)
+	}
+	if c.Runtime.GOMAXPROCS < 0 {
+		bad("runtime.gomaxprocs", "%d is negative", c.Runtime.GOMAXPROCS)
+	}
+	return errors.Join(errs...)
+}
+
+// validGlob reports whether p is a usable queue pattern: path.Match syntax
+// over the queue name (the hashtag content).
+func validGlob(p string) bool {
+	if p == "" {
+		return false
+	}
+	_, err := matchQueue(p, "")
+	return err == nil
+}
+
+// UpstreamNames returns the configured upstream names, sorted.
+func (c *Config) UpstreamNames() []string {
+	return slices.Sorted(maps.Keys(c.Upstreams))
+}
