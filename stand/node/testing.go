@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// StartT starts a node for a test: t.Fatal on error, stopped at cleanup. When
+// opts.Dir is empty the node lives in t.TempDir().
+func StartT(t testing.TB, opts Options) *Node {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	n, err := Start(opts)
+	if err != nil {
+		t.Fatalf("start %s node: %v", opts.Role, err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Errorf("stop node %s: %v", n.Addr, err)
+		}
+	})
+	return n
+}
+
+// Client returns a valkey-go client to the node (client-side cache off,
+// authenticated with the node's password), closed at the test's cleanup.
+func (n *Node) Client(t testing.TB) valkey.Client {
+	t.Helper()
+	c, err := valkey.NewClient(valkey.ClientOption{
+		InitAddress:  []string{n.Addr},
+		DisableCache: true,
+		Password:     n.Opts.Password,
+	})
+	if err != nil {
+		t.Fatalf("client to %s: %v", n.Addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// CommandStats reads INFO commandstats and returns the calls per command,
+// keyed by the lower-case command name as the server reports it
+// ("get", "config|get", "emq.claim").
+func CommandStats(ctx context.Context, c valkey.Client) (map[string]int64, error) {
+	text, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		return nil, fmt.Errorf("node: INFO commandstats: %w", err)
+	}
+	return ParseCommandStats(text)
+}
+
+// ParseCommandStats parses the text of INFO commandstats.
+func ParseCommandStats(text string) (map[string]int64, error) {
+	out := make(map[string]int64)
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, fields, ok := strings.Cut(rest, ":")
+		if !ok {
+			return nil, fmt.Errorf("%w: commandstats line %q", ErrProtocol, line)
+		}
+		for _, f := range strings.Split(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				calls, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: commandstats line %q", ErrProtocol, line)
+				}
+				out[strings.ToLower(name)] = calls
+			}
+		}
+	}
+	return out, nil
+}
