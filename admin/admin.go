@@ -1,0 +1,98 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configures the admin endpoints.
+type Options struct {
+	// Registry holds the metrics /metrics exposes.
+	Registry *prometheus.Registry
+	// Ready returns nil when the proxy is ready to serve, or the reason it
+	// is not. /readyz answers 200 or 503 with the reason.
+	Ready func() error
+	// Reload re-reads the map and routes; nil disables POST /reload.
+	Reload func() error
+	// Pprof mounts net/http/pprof under /debug/pprof/.
+	Pprof bool
+}
+
+// Handler returns the admin endpoints as one handler.
+func Handler(o Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if o.Ready != nil {
+			if err := o.Ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	if o.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	}
+	if o.Reload != nil {
+		mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if err := o.Reload(); err != nil {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				_, _ = w.Write([]byte("reload refused: " + err.Error() + "\n"))
+				return
+			}
+			_, _ = w.Write([]byte("reloaded\n"))
+		})
+	}
+	if o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// Server is a running admin listener.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen starts serving the admin endpoints on addr.
+func Listen(addr string, o Options) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		srv: &http.Server{Handler: Handler(o), ReadHeaderTimeout: 5 * time.Second},
+		ln:  ln,
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = ln.Close()
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the admin listener is bound to.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops the listener, waiting for open requests up to ctx.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }

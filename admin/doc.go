@@ -1,0 +1,8 @@
+// Package admin serves emqproxy's admin HTTP endpoints: /healthz (the
+// process is alive), /readyz (every upstream reachable and fenced, the map
+// loaded), /metrics (Prometheus), POST /reload (re-read the map and routes,
+// like SIGHUP) and, when enabled, /debug/pprof/.
+//
+// It owns no state of its own: readiness and reload are functions the
+// caller passes in, and the metrics are whatever the registry holds.
+package admin
