@@ -1,0 +1,198 @@
+package legacy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dialConn is the valkey-go DialCtxFn: it connects, runs the boot commands
+// and the fence, and hands the connection over only when the fence passed.
+// A fence refusal stops the client.
+func (c *Client) dialConn(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	deadline := time.Now().Add(c.opts.DialTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := nc.SetDeadline(deadline); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	if err := c.boot(nc); err != nil {
+		_ = nc.Close()
+		var fe *FenceError
+		if errors.As(err, &fe) {
+			c.stop(fe)
+		}
+		return nil, err
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	c.fences.Add(1)
+	return nc, nil
+}
+
+// boot runs the boot commands, then the wire-4 fence, on a new connection.
+func (c *Client) boot(nc net.Conn) error {
+	rc := &rawConn{w: nc, r: bufio.NewReader(nc)}
+	var boot [][]string
+	if c.opts.Password != "" {
+		if c.opts.Username != "" {
+			boot = append(boot, []string{"AUTH", c.opts.Username, c.opts.Password})
+		} else {
+			boot = append(boot, []string{"AUTH", c.opts.Password})
+		}
+	}
+	if c.opts.DB != 0 {
+		boot = append(boot, []string{"SELECT", strconv.Itoa(c.opts.DB)})
+	}
+	if c.opts.ClientName != "" {
+		boot = append(boot, []string{"CLIENT", "SETNAME", c.opts.ClientName})
+	}
+	for _, line := range boot {
+		v, err := rc.do(line...)
+		if err != nil {
+			return err
+		}
+		c.record(Call{Op: "boot", Line: redact(line), Reply: v})
+		if v.Kind == KindError {
+			return fmt.Errorf("%w: %s: %s", ErrBoot, line[0], v.Str)
+		}
+	}
+	return c.fence(rc)
+}
+
+// fence is the wire-4 fence: GET; when absent SET NX and GET again; only the
+// client's own brand passes.
+func (c *Client) fence(rc *rawConn) error {
+	get := []string{"GET", VersionKey}
+	v, err := c.fenceDo(rc, get)
+	if err != nil {
+		return err
+	}
+	if v.Kind == KindNil {
+		if _, err := c.fenceDo(rc, []string{"SET", VersionKey, c.opts.Brand, "NX"}); err != nil {
+			return err
+		}
+		if v, err = c.fenceDo(rc, get); err != nil {
+			return err
+		}
+	}
+	switch {
+	case v.Kind == KindNil:
+		return &FenceError{Absent: true}
+	case v.Kind == KindError:
+		return &FenceError{Refused: v.Str}
+	case v.Kind != KindString:
+		return &FenceError{Got: v.String()}
+	case v.Str != c.opts.Brand:
+		return &FenceError{Got: v.Str}
+	}
+	return nil
+}
+
+func (c *Client) fenceDo(rc *rawConn, line []string) (Value, error) {
+	v, err := rc.do(line...)
+	if err != nil {
+		return Value{}, err
+	}
+	c.record(Call{Op: "fence", Line: line, Reply: v})
+	return v, nil
+}
+
+// redact hides the password of an AUTH line in a record.
+func redact(line []string) []string {
+	if line[0] != "AUTH" {
+		return line
+	}
+	out := append([]string(nil), line...)
+	out[len(out)-1] = "<password>"
+	return out
+}
+
+// rawConn is the minimal RESP2 exchange the boot and the fence need, before
+// the connection is handed to valkey-go.
+type rawConn struct {
+	w io.Writer
+	r *bufio.Reader
+}
+
+func (rc *rawConn) do(args ...string) (Value, error) {
+	var b []byte
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, '\r', '\n')
+	for _, a := range args {
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(a)), 10)
+		b = append(b, '\r', '\n')
+		b = append(b, a...)
+		b = append(b, '\r', '\n')
+	}
+	if _, err := rc.w.Write(b); err != nil {
+		return Value{}, fmt.Errorf("%w: %s: %v", ErrProtocol, args[0], err)
+	}
+	v, err := rc.read()
+	if err != nil {
+		return Value{}, fmt.Errorf("%w: %s: %v", ErrProtocol, args[0], err)
+	}
+	return v, nil
+}
+
+func (rc *rawConn) read() (Value, error) {
+	line, err := rc.r.ReadString('\n')
+	if err != nil {
+		return Value{}, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return Value{}, fmt.Errorf("bad line %q", line)
+	}
+	head, rest := line[0], line[1:len(line)-2]
+	switch head {
+	case '+':
+		return Value{Kind: KindString, Str: rest}, nil
+	case '-':
+		return Value{Kind: KindError, Str: strings.TrimPrefix(rest, "ERR ")}, nil
+	case ':':
+		n, err := strconv.ParseInt(rest, 10, 64)
+		return Value{Kind: KindInt, Int: n}, err
+	case '$':
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 0 {
+			return Value{Kind: KindNil}, err
+		}
+		body := make([]byte, n+2)
+		if _, err := io.ReadFull(rc.r, body); err != nil {
+			return Value{}, err
+		}
+		return Value{Kind: KindString, Str: string(body[:n])}, nil
+	case '*':
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 0 {
+			return Value{Kind: KindNil}, err
+		}
+		out := Value{Kind: KindArray, Array: make([]Value, n)}
+		for i := range out.Array {
+			if out.Array[i], err = rc.read(); err != nil {
+				return Value{}, err
+			}
+		}
+		return out, nil
+	}
+	return Value{}, fmt.Errorf("unexpected reply type %q", head)
+}
