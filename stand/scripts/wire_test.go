@@ -43,6 +43,13 @@ func newWire(t *testing.T) *wire {
 	return w
 }
 
+// on returns the same connection reporting to t (a subtest).
+func (w *wire) on(t *testing.T) *wire {
+	c := *w
+	c.t = t
+	return &c
+}
+
 // do sends one command and decodes its reply.
 func (w *wire) do(args ...string) any {
 	w.t.Helper()
