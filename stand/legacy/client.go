@@ -20,8 +20,8 @@ type Client struct {
 
 	// mu is held for reading by every call and for writing while Reconnect
 	// or Close replaces vc, so a call never runs on a client being closed.
-	mu   sync.RWMutex
-	vc   valkey.Client // nil after Close or a failed Reconnect
+	mu     sync.RWMutex
+	vc     valkey.Client // nil after Close or a failed Reconnect
 	down   error         // why vc is nil
 	closed bool          // Close was called
 

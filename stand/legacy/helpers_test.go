@@ -89,10 +89,30 @@ func get(t *testing.T, vc valkey.Client, key string) (string, bool) {
 	return s, true
 }
 
-func must[T any](t *testing.T, v T, err error) T {
-	t.Helper()
+// chk fails the test on an error and returns the value, so a call can be
+// written inline: k.b(c.Enqueue(ctx, q, id, p)).
+type chk struct{ t *testing.T }
+
+func (k chk) b(v bool, err error) bool {
+	k.t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		k.t.Fatal(err)
+	}
+	return v
+}
+
+func (k chk) n(v int64, err error) int64 {
+	k.t.Helper()
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return v
+}
+
+func (k chk) stats(v [6]int64, err error) [6]int64 {
+	k.t.Helper()
+	if err != nil {
+		k.t.Fatal(err)
 	}
 	return v
 }
