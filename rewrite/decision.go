@@ -11,12 +11,18 @@ const (
 	// Rewrite forwards the command with its first Replace arguments
 	// replaced by Head; every other byte is the client's.
 	Rewrite
-	// Refuse answers Reply and forwards nothing. Refusals are audited.
+	// Refuse answers Reply and forwards nothing. Refusals are audited. The
+	// session still applies Effect (AbortMulti, or Discard for an EXEC that
+	// ends a transaction with an error).
 	Refuse
 	// Local answers Reply (after applying Effect) and forwards nothing.
+	// Inside MULTI, Decide returns Local only for MULTI, EXEC, DISCARD,
+	// QUIT and RESET: a command the proxy would answer itself is refused
+	// when queued, so the session never splices a local reply into EXEC's.
 	Local
 )
 
+// String names the action for logs and metrics.
 func (a Action) String() string {
 	switch a {
 	case Pass:
@@ -34,27 +40,45 @@ func (a Action) String() string {
 // Effect is a change the session must make besides replying.
 type Effect uint8
 
+// The effects. Each names what the session does when it applies the
+// decision; Decide itself changes nothing.
 const (
 	NoEffect   Effect = iota
 	Quit              // reply, then close; drop the rest of the pipeline
 	Reset             // reset the session (RESET)
 	Auth              // the session is now authenticated as Decision.User
-	SetName           // CLIENT SETNAME: Decision.Arg is the name
-	Hello             // HELLO 2 accepted (with optional AUTH/SETNAME applied)
-	Multi             // start queueing a transaction
-	Exec              // send the queued transaction as one unit
+	SetName           // CLIENT SETNAME: Decision.Arg is the name ("" clears it)
+	Hello             // HELLO 2 accepted; User != "" authenticates, SetsName sets Arg as the name
+	Multi             // start queueing a transaction (Local +OK; MULTI is sent with the queue)
+	Exec              // send MULTI, the queued commands and EXEC as one unit (Action Pass)
 	Discard           // drop the queued transaction
-	Watch             // pin the session to one upstream connection
-	Unwatch           // release the pin
-	Subscribe         // enter subscribe mode over a dedicated connection
-	Blocking          // forward on a dedicated connection (may block)
-	Wire6             // EMQ.VERSION: the session is a wire-6 client
+	Watch             // pin the session to one upstream connection (Action Pass)
+	Unwatch           // release the pin after the reply (Action Pass)
+	Subscribe         // enter subscribe mode over a dedicated connection (Action Pass)
+	Blocking          // forward on a dedicated connection (may block) (Action Pass)
+	Wire6             // EMQ.VERSION: the session is a wire-6 client (Action Pass)
 	AbortMulti        // a queued command was refused: EXEC must answer EXECABORT
+	// ScriptExists: SCRIPT EXISTS naming verb shas and other shas (Action
+	// Pass). The session forwards it and passes the upstream's reply
+	// through PatchScriptExists, which answers 1 for every verb sha.
+	ScriptExists
 )
+
+// String names the effect for logs.
+func (e Effect) String() string {
+	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
+		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
+		"abort_multi", "script_exists"}
+	if int(e) < len(names) {
+		return names[e]
+	}
+	return "unknown"
+}
 
 // Reason names why a command was refused, for the audit log and metrics.
 type Reason string
 
+// The refusal reasons.
 const (
 	ReasonNone          Reason = ""
 	ReasonNoAuth        Reason = "noauth"
@@ -91,13 +115,17 @@ type Decision struct {
 	Queue []byte
 
 	Reason Reason
-	User   string // for Auth
-	Arg    []byte // for SetName (refers into the command's arguments)
+	User   string // for Auth, and Hello with AUTH
+	Arg    []byte // for SetName and Hello with SETNAME (refers into the command's arguments)
+	// SetsName is true when Arg is a client name to set (SetName, or Hello
+	// with SETNAME); an empty Arg then clears the name.
+	SetsName bool
 }
 
 // UnknownScripts is the policy for scripts the map does not pin.
 type UnknownScripts uint8
 
+// The policies for unknown scripts.
 const (
 	// RefuseUnknown refuses every script the map does not pin.
 	RefuseUnknown UnknownScripts = iota
@@ -112,13 +140,17 @@ type Policy struct {
 	Map     *shamap.Map
 	Unknown UnknownScripts
 	// Deny lists denied commands in upper case, either a command name
-	// ("FLUSHALL") or a command and subcommand ("CONFIG SET").
+	// ("FLUSHALL") or a command and subcommand ("CONFIG SET"). Nil means
+	// DefaultDeny; a non-nil map replaces it (an empty map denies nothing).
 	Deny map[string]bool
 	// Users maps user name to password; "default" is the AUTH <password>
 	// user. Empty means no client authentication.
 	Users map[string]string
 	// DB is the only database SELECT accepts.
 	DB int
+	// ServerVersion is the version HELLO reports; "" means
+	// DefaultServerVersion.
+	ServerVersion string
 }
 
 // State is the part of the session's state that decisions depend on.
@@ -135,4 +167,7 @@ type State struct {
 	Fenced bool
 	Name   []byte
 	ID     int64
+	// Addr and LocalAddr are the client's and the listener's addresses, as
+	// CLIENT INFO shows them (empty when the session does not set them).
+	Addr, LocalAddr string
 }

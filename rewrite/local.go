@@ -1,0 +1,254 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"strconv"
+)
+
+// decideAuth answers AUTH [user] password.
+func decideAuth(args [][]byte, p *Policy) Decision {
+	user, pw := []byte("default"), []byte(nil)
+	switch len(args) {
+	case 1:
+		return refuse(arityReply("auth"), ReasonArity)
+	case 2:
+		if len(p.Users) == 0 {
+			return refuse(replyNoPass, ReasonWrongPass)
+		}
+		pw = args[1]
+	case 3:
+		user, pw = args[1], args[2]
+	default:
+		return refuse(replySyntax, ReasonArity)
+	}
+	if !authenticate(user, pw, p) {
+		return refuse(replyWrongPass, ReasonWrongPass)
+	}
+	d := local(replyOK, Auth)
+	d.User = string(user)
+	return d
+}
+
+// authenticate checks a user's password in constant time. With no users
+// configured, the server's default user has no password and accepts any.
+func authenticate(user, pw []byte, p *Policy) bool {
+	if len(p.Users) == 0 {
+		return string(user) == "default"
+	}
+	want, ok := p.Users[string(user)]
+	// Compare digests so neither the length nor the content of the
+	// configured password shows in the timing, even for an unknown user.
+	w := sha256.Sum256([]byte(want))
+	g := sha256.Sum256(pw)
+	eq := subtle.ConstantTimeCompare(w[:], g[:]) == 1
+	return ok && eq
+}
+
+// decideHello answers HELLO [protover [AUTH user pass] [SETNAME name]] for
+// RESP2 and refuses RESP3 with the server's NOPROTO text.
+func decideHello(args [][]byte, st *State, p *Policy) Decision {
+	if len(args) >= 2 {
+		ver, ok := parseInt(args[1])
+		if !ok {
+			return refuse(replyProtoNotInt, ReasonProtocol)
+		}
+		// RESP3 (3) is a valid version for the server, but the proxy does
+		// not speak it: the server's own NOPROTO answer.
+		if ver != 2 {
+			return refuse(replyNoProto, ReasonProtocol)
+		}
+	}
+	var user, pw, name []byte
+	hasAuth, setsName := false, false
+	for j := 2; j < len(args); j++ {
+		more := len(args) - 1 - j
+		switch {
+		case equalFold(args[j], "AUTH") && more >= 2:
+			user, pw, hasAuth = args[j+1], args[j+2], true
+			j += 2
+		case equalFold(args[j], "SETNAME") && more >= 1:
+			name, setsName = args[j+1], true
+			if !validName(name) {
+				return refuse(replyBadName, ReasonProtocol)
+			}
+			j++
+		default:
+			return refuse(errReply("ERR Syntax error in HELLO option '"+string(args[j])+"'"), ReasonProtocol)
+		}
+	}
+	d := local(helloReply(st, p), Hello)
+	if hasAuth {
+		if !authenticate(user, pw, p) {
+			return refuse(replyWrongPass, ReasonWrongPass)
+		}
+		d.User = string(user)
+	} else if len(p.Users) > 0 && !st.Authenticated {
+		return refuse(replyHelloNA, ReasonNoAuth)
+	}
+	d.Arg, d.SetsName = name, setsName
+	return d
+}
+
+// helloReply is the server's RESP2 HELLO reply for this session.
+func helloReply(st *State, p *Policy) []byte {
+	ver := p.ServerVersion
+	if ver == "" {
+		ver = DefaultServerVersion
+	}
+	b := make([]byte, 0, 160)
+	b = append(b, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"...)
+	b = appendBulk(b, []byte(ver))
+	b = append(b, "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n"...)
+	b = appendInt(b, st.ID)
+	b = append(b, "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"...)
+	return b
+}
+
+// validName is the server's client name rule: printable ASCII without
+// spaces; empty clears the name.
+func validName(b []byte) bool {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// decidePing answers PING [message]; inside MULTI the server answers it.
+func decidePing(args [][]byte, st *State) Decision {
+	switch {
+	case len(args) > 2:
+		return refuse(arityReply("ping"), ReasonArity)
+	case st.InMulti:
+		return Decision{Action: Pass}
+	case len(args) == 1:
+		return local(replyPong, NoEffect)
+	}
+	return local(bulkReply(args[1]), NoEffect)
+}
+
+// decideEcho answers ECHO message; inside MULTI the server answers it.
+func decideEcho(args [][]byte, st *State) Decision {
+	switch {
+	case len(args) != 2:
+		return refuse(arityReply("echo"), ReasonArity)
+	case st.InMulti:
+		return Decision{Action: Pass}
+	}
+	return local(bulkReply(args[1]), NoEffect)
+}
+
+// decideSelect accepts only the configured database.
+func decideSelect(args [][]byte, st *State, p *Policy) Decision {
+	if len(args) != 2 {
+		return refuse(arityReply("select"), ReasonArity)
+	}
+	n, ok := parseInt(args[1])
+	if !ok || n < -1<<31 || n > 1<<31-1 {
+		return refuse(replyNotInt, ReasonSelect)
+	}
+	if n != int64(p.DB) {
+		return refuse(errReply("ERR SELECT is not allowed: emqproxy serves database "+
+			strconv.Itoa(p.DB)+" only"), ReasonSelect)
+	}
+	if st.InMulti {
+		// The upstream connection is already on p.DB: the server answers it
+		// in EXEC's reply.
+		return Decision{Action: Pass}
+	}
+	return local(replyOK, NoEffect)
+}
+
+// decideClient answers the connection-local CLIENT subcommands and refuses
+// those that would change a shared upstream connection. ok is false for
+// the others, which go on through the rule.
+func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
+	if len(args) < 2 {
+		return refuse(arityReply("client"), ReasonArity), true
+	}
+	sub := args[1]
+	switch {
+	case equalFold(sub, "SETNAME"):
+		if len(args) != 3 {
+			return refuse(arityReply("client|setname"), ReasonArity), true
+		}
+		if !validName(args[2]) {
+			return refuse(replyBadName, ReasonProtocol), true
+		}
+		d := local(replyOK, SetName)
+		d.Arg, d.SetsName = args[2], true
+		return d, true
+	case equalFold(sub, "GETNAME"):
+		if len(args) != 2 {
+			return refuse(arityReply("client|getname"), ReasonArity), true
+		}
+		if len(st.Name) == 0 {
+			return local(replyNil, NoEffect), true
+		}
+		return local(bulkReply(st.Name), NoEffect), true
+	case equalFold(sub, "ID"):
+		if len(args) != 2 {
+			return refuse(arityReply("client|id"), ReasonArity), true
+		}
+		return local(appendInt(nil, st.ID), NoEffect), true
+	case equalFold(sub, "INFO"):
+		if len(args) != 2 {
+			return refuse(arityReply("client|info"), ReasonArity), true
+		}
+		return local(bulkReply(clientInfo(st, p)), NoEffect), true
+	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
+		if len(args) != 3 {
+			var buf [maxName]byte
+			return refuse(arityReply("client|"+string(lowerInto(buf[:0], sub))), ReasonArity), true
+		}
+		if !equalFold(args[2], "ON") && !equalFold(args[2], "OFF") {
+			return refuse(replySyntax, ReasonProtocol), true
+		}
+		return local(replyOK, NoEffect), true
+	case equalFold(sub, "REPLY"), equalFold(sub, "TRACKING"), equalFold(sub, "CACHING"):
+		var buf [maxName]byte
+		return refuse(errReply("EMQREFUSED emqproxy does not forward 'CLIENT "+
+			string(upperInto(buf[:0], sub))+"': it would change a shared upstream connection"),
+			ReasonProtocol), true
+	}
+	return Decision{}, false
+}
+
+// clientInfo is the CLIENT INFO line for this session, in the server's
+// field order. Fields the proxy does not track (fd, age, idle, buffers)
+// are reported as -1 or 0; addr and laddr are State.Addr and LocalAddr.
+func clientInfo(st *State, p *Policy) []byte {
+	user := st.User
+	if user == "" {
+		user = "default"
+	}
+	b := make([]byte, 0, 320)
+	b = append(b, "id="...)
+	b = strconv.AppendInt(b, st.ID, 10)
+	b = append(b, " addr="...)
+	b = append(b, st.Addr...)
+	b = append(b, " laddr="...)
+	b = append(b, st.LocalAddr...)
+	b = append(b, " fd=-1 name="...)
+	b = append(b, st.Name...)
+	b = append(b, " age=0 idle=0 flags=N db="...)
+	b = strconv.AppendInt(b, int64(p.DB), 10)
+	b = append(b, " sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0"+
+		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user="...)
+	b = append(b, user...)
+	b = append(b, " redir=-1 resp=2\n"...)
+	return b
+}
+
+// lowerInto appends the ASCII lower case of s to dst.
+func lowerInto(dst, s []byte) []byte {
+	for _, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
