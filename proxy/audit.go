@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
+)
+
+// The audit log: one JSON record per rewrite and per refusal (and per
+// passed command when Options.AuditPassthrough is set), written on its own
+// logger after the client's replies are written. Never a payload, a value
+// or a password: only the fields below.
+//
+// Every record:
+//
+//	msg         "rewrite" | "refuse" | "pass"
+//	conn        the client connection id
+//	client      the client's address
+//	user        the authenticated user ("" before AUTH or without auth)
+//	reply       the reply kind the client got: simple, bulk, null, integer,
+//	            array, null_array, other, or an error's code (its first
+//	            word, e.g. ERR, NOSCRIPT, EMQWIRE, UPSTREAM)
+//	latency_us  from the batch framed to its replies written
+//	map         the pinned map's digest
+//
+// rewrite and pass records add, when the command names a script:
+//
+//	script, sha, token (rewrite only), numkeys, queue, upstream
+//
+// refuse records add:
+//
+//	reason      why (rewrite.Reason: noauth, denied, unknown_script, shape, ...)
+//	sha         the script's sha, when the refusal concerns a script
+//	command     otherwise the command name as sent
+type auditRecord struct {
+	action   rewrite.Action
+	reason   rewrite.Reason
+	script   *shamap.Script
+	sha      string
+	cmd      []byte // args[0]; valid until the session reads again
+	queue    []byte // valid until the session reads again
+	numkeys  int64  // -1 when not a script call
+	reply    string
+	upstream string
+}
+
+// auditFor records a decision to audit and returns its index, or -1.
+func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
+	switch d.Action {
+	case rewrite.Rewrite, rewrite.Refuse:
+	case rewrite.Pass:
+		if !s.srv.opts.AuditPassthrough {
+			return -1
+		}
+	default:
+		return -1
+	}
+	if s.srv.audit == nil {
+		return -1
+	}
+	r := auditRecord{action: d.Action, reason: d.Reason, script: d.Script, sha: d.SHA, queue: d.Queue, numkeys: -1}
+	if len(args) > 0 {
+		r.cmd = args[0]
+	}
+	if d.SHA != "" && len(args) > 2 {
+		if n, ok := parseInt(args[2]); ok {
+			r.numkeys = n
+		}
+	}
+	s.audits = append(s.audits, r)
+	return len(s.audits) - 1
+}
+
+// haveAudits reports whether the current batch has records waiting.
+func (s *session) haveAudits() bool { return len(s.audits) > 0 }
+
+// setReply notes the reply a command got.
+func (r *auditRecord) setReply(reply []byte, u *Upstream) {
+	r.reply = replyKind(reply)
+	if u != nil {
+		r.upstream = u.name
+	}
+}
+
+// replyKind names a reply for the audit log.
+func replyKind(r []byte) string {
+	if len(r) < 3 {
+		return "other"
+	}
+	switch r[0] {
+	case '+':
+		return "simple"
+	case ':':
+		return "integer"
+	case '$':
+		if r[1] == '-' {
+			return "null"
+		}
+		return "bulk"
+	case '*':
+		if r[1] == '-' {
+			return "null_array"
+		}
+		return "array"
+	case '-':
+		end := 1
+		for end < len(r) && r[end] != ' ' && r[end] != '\r' {
+			end++
+		}
+		return string(r[1:end])
+	}
+	return "other"
+}
+
+// logAudits writes the batch's records, after its replies were written.
+func (s *session) logAudits() {
+	if len(s.audits) == 0 {
+		return
+	}
+	lat := time.Since(s.began).Microseconds()
+	digest := ""
+	if s.pol != nil && s.pol.Map != nil {
+		digest = s.pol.Map.Digest
+	}
+	for i := range s.audits {
+		r := &s.audits[i]
+		ce := s.srv.audit.Check(zapcore.InfoLevel, r.action.String())
+		if ce == nil {
+			continue
+		}
+		f := s.fields[:0]
+		f = append(f, zap.Uint64("conn", s.id), zap.String("client", s.addr), zap.String("user", s.st.User))
+		if r.action == rewrite.Refuse {
+			f = append(f, zap.String("reason", string(r.reason)))
+			if r.sha != "" {
+				f = append(f, zap.String("sha", r.sha))
+			} else {
+				f = append(f, zap.ByteString("command", r.cmd))
+			}
+		} else if r.sha != "" || r.script != nil {
+			if r.script != nil {
+				f = append(f, zap.String("script", r.script.Name))
+				if r.action == rewrite.Rewrite && r.script.Verb != "" {
+					f = append(f, zap.String("token", r.script.Verb))
+				}
+			}
+			f = append(f, zap.String("sha", r.sha), zap.Int64("numkeys", r.numkeys),
+				zap.ByteString("queue", r.queue), zap.String("upstream", r.upstream))
+		} else {
+			f = append(f, zap.ByteString("command", r.cmd), zap.String("upstream", r.upstream))
+		}
+		f = append(f, zap.String("reply", r.reply), zap.Int64("latency_us", lat), zap.String("map", digest))
+		ce.Write(f...)
+		s.fields = f[:0]
+	}
+	clear(s.audits)
+	s.audits = s.audits[:0]
+}

@@ -1,0 +1,20 @@
+// Package proxy is the data path of emqproxy: it accepts client
+// connections, frames their commands under the server's protocol limits,
+// decides each command with rewrite.Decide, forwards what is forwarded on
+// its own pipelined upstream connections, and writes every reply back to
+// the client byte for byte as the server sent it, in command order.
+//
+// It owns: the client input framer and its limits (guard.go), the session
+// loop that alone knows about order (session.go, transaction.go), the
+// pipelined upstream connections that coalesce many clients' batches into
+// one write and frame replies without decoding them (pipeline.go, resp.go,
+// upstream.go, dial.go), the server lifecycle (server.go), the audit records
+// (audit.go) and the data-path metrics (metrics.go).
+//
+// It must not decide anything itself (that is rewrite's job), must never
+// decode and re-encode a reply, must never resend a command that may have
+// reached an upstream (a command that fails in flight gets an explicit
+// error), and must not log payloads, values or secrets. Configuration
+// parsing and the fence checks live elsewhere: they reach the proxy through
+// Options and the OnConnect hook.
+package proxy

@@ -1,0 +1,24 @@
+package proxy
+
+import "errors"
+
+// Sentinel errors of the package; returned errors wrap one of them.
+var (
+	// ErrOptions means the Options are unusable (for example no upstream address).
+	ErrOptions = errors.New("proxy: invalid options")
+	// ErrServerClosed is returned by Serve after Shutdown.
+	ErrServerClosed = errors.New("proxy: server closed")
+	// ErrUnavailable means an upstream has no usable connection.
+	ErrUnavailable = errors.New("proxy: upstream unavailable")
+	// ErrLost means an upstream connection broke while commands waited on it.
+	ErrLost = errors.New("proxy: upstream connection lost")
+	// ErrTimeout means an upstream sent no reply within its timeout.
+	ErrTimeout = errors.New("proxy: upstream reply timeout")
+	// ErrUpstreamProtocol means an upstream sent bytes that are not RESP,
+	// or a reply nothing waited for.
+	ErrUpstreamProtocol = errors.New("proxy: upstream protocol error")
+	// ErrBoot means AUTH or SELECT failed on a new upstream connection.
+	ErrBoot = errors.New("proxy: upstream boot failed")
+	// ErrFence means the OnConnect hook refused a new upstream connection.
+	ErrFence = errors.New("proxy: upstream fence failed")
+)

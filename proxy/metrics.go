@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
+)
+
+// metrics are the proxy's Prometheus collectors. The per-command counters
+// are resolved once, so counting a command is one atomic add.
+//
+// Names:
+//
+//	emqproxy_commands_total{decision,token}     commands by decision (pass, rewrite, refuse, local) and job-core token ("" for none)
+//	emqproxy_refusals_total{reason}             refusals by reason
+//	emqproxy_upstream_errors_total{upstream,kind} connection failures: dial, boot, fence, lost, timeout, protocol
+//	emqproxy_upstream_reconnects_total{upstream} shared connections lost and reconnected
+//	emqproxy_upstream_up{upstream}              1 while every shared connection is up
+//	emqproxy_upstream_fenced{upstream}          1 while the fence holds
+//	emqproxy_client_connections                 clients connected now
+//	emqproxy_client_connections_total           clients accepted
+//	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write
+//	emqproxy_panics_total                       panics recovered (each closed one client)
+//	emqproxy_batch_seconds                      time from a client batch framed to its replies written
+//	emqproxy_map_info{digest}                   1 for the map in use
+type metrics struct {
+	commands   [4][]prometheus.Counter // [action][token index+1]
+	refusals   *prometheus.CounterVec
+	upErrors   *prometheus.CounterVec
+	reconnects *prometheus.CounterVec
+	up         *prometheus.GaugeVec
+	fenced     *prometheus.GaugeVec
+	clients    prometheus.Gauge
+	accepted   prometheus.Counter
+	rejected   *prometheus.CounterVec
+	panics     prometheus.Counter
+	latency    prometheus.Histogram
+	mapInfo    *prometheus.GaugeVec
+}
+
+// newMetrics creates the collectors and registers them on reg (when not nil).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_refusals_total", Help: "Commands refused, by reason.",
+		}, []string{"reason"}),
+		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_upstream_errors_total", Help: "Upstream connection failures, by kind.",
+		}, []string{"upstream", "kind"}),
+		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_upstream_reconnects_total", Help: "Shared upstream connections lost and reconnected.",
+		}, []string{"upstream"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "emqproxy_upstream_up", Help: "1 while every shared connection to the upstream is up.",
+		}, []string{"upstream"}),
+		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "emqproxy_upstream_fenced", Help: "1 while the upstream's fence holds.",
+		}, []string{"upstream"}),
+		clients: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "emqproxy_client_connections", Help: "Client connections open now.",
+		}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "emqproxy_client_connections_total", Help: "Client connections accepted.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_client_rejected_total", Help: "Clients refused or closed by a limit, by reason.",
+		}, []string{"reason"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "emqproxy_panics_total", Help: "Panics recovered; each closed one client.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "emqproxy_batch_seconds",
+			Help:    "Time from a client batch framed to its replies written.",
+			Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 12),
+		}),
+		mapInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "emqproxy_map_info", Help: "1 for the digest of the pinned map in use.",
+		}, []string{"digest"}),
+	}
+	cmds := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "emqproxy_commands_total", Help: "Client commands, by decision and job-core token.",
+	}, []string{"decision", "token"})
+	for a := rewrite.Pass; a <= rewrite.Local; a++ {
+		row := make([]prometheus.Counter, len(shamap.Tokens)+1)
+		row[0] = cmds.WithLabelValues(a.String(), "")
+		for i, t := range shamap.Tokens {
+			row[i+1] = cmds.WithLabelValues(a.String(), t)
+		}
+		m.commands[a] = row
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{cmds, m.refusals, m.upErrors, m.reconnects, m.up, m.fenced,
+			m.clients, m.accepted, m.rejected, m.panics, m.latency, m.mapInfo} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// tokenIndex maps a token to its column in commands.
+var tokenIndex = func() map[string]int {
+	m := make(map[string]int, len(shamap.Tokens))
+	for i, t := range shamap.Tokens {
+		m[t] = i + 1
+	}
+	return m
+}()
+
+// command counts one decided command.
+func (m *metrics) command(d *rewrite.Decision) {
+	col := 0
+	if d.Script != nil && d.Script.Verb != "" {
+		col = tokenIndex[d.Script.Verb]
+	}
+	if int(d.Action) < len(m.commands) {
+		m.commands[d.Action][col].Inc()
+	}
+	if d.Action == rewrite.Refuse {
+		m.refusals.WithLabelValues(string(d.Reason)).Inc()
+	}
+}
+
+func (m *metrics) upstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
+func (m *metrics) reconnect(name string)            { m.reconnects.WithLabelValues(name).Inc() }
+
+func (m *metrics) upstreamState(name string, up, fenced bool) {
+	m.up.WithLabelValues(name).Set(b2f(up))
+	m.fenced.WithLabelValues(name).Set(b2f(fenced))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

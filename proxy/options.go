@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Defaults applied by New to zero-valued Options fields.
+const (
+	DefaultMaxClients     = 10000
+	DefaultMaxPipeline    = 1024
+	DefaultMaxReplyBytes  = 64 * 1024 * 1024
+	DefaultMaxQueuedMulti = 10000
+	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
+	// the most one incomplete command may make the proxy buffer.
+	DefaultMaxQueryBuffer = 1024 * 1024 * 1024
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultUpstreamTimout = 10 * time.Second
+)
+
+// OnConnectFunc runs on every new upstream connection, after the boot
+// commands (AUTH, SELECT) and before the connection carries any client
+// byte. A non-nil error closes the connection; the upstream is then not
+// served (clients get `-UPSTREAM <name> unavailable: <error text>`) until a
+// later connection passes. The fence check is installed here.
+//
+// c is valid only during the call and must not be kept.
+type OnConnectFunc func(ctx context.Context, c Conn) error
+
+// Options configures a Server. Zero values take the documented defaults.
+type Options struct {
+	// Listen is the client listener address for ListenAndServe
+	// (default "127.0.0.1:6380").
+	Listen string
+	// TLSConfig, when not nil, makes the client listener speak TLS.
+	TLSConfig *tls.Config
+
+	// Upstream is the node every command is forwarded to.
+	Upstream UpstreamOptions
+	// OnConnect is the fence hook run on every upstream connection
+	// (shared or dedicated) before it carries client traffic. nil: none,
+	// and the upstream counts as fenced as soon as it is connected.
+	OnConnect OnConnectFunc
+
+	// Policy is the decision policy (map, deny list, users). Required.
+	// SwapPolicy replaces it at run time.
+	Policy *rewrite.Policy
+
+	// MaxClients is the most client connections served at once
+	// (default 10000); one more gets `-ERR max number of clients reached`.
+	MaxClients int
+	// MaxMultibulk is the largest multibulk count accepted
+	// (default DefaultMaxMultibulk).
+	MaxMultibulk int
+	// MaxBulk is the largest bulk length accepted (default 512 MiB).
+	MaxBulk int64
+	// MaxInline is the longest inline command or header line (default 64 KiB).
+	MaxInline int
+	// MaxQueryBuffer is the most bytes one incomplete command may make the
+	// proxy buffer for a client (default 1 GiB); over it the client is
+	// closed, as redis does.
+	MaxQueryBuffer int64
+	// MaxPipeline is the most commands of one client decided and forwarded
+	// as one batch (default 1024); the rest waits for the next round.
+	MaxPipeline int
+	// MaxReplyBytes caps the reply bytes one client batch may accumulate
+	// (default 64 MiB). A batch over it closes the client.
+	MaxReplyBytes int64
+	// MaxQueuedMulti is the most commands one MULTI may queue (default
+	// 10000); one more is answered with an error and aborts the transaction.
+	MaxQueuedMulti int
+
+	// IdleTimeout closes a client that sends nothing for this long
+	// (0 = never, like redis's default `timeout 0`).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one batch of replies to a client
+	// (default 10s); over it the client is closed.
+	WriteTimeout time.Duration
+
+	// AuditPassthrough also audits commands that pass unchanged.
+	AuditPassthrough bool
+	// Registry, when not nil, receives the proxy's metrics.
+	Registry prometheus.Registerer
+}
+
+// UpstreamOptions describes one upstream node.
+type UpstreamOptions struct {
+	// Name names the upstream in errors, logs and metrics (default "upstream").
+	Name string
+	// Address is host:port. Required.
+	Address string
+	// Username and Password, when Password is set, are sent with AUTH on
+	// every new connection (AUTH <password> when Username is empty).
+	Username string
+	Password string
+	// DB, when not 0, is selected on every new connection.
+	DB int
+	// TLSConfig, when not nil, makes the upstream connections speak TLS.
+	TLSConfig *tls.Config
+	// Conns is the number of shared pipelined connections (default 1: one
+	// connection coalesces best; more dilute the batching).
+	Conns int
+	// DialTimeout bounds dialing plus the boot commands and the fence
+	// (default 5s).
+	DialTimeout time.Duration
+	// Timeout is how long a shared connection may go without a reply while
+	// commands wait on it (default 10s); then it is closed and every waiting
+	// command gets an error. Dedicated connections (blocking commands,
+	// WATCH, subscriptions) have no reply timeout.
+	Timeout time.Duration
+}
+
+// withDefaults returns o with every zero value replaced by its default.
+func (o Options) withDefaults() Options {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:6380"
+	}
+	if o.MaxClients <= 0 {
+		o.MaxClients = DefaultMaxClients
+	}
+	if o.MaxMultibulk <= 0 {
+		o.MaxMultibulk = DefaultMaxMultibulk
+	}
+	if o.MaxBulk <= 0 {
+		o.MaxBulk = DefaultMaxBulk
+	}
+	if o.MaxInline <= 0 {
+		o.MaxInline = DefaultMaxInline
+	}
+	if o.MaxQueryBuffer <= 0 {
+		o.MaxQueryBuffer = DefaultMaxQueryBuffer
+	}
+	if o.MaxPipeline <= 0 {
+		o.MaxPipeline = DefaultMaxPipeline
+	}
+	if o.MaxReplyBytes <= 0 {
+		o.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if o.MaxQueuedMulti <= 0 {
+		o.MaxQueuedMulti = DefaultMaxQueuedMulti
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	u := &o.Upstream
+	if u.Name == "" {
+		u.Name = "upstream"
+	}
+	if u.Conns <= 0 {
+		u.Conns = 1
+	}
+	if u.DialTimeout <= 0 {
+		u.DialTimeout = DefaultDialTimeout
+	}
+	if u.Timeout <= 0 {
+		u.Timeout = DefaultUpstreamTimout
+	}
+	return o
+}

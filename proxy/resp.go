@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// The upstream reply framer. It copies each reply's exact bytes, never
+// decoding or re-encoding them, so a client gets what the server sent: simple
+// versus bulk strings, `$-1` versus `*-1`, nested arrays, error texts. It
+// knows the RESP2 types and, defensively, the RESP3 ones (the proxy speaks
+// RESP2 to its upstreams).
+
+// bigChunk is the largest piece of a bulk read in one go; between pieces the
+// reader reports progress, so a large reply that keeps arriving is not
+// mistaken for a stalled connection.
+const bigChunk = 1 << 20
+
+// replyReader frames replies from an upstream connection.
+type replyReader struct {
+	br *bufio.Reader
+	// progress, when set, is called between the pieces of a large bulk.
+	progress func()
+}
+
+// read appends the bytes of one complete reply to dst. While len(dst) would
+// stay within max the bytes are kept; past it the rest of the reply is read
+// and discarded (the stream stays in sync) and over is true. max < 0 means
+// no cap.
+func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err error) {
+	pending := 1
+	for pending > 0 {
+		pending--
+		line, err := r.line()
+		if err != nil {
+			return dst, over, err
+		}
+		over = over || (max >= 0 && len(dst)+len(line) > max)
+		if !over {
+			dst = append(dst, line...)
+		}
+		switch line[0] {
+		case '+', '-', ':', '_', '#', ',', '(':
+		case '$', '!', '=':
+			n, ok := parseInt(line[1 : len(line)-2])
+			if !ok || n < -1 {
+				return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrUpstreamProtocol, line)
+			}
+			if n < 0 {
+				if line[0] != '$' {
+					return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrUpstreamProtocol, line)
+				}
+				continue
+			}
+			dst, over, err = r.bulk(dst, int(n)+2, max, over)
+			if err != nil {
+				return dst, over, err
+			}
+		case '*', '~', '>', '%', '|':
+			n, ok := parseInt(line[1 : len(line)-2])
+			if !ok || n < -1 || (n < 0 && line[0] != '*') {
+				return dst, over, fmt.Errorf("%w: bad aggregate length %q", ErrUpstreamProtocol, line)
+			}
+			if n > 0 {
+				switch line[0] {
+				case '%':
+					n *= 2
+				case '|':
+					n = n*2 + 1 // an attribute precedes the value it describes
+				}
+				pending += int(n)
+			}
+		default:
+			return dst, over, fmt.Errorf("%w: unexpected reply type %q", ErrUpstreamProtocol, line[0])
+		}
+	}
+	return dst, over, nil
+}
+
+// line returns the next line, with its "\r\n". The slice is valid until the
+// next read. A line longer than the reader's buffer is assembled in a copy.
+func (r *replyReader) line() ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		long := append([]byte(nil), line...)
+		for err == bufio.ErrBufferFull {
+			line, err = r.br.ReadSlice('\n')
+			long = append(long, line...)
+		}
+		line = long
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("%w: malformed line %q", ErrUpstreamProtocol, line)
+	}
+	return line, nil
+}
+
+// bulk reads n bytes (a bulk's data and its "\r\n"), appending them to dst
+// unless over the cap.
+func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
+	over = over || (max >= 0 && len(dst)+n > max)
+	for n > 0 {
+		k := min(n, bigChunk)
+		if over {
+			if _, err := r.br.Discard(k); err != nil {
+				return dst, over, err
+			}
+		} else {
+			l := len(dst)
+			dst = slices.Grow(dst, k)[:l+k]
+			if _, err := io.ReadFull(r.br, dst[l:]); err != nil {
+				return dst[:l], over, err
+			}
+		}
+		n -= k
+		if n > 0 && r.progress != nil {
+			r.progress()
+		}
+	}
+	return dst, over, nil
+}
+
+// Reply is a decoded RESP reply, used only on the synchronous setup path of
+// an upstream connection (boot commands and the fence hook), never on the
+// data path.
+type Reply struct {
+	// Type is the RESP type byte: '+' simple string, '-' error, ':' integer,
+	// '$' bulk string, '*' array (and the RESP3 types when a server sends them).
+	Type byte
+	// Str is the text of a simple string, error, bulk string, or the raw
+	// text of any other scalar type.
+	Str string
+	// Int is the value of an integer.
+	Int int64
+	// Nil is true for a null bulk (`$-1`), null array (`*-1`) or RESP3 null.
+	Nil bool
+	// Elems are an aggregate's elements.
+	Elems []Reply
+	// Raw is the reply's exact bytes (set on the top-level reply only).
+	Raw []byte
+}
+
+// IsError reports whether the reply is an error.
+func (r Reply) IsError() bool { return r.Type == '-' || r.Type == '!' }
+
+// Err returns the reply as an error when it is one, else nil.
+func (r Reply) Err() error {
+	if r.IsError() {
+		return ReplyError(r.Str)
+	}
+	return nil
+}
+
+// ReplyError is an error reply from an upstream, its text as sent.
+type ReplyError string
+
+func (e ReplyError) Error() string { return string(e) }
+
+// decodeReply decodes one complete reply's bytes (as framed by replyReader).
+func decodeReply(b []byte) (Reply, []byte, error) {
+	i := 0
+	for i+1 < len(b) && b[i] != '\r' {
+		i++
+	}
+	if i+1 >= len(b) || len(b) == 0 {
+		return Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrUpstreamProtocol)
+	}
+	head, rest := b[1:i], b[i+2:]
+	r := Reply{Type: b[0]}
+	switch b[0] {
+	case ':':
+		n, ok := parseInt(head)
+		if !ok {
+			return r, nil, fmt.Errorf("%w: bad integer %q", ErrUpstreamProtocol, head)
+		}
+		r.Int = n
+		r.Str = string(head)
+	case '$', '!', '=':
+		n, ok := parseInt(head)
+		if !ok || n < -1 || int(n)+2 > len(rest) {
+			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrUpstreamProtocol, head)
+		}
+		if n < 0 {
+			r.Nil = true
+			return r, rest, nil
+		}
+		r.Str = string(rest[:n])
+		rest = rest[n+2:]
+	case '*', '~', '>', '%', '|':
+		n, ok := parseInt(head)
+		if !ok || n < -1 {
+			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrUpstreamProtocol, head)
+		}
+		if n < 0 {
+			r.Nil = true
+			return r, rest, nil
+		}
+		if b[0] == '%' || b[0] == '|' {
+			n *= 2
+		}
+		for range n {
+			var e Reply
+			var err error
+			e, rest, err = decodeReply(rest)
+			if err != nil {
+				return r, nil, err
+			}
+			r.Elems = append(r.Elems, e)
+		}
+	case '_':
+		r.Nil = true
+	default:
+		r.Str = string(head)
+	}
+	return r, rest, nil
+}

@@ -1,0 +1,545 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// initialReadBuf is a client's read buffer size; it grows only as far as
+// one command needs and shrinks back once that command is done.
+const initialReadBuf = 16 * 1024
+
+// errClose ends a session after its pending replies are written.
+var errClose = errors.New("close")
+
+// session serves one client connection. Its goroutine is the only place
+// that knows about order: it reads a batch, decides each command, forwards
+// the forwarded ones as one batch per upstream connection, and writes every
+// reply in command order in one write.
+type session struct {
+	srv  *Server
+	id   uint64
+	nc   net.Conn
+	addr string
+	log  *zap.Logger
+
+	st  rewrite.State
+	pol *rewrite.Policy // the policy of the current batch
+	fr  framer
+
+	buf        []byte // read buffer; unread bytes are buf[start:end]
+	start, end int
+
+	seg          *batch    // the forwarded part of the current segment
+	segPipe      *pipe     // where seg goes
+	segUp        *Upstream // the upstream of segPipe
+	segDedicated bool      // segPipe is the client's own connection
+	slots   []rslot  // the current segment's replies, in command order
+	local   []byte   // the current segment's local replies
+	simple  bool     // every slot is reply i of seg, in order
+	out     []byte   // replies ready to write
+	audits  []auditRecord
+	fields  []zap.Field // reused for audit records
+	began   time.Time // when the current batch was framed
+	closing bool      // close after writing the current batch
+	over    bool      // the reply cap was hit: close without writing
+
+	pinned  *pipe // the WATCH connection
+	unpin   bool  // release the pin after the current segment
+	blocker *pipe // the connection for blocking commands
+	tx      transaction
+}
+
+// rslot is one command's reply: either local bytes or a forwarded reply.
+type rslot struct {
+	local  bool
+	lo, hi int        // local reply: s.local[lo:hi]
+	idx    int        // forwarded reply: seg reply idx
+	patch  [][]byte   // SCRIPT EXISTS args whose reply is patched
+	audit  int        // index in s.audits, or -1
+	target *Upstream  // for the audit record
+	_      [0]func()  // not comparable
+}
+
+// newSession prepares a session for an accepted connection.
+func newSession(srv *Server, id uint64, nc net.Conn) *session {
+	s := &session{
+		srv:  srv,
+		id:   id,
+		nc:   nc,
+		addr: nc.RemoteAddr().String(),
+		buf:  make([]byte, initialReadBuf),
+		seg:  newBatch(),
+	}
+	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
+	s.resetState()
+	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
+	return s
+}
+
+// resetState puts the decision state back to a new connection's.
+func (s *session) resetState() {
+	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.nc.LocalAddr().String()}
+}
+
+// serve runs the session until the client goes, a limit closes it, or the
+// server shuts down.
+func (s *session) serve() {
+	defer s.cleanup()
+	for {
+		n, err := s.round()
+		if err != nil {
+			return
+		}
+		if n == s.srv.opts.MaxPipeline {
+			continue // more may be complete already
+		}
+		if err := s.fill(); err != nil {
+			return
+		}
+	}
+}
+
+// cleanup closes the client and its dedicated upstream connections.
+func (s *session) cleanup() {
+	_ = s.nc.Close()
+	s.closePinned()
+	if s.blocker != nil {
+		s.blocker.close()
+		s.blocker = nil
+	}
+}
+
+// fill reads more client bytes, making room first.
+func (s *session) fill() error {
+	if s.start == s.end {
+		s.start, s.end = 0, 0
+		if len(s.buf) > initialReadBuf {
+			s.buf = make([]byte, initialReadBuf) // shrink back after a big command
+		}
+	}
+	if s.end == len(s.buf) {
+		if s.start > 0 {
+			s.end = copy(s.buf, s.buf[s.start:s.end])
+			s.start = 0
+		} else {
+			if int64(len(s.buf)) >= s.srv.opts.MaxQueryBuffer {
+				s.srv.met.rejected.WithLabelValues("query_buffer").Inc()
+				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
+				return errClose
+			}
+			size := max(2*len(s.buf), s.fr.need)
+			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
+			nb := make([]byte, size)
+			s.end = copy(nb, s.buf[s.start:s.end])
+			s.buf = nb
+		}
+	}
+	if s.srv.opts.IdleTimeout > 0 {
+		_ = s.nc.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
+	}
+	if s.srv.closing.Load() {
+		return ErrServerClosed
+	}
+	n, err := s.nc.Read(s.buf[s.end:])
+	s.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		return nil
+	}
+	return err
+}
+
+// round frames and serves the complete commands in the buffer (at most
+// MaxPipeline) and writes their replies. It returns how many it served.
+func (s *session) round() (served int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.srv.met.panics.Inc()
+			s.log.Error("panic serving a client; closing it", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			served, err = 0, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	s.pol = s.srv.policy.Load()
+	s.fr.reset()
+	s.fr.need = 0
+	s.began = time.Time{}
+	for served < s.srv.opts.MaxPipeline && !s.closing {
+		s.fr.lim.Unauthenticated = len(s.pol.Users) > 0 && !s.st.Authenticated
+		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
+		switch status {
+		case frameSkip:
+			s.start += n
+			continue
+		case frameIncomplete:
+			s.fr.need = need
+		case frameError:
+			s.addLocal(errReply, -1)
+			s.closing = true
+			s.srv.met.rejected.WithLabelValues("protocol").Inc()
+			continue
+		case frameOK:
+			if served == 0 {
+				s.began = time.Now()
+				s.st.Fenced = s.srv.up.Fenced()
+			}
+			s.start += n
+			served++
+			s.command(f)
+			continue
+		}
+		break
+	}
+	if served == 0 && !s.closing {
+		return 0, nil
+	}
+	s.flush()
+	err = s.write()
+	s.logAudits()
+	if s.srv.metLatency && !s.began.IsZero() {
+		s.srv.met.latency.Observe(time.Since(s.began).Seconds())
+	}
+	if err == nil && s.closing {
+		err = errClose
+	}
+	return served, err
+}
+
+// write sends the batch's replies to the client in one write.
+func (s *session) write() error {
+	if s.over {
+		s.srv.met.rejected.WithLabelValues("reply_bytes").Inc()
+		s.log.Warn("closing client over the reply bytes limit", zap.Int64("limit", s.srv.opts.MaxReplyBytes))
+		return errClose
+	}
+	if len(s.out) == 0 {
+		return nil
+	}
+	_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
+	_, err := s.nc.Write(s.out)
+	if cap(s.out) > 4*DefaultMaxInline && len(s.out) > 0 {
+		s.out = nil // do not keep a big reply buffer around
+	} else {
+		s.out = s.out[:0]
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.srv.met.rejected.WithLabelValues("write").Inc()
+		}
+		return err
+	}
+	return nil
+}
+
+// command decides one command and adds it to the current segment.
+func (s *session) command(f frame) {
+	d := rewrite.Decide(f.args, &s.st, s.pol)
+	s.srv.met.command(&d)
+	audit := s.auditFor(f.args, &d)
+
+	if s.st.InMulti && s.queueable(&d) {
+		s.tx.queue(s, f, &d, audit)
+		return
+	}
+	if d.Effect == rewrite.Exec && d.Action == rewrite.Pass && s.st.InMulti {
+		s.tx.exec(s, f, &d, audit)
+		return
+	}
+	switch d.Action {
+	case rewrite.Refuse, rewrite.Local:
+		s.addLocal(d.Reply, audit)
+	case rewrite.Pass, rewrite.Rewrite:
+		s.forward(f, &d, audit)
+	}
+	s.apply(f, &d)
+}
+
+// queueable reports whether a command decided inside MULTI is queued.
+func (s *session) queueable(d *rewrite.Decision) bool {
+	switch d.Effect {
+	case rewrite.Exec, rewrite.Discard, rewrite.Multi, rewrite.Quit, rewrite.Reset:
+		return false
+	}
+	return d.Action == rewrite.Pass || d.Action == rewrite.Rewrite || d.Effect == rewrite.AbortMulti
+}
+
+// apply makes the decision's effect on the session after its reply slot
+// was added.
+func (s *session) apply(f frame, d *rewrite.Decision) {
+	switch d.Effect {
+	case rewrite.Quit:
+		s.closing = true
+	case rewrite.Reset:
+		s.flush()
+		s.tx.clear()
+		s.closePinned()
+		s.resetState()
+		s.st.Fenced = s.srv.up.Fenced()
+	case rewrite.Auth:
+		s.st.Authenticated, s.st.User = true, d.User
+	case rewrite.SetName:
+		s.setName(d)
+	case rewrite.Hello:
+		if d.User != "" {
+			s.st.Authenticated, s.st.User = true, d.User
+		}
+		s.setName(d)
+	case rewrite.Wire6:
+		s.st.Wire6 = true
+	case rewrite.Multi:
+		if d.Action == rewrite.Local {
+			s.st.InMulti, s.st.MultiAborted = true, false
+			s.tx.begin(s)
+		}
+	case rewrite.Discard:
+		s.tx.clear()
+		s.st.InMulti, s.st.MultiAborted = false, false
+		if s.pinned != nil {
+			s.unpin = true
+		}
+	case rewrite.Unwatch:
+		if s.pinned != nil {
+			s.unpin = true
+		}
+	}
+}
+
+// setName applies a CLIENT SETNAME or HELLO SETNAME.
+func (s *session) setName(d *rewrite.Decision) {
+	if !d.SetsName {
+		return
+	}
+	if len(d.Arg) == 0 {
+		s.st.Name = nil
+	} else {
+		s.st.Name = append([]byte(nil), d.Arg...)
+	}
+}
+
+// addLocal adds a reply the proxy makes itself.
+func (s *session) addLocal(reply []byte, audit int) {
+	lo := len(s.local)
+	s.local = append(s.local, reply...)
+	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit})
+	s.simple = false
+}
+
+// route chooses the upstream for a forwarded command. There is one
+// upstream for now; routing by queue (several named upstreams) plugs in here.
+func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream { return s.srv.up }
+
+// forward adds a forwarded command to the segment for its connection.
+func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
+	u := s.route(d, f.args)
+	if d.Effect == rewrite.Subscribe {
+		s.addLocal(replySubscribe, audit)
+		return
+	}
+	p, ded := s.pipeFor(u, d)
+	if p == nil {
+		s.addLocal(u.unavailable(), audit)
+		return
+	}
+	s.target(u, p, ded)
+	s.seg.out = encode(s.seg.out, f, d)
+	sl := rslot{idx: s.seg.n, audit: audit, target: u}
+	if d.Effect == rewrite.ScriptExists {
+		sl.patch = f.args
+		s.simple = false
+	}
+	if len(s.slots) != s.seg.n {
+		s.simple = false
+	}
+	s.seg.n++
+	s.slots = append(s.slots, sl)
+}
+
+// pipeFor chooses the connection a forwarded command goes on: the WATCH pin
+// while there is one, a dedicated connection for WATCH and blocking
+// commands, else the shared one. nil when it is unavailable.
+func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
+	switch {
+	case s.pinned != nil:
+		return s.pinned, true
+	case d.Effect == rewrite.Watch:
+		return s.dedicated(u, &s.pinned), true
+	case d.Effect == rewrite.Blocking:
+		return s.dedicated(u, &s.blocker), true
+	}
+	return u.shared(s.id), false
+}
+
+// replySubscribe answers the subscribe commands, which this version does
+// not bridge.
+var replySubscribe = []byte("-ERR EMQREFUSED emqproxy does not bridge SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE yet; use a direct connection for pub/sub\r\n")
+
+// encode appends a forwarded command's bytes to out: the client's bytes for
+// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
+func encode(out []byte, f frame, d *rewrite.Decision) []byte {
+	if d.Action != rewrite.Rewrite {
+		return append(out, f.raw...)
+	}
+	tail := max(len(f.args)-d.Replace, 0)
+	out = appendHeader(out, '*', 1+tail)
+	out = appendHeader(out, '$', len(d.Head))
+	out = append(out, d.Head...)
+	out = append(out, '\r', '\n')
+	return append(out, f.tailFrom(d.Replace)...)
+}
+
+// appendHeader appends a RESP header line such as "*3\r\n".
+func appendHeader(b []byte, c byte, n int) []byte {
+	b = append(b, c)
+	var tmp [20]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	b = append(b, tmp[i:]...)
+	return append(b, '\r', '\n')
+}
+
+// dedicated returns the client's own connection kept in *slot, opening it
+// when needed; nil when it cannot be opened.
+func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
+	if p := *slot; p != nil && p.failed() == nil {
+		return p
+	}
+	if *slot != nil {
+		(*slot).close()
+		*slot = nil
+	}
+	p, err := u.dedicated(s.srv.ctx)
+	if err != nil {
+		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	*slot = p
+	return p
+}
+
+// closePinned releases the WATCH connection (closed, never reused: its
+// server-side state belongs to this client).
+func (s *session) closePinned() {
+	if s.pinned != nil {
+		s.pinned.close()
+		s.pinned = nil
+	}
+	s.unpin = false
+}
+
+// target makes p the current segment's connection, sending the segment
+// built so far when it was for another connection.
+func (s *session) target(u *Upstream, p *pipe, dedicated bool) {
+	if s.segPipe != p && s.seg.n > 0 {
+		s.flush()
+	}
+	s.segUp, s.segPipe, s.segDedicated = u, p, dedicated
+}
+
+// flush sends the current segment, waits for its replies, and moves every
+// reply of the segment, in order, to the output.
+func (s *session) flush() {
+	seg := s.seg
+	if seg.n > 0 {
+		seg.max = int(max(s.srv.opts.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
+		if err := s.segPipe.send(seg); err != nil {
+			seg.fill(s.segUp.unavailable())
+		} else if !s.segDedicated {
+			<-seg.done
+		} else {
+			s.waitDedicated(seg)
+		}
+		s.over = s.over || seg.over
+	}
+	s.emit()
+	if s.unpin {
+		s.closePinned()
+	}
+	s.tx.sameSegment = false
+}
+
+// emit moves the segment's replies to the output in command order.
+func (s *session) emit() {
+	seg := s.seg
+	if s.over || int64(len(s.out)+len(s.local)) > s.srv.opts.MaxReplyBytes {
+		s.over = true
+	} else if s.simple && len(s.out) == 0 && len(s.slots) == seg.n && !s.haveAudits() {
+		s.out, seg.replies = seg.replies, s.out[:0] // no copy: the replies are the output
+	} else {
+		for i := range s.slots {
+			sl := &s.slots[i]
+			var r []byte
+			if sl.local {
+				r = s.local[sl.lo:sl.hi]
+			} else {
+				r = seg.reply(sl.idx)
+				if sl.patch != nil {
+					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.pol.Map); err == nil {
+						r = p
+					}
+				}
+			}
+			if sl.audit >= 0 {
+				s.audits[sl.audit].setReply(r, sl.target)
+			}
+			s.out = append(s.out, r...)
+		}
+	}
+	seg.reset()
+	s.slots = s.slots[:0]
+	s.local = s.local[:0]
+	s.simple = true
+}
+
+// waitDedicated waits for a batch on a dedicated connection (which may
+// block for long) while watching the client: if it goes away, the dedicated
+// connection is closed so a blocked command does not outlive its client.
+// Bytes the client sends meanwhile are kept for the next round.
+func (s *session) waitDedicated(b *batch) {
+	for {
+		if s.end == len(s.buf) {
+			<-b.done // no room left to read into: wait without watching
+			return
+		}
+		got := make(chan error, 1)
+		go func() {
+			n, err := s.nc.Read(s.buf[s.end:])
+			s.end += n
+			got <- err
+		}()
+		select {
+		case <-b.done:
+			_ = s.nc.SetReadDeadline(time.Now()) // stop the watcher
+			err := <-got
+			_ = s.nc.SetReadDeadline(time.Time{})
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				s.closing = true
+			}
+			return
+		case err := <-got:
+			if err == nil {
+				continue // the client sent more: keep it, keep watching
+			}
+			s.segPipe.close() // the client is gone: unblock and drop the command
+			s.closing = true
+			<-b.done
+			return
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Replies of the transaction machinery.
+var (
+	replyQueued     = []byte("+QUEUED\r\n")
+	replyMultiHead  = []byte("*1\r\n$5\r\nMULTI\r\n")
+	replyTxTooLarge = []byte("-ERR emqproxy: transaction too large; it will be discarded at EXEC\r\n")
+)
+
+// transaction is a MULTI being queued by the session. The queued commands
+// (decided, rewritten where decided) are kept encoded and sent at EXEC as
+// one unit, MULTI ... EXEC, in one batch on one upstream connection; the
+// client gets +QUEUED for each as it is queued and, at EXEC, only EXEC's
+// reply.
+//
+// When MULTI, the queued commands and EXEC arrive in the same segment, the
+// local +OK/+QUEUED replies are replaced by the server's own replies to
+// MULTI and each queued command, so the client sees exactly what the server
+// said. Otherwise the server's replies to MULTI and the queued commands are
+// read and dropped: a command the server would refuse at queue time (for
+// example an unknown command) got +QUEUED from the proxy, and EXEC then
+// answers the server's EXECABORT.
+type transaction struct {
+	buf   []byte // MULTI and the queued commands, encoded
+	n     int    // queued commands
+	slots []int  // s.slots index of MULTI's and each queued command's reply
+	// sameSegment is true while MULTI's reply slot is still in the
+	// session's current segment (nothing flushed since).
+	sameSegment bool
+}
+
+// begin starts a transaction; MULTI's local reply is the session's last slot.
+func (t *transaction) begin(s *session) {
+	t.buf = append(t.buf[:0], replyMultiHead...)
+	t.n = 0
+	t.slots = append(t.slots[:0], len(s.slots)-1)
+	t.sameSegment = true
+}
+
+// clear drops the transaction.
+func (t *transaction) clear() {
+	if cap(t.buf) > 1<<20 {
+		t.buf = nil
+	}
+	t.buf = t.buf[:0]
+	t.n = 0
+	t.slots = t.slots[:0]
+	t.sameSegment = false
+}
+
+// queue adds a command decided inside MULTI.
+func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int) {
+	if d.Action == rewrite.Refuse {
+		s.addLocal(d.Reply, audit)
+		if d.Effect == rewrite.AbortMulti {
+			s.st.MultiAborted = true
+		}
+		return
+	}
+	if s.st.MultiAborted {
+		// The transaction is discarded at EXEC anyway: keep nothing.
+		s.addLocal(replyQueued, audit)
+		return
+	}
+	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.raw)) > s.srv.opts.MaxReplyBytes {
+		s.addLocal(replyTxTooLarge, audit)
+		s.st.MultiAborted = true
+		return
+	}
+	t.buf = encode(t.buf, f, d)
+	t.n++
+	s.addLocal(replyQueued, audit)
+	t.slots = append(t.slots, len(s.slots)-1)
+	if d.Effect == rewrite.Wire6 {
+		s.st.Wire6 = true
+	}
+}
+
+// exec sends MULTI, the queued commands and EXEC (f) as one unit.
+func (t *transaction) exec(s *session, f frame, d *rewrite.Decision, audit int) {
+	defer func() {
+		t.clear()
+		s.st.InMulti, s.st.MultiAborted = false, false
+		if s.pinned != nil {
+			s.unpin = true // EXEC ends the WATCH
+		}
+	}()
+	u := s.route(d, f.args)
+	var p *pipe
+	var ded bool
+	if s.pinned != nil {
+		p, ded = s.pinned, true
+	} else {
+		p = u.shared(s.id)
+	}
+	if p == nil {
+		s.addLocal(u.unavailable(), audit)
+		return
+	}
+	s.target(u, p, ded)
+	base := s.seg.n
+	s.seg.out = append(s.seg.out, t.buf...)
+	s.seg.out = append(s.seg.out, f.raw...)
+	if t.sameSegment {
+		for j, si := range t.slots {
+			s.slots[si] = rslot{idx: base + j, audit: s.slots[si].audit, target: u}
+		}
+	}
+	s.seg.n += t.n + 2
+	s.slots = append(s.slots, rslot{idx: base + t.n + 1, audit: audit, target: u})
+	s.simple = false
+}

@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Reconnect backoff bounds.
+const (
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// Upstream is one upstream node: its shared pipelined connections, kept
+// connected (and fenced) in the background, and a factory for the dedicated
+// connections of blocking commands, WATCH and subscriptions.
+type Upstream struct {
+	name   string
+	dialer dialer
+	opts   UpstreamOptions
+	log    *zap.Logger
+	met    *metrics
+
+	slots []*slot
+	rr    atomic.Uint64
+
+	mu      sync.Mutex
+	lastErr error
+	fenceOK bool // the last connection attempt passed the fence (or there is none)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// slot is one shared connection position, reconnected when it breaks.
+type slot struct {
+	cur atomic.Pointer[pipe]
+}
+
+// newUpstream starts connecting the shared connections in the background.
+func newUpstream(opts UpstreamOptions, hook OnConnectFunc, log *zap.Logger, met *metrics) *Upstream {
+	ctx, cancel := context.WithCancel(context.Background())
+	u := &Upstream{
+		name:   opts.Name,
+		dialer: dialer{opts: opts, hook: hook},
+		opts:   opts,
+		log:    log.With(zap.String("upstream", opts.Name)),
+		met:    met,
+		slots:  make([]*slot, opts.Conns),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	u.lastErr = fmt.Errorf("%w: not connected yet", ErrUnavailable)
+	for i := range u.slots {
+		s := &slot{}
+		u.slots[i] = s
+		u.wg.Add(1)
+		go u.keep(s)
+	}
+	return u
+}
+
+// Name returns the upstream's name.
+func (u *Upstream) Name() string { return u.name }
+
+// Up reports whether every shared connection is connected and fenced.
+func (u *Upstream) Up() bool {
+	for _, s := range u.slots {
+		if s.cur.Load() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Fenced reports whether the fence holds: the last connection attempt
+// passed it (true when no fence hook is set) and the upstream is up.
+func (u *Upstream) Fenced() bool {
+	u.mu.Lock()
+	ok := u.fenceOK
+	u.mu.Unlock()
+	return ok && u.Up()
+}
+
+// LastError returns the error of the last failed connection or attempt,
+// or nil while every shared connection is up.
+func (u *Upstream) LastError() error {
+	if u.Up() {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastErr
+}
+
+// keep connects a slot and reconnects it, with backoff, whenever it breaks.
+func (u *Upstream) keep(s *slot) {
+	defer u.wg.Done()
+	wait := backoffMin
+	for {
+		nc, br, fenceErr, err := u.dialer.dial(u.ctx)
+		if u.ctx.Err() != nil {
+			if err == nil {
+				_ = nc.Close()
+			}
+			return
+		}
+		if err != nil {
+			u.setState(err, !fenceErr)
+			u.met.upstreamError(u.name, errKind(err, fenceErr))
+			u.log.Warn("upstream connection failed", zap.Error(err), zap.Duration("retry_in", wait))
+			select {
+			case <-time.After(wait):
+			case <-u.ctx.Done():
+				return
+			}
+			wait = min(wait*2, backoffMax)
+			continue
+		}
+		wait = backoffMin
+		p := newPipe(u.name, nc, br, u.opts.Timeout, nil)
+		s.cur.Store(p)
+		u.setState(nil, true)
+		u.met.upstreamState(u.name, u.Up(), u.Fenced())
+		u.log.Info("upstream connected", zap.String("address", u.opts.Address))
+		select {
+		case <-p.dead:
+		case <-u.ctx.Done():
+			p.close()
+			<-p.dead
+			s.cur.Store(nil)
+			return
+		}
+		s.cur.Store(nil)
+		err = p.failed()
+		u.setState(err, true)
+		u.met.upstreamError(u.name, errKind(err, false))
+		u.met.reconnect(u.name)
+		u.log.Warn("upstream connection lost", zap.Error(err))
+	}
+}
+
+// setState records the outcome of a connection attempt or a loss.
+func (u *Upstream) setState(err error, fenceOK bool) {
+	u.mu.Lock()
+	if err != nil {
+		u.lastErr = err
+	}
+	u.fenceOK = fenceOK
+	u.mu.Unlock()
+	u.met.upstreamState(u.name, u.Up(), u.Fenced())
+}
+
+// errKind names an error for the upstream error metric.
+func errKind(err error, fence bool) string {
+	switch {
+	case fence || errors.Is(err, ErrFence):
+		return "fence"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrBoot):
+		return "boot"
+	case errors.Is(err, ErrUpstreamProtocol):
+		return "protocol"
+	case errors.Is(err, ErrLost):
+		return "lost"
+	}
+	return "dial"
+}
+
+// shared returns the shared connection for a client (by its id), or nil
+// when it is down.
+func (u *Upstream) shared(id uint64) *pipe {
+	if len(u.slots) == 1 {
+		return u.slots[0].cur.Load()
+	}
+	return u.slots[id%uint64(len(u.slots))].cur.Load()
+}
+
+// unavailable is the reply a command gets while the upstream is down.
+func (u *Upstream) unavailable() []byte {
+	err := u.LastError()
+	reason := "not connected"
+	if err != nil {
+		reason = err.Error()
+	}
+	return []byte("-UPSTREAM " + u.name + " unavailable: " + oneLine(reason) + "\r\n")
+}
+
+// dedicated opens a connection of the client's own (blocking commands,
+// WATCH, subscriptions): dialed, booted and fenced like a shared one, with
+// no reply timeout. The caller closes it.
+func (u *Upstream) dedicated(ctx context.Context) (*pipe, error) {
+	nc, br, _, err := u.dialer.dial(ctx)
+	if err != nil {
+		u.met.upstreamError(u.name, errKind(err, false))
+		return nil, err
+	}
+	return newPipe(u.name, nc, br, 0, nil), nil
+}
+
+// close stops reconnecting and closes the shared connections; waiting
+// batches get the lost error.
+func (u *Upstream) close() {
+	u.cancel()
+	u.wg.Wait()
+}
