@@ -16,9 +16,14 @@
 //     again.
 //   - Claim reads the pause flag (EXISTS emq:{q}:paused) in a round trip of
 //     its own first, and answers empty without sending the script when the
-//     queue is paused.
+//     queue is paused. EXISTS because the job core defines paused as "the
+//     key exists" for the host; it is one plain read of the flag either way.
 //   - Batch sends several lines in one round trip (valkey-go DoMulti); Tx
-//     wraps them in MULTI/EXEC on a dedicated connection.
+//     wraps them in MULTI/EXEC on a dedicated connection. Claims in either
+//     keep their own pause read, one round trip before the lines. Lines that
+//     get NOSCRIPT are sent again after one SCRIPT LOAD per script: in a
+//     second pipeline, or in a second MULTI/EXEC of their own (the server
+//     has already run the other lines of the first one).
 //
 // How "every reconnect" is achieved with valkey-go: valkey-go reconnects by
 // itself and has no hook that runs commands on a new connection, but every
@@ -31,6 +36,9 @@
 // replaces the valkey-go client. The credentials, database and name are
 // therefore not given to valkey-go; it only adds HELLO 2 after the fence
 // (it always sends it on a RESP2 connection; the reply changes nothing).
+// valkey-go may open a connection it never uses for commands (on RESP2 it
+// keeps a separate one for pub/sub, opened when a dedicated connection is
+// returned to its pool); that one passes the fence too.
 // The connection speaks RESP2 (AlwaysRESP2), sends no CLIENT SETINFO, uses
 // no client-side cache, never retries a command (DisableRetry), and uses a
 // single pipelining connection, as the connector does.

@@ -2,6 +2,7 @@ package legacy_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -115,4 +116,13 @@ func (k chk) stats(v [6]int64, err error) [6]int64 {
 		k.t.Fatal(err)
 	}
 	return v
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

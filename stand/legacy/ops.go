@@ -32,8 +32,11 @@ func (c *Client) Enqueue(ctx context.Context, q, id, payload string) (bool, erro
 // pending job.
 func (c *Client) Claim(ctx context.Context, q string, leaseMs int64) (job Job, empty bool, err error) {
 	paused, err := c.Paused(ctx, q)
-	if err != nil || paused {
-		return Job{}, true, err
+	if err != nil {
+		return Job{}, false, err
+	}
+	if paused {
+		return Job{}, true, nil
 	}
 	v, err := c.Eval(ctx, ScriptClaim, claimKeys(q), []string{itoa(leaseMs)})
 	if err != nil {
