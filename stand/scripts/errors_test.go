@@ -77,7 +77,7 @@ func TestShapeErrors(t *testing.T) {
 func TestValueErrors(t *testing.T) {
 	w := newWire(t)
 	q := queue("value")
-	bad := []string{"", "1.5", "1e3", " 1", "1 ", "+1", "-1", "01", "0x10", "9007199254740992", "99999999999999999999", "one"}
+	bad := []string{"", "1.5", "1e3", " 1", "1 ", "+1", "-1", "0x10", "9007199254740992", "0009007199254740992", "99999999999999999999", "one"}
 	for _, s := range Shapes {
 		for _, iv := range intValues[s.Name] {
 			t.Run(fmt.Sprintf("%s/value%d", s.Name, iv.j), func(t *testing.T) {
@@ -92,8 +92,9 @@ func TestValueErrors(t *testing.T) {
 					w.refuses(s, q, q.keys(s.Name, "J1"), values,
 						fmt.Sprintf("%s value %d must be an integer", head(s), iv.j))
 				}
-				// The largest accepted value, and 0 where it is not a limit.
-				for _, v := range []string{"9007199254740991", "0"} {
+				// The largest accepted value, leading zeros, and 0 where it
+				// is not a limit.
+				for _, v := range []string{"9007199254740991", "0000000000000000000009007199254740991", "01", "0"} {
 					if v == "0" && iv.limit {
 						continue
 					}

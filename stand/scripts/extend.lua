@@ -1,12 +1,13 @@
 -- EXTEND  keys: P active, P job:<id>  values: id, lease_ms
 -- An active id gets the deadline now+lease_ms. Replies the new deadline,
--- or 0 when the id is not active.
+-- or 0 when the id is not active. An active id with no row (an orphan) is
+-- dropped from active and replies 0.
 if #KEYS ~= 2 then return redis.error_reply('EMQWIRE EMQ.EXTEND wants 2 keys, got ' .. #KEYS) end
 if #ARGV ~= 2 then return redis.error_reply('EMQWIRE EMQ.EXTEND wants 2 values, got ' .. #ARGV) end
 local function int(j, min)
-  local v = ARGV[j]
-  if #v > 16 or not (v == '0' or string.match(v, '^[1-9][0-9]*$')) then return nil end
-  local n = tonumber(v)
+  local digits = string.match(ARGV[j], '^0*([0-9]*)$')
+  if not digits or ARGV[j] == '' or #digits > 16 then return nil end
+  local n = tonumber(digits) or 0
   if n < min or n >= 9007199254740992 then return nil end
   return n
 end
@@ -20,6 +21,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then -- an orphan: dropped, no row written
+  redis.call('ZREM', KEYS[1], id)
+  return 0
+end
 local deadline = now + lease
 redis.call('ZADD', KEYS[1], 'XX', deadline, id)
 return deadline

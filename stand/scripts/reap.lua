@@ -7,9 +7,9 @@
 if #KEYS ~= 3 then return redis.error_reply('EMQWIRE EMQ.REAP wants 3 keys, got ' .. #KEYS) end
 if #ARGV ~= 2 then return redis.error_reply('EMQWIRE EMQ.REAP wants 2 values, got ' .. #ARGV) end
 local function int(j, min)
-  local v = ARGV[j]
-  if #v > 16 or not (v == '0' or string.match(v, '^[1-9][0-9]*$')) then return nil end
-  local n = tonumber(v)
+  local digits = string.match(ARGV[j], '^0*([0-9]*)$')
+  if not digits or ARGV[j] == '' or #digits > 16 then return nil end
+  local n = tonumber(digits) or 0
   if n < min or n >= 9007199254740992 then return nil end
   return n
 end
