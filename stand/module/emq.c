@@ -503,8 +503,8 @@ static int do_complete(EmqCtx *ctx, call *c) {
     int m = member_with_row(ctx, active, row, id, 0);
     if (m <= 0) return EMQ_OK;
     long long at = c->now;
-#ifdef EMQ_BREAK_COMPLETE /* BREAK: the done score is one ms late */
-    at++;
+#ifdef EMQ_BREAK_COMPLETE /* BREAK: the done score is one second late */
+    at += 1000;
 #endif
     W(EMQ_Call(ctx, "ZREM", "!ss", active, id));
     W(EMQ_Call(ctx, "HSET", "!scc", row, "state", "done"));
@@ -665,8 +665,8 @@ static int do_reap(EmqCtx *ctx, call *c) {
     EmqString *active = c->keys[0], *pending = c->keys[1], *dead = c->keys[2];
     long long max_attempts = c->ints[1];
     char max[32];
-#ifdef EMQ_BREAK_REAP /* BREAK: a lease ending exactly now is reaped too */
-    snprintf(max, sizeof max, "%lld", c->now);
+#ifdef EMQ_BREAK_REAP /* BREAK: leases ending within the next minute are reaped too */
+    snprintf(max, sizeof max, "(%lld", c->now + 60000);
 #else
     snprintf(max, sizeof max, "(%lld", c->now);
 #endif
@@ -881,7 +881,9 @@ static int register_keyed(EmqCtx *ctx, const char *name, EmqCmdFunc f) {
     if (cmd == NULL) return EMQ_ERR;
     EmqKeySpec specs[2];
     memset(specs, 0, sizeof specs);
-    specs[0].flags = EMQ_CMD_KEY_RW;
+    /* RW with ACCESS and UPDATE: ACL then wants both read and write access
+     * to every key (RW alone asks for neither). */
+    specs[0].flags = EMQ_CMD_KEY_RW | EMQ_CMD_KEY_ACCESS | EMQ_CMD_KEY_UPDATE;
     specs[0].begin_search_type = EMQ_KSPEC_BS_INDEX;
     specs[0].bs.index.pos = 1;
     specs[0].find_keys_type = EMQ_KSPEC_FK_KEYNUM;

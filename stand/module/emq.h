@@ -32,6 +32,8 @@
 #define EMQ_KSPEC_BS_INDEX 2
 #define EMQ_KSPEC_FK_KEYNUM 3
 #define EMQ_CMD_KEY_RW (1ULL << 1)
+#define EMQ_CMD_KEY_ACCESS (1ULL << 4)
+#define EMQ_CMD_KEY_UPDATE (1ULL << 5)
 
 /* Opaque server objects. */
 typedef struct EmqCtx EmqCtx;

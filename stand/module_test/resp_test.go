@@ -151,3 +151,6 @@ func integer(n int64) string { return ":" + strconv.FormatInt(n, 10) + "\r\n" }
 
 // errReply encodes text as a RESP error.
 func errReply(text string) string { return "-" + text + "\r\n" }
+
+// with returns the same connection reporting failures to t.
+func (c *conn) with(t testing.TB) *conn { return &conn{t: t, nc: c.nc, br: c.br} }

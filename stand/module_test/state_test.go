@@ -92,7 +92,7 @@ func timed(c *conn, args ...string) (reply string, before, after int64) {
 }
 
 // within fails unless lo <= got <= hi.
-func within(t *testing.T, what string, got, lo, hi int64) {
+func within(t testing.TB, what string, got, lo, hi int64) {
 	t.Helper()
 	if got < lo || got > hi {
 		t.Errorf("%s = %d, want within [%d, %d]", what, got, lo, hi)
