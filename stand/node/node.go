@@ -189,7 +189,10 @@ func (n *Node) launch(bin, module string, port int, opts Options) (inUse bool, e
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group keeps a terminal's Ctrl-C for the owner, who
+	// stops the node in order; the parent-death signal makes sure a node
+	// never outlives the process that started it (a killed or timed-out test).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return false, fmt.Errorf("%w: %s: %v", ErrStart, bin, err)

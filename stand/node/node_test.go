@@ -1,11 +1,15 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -306,5 +310,48 @@ func TestRoleNames(t *testing.T) {
 	}
 	if _, err := ParseRole("cluster"); err == nil {
 		t.Fatal("ParseRole accepted an unknown role")
+	}
+}
+
+// TestNodeDiesWithItsOwner starts a node from a child process, kills the
+// child with SIGKILL and checks the node does not outlive it.
+func TestNodeDiesWithItsOwner(t *testing.T) {
+	if os.Getenv("NODE_OWNER_CHILD") == "1" {
+		n, err := Start(Options{Role: Bare, Dir: os.Getenv("NODE_OWNER_DIR")})
+		if err != nil {
+			os.Exit(1)
+		}
+		fmt.Printf("%d %s\n", n.PID(), n.Addr)
+		select {} // wait to be killed
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestNodeDiesWithItsOwner$")
+	cmd.Env = append(os.Environ(), "NODE_OWNER_CHILD=1", "NODE_OWNER_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var addr string
+	if _, err := fmt.Fscan(bufio.NewReader(out), &pid, &addr); err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child printed no node: %v", err)
+	}
+	if got, err := RawDo(addr, "PING"); err != nil || string(got) != "+PONG\r\n" {
+		t.Fatalf("child's node: %q %v", got, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("node pid %d outlived its owner", pid)
+		}
+		<-tick.C
 	}
 }
