@@ -146,9 +146,6 @@ func array(elems ...string) string {
 	return "*" + strconv.Itoa(len(elems)) + "\r\n" + strings.Join(elems, "")
 }
 
-// integer encodes n as a RESP integer.
-func integer(n int64) string { return ":" + strconv.FormatInt(n, 10) + "\r\n" }
-
 // errReply encodes text as a RESP error.
 func errReply(text string) string { return "-" + text + "\r\n" }
 
