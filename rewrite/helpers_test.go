@@ -22,16 +22,6 @@ func testMap(t testing.TB) *shamap.Map {
 	return m
 }
 
-// script returns a pinned script of the test map by name.
-func script(t testing.TB, m *shamap.Map, name string) *shamap.Script {
-	t.Helper()
-	s, ok := m.ByName(name)
-	if !ok {
-		t.Fatalf("test map has no script %q", name)
-	}
-	return s
-}
-
 // argv turns strings into a command's arguments.
 func argv(a ...string) [][]byte {
 	out := make([][]byte, len(a))

@@ -48,11 +48,19 @@ var (
 	replyVersionWrite = []byte("-FENCE " + VersionKey + " belongs to emqproxy; write refused\r\n")
 )
 
-// errReply builds "-<text>\r\n".
+// errReply builds "-<text>\r\n". Like the server, it turns CR and LF in
+// the text (which may quote client input) into spaces, so the reply stays
+// one line.
 func errReply(text string) []byte {
 	b := make([]byte, 0, len(text)+3)
 	b = append(b, '-')
-	b = append(b, text...)
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
 	return append(b, '\r', '\n')
 }
 

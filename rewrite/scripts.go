@@ -115,8 +115,15 @@ func lookupSHA(p *Policy, sha []byte) *shamap.Script {
 	return s
 }
 
-// lowerSHA is the sha as the client named it, in lower case.
+// maxQuoted bounds how much of a client's "sha" a refusal quotes.
+const maxQuoted = 64
+
+// lowerSHA is the sha as the client named it, in lower case (cut to
+// maxQuoted bytes, marked with "...", when longer).
 func lowerSHA(b []byte) string {
+	if len(b) > maxQuoted {
+		return string(lowerInto(make([]byte, 0, maxQuoted+3), b[:maxQuoted])) + "..."
+	}
 	return string(lowerInto(make([]byte, 0, len(b)), b))
 }
 

@@ -17,7 +17,9 @@ func decideSession(args [][]byte, k kind, st *State) Decision {
 	case kExec:
 		switch {
 		case !st.InMulti && len(args) != 1:
-			return refuse(arityReply("exec"), ReasonArity)
+			// The server answers EXEC's arity error this way with or
+			// without MULTI.
+			return refuse(replyExecArity, ReasonArity)
 		case !st.InMulti:
 			return refuse(replyExecNoMulti, ReasonProtocol)
 		case len(args) != 1:
