@@ -124,7 +124,7 @@ func (m *metrics) command(d *rewrite.Decision) {
 }
 
 func (m *metrics) upstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
-func (m *metrics) reconnect(name string)            { m.reconnects.WithLabelValues(name).Inc() }
+func (m *metrics) reconnect(name string)           { m.reconnects.WithLabelValues(name).Inc() }
 
 func (m *metrics) upstreamState(name string, up, fenced bool) {
 	m.up.WithLabelValues(name).Set(b2f(up))

@@ -42,15 +42,15 @@ type session struct {
 	segPipe      *pipe     // where seg goes
 	segUp        *Upstream // the upstream of segPipe
 	segDedicated bool      // segPipe is the client's own connection
-	slots   []rslot  // the current segment's replies, in command order
-	local   []byte   // the current segment's local replies
-	simple  bool     // every slot is reply i of seg, in order
-	out     []byte   // replies ready to write
-	audits  []auditRecord
-	fields  []zap.Field // reused for audit records
-	began   time.Time // when the current batch was framed
-	closing bool      // close after writing the current batch
-	over    bool      // the reply cap was hit: close without writing
+	slots        []rslot   // the current segment's replies, in command order
+	local        []byte    // the current segment's local replies
+	simple       bool      // every slot is reply i of seg, in order
+	out          []byte    // replies ready to write
+	audits       []auditRecord
+	fields       []zap.Field // reused for audit records
+	began        time.Time   // when the current batch was framed
+	closing      bool        // close after writing the current batch
+	over         bool        // the reply cap was hit: close without writing
 
 	pinned  *pipe // the WATCH connection
 	unpin   bool  // release the pin after the current segment
@@ -61,12 +61,12 @@ type session struct {
 // rslot is one command's reply: either local bytes or a forwarded reply.
 type rslot struct {
 	local  bool
-	lo, hi int        // local reply: s.local[lo:hi]
-	idx    int        // forwarded reply: seg reply idx
-	patch  [][]byte   // SCRIPT EXISTS args whose reply is patched
-	audit  int        // index in s.audits, or -1
-	target *Upstream  // for the audit record
-	_      [0]func()  // not comparable
+	lo, hi int       // local reply: s.local[lo:hi]
+	idx    int       // forwarded reply: seg reply idx
+	patch  [][]byte  // SCRIPT EXISTS args whose reply is patched
+	audit  int       // index in s.audits, or -1
+	target *Upstream // for the audit record
+	_      [0]func() // not comparable
 }
 
 // newSession prepares a session for an accepted connection.
