@@ -22,6 +22,21 @@ import (
 // go test runs.
 const repoRoot = ".."
 
+// testDir holds files shared by the package's tests (the built binary).
+var testDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "deploy-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // productionExample is the commented example of every key.
 const productionExample = "examples/production.yaml"
 

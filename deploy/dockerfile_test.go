@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/emqproxy/emqproxy/config"
@@ -176,38 +178,62 @@ func shellWords(s string, vars map[string]string) []string {
 	return words
 }
 
-// TestDockerfileBuildCommand runs the Dockerfile's go build with the local
-// toolchain and checks the binary is static and reports the stamped version.
-func TestDockerfileBuildCommand(t *testing.T) {
+// builtBinary is emqproxy built by the Dockerfile's own go build command,
+// once per test run, with dockerfileVersion stamped in.
+var builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+const dockerfileVersion = "v0.0.0-dockerfile-test"
+
+// emqproxyBinary builds emqproxy with the Dockerfile's build command and the
+// local toolchain, and returns its path.
+func emqproxyBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
+		t.Skip("builds the emqproxy binary; skipped with -short")
 	}
 	st := stages(parseDockerfile(t))
-	const version = "v0.0.0-dockerfile-test"
-	words := shellWords(goBuild(t, st[0]), map[string]string{"VERSION": version})
+	builtBinary.once.Do(func() { builtBinary.path, builtBinary.err = buildLikeDockerfile(goBuild(t, st[0])) })
+	if builtBinary.err != nil {
+		t.Fatal(builtBinary.err)
+	}
+	return builtBinary.path
+}
+
+func buildLikeDockerfile(run string) (string, error) {
+	words := shellWords(run, map[string]string{"VERSION": dockerfileVersion})
 	var env []string
 	for len(words) > 0 && strings.Contains(words[0], "=") {
 		env = append(env, words[0])
 		words = words[1:]
 	}
 	if len(words) < 2 || words[0] != "go" || words[1] != "build" {
-		t.Fatalf("cannot read the build command %q", words)
+		return "", fmt.Errorf("cannot read the build command %q", words)
 	}
-	out := filepath.Join(t.TempDir(), "emqproxy")
+	out := filepath.Join(testDir, "emqproxy")
 	args := slices.Clone(words[2:])
-	if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
-		args[i+1] = out
-	} else {
-		t.Fatalf("the build command has no -o: %q", words)
+	i := slices.Index(args, "-o")
+	if i < 0 || i+1 >= len(args) {
+		return "", fmt.Errorf("the build command has no -o: %q", words)
 	}
+	args[i+1] = out
 	cmd := exec.Command("go", append([]string{"build"}, args...)...)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %q: %v\n%s", args, err, b)
+		return "", fmt.Errorf("go build %q: %v\n%s", args, err, b)
 	}
+	return out, nil
+}
 
-	f, err := elf.Open(out)
+// TestDockerfileBuildCommand runs the Dockerfile's go build with the local
+// toolchain and checks the binary is static and reports the stamped version.
+func TestDockerfileBuildCommand(t *testing.T) {
+	bin := emqproxyBinary(t)
+	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +247,11 @@ func TestDockerfileBuildCommand(t *testing.T) {
 		t.Errorf("the binary links %v: it is not static", libs)
 	}
 
-	got, err := exec.Command(out, "version").CombinedOutput()
+	got, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("emqproxy version: %v\n%s", err, got)
 	}
-	if want := "emqproxy " + version; strings.TrimSpace(string(got)) != want {
+	if want := "emqproxy " + dockerfileVersion; strings.TrimSpace(string(got)) != want {
 		t.Errorf("emqproxy version = %q, want %q", strings.TrimSpace(string(got)), want)
 	}
 }
