@@ -32,9 +32,9 @@ type dashboard struct {
 }
 
 type panel struct {
-	ID      int     `json:"id"`
-	Type    string  `json:"type"`
-	Title   string  `json:"title"`
+	ID      int    `json:"id"`
+	Type    string `json:"type"`
+	Title   string `json:"title"`
 	Targets []struct {
 		Expr string `json:"expr"`
 	} `json:"targets"`
