@@ -325,7 +325,11 @@ func (lit *literal) value() ([]byte, error) {
 	if !lit.escapes {
 		return lit.raw, nil
 	}
-	return unescape(lit.raw, lit.line)
+	first := lit.line
+	if lit.heredoc {
+		first++ // the body starts on the line after the opening marker
+	}
+	return unescape(lit.raw, first)
 }
 
 // unescape evaluates the escapes of an Elixir string literal: \0 \a \b \d
@@ -335,21 +339,25 @@ func (lit *literal) value() ([]byte, error) {
 // for messages.
 func unescape(raw []byte, line int) ([]byte, error) {
 	out := make([]byte, 0, len(raw))
+	where := line // the line of raw[j], for messages
 	for j := 0; j < len(raw); {
 		c := raw[j]
 		if c != '\\' || j+1 >= len(raw) {
+			if c == '\n' {
+				where++
+			}
 			out = append(out, c)
 			j++
 			continue
 		}
-		e := raw[j+1]
-		where := line + bytes.Count(raw[:j], []byte{'\n'})
-		switch e {
+		switch e := raw[j+1]; e {
 		case '\n':
+			where++
 			j += 2
 			continue
 		case '\r':
 			if j+2 < len(raw) && raw[j+2] == '\n' {
+				where++
 				j += 3
 				continue
 			}
@@ -373,7 +381,7 @@ func unescape(raw []byte, line int) ([]byte, error) {
 			j += 2 + n
 			continue
 		}
-		out = append(out, escapeByte(e))
+		out = append(out, escapeByte(raw[j+1]))
 		j += 2
 	}
 	return out, nil

@@ -42,12 +42,20 @@ func ScanElixir(src []byte) ([]Attr, error) {
 func (s *scanner) code(inInterp bool) error {
 	start := s.line
 	depth := 0
+	lineStart := s.i == 0 // only spaces and tabs since the last new line
 	for !s.eof() {
 		c := s.src[s.i]
+		if c == ' ' || c == '\t' {
+			s.i++
+			continue
+		}
+		atStart := lineStart
+		lineStart = false
 		switch {
 		case c == '\n':
 			s.i++
 			s.line++
+			lineStart = true
 		case c == '#':
 			for !s.eof() && s.src[s.i] != '\n' {
 				s.i++
@@ -69,7 +77,7 @@ func (s *scanner) code(inInterp bool) error {
 			if depth > 0 {
 				depth--
 			}
-		case c == '@' && !inInterp && s.atLineStart():
+		case c == '@' && !inInterp && atStart:
 			if err := s.attribute(); err != nil {
 				return err
 			}
@@ -106,20 +114,6 @@ func (s *scanner) charLiteral() {
 	for !s.eof() && s.src[s.i]&0xC0 == 0x80 { // rest of a UTF-8 sequence
 		s.i++
 	}
-}
-
-// atLineStart reports whether only spaces and tabs precede s.i on its line.
-func (s *scanner) atLineStart() bool {
-	for j := s.i - 1; j >= 0; j-- {
-		switch s.src[j] {
-		case '\n':
-			return true
-		case ' ', '\t':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // attribute reads "@name value" at the start of a line. A name followed by

@@ -64,10 +64,10 @@ func LoadSpec(path string) ([]Entry, error) {
 	return spec, nil
 }
 
-// ParseSpec validates a spec from its YAML bytes: a list of entries such as
-//
-//	- {name: enqueue, attribute: enqueue, verb: ENQUEUE, keys: 2, values: 2}
-//	- {name: stats, read: true, keys: 6, values: 0}
+// ParseSpec validates a spec from its YAML bytes: a list of entries such
+// as {name: enqueue, attribute: enqueue, verb: ENQUEUE, keys: 2, values: 2}
+// or {name: stats, read: true, keys: 6, values: 0}. The attribute defaults
+// to the name; keys and values are required.
 func ParseSpec(data []byte) ([]Entry, error) {
 	var raw []entryYAML
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -1,0 +1,4 @@
+defmodule Unterminated do
+  @enqueue """
+    return 1
+  end
