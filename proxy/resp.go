@@ -182,12 +182,12 @@ func decodeReply(b []byte) (Reply, []byte, error) {
 		r.Str = string(head)
 	case '$', '!', '=':
 		n, ok := parseInt(head)
-		if !ok || n < -1 || int(n)+2 > len(rest) {
-			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrUpstreamProtocol, head)
-		}
-		if n < 0 {
+		if ok && n == -1 {
 			r.Nil = true
 			return r, rest, nil
+		}
+		if !ok || n < 0 || int(n)+2 > len(rest) {
+			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrUpstreamProtocol, head)
 		}
 		r.Str = string(rest[:n])
 		rest = rest[n+2:]

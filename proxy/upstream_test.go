@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// waitServing polls through the proxy until the upstream answers again.
+func waitServing(t *testing.T, h *harness) {
+	t.Helper()
+	c := h.dial()
+	poll(t, "service to resume", func() bool {
+		return !strings.HasPrefix(string(c.do("EXISTS", "probe").got), "-UPSTREAM")
+	})
+}
+
+func TestUpstreamKilledMidBatch(t *testing.T) {
+	opts := node.Options{Role: node.Bare, AOF: true}
+	n := node.StartT(t, opts)
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("SET", "counter", "1").is("+OK\r\n")
+
+	// Commands in flight while the node is frozen, then killed.
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	c.send(cmd("INCR", "counter"), cmd("ECHO", "local"), cmd("INCR", "counter"), cmd("GET", "counter"))
+	other := h.dial()
+	other.send(cmd("INCR", "counter"))
+	// Everything is written to the upstream socket before the node dies.
+	admin := h.srv.up
+	poll(t, "batches to be in flight", func() bool {
+		p := admin.shared(0)
+		if p == nil {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.inflight)-p.head == 2
+	})
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	lost := "-UPSTREAM connection to node lost; the command may have been applied\r\n"
+	c.read().is(lost)
+	c.read().is("$5\r\nlocal\r\n")
+	c.read().is(lost)
+	c.read().is(lost)
+	other.read().is(lost)
+
+	// While it is down, commands fail fast with the reason.
+	poll(t, "the upstream to be down", func() bool { return !h.srv.Ready() })
+	c.do("GET", "counter").hasPrefix("-UPSTREAM node unavailable: ")
+
+	if err := n.Restart(opts); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, h)
+	h.waitReady()
+	// Nothing was resent: the counter is what it was before the freeze.
+	h.dial().do("GET", "counter").is("$1\r\n1\r\n")
+}
+
+func TestUpstreamReplyTimeout(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, func(o *Options) { o.Upstream.Timeout = 200 * time.Millisecond })
+	c := h.dial()
+	c.do("SET", "k", "v").is("+OK\r\n")
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = n.Thaw()
+		}
+	}()
+	start := time.Now()
+	c.do("GET", "k").is("-UPSTREAM connection to node lost; the command may have been applied\r\n")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	if err := h.srv.up.LastError(); err == nil || !errors.Is(err, ErrTimeout) {
+		// The state may already be reconnecting; the reason is still the timeout.
+		t.Logf("last error: %v", err)
+	}
+	if err := n.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	waitServing(t, h)
+	h.dial().do("GET", "k").is("$1\r\nv\r\n")
+}
+
+func TestFenceHookGatesTraffic(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	hook := func(ctx context.Context, c Conn) error {
+		r, err := c.Do(ctx, "GET", "fence")
+		if err != nil {
+			return err
+		}
+		if r.Nil || r.Str != "ok" {
+			return fmt.Errorf("fence key is %q", r.Str)
+		}
+		return nil
+	}
+	opts := Options{
+		Upstream:  UpstreamOptions{Name: "node", Address: n.Addr},
+		Policy:    testPolicy(t),
+		OnConnect: hook,
+	}
+	srv, err := New(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Close() }()
+	poll(t, "a fence failure", func() bool {
+		err := srv.Upstream().LastError()
+		return err != nil && errors.Is(err, ErrFence)
+	})
+	if srv.Ready() || srv.Upstream().Fenced() {
+		t.Fatal("ready while the fence fails")
+	}
+	if err := srv.Readiness(); err == nil || !strings.Contains(err.Error(), `fence key is ""`) {
+		t.Errorf("readiness = %v", err)
+	}
+	msg := string(srv.up.unavailable())
+	if !strings.HasPrefix(msg, "-UPSTREAM node unavailable: ") || !strings.Contains(msg, `fence key is \"\"`) && !strings.Contains(msg, `fence key is ""`) {
+		t.Errorf("unavailable reply %q", msg)
+	}
+	if _, err := node.RawDo(n.Addr, "SET", "fence", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the fence to pass", srv.Ready)
+	if !srv.Upstream().Fenced() || srv.Upstream().LastError() != nil {
+		t.Errorf("fenced %v, last error %v", srv.Upstream().Fenced(), srv.Upstream().LastError())
+	}
+}
