@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
+	"github.com/emqproxy/emqproxy/stand/legacy"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// Path names of the two ways a legacy client reaches a job core.
+const (
+	ScriptsPath = "scripts" // the client talks to a scripts node directly
+	ProxyPath   = "proxy"   // the client talks to the proxy in front of a module node
+)
+
+// ModuleBrand is the brand of a module node.
+const ModuleBrand = "echomq:6.0.0"
+
+// Sentinel errors of the package.
+var (
+	// ErrStand means a node or the proxy could not be started or read.
+	ErrStand = errors.New("e2e: stand")
+	// ErrFence means the proxy's upstream fence refused the module node.
+	ErrFence = errors.New("e2e: upstream fence")
+)
+
+// Path is one way a legacy client reaches a job core: the address the
+// client dials, and the node that ends up holding the data.
+type Path struct {
+	Name   string        // ScriptsPath or ProxyPath
+	Addr   string        // where the legacy client connects
+	Node   *node.Node    // the node holding the data
+	Direct valkey.Client // a client straight to Node: snapshots, TIME, INFO
+	Map    *shamap.Map   // the pinned map the client checks its scripts against
+	RunID  string        // the module node's run_id ("" on the scripts path)
+	Proxy  *proxy.Server // nil on the scripts path
+
+	fences *atomic.Int64 // upstream fences the proxy ran (proxy path)
+}
+
+// UpstreamFences returns how many upstream connections passed the proxy's
+// fence so far (0 on the scripts path).
+func (p *Path) UpstreamFences() int64 {
+	if p.fences == nil {
+		return 0
+	}
+	return p.fences.Load()
+}
+
+// LoadMap loads the stand's pinned map (stand/map.yaml of the repository).
+func LoadMap(t testing.TB) *shamap.Map {
+	t.Helper()
+	m, err := shamap.Load(filepath.Join(node.RepoRoot(), "stand", "map.yaml"))
+	if err != nil {
+		t.Fatalf("%v: %v", ErrStand, err)
+	}
+	return m
+}
+
+// StartScripts starts a scripts node (branded with the legacy brand, cold
+// script cache) and returns the path of a client talking to it directly.
+func StartScripts(t testing.TB, m *shamap.Map) *Path {
+	t.Helper()
+	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand})
+	return &Path{Name: ScriptsPath, Addr: n.Addr, Node: n, Direct: n.Client(t), Map: m}
+}
+
+// StartProxied starts a module node (branded by EMQ.INSTALL) and a proxy in
+// front of it with the pinned map, and returns the path of a client talking
+// to the proxy. Every upstream connection the proxy opens passes the
+// wire-6 fence (checkModule) first. Both are stopped at cleanup. defs are
+// extra -D flags of the module build (test builds with a broken verb).
+func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
+	t.Helper()
+	n := node.StartT(t, node.Options{Role: node.Module, ModuleDefs: defs})
+	p := &Path{Name: ProxyPath, Node: n, Direct: n.Client(t), Map: m, fences: new(atomic.Int64)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	if p.RunID, err = RunID(ctx, p.Direct); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Options{
+		Upstream: proxy.UpstreamOptions{Name: "module", Address: n.Addr},
+		OnConnect: func(ctx context.Context, c proxy.Conn) error {
+			if err := checkModule(ctx, c, m); err != nil {
+				return err
+			}
+			p.fences.Add(1)
+			return nil
+		},
+		Policy: &rewrite.Policy{Map: m},
+	}, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatalf("%v: proxy: %v", ErrStand, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("%v: listen: %v", ErrStand, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("proxy shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
+			t.Errorf("proxy serve: %v", err)
+		}
+	})
+	p.Addr, p.Proxy = ln.Addr().String(), srv
+	if err := WaitFor(ctx, srv.Ready); err != nil {
+		t.Fatalf("%v: proxy never ready: %v (%v)", ErrStand, err, srv.Readiness())
+	}
+	return p
+}
+
+// checkModule is the wire-6 fence the proxy runs on every upstream
+// connection (proxy.md, Fences): EMQ.VERSION must report the wire
+// echomq:6.0.0, module major 0, the fourteen tokens and every verb of the
+// map; then {emq}:version must hold echomq:6.0.0. It writes nothing.
+func checkModule(ctx context.Context, c proxy.Conn, m *shamap.Map) error {
+	r, err := c.Do(ctx, "EMQ.VERSION")
+	if err != nil {
+		return err
+	}
+	if r.Type != '*' || len(r.Elems) != 6 || r.Elems[0].Str != "wire" || r.Elems[1].Str != ModuleBrand ||
+		r.Elems[2].Str != "module" || !strings.HasPrefix(r.Elems[3].Str, "0.") || r.Elems[4].Str != "verbs" {
+		return fmt.Errorf("%w: EMQ.VERSION answered %q", ErrFence, r.Raw)
+	}
+	verbs := map[string]bool{}
+	for _, e := range r.Elems[5].Elems {
+		verbs[e.Str] = true
+	}
+	if len(verbs) != len(shamap.Tokens) {
+		return fmt.Errorf("%w: EMQ.VERSION lists %d verbs", ErrFence, len(verbs))
+	}
+	for _, tok := range shamap.Tokens {
+		if !verbs[tok] {
+			return fmt.Errorf("%w: EMQ.VERSION lacks %s", ErrFence, tok)
+		}
+	}
+	for _, s := range m.Scripts {
+		if s.Verb != "" && !verbs[s.Verb] {
+			return fmt.Errorf("%w: the map's verb %s is not served", ErrFence, s.Verb)
+		}
+	}
+	r, err = c.Do(ctx, "GET", legacy.VersionKey)
+	if err != nil {
+		return err
+	}
+	if r.Type != '$' || r.Nil || r.Str != ModuleBrand {
+		return fmt.Errorf("%w: %s holds %q", ErrFence, legacy.VersionKey, r.Raw)
+	}
+	return nil
+}
+
+// RunID reads the server's run_id from INFO server.
+func RunID(ctx context.Context, c valkey.Client) (string, error) {
+	text, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return "", fmt.Errorf("%w: INFO server: %v", ErrStand, err)
+	}
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%w: INFO server has no run_id", ErrStand)
+}
+
+// ServerMillis reads the server's time in milliseconds (TIME), the clock
+// both executors compute "now" from.
+func ServerMillis(ctx context.Context, c valkey.Client) (int64, error) {
+	parts, err := c.Do(ctx, c.B().Time().Build()).AsStrSlice()
+	if err != nil || len(parts) != 2 {
+		return 0, fmt.Errorf("%w: TIME: %v %v", ErrStand, parts, err)
+	}
+	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
+	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%w: TIME answered %v", ErrStand, parts)
+	}
+	return sec*1000 + usec/1000, nil
+}
+
+// WaitFor polls cond until it holds or ctx ends.
+func WaitFor(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
