@@ -10,28 +10,21 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/emqproxy/emqproxy/fence"
 )
 
-// Conn is a synchronous upstream connection, handed to the OnConnect hook
-// before the connection carries any client traffic. It has the method set
-// of the fence package's connection.
-type Conn interface {
-	// Do sends one command and returns its reply. An error reply is
-	// returned as a Reply (Type '-'), not as an error; the error is for I/O
-	// and protocol failures.
-	Do(ctx context.Context, args ...string) (Reply, error)
-}
-
 // setupConn is the synchronous connection used before a connection joins
-// the data path.
+// the data path: the boot commands and the OnConnect hook (as a fence.Conn).
+// An error reply is returned as a Reply of Type '-', not as an error.
 type setupConn struct {
 	nc  net.Conn
 	rr  replyReader
 	buf []byte
 }
 
-// Do implements Conn.
-func (c *setupConn) Do(ctx context.Context, args ...string) (Reply, error) {
+// Do implements fence.Conn.
+func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetDeadline(dl)
 		defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
@@ -41,17 +34,16 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (Reply, error) {
 		c.buf = redcon.AppendBulkString(c.buf, a)
 	}
 	if _, err := c.nc.Write(c.buf); err != nil {
-		return Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
+		return fence.Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
 	}
 	raw, _, err := c.rr.read(nil, -1)
 	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
+		return fence.Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
 	}
 	r, _, err := decodeReply(raw)
 	if err != nil {
-		return Reply{}, err
+		return fence.Reply{}, err
 	}
-	r.Raw = raw
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -30,8 +31,13 @@ const (
 // served (clients get `-UPSTREAM <name> unavailable: <error text>`) until a
 // later connection passes. The fence check is installed here.
 //
-// c is valid only during the call and must not be kept.
-type OnConnectFunc func(ctx context.Context, c Conn) error
+// c is valid only during the call and must not be kept. A typical hook:
+//
+//	func(ctx context.Context, c fence.Conn) error {
+//		_, err := fence.CheckModule(ctx, c, m, install)
+//		return err
+//	}
+type OnConnectFunc func(ctx context.Context, c fence.Conn) error
 
 // Options configures a Server. Zero values take the documented defaults.
 type Options struct {

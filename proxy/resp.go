@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/emqproxy/emqproxy/fence"
 )
 
 // The upstream reply framer. It copies each reply's exact bytes, never
@@ -125,53 +127,20 @@ func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, err
 	return dst, over, nil
 }
 
-// Reply is a decoded RESP reply, used only on the synchronous setup path of
-// an upstream connection (boot commands and the fence hook), never on the
-// data path.
-type Reply struct {
-	// Type is the RESP type byte: '+' simple string, '-' error, ':' integer,
-	// '$' bulk string, '*' array (and the RESP3 types when a server sends them).
-	Type byte
-	// Str is the text of a simple string, error, bulk string, or the raw
-	// text of any other scalar type.
-	Str string
-	// Int is the value of an integer.
-	Int int64
-	// Nil is true for a null bulk (`$-1`), null array (`*-1`) or RESP3 null.
-	Nil bool
-	// Elems are an aggregate's elements.
-	Elems []Reply
-	// Raw is the reply's exact bytes (set on the top-level reply only).
-	Raw []byte
-}
-
-// IsError reports whether the reply is an error.
-func (r Reply) IsError() bool { return r.Type == '-' || r.Type == '!' }
-
-// Err returns the reply as an error when it is one, else nil.
-func (r Reply) Err() error {
-	if r.IsError() {
-		return ReplyError(r.Str)
-	}
-	return nil
-}
-
-// ReplyError is an error reply from an upstream, its text as sent.
-type ReplyError string
-
-func (e ReplyError) Error() string { return string(e) }
-
-// decodeReply decodes one complete reply's bytes (as framed by replyReader).
-func decodeReply(b []byte) (Reply, []byte, error) {
+// decodeReply decodes one complete reply's bytes (as framed by replyReader)
+// into the fence's reply type. It is used only on the synchronous setup path
+// of an upstream connection (boot commands and the fence hook), never on the
+// data path. A null keeps its RESP type byte ('$' or '*') with Null set.
+func decodeReply(b []byte) (fence.Reply, []byte, error) {
 	i := 0
 	for i+1 < len(b) && b[i] != '\r' {
 		i++
 	}
 	if i+1 >= len(b) || len(b) == 0 {
-		return Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrUpstreamProtocol)
+		return fence.Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrUpstreamProtocol)
 	}
 	head, rest := b[1:i], b[i+2:]
-	r := Reply{Type: b[0]}
+	r := fence.Reply{Type: b[0]}
 	switch b[0] {
 	case ':':
 		n, ok := parseInt(head)
@@ -183,7 +152,7 @@ func decodeReply(b []byte) (Reply, []byte, error) {
 	case '$', '!', '=':
 		n, ok := parseInt(head)
 		if ok && n == -1 {
-			r.Nil = true
+			r.Null = true
 			return r, rest, nil
 		}
 		if !ok || n < 0 || int(n)+2 > len(rest) {
@@ -197,14 +166,14 @@ func decodeReply(b []byte) (Reply, []byte, error) {
 			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrUpstreamProtocol, head)
 		}
 		if n < 0 {
-			r.Nil = true
+			r.Null = true
 			return r, rest, nil
 		}
 		if b[0] == '%' || b[0] == '|' {
 			n *= 2
 		}
 		for range n {
-			var e Reply
+			var e fence.Reply
 			var err error
 			e, rest, err = decodeReply(rest)
 			if err != nil {
@@ -213,7 +182,7 @@ func decodeReply(b []byte) (Reply, []byte, error) {
 			r.Elems = append(r.Elems, e)
 		}
 	case '_':
-		r.Nil = true
+		r.Null = true
 	default:
 		r.Str = string(head)
 	}

@@ -64,11 +64,11 @@ func TestDecodeReply(t *testing.T) {
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("decode: %v, rest %q", err, rest)
 	}
-	if len(r.Elems) != 3 || !r.Elems[0].Nil || r.Elems[1].Int != 5 || r.Elems[2].Elems[0].Str != "ok" {
+	if len(r.Elems) != 3 || !r.Elems[0].Null || r.Elems[1].Int != 5 || r.Elems[2].Elems[0].Str != "ok" {
 		t.Errorf("decoded %+v", r)
 	}
 	e, _, _ := decodeReply([]byte("-ERR nope\r\n"))
-	if e.Err() == nil || e.Err().Error() != "ERR nope" {
+	if !e.IsError() || e.Str != "ERR nope" {
 		t.Errorf("error reply %+v", e)
 	}
 }

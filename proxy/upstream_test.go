@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -101,12 +102,12 @@ func TestUpstreamReplyTimeout(t *testing.T) {
 
 func TestFenceHookGatesTraffic(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	hook := func(ctx context.Context, c Conn) error {
+	hook := func(ctx context.Context, c fence.Conn) error {
 		r, err := c.Do(ctx, "GET", "fence")
 		if err != nil {
 			return err
 		}
-		if r.Nil || r.Str != "ok" {
+		if r.Null || r.Str != "ok" {
 			return fmt.Errorf("fence key is %q", r.Str)
 		}
 		return nil
@@ -142,4 +143,40 @@ func TestFenceHookGatesTraffic(t *testing.T) {
 	if !srv.Upstream().Fenced() || srv.Upstream().LastError() != nil {
 		t.Errorf("fenced %v, last error %v", srv.Upstream().Fenced(), srv.Upstream().LastError())
 	}
+}
+
+func TestModuleFenceThroughHook(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module, NoBrand: true})
+	install := false
+	hookFor := func(install bool) OnConnectFunc {
+		return func(ctx context.Context, c fence.Conn) error {
+			_, err := fence.CheckModule(ctx, c, testPolicy(t).Map, install)
+			return err
+		}
+	}
+	opts := Options{
+		Upstream:  UpstreamOptions{Name: "module", Address: n.Addr},
+		Policy:    testPolicy(t),
+		OnConnect: hookFor(install),
+	}
+	srv, err := New(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Close() }()
+	poll(t, "the fence to fail", func() bool { return errors.Is(srv.Upstream().LastError(), ErrFence) })
+	if err := srv.Readiness(); err == nil || !errors.Is(err, fence.ErrBrandAbsent) {
+		t.Errorf("readiness %v, want the absent brand", err)
+	}
+	if v, _ := node.RawDo(n.Addr, "EXISTS", "{emq}:version"); string(v) != ":0\r\n" {
+		t.Errorf("the fence wrote the brand without install: %q", v)
+	}
+
+	h := startProxy(t, n, func(o *Options) { o.OnConnect = hookFor(true) })
+	h.dial().do("EMQ.VERSION").hasPrefix("*6\r\n")
+	if v, _ := node.RawDo(n.Addr, "GET", "{emq}:version"); string(v) != "$12\r\nechomq:6.0.0\r\n" {
+		t.Errorf("brand after install %q", v)
+	}
+	// Blocking commands get their own fenced connection.
+	h.dial().do("BLPOP", "nothing", "0.01").is("*-1\r\n")
 }
