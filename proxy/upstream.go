@@ -28,7 +28,6 @@ type Upstream struct {
 	met    *metrics
 
 	slots []*slot
-	rr    atomic.Uint64
 
 	mu      sync.Mutex
 	lastErr error

@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// syncBuffer is a goroutine-safe sink for the audit log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Sync() error { return nil }
+
+func (s *syncBuffer) records(t *testing.T) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func jsonAudit(sink *syncBuffer) *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, sink, zapcore.InfoLevel))
+}
+
+func TestAuditRecordsRewritesAndRefusals(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	sink := &syncBuffer{}
+	h := startProxy(t, n, nil)
+	h.srv.audit = jsonAudit(sink) // set before any client connects
+	enq, _ := h.srv.Policy().Map.ByName("enqueue")
+	c := h.dial()
+	c.do("AUTH", "whatever").hasPrefix("-ERR ") // no auth configured: refused, the password never logged
+	c.do("EVALSHA", enq.SHA, "2", "emq:{aq}:job:J1", "emq:{aq}:pending", "J1", "secret-payload").is(":1\r\n")
+	c.do("EVALSHA", enq.SHA, "1", "emq:{aq}:job:J1").hasPrefix("-EMQWIRE ")
+	c.do("FLUSHALL").hasPrefix("-DENIED ")
+	c.do("SET", "plain", "value").is("+OK\r\n")
+	_ = c.nc.Close()
+
+	var recs []map[string]any
+	poll(t, "audit records", func() bool {
+		recs = sink.records(t)
+		return len(recs) >= 4
+	})
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4 (auth refusal, rewrite, shape refusal, denied): %v", len(recs), recs)
+	}
+	if recs[0]["msg"] != "refuse" || recs[0]["reason"] != "wrongpass" || recs[0]["command"] != "AUTH" {
+		t.Errorf("auth refusal record %v", recs[0])
+	}
+	recs = recs[1:]
+	rw := recs[0]
+	want := map[string]any{"msg": "rewrite", "script": "enqueue", "sha": enq.SHA, "token": "ENQUEUE",
+		"numkeys": float64(2), "queue": "aq", "upstream": "node", "reply": "integer", "map": h.srv.Policy().Map.Digest}
+	for k, v := range want {
+		if rw[k] != v {
+			t.Errorf("rewrite record %s = %v, want %v", k, rw[k], v)
+		}
+	}
+	for _, k := range []string{"conn", "client", "user", "latency_us"} {
+		if _, ok := rw[k]; !ok {
+			t.Errorf("rewrite record lacks %s", k)
+		}
+	}
+	if recs[1]["msg"] != "refuse" || recs[1]["reason"] != "shape" || recs[1]["sha"] != enq.SHA || recs[1]["reply"] != "EMQWIRE" {
+		t.Errorf("shape refusal record %v", recs[1])
+	}
+	if recs[2]["msg"] != "refuse" || recs[2]["reason"] != "denied" || recs[2]["command"] != "FLUSHALL" {
+		t.Errorf("denied record %v", recs[2])
+	}
+	all := sink.b.String()
+	for _, secret := range []string{"secret-payload", "whatever", "value"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("audit log contains %q", secret)
+		}
+	}
+}
