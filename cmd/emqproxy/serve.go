@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/admin"
+	"github.com/emqproxy/emqproxy/config"
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
+)
+
+func newServeCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve legacy clients in front of a module node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), path, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&path, "config", "", "configuration file (YAML); every key can also be set by EMQPROXY_<KEY>")
+	// Flags named after configuration keys override the file and the environment.
+	f.String("listen", "", "client listener address (listen)")
+	f.String("map", "", "pinned map file (map)")
+	f.String("admin.listen", "", "admin listener address (admin.listen)")
+	f.String("log.level", "", "log level (log.level)")
+	f.String("audit.sink", "", "audit sink: stderr, stdout or a file (audit.sink)")
+	return cmd
+}
+
+// daemon is a running proxy with what reload and shutdown need.
+type daemon struct {
+	path  string
+	cfg   *config.Config
+	log   *zap.Logger
+	srv   *proxy.Server
+	admin *admin.Server
+}
+
+func serve(ctx context.Context, path string, cfg *config.Config) error {
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	audit, closeAudit, err := newAuditLogger(cfg.Audit)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	if cfg.Runtime.GOMAXPROCS > 0 {
+		runtime.GOMAXPROCS(cfg.Runtime.GOMAXPROCS)
+	}
+
+	m, err := shamap.Load(cfg.Map)
+	if err != nil {
+		return err
+	}
+	d := &daemon{path: path, cfg: cfg, log: log}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	opts, err := d.proxyOptions(m, reg)
+	if err != nil {
+		return err
+	}
+	d.srv, err = proxy.New(opts, log, audit)
+	if err != nil {
+		return err
+	}
+	log.Info("map loaded", zap.String("map", cfg.Map), zap.String("digest", m.Digest),
+		zap.Int("scripts", len(m.Scripts)), zap.String("legacy_brand", m.LegacyBrand), zap.String("source", m.Source))
+	audit.Info("map", zap.String("map", m.Digest), zap.String("path", cfg.Map), zap.String("source", m.Source))
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if cfg.Admin.Listen != "" {
+		d.admin, err = admin.Listen(cfg.Admin.Listen, admin.Options{
+			Registry: reg,
+			Ready:    d.srv.Readiness,
+			Reload:   d.reload,
+			Pprof:    cfg.Admin.Pprof,
+		})
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("admin.listen: %w", err)
+		}
+		log.Info("admin listening", zap.String("addr", d.admin.Addr()))
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- d.srv.Serve(ln) }()
+	log.Info("started", zap.String("version", version), zap.Strings("upstreams", cfg.UpstreamNames()),
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case err := <-served:
+			d.shutdownAdmin()
+			return err
+		case <-ctx.Done():
+			return d.shutdown(served)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if err := d.reload(); err != nil {
+					log.Error("reload refused; the old map and routes stay", zap.Error(err))
+				}
+				continue
+			}
+			log.Info("draining", zap.String("signal", sig.String()), zap.Duration("deadline", cfg.Timeouts.Drain))
+			return d.shutdown(served)
+		}
+	}
+}
+
+// shutdown stops accepting, lets in-flight batches finish up to the drain
+// deadline, then closes every connection.
+func (d *daemon) shutdown(served <-chan error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeouts.Drain)
+	defer cancel()
+	err := d.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		d.log.Warn("drain deadline passed; remaining clients closed")
+		err = nil
+	}
+	<-served
+	d.shutdownAdmin()
+	d.log.Info("stopped")
+	return err
+}
+
+func (d *daemon) shutdownAdmin() {
+	if d.admin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = d.admin.Shutdown(ctx)
+}
+
+// proxyOptions turns the configuration into the proxy's options.
+func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.Options, error) {
+	cfg := d.cfg
+	if len(cfg.Upstreams) != 1 {
+		return proxy.Options{}, fmt.Errorf("upstreams: %d configured; this build serves exactly one upstream per proxy", len(cfg.Upstreams))
+	}
+	name := cfg.Routes[len(cfg.Routes)-1].Upstream
+	u := cfg.Upstreams[name]
+	if u.Role != config.RoleModule {
+		return proxy.Options{}, fmt.Errorf("upstreams.%s.role: %q: a single upstream must be a module node", name, u.Role)
+	}
+	ltls, err := listenerTLS(cfg.TLS)
+	if err != nil {
+		return proxy.Options{}, err
+	}
+	utls, err := upstreamTLS(name, u.TLS)
+	if err != nil {
+		return proxy.Options{}, err
+	}
+	return proxy.Options{
+		Listen:    cfg.Listen,
+		TLSConfig: ltls,
+		Upstream: proxy.UpstreamOptions{
+			Name:        name,
+			Address:     u.Address,
+			Username:    u.Username,
+			Password:    u.Password,
+			DB:          u.DB,
+			TLSConfig:   utls,
+			Conns:       u.Conns,
+			DialTimeout: cfg.Timeouts.Dial,
+			Timeout:     cfg.Timeouts.Upstream,
+		},
+		OnConnect:        d.moduleFence(u),
+		Policy:           policyFor(cfg, m, u.DB),
+		MaxClients:       cfg.Limits.MaxClients,
+		MaxMultibulk:     cfg.Limits.MaxMultibulk,
+		MaxBulk:          cfg.Limits.MaxBulk,
+		MaxInline:        cfg.Limits.MaxInline,
+		MaxPipeline:      cfg.Limits.MaxPipeline,
+		MaxReplyBytes:    cfg.Limits.MaxReplyBytes,
+		MaxQueuedMulti:   cfg.Limits.MaxQueuedMulti,
+		WriteTimeout:     cfg.Timeouts.Write,
+		AuditPassthrough: cfg.Audit.Passthrough,
+		Registry:         reg,
+	}, nil
+}
+
+// moduleFence is the wire-6 fence run on every upstream connection, with the
+// map in use at the time of the connect.
+func (d *daemon) moduleFence(u config.Upstream) proxy.OnConnectFunc {
+	return func(ctx context.Context, c fence.Conn) error {
+		res, err := fence.CheckModule(ctx, c, d.srv.Policy().Map, u.Install)
+		if err != nil {
+			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.Error(err))
+			return err
+		}
+		if res.Installed {
+			d.log.Info("upstream branded with EMQ.INSTALL", zap.String("upstream", u.Name))
+		}
+		return nil
+	}
+}
+
+// policyFor builds the decision policy from the configuration and a map.
+func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
+	p := &rewrite.Policy{Map: m, DB: db}
+	if cfg.Policy.UnknownScripts == config.UnknownReadonly {
+		p.Unknown = rewrite.ReadonlyUnknown
+	}
+	if cfg.Policy.Deny != nil {
+		p.Deny = make(map[string]bool, len(cfg.Policy.Deny))
+		for _, c := range cfg.Policy.Deny {
+			p.Deny[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
+		}
+	}
+	if cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0 {
+		p.Users = make(map[string]string, len(cfg.Auth.Users)+1)
+		for u, pw := range cfg.Auth.Users {
+			p.Users[u] = pw
+		}
+		if cfg.Auth.Password != "" {
+			p.Users["default"] = cfg.Auth.Password
+		}
+	}
+	return p
+}
+
+// reload re-reads the map and swaps it in atomically. A map that does not
+// load, or that changes what a pinned sha means without a new source, is
+// refused and the old one stays.
+func (d *daemon) reload() error {
+	next, err := shamap.Load(d.cfg.Map)
+	if err != nil {
+		return err
+	}
+	cur := d.srv.Policy()
+	if err := checkSuccessor(cur.Map, next); err != nil {
+		return err
+	}
+	p := *cur
+	p.Map = next
+	d.srv.SwapPolicy(&p)
+	d.log.Info("map reloaded", zap.String("old_digest", cur.Map.Digest), zap.String("digest", next.Digest))
+	return nil
+}
+
+// checkSuccessor refuses a new map that gives a sha already pinned another
+// meaning (token, kind or shape) while claiming the same source.
+func checkSuccessor(old, next *shamap.Map) error {
+	if old.Source != next.Source {
+		return nil
+	}
+	for _, s := range next.Scripts {
+		o, ok := old.Lookup([]byte(s.SHA))
+		if !ok {
+			continue
+		}
+		if o.Verb != s.Verb || o.Read != s.Read || o.Keys != s.Keys || o.Values != s.Values {
+			return fmt.Errorf("map: sha %s (%s) changes meaning but source %q is unchanged", s.SHA, s.Name, next.Source)
+		}
+	}
+	return nil
+}
