@@ -19,7 +19,7 @@ func TestCatchesBrokenVerbsIntegration(t *testing.T) {
 	m := LoadMap(t)
 	ref := NewTranscript(t, testCtx(t), StartScripts(t, m))
 	lifecycle(t, ref)
-	ref.Keys("end")
+	ref.Finish()
 	for _, s := range m.Scripts {
 		if s.Verb == "" {
 			continue
@@ -29,7 +29,7 @@ func TestCatchesBrokenVerbsIntegration(t *testing.T) {
 			tr := NewTranscript(pr, testCtx(t), StartProxied(t, m, "EMQ_BREAK_"+s.Verb))
 			pr.run(func() {
 				lifecycle(pr, tr)
-				tr.Keys("end")
+				tr.Finish()
 			})
 			diffs := Compare(ref, tr)
 			switch {

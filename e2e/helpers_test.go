@@ -26,13 +26,13 @@ func runBoth(t *testing.T, sc scenario) (scripts, proxied *Transcript) {
 	t.Run(ScriptsPath, func(t *testing.T) {
 		scripts = NewTranscript(t, testCtx(t), StartScripts(t, m))
 		sc(t, scripts)
-		scripts.Keys("end")
+		scripts.Finish()
 	})
 	t.Run(ProxyPath, func(t *testing.T) {
 		proxied = NewTranscript(t, testCtx(t), StartProxied(t, m))
 		sc(t, proxied)
-		proxied.Keys("end")
-		noLuaWrites(t, proxied.Path)
+		proxied.Finish()
+		noLuaWrites(t, proxied)
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -45,9 +45,9 @@ func runBoth(t *testing.T, sc scenario) (scripts, proxied *Transcript) {
 
 // noLuaWrites checks that the module node behind the proxy ran no script
 // but the declared reads (EVALSHA_RO of stats and peek).
-func noLuaWrites(t *testing.T, p *Path) {
+func noLuaWrites(t *testing.T, tr *Transcript) {
 	t.Helper()
-	st := commandStats(t, p.Direct)
+	st := tr.EndStats
 	for _, name := range []string{"eval", "evalsha", "eval_ro", "fcall", "fcall_ro", "function|load"} {
 		if st[name] != 0 {
 			t.Errorf("the module node ran %s %d times through the proxy; only EVALSHA_RO of the reads may reach it", name, st[name])

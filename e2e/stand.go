@@ -15,10 +15,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
-	"github.com/emqproxy/emqproxy/stand/legacy"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -27,9 +27,6 @@ const (
 	ScriptsPath = "scripts" // the client talks to a scripts node directly
 	ProxyPath   = "proxy"   // the client talks to the proxy in front of a module node
 )
-
-// ModuleBrand is the brand of a module node.
-const ModuleBrand = "echomq:6.0.0"
 
 // Sentinel errors of the package.
 var (
@@ -83,7 +80,7 @@ func StartScripts(t testing.TB, m *shamap.Map) *Path {
 // StartProxied starts a module node (branded by EMQ.INSTALL) and a proxy in
 // front of it with the pinned map, and returns the path of a client talking
 // to the proxy. Every upstream connection the proxy opens passes the
-// wire-6 fence (checkModule) first. Both are stopped at cleanup. defs are
+// wire-6 fence (fence.CheckModule, install off) first. Both are stopped at cleanup. defs are
 // extra -D flags of the module build (test builds with a broken verb).
 func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 	t.Helper()
@@ -97,9 +94,9 @@ func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 	}
 	srv, err := proxy.New(proxy.Options{
 		Upstream: proxy.UpstreamOptions{Name: "module", Address: n.Addr},
-		OnConnect: func(ctx context.Context, c proxy.Conn) error {
-			if err := checkModule(ctx, c, m); err != nil {
-				return err
+		OnConnect: func(ctx context.Context, c fence.Conn) error {
+			if _, err := fence.CheckModule(ctx, c, m, false); err != nil {
+				return fmt.Errorf("%w: %w", ErrFence, err)
 			}
 			p.fences.Add(1)
 			return nil
@@ -130,46 +127,6 @@ func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 		t.Fatalf("%v: proxy never ready: %v (%v)", ErrStand, err, srv.Readiness())
 	}
 	return p
-}
-
-// checkModule is the wire-6 fence the proxy runs on every upstream
-// connection (proxy.md, Fences): EMQ.VERSION must report the wire
-// echomq:6.0.0, module major 0, the fourteen tokens and every verb of the
-// map; then {emq}:version must hold echomq:6.0.0. It writes nothing.
-func checkModule(ctx context.Context, c proxy.Conn, m *shamap.Map) error {
-	r, err := c.Do(ctx, "EMQ.VERSION")
-	if err != nil {
-		return err
-	}
-	if r.Type != '*' || len(r.Elems) != 6 || r.Elems[0].Str != "wire" || r.Elems[1].Str != ModuleBrand ||
-		r.Elems[2].Str != "module" || !strings.HasPrefix(r.Elems[3].Str, "0.") || r.Elems[4].Str != "verbs" {
-		return fmt.Errorf("%w: EMQ.VERSION answered %q", ErrFence, r.Raw)
-	}
-	verbs := map[string]bool{}
-	for _, e := range r.Elems[5].Elems {
-		verbs[e.Str] = true
-	}
-	if len(verbs) != len(shamap.Tokens) {
-		return fmt.Errorf("%w: EMQ.VERSION lists %d verbs", ErrFence, len(verbs))
-	}
-	for _, tok := range shamap.Tokens {
-		if !verbs[tok] {
-			return fmt.Errorf("%w: EMQ.VERSION lacks %s", ErrFence, tok)
-		}
-	}
-	for _, s := range m.Scripts {
-		if s.Verb != "" && !verbs[s.Verb] {
-			return fmt.Errorf("%w: the map's verb %s is not served", ErrFence, s.Verb)
-		}
-	}
-	r, err = c.Do(ctx, "GET", legacy.VersionKey)
-	if err != nil {
-		return err
-	}
-	if r.Type != '$' || r.Nil || r.Str != ModuleBrand {
-		return fmt.Errorf("%w: %s holds %q", ErrFence, legacy.VersionKey, r.Raw)
-	}
-	return nil
 }
 
 // RunID reads the server's run_id from INFO server.

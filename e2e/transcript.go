@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // Step is one step of a scenario: the replies its clients saw and the
@@ -36,6 +37,9 @@ type Checkpoint struct {
 // concurrent recording; steps themselves run one after the other.
 type Transcript struct {
 	Path *Path
+	// EndStats is the node's INFO commandstats (calls per command) when
+	// the run finished (Finish), read while the node still runs.
+	EndStats map[string]int64
 
 	t   testing.TB
 	ctx context.Context
@@ -125,6 +129,18 @@ func (tr *Transcript) Keys(name string) Snapshot {
 	tr.checkpoints = append(tr.checkpoints, Checkpoint{Name: name, After: len(tr.steps) - 1, Keys: snap})
 	tr.mu.Unlock()
 	return snap
+}
+
+// Finish ends the run: a last snapshot ("end") and the node's command
+// statistics (EndStats).
+func (tr *Transcript) Finish() {
+	tr.t.Helper()
+	tr.Keys("end")
+	st, err := node.CommandStats(tr.ctx, tr.Path.Direct)
+	if err != nil {
+		tr.t.Fatalf("%s path: %v", tr.Path.Name, err)
+	}
+	tr.EndStats = st
 }
 
 // Steps returns a copy of the steps so far.
