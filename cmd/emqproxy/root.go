@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -50,3 +51,5 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+func lookupEnv(key string) string { return os.Getenv(key) }
