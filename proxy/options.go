@@ -19,10 +19,10 @@ const (
 	DefaultMaxQueuedMulti = 10000
 	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
 	// the most one incomplete command may make the proxy buffer.
-	DefaultMaxQueryBuffer = 1024 * 1024 * 1024
-	DefaultWriteTimeout   = 10 * time.Second
-	DefaultDialTimeout    = 5 * time.Second
-	DefaultUpstreamTimout = 10 * time.Second
+	DefaultMaxQueryBuffer  = 1024 * 1024 * 1024
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultDialTimeout     = 5 * time.Second
+	DefaultUpstreamTimeout = 10 * time.Second
 )
 
 // OnConnectFunc runs on every new upstream connection, after the boot
@@ -165,7 +165,7 @@ func (o Options) withDefaults() Options {
 		u.DialTimeout = DefaultDialTimeout
 	}
 	if u.Timeout <= 0 {
-		u.Timeout = DefaultUpstreamTimout
+		u.Timeout = DefaultUpstreamTimeout
 	}
 	return o
 }

@@ -136,7 +136,13 @@ func (s *session) fill() error {
 				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
 				return errClose
 			}
-			size := max(2*len(s.buf), s.fr.need)
+			// Grow geometrically as bytes arrive, never past what the
+			// incomplete command needs: a declared bulk is not allocated
+			// before its bytes come.
+			size := 2 * len(s.buf)
+			if s.fr.need > len(s.buf) && s.fr.need < size {
+				size = s.fr.need
+			}
 			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
 			nb := make([]byte, size)
 			s.end = copy(nb, s.buf[s.start:s.end])

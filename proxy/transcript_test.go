@@ -289,3 +289,50 @@ func TestWatchFailedExecIsNullArray(t *testing.T) {
 	a.do("EXEC").is("*1\r\n+OK\r\n")
 	b.do("GET", "w").is("$4\r\nmine\r\n")
 }
+
+func TestSwapPolicyAppliesToNextBatch(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("SET", "p", "1").is("+OK\r\n")
+	next := *h.srv.Policy()
+	next.Users = map[string]string{"default": "pw"}
+	h.srv.SwapPolicy(&next)
+	c.do("GET", "p").hasPrefix("-NOAUTH ")
+	c.do("AUTH", "pw").is("+OK\r\n")
+	c.do("GET", "p").is("$1\r\n1\r\n")
+}
+
+func TestSlowBigCommandIsAssembled(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	val := strings.Repeat("x", 200_000)
+	raw := node.AppendCommand(nil, "SET", "slow", val)
+	for len(raw) > 0 { // in pieces, so the buffer grows as the bytes arrive
+		k := min(len(raw), 7000)
+		c.write(raw[:k])
+		raw = raw[k:]
+	}
+	c.read().is("+OK\r\n")
+	c.do("STRLEN", "slow").is(":200000\r\n")
+	if got := len(c.do("GET", "slow").got); got != 200_000+len("$200000\r\n\r\n") {
+		t.Errorf("GET returned %d bytes", got)
+	}
+}
+
+func TestShutdownClosesIdleClients(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("SET", "s", "1").is("+OK\r\n")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	c.closed()
+	if h.srv.Ready() {
+		t.Error("ready after shutdown")
+	}
+}
