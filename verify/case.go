@@ -108,7 +108,7 @@ func (h *harness) setup(ctx context.Context, s side, q string, tc testCase) (sid
 		if err != nil {
 			return run, err
 		}
-		if tc.Kind != kindNative && op.Raw == nil {
+		if op.Raw == nil {
 			if res.After, err = snapshotQueue(ctx, h.ex.c, q); err != nil {
 				return run, err
 			}
@@ -130,7 +130,7 @@ func (h *harness) runCase(ctx context.Context, tc testCase) (CaseResult, *CaseRe
 	var err error
 	switch {
 	case tc.Kind == kindNative:
-		diffs, err = h.runNative(ctx, qb, tc)
+		diffs, blame, err = h.runNative(ctx, qa, qb, tc)
 	case tc.Exact:
 		diffs, blame, res.Reason, err = h.runExactCase(ctx, qa, qb, tc)
 	default:
@@ -163,8 +163,8 @@ func (h *harness) runCase(ctx context.Context, tc testCase) (CaseResult, *CaseRe
 
 // diverged finds the first setup step after which the two sides differ
 // (reply or state) and returns it as a differing result of its token.
-func (h *harness) diverged(a, b sideRun) *CaseResult {
-	for i := 0; i < len(a.Steps)-1; i++ {
+func (h *harness) diverged(a, b sideRun, setupSteps int) *CaseResult {
+	for i := 0; i < setupSteps; i++ {
 		sa, sb := a.Steps[i], b.Steps[i]
 		if sa.Op.Raw != nil {
 			continue
@@ -200,7 +200,7 @@ func (h *harness) runDiff(ctx context.Context, qa, qb string, tc testCase) ([]Di
 		}
 		runs[s] = run
 	}
-	if blame := h.diverged(runs[scriptSide], runs[nativeSide]); blame != nil {
+	if blame := h.diverged(runs[scriptSide], runs[nativeSide], len(tc.Setup)); blame != nil {
 		return nil, blame, nil
 	}
 	return h.judge(tc, runs[scriptSide], runs[nativeSide]), nil, nil
@@ -274,7 +274,7 @@ func (h *harness) runExactCase(ctx context.Context, qa, qb string, tc testCase) 
 	if b.After, err = snapshotQueue(ctx, h.ex.c, qb); err != nil {
 		return nil, nil, "", err
 	}
-	if blame := h.diverged(a, b); blame != nil {
+	if blame := h.diverged(a, b, len(tc.Setup)); blame != nil {
 		return nil, blame, "", nil
 	}
 	diffs := h.judge(tc, a, b)
@@ -328,15 +328,26 @@ func hasMember(v Value, m Member) bool {
 
 // runNative runs a native-only case on q and judges it against the
 // contract: the reply, the state after (Expect, or unchanged) and, for a
-// fence case, the brand left as it was.
-func (h *harness) runNative(ctx context.Context, q string, tc testCase) (diffs []Diff, err error) {
+// fence case, the brand left as it was. Its setup also runs on the script
+// side (on qa) when every setup verb has a script, so a native setup step
+// that diverges is caught and blamed on its own token.
+func (h *harness) runNative(ctx context.Context, qa, q string, tc testCase) (diffs []Diff, blame *CaseResult, err error) {
 	run, err := h.setup(ctx, nativeSide, q, tc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if scriptedSetup(tc.Setup) {
+		ref, err := h.setup(ctx, scriptSide, qa, tc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if blame := h.diverged(ref, run, len(tc.Setup)); blame != nil {
+			return nil, blame, nil
+		}
 	}
 	if tc.Brand != nil {
 		if err := h.setBrand(ctx, *tc.Brand); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer func() {
 			if rerr := h.setBrand(ctx, Brand); rerr != nil && err == nil {
@@ -346,20 +357,20 @@ func (h *harness) runNative(ctx context.Context, q string, tc testCase) (diffs [
 	}
 	res, err := h.ex.run(ctx, nativeSide, q, tc.Call)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	run.Steps = append(run.Steps, res)
 	if tc.Brand != nil {
 		got, err := h.brand(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if got != *tc.Brand {
 			diffs = append(diffs, Diff{Where: "brand after the refused call (the fence only reads)", Want: brandText(*tc.Brand), Got: brandText(got)})
 		}
 	}
 	if run.After, err = snapshotQueue(ctx, h.ex.c, q); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tc.Want != nil && !res.Reply.Equal(*tc.Want) {
 		diffs = append(diffs, Diff{Where: "reply", Want: tc.Want.String(), Got: res.Reply.String()})
@@ -368,7 +379,17 @@ func (h *harness) runNative(ctx context.Context, q string, tc testCase) (diffs [
 	if tc.Expect != nil {
 		want = tc.Expect(run.Before.clone())
 	}
-	return append(diffs, compareExact(want, run.After)...), nil
+	return append(diffs, compareExact(want, run.After)...), nil, nil
+}
+
+// scriptedSetup reports whether every verb of the setup has a script.
+func scriptedSetup(setup []Op) bool {
+	for _, op := range setup {
+		if nativeOnly[op.Token] {
+			return false
+		}
+	}
+	return len(setup) > 0
 }
 
 func brandText(b string) string {
