@@ -184,13 +184,19 @@ func (s *Server) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	s.met.accepted.Inc()
-	s.met.clients.Inc()
 	sess := newSession(s, s.nextID.Add(1), nc)
 	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		s.clients.Add(-1)
+		_ = nc.Close()
+		return
+	}
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.met.accepted.Inc()
+	s.met.clients.Inc()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
