@@ -24,7 +24,9 @@ const (
 	KindHostSkip
 )
 
-// Reply is one typed reply.
+// Reply is one typed reply. valkey-go reads a RESP2 nil bulk ($-1) and a
+// nil array (*-1) alike, so both are KindNil; no reply of the contract is a
+// nil array.
 type Reply struct {
 	Kind  ReplyKind
 	Int   int64
