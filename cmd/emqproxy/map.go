@@ -42,7 +42,7 @@ func (f *bodyFlags) files(args []string) ([]string, error) {
 	case f.lua != "" && len(f.elixir) > 0:
 		return nil, errors.New("give either --lua or --elixir, not both")
 	case f.lua == "" && len(f.elixir) == 0:
-		return nil, errors.New("give --lua DIR or --elixir FILE...")
+		return nil, errors.New("give --lua DIR, or --elixir and the Elixir files")
 	case f.lua != "" && len(args) > 0:
 		return nil, fmt.Errorf("unexpected arguments %q with --lua", args)
 	}
