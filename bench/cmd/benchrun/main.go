@@ -1,0 +1,238 @@
+// Command benchrun runs the side-by-side benchmarks of emqproxy in one go
+// and writes the results (see bench/README.md). `make bench` runs it through
+// bench/run.sh, which installs the tools and builds the binaries first.
+//
+// Everything it starts listens on loopback addresses and stops with it;
+// every load is bounded by a request count or a duration.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/emqproxy/emqproxy/bench/jobmix"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// runner holds one benchmark run's processes and results.
+type runner struct {
+	root, tmp, out                           string
+	proxyBin, proxydBin, jobmixBin           string
+	redisBenchmarkBin, nutcracker, perf      string
+	reps                                     int
+	mixWarmup, mixDur, latDur                time.Duration
+	module, scripts                          *node.Node
+	procs                                    []*proc
+	admin                                    map[string]string
+	cmds                                     []string
+	configs                                  []namedText
+	notes                                    []string
+	tagSeq                                   int
+	started                                  time.Time
+	loadBefore                               string
+	pt                                       map[string][]ptResult
+	ptEvidence                               map[string]evidence
+	mixRes                                   map[string][]mixResult
+	latency                                  map[string]mixResult
+	idle                                     idleResult
+	profiles                                 []namedText // name, file
+	variants                                 []ptVariant
+	ptTargets                                []target
+	pipelines                                []int
+	mixTargets                               []mixTarget
+}
+
+type namedText struct{ name, text string }
+
+func (r *runner) record(cmd string) {
+	if !slices.Contains(r.cmds, cmd) {
+		r.cmds = append(r.cmds, cmd)
+	}
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Since(r.started).Truncate(time.Second)}, args...)...)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	r := &runner{started: time.Now(), admin: map[string]string{}, pt: map[string][]ptResult{},
+		ptEvidence: map[string]evidence{}, mixRes: map[string][]mixResult{}, latency: map[string]mixResult{}}
+	flag.StringVar(&r.root, "root", ".", "repository root")
+	flag.StringVar(&r.out, "out", "bench/results", "results folder")
+	flag.StringVar(&r.proxyBin, "emqproxy", "bin/emqproxy", "the emqproxy binary")
+	flag.StringVar(&r.proxydBin, "proxyd", "bin/proxyd", "the bench/cmd/proxyd binary")
+	flag.StringVar(&r.jobmixBin, "jobmix", "bin/jobmix", "the bench/cmd/jobmix binary")
+	flag.IntVar(&r.reps, "reps", 3, "interleaved repetitions (the median is reported)")
+	flag.DurationVar(&r.mixWarmup, "mix-warmup", time.Second, "job mix warmup per run")
+	flag.DurationVar(&r.mixDur, "mix-duration", 4*time.Second, "job mix measured window per run")
+	flag.DurationVar(&r.latDur, "latency-duration", 3*time.Second, "single-client latency window")
+	nP1 := flag.Int("n-p1", 100_000, "redis-benchmark requests per test at pipeline 1")
+	nP16 := flag.Int("n-p16", 1_000_000, "redis-benchmark requests per test at pipeline 16")
+	nP16k := flag.Int("n-p16-1k", 400_000, "redis-benchmark requests per test at pipeline 16 with 1 KiB values")
+	idleConns := flag.Int("idle-clients", 1000, "idle client connections for the memory measurement")
+	flag.Parse()
+	if r.reps < 1 || r.reps > 9 {
+		return fmt.Errorf("reps %d: 1..9", r.reps)
+	}
+	var err error
+	if r.root, err = filepath.Abs(r.root); err != nil {
+		return err
+	}
+	for _, p := range []*string{&r.out, &r.proxyBin, &r.proxydBin, &r.jobmixBin} {
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(r.root, *p)
+		}
+	}
+	for _, t := range []struct {
+		dst  *string
+		name string
+	}{{&r.redisBenchmarkBin, "redis-benchmark"}, {&r.nutcracker, "nutcracker"}} {
+		if *t.dst, err = exec.LookPath(t.name); err != nil {
+			return fmt.Errorf("%s not found (bench/run.sh installs it): %w", t.name, err)
+		}
+	}
+	if p, err := exec.LookPath("perf"); err == nil && exec.Command(p, "stat", "-e", "raw_syscalls:sys_enter", "true").Run() == nil {
+		r.perf = p
+	} else {
+		r.notes = append(r.notes, "perf is missing or not allowed here: no system call counts.")
+	}
+	if r.tmp, err = os.MkdirTemp("", "emqbench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.tmp)
+	r.loadBefore = loadAvg()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer func() {
+		for _, p := range r.procs {
+			p.stop()
+		}
+	}()
+
+	if r.module, err = node.Start(node.Options{Role: node.Module}); err != nil {
+		return err
+	}
+	defer r.module.Stop()
+	if r.scripts, err = node.Start(node.Options{Role: node.Scripts}); err != nil {
+		return err
+	}
+	defer r.scripts.Stop()
+	r.logf("module node %s (pid %d), scripts node %s (pid %d)", r.module.Addr, r.module.PID(), r.scripts.Addr, r.scripts.PID())
+
+	kind := kindBinary
+	if !r.binaryServes() {
+		kind = kindProxyd
+		r.notes = append(r.notes, "`emqproxy serve` was not usable: the emqproxy rows ran bench/cmd/proxyd (proxy.New over the same data path).")
+	}
+	auditFile := func(name string) string { return filepath.Join(r.tmp, safeName(name)+"-audit.log") }
+	const nProxy, nProxy1, nTwem = "emqproxy", "emqproxy GOMAXPROCS=1", "twemproxy"
+	px, err := r.startProxy(proxySpec{name: nProxy, kind: kind, audit: auditFile(nProxy), pprof: true})
+	if err != nil {
+		return err
+	}
+	px1, err := r.startProxy(proxySpec{name: nProxy1, kind: kind, gomaxprocs: 1, audit: auditFile(nProxy1), pprof: true})
+	if err != nil {
+		return err
+	}
+	tw, err := r.startTwemproxy()
+	if err != nil {
+		return err
+	}
+
+	// 1. Passthrough.
+	r.variants = []ptVariant{
+		{name: "P1", pipeline: 1, size: 3, n: *nP1},
+		{name: "P16", pipeline: 16, size: 3, n: *nP16},
+		{name: "P16 1KiB", pipeline: 16, size: 1024, n: *nP16k},
+	}
+	r.ptTargets = []target{
+		{name: "direct", addr: r.module.Addr},
+		{name: nProxy, addr: px.addr, pid: px.pid()},
+		{name: nProxy1, addr: px1.addr, pid: px1.pid()},
+		{name: nTwem, addr: tw.addr, pid: tw.pid()},
+	}
+	if err := r.passthrough(ctx, r.variants, r.ptTargets); err != nil {
+		return err
+	}
+	tw.stop()
+
+	// 2 and 4. The job mix, and the audit log on and off.
+	pdOn, err := r.startProxy(proxySpec{name: "proxyd audit file", kind: kindProxyd, audit: auditFile("proxyd")})
+	if err != nil {
+		return err
+	}
+	pdOff, err := r.startProxy(proxySpec{name: "proxyd audit off", kind: kindProxyd, audit: "off"})
+	if err != nil {
+		return err
+	}
+	r.pipelines = []int{1, 16}
+	r.mixTargets = []mixTarget{
+		{name: mixLua, mode: jobmix.Legacy, addr: r.scripts.Addr, server: r.scripts},
+		{name: mixProxy, mode: jobmix.Legacy, addr: px.addr, pid: px.pid(), server: r.module},
+		{name: mixProxy1, mode: jobmix.Legacy, addr: px1.addr, pid: px1.pid(), server: r.module},
+		{name: mixNative, mode: jobmix.Native, addr: r.module.Addr, server: r.module},
+		{name: mixAuditOn, mode: jobmix.Legacy, addr: pdOn.addr, pid: pdOn.pid(), server: r.module},
+		{name: mixAuditOff, mode: jobmix.Legacy, addr: pdOff.addr, pid: pdOff.pid(), server: r.module},
+	}
+	if err := r.mix(ctx, r.pipelines, r.mixTargets); err != nil {
+		return err
+	}
+	pdOn.stop()
+	pdOff.stop()
+
+	// 5. CPU profiles of the proxy under the job mix.
+	if err := os.MkdirAll(r.out, 0o755); err != nil {
+		return err
+	}
+	stem := resultStem(r.root, r.started)
+	for _, p := range []int{1, 16} {
+		file := fmt.Sprintf("%s-cpu-mix-p%d.pprof", stem, p)
+		t := r.mixTargets[1]
+		if err := r.profile(ctx, t, p, r.admin[nProxy], filepath.Join(r.out, file)); err != nil {
+			r.notes = append(r.notes, fmt.Sprintf("CPU profile at P%d failed: %v", p, err))
+			continue
+		}
+		r.profiles = append(r.profiles, namedText{fmt.Sprintf("%s, job mix P%d, 50 clients", nProxy, p), file})
+	}
+	px.stop()
+	px1.stop()
+
+	// 3. Idle memory, on a fresh proxy.
+	pi, err := r.startProxy(proxySpec{name: "emqproxy (idle memory)", kind: kind, audit: auditFile("idle")})
+	if err != nil {
+		return err
+	}
+	if r.idle, err = r.idleMemory(pi, *idleConns); err != nil {
+		return err
+	}
+	r.logf("idle: RSS %d -> %d bytes with %d clients: %.0f bytes per client", r.idle.before, r.idle.after, r.idle.conns, r.idle.perConn())
+	pi.stop()
+
+	return r.writeReport(stem)
+}
+
+// Job mix target names.
+const (
+	mixLua      = "Lua: legacy client on a scripts node"
+	mixProxy    = "emqproxy -> module node"
+	mixProxy1   = "emqproxy GOMAXPROCS=1 -> module"
+	mixNative   = "EMQ.* directly on the module node"
+	mixAuditOn  = "proxyd, audit to a file"
+	mixAuditOff = "proxyd, audit off"
+)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/emqproxy/emqproxy/bench/jobmix"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// mixTarget is one place the job mix is driven.
+type mixTarget struct {
+	name   string
+	mode   jobmix.Mode
+	addr   string
+	pid    int        // the proxy's pid, 0 when direct
+	server *node.Node // the node behind it
+}
+
+// mixResult is one jobmix run with the CPU around it.
+type mixResult struct {
+	jobmix.Result
+	cpu, srvCPU cpu
+	srv         serverStats
+	wall        time.Duration // the jobmix process's whole run (warmup included)
+}
+
+// jobmixOnce runs the jobmix command once and resets the node afterwards.
+func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline int, warmup, dur time.Duration) (mixResult, error) {
+	r.tagSeq++
+	argv := []string{r.jobmixBin, "--mode", string(t.mode), "--addr", t.addr,
+		"--clients", strconv.Itoa(clients), "--pipeline", strconv.Itoa(pipeline),
+		"--warmup", warmup.String(), "--duration", dur.String(), "--tag", "r" + strconv.Itoa(r.tagSeq)}
+	srvPID := t.server.PID()
+	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()
+	out, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
+	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Since(t0)
+	if rerr := r.resetNode(t.server); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return mixResult{}, fmt.Errorf("job mix on %s: %w", t.name, err)
+	}
+	var res mixResult
+	if err := json.Unmarshal(bytes.TrimSpace(out), &res.Result); err != nil {
+		return mixResult{}, fmt.Errorf("jobmix output %q: %w", out, err)
+	}
+	res.srvCPU, res.srv, res.wall = s1.sub(s0), serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, wall
+	if t.pid != 0 {
+		res.cpu = c1.sub(c0)
+	}
+	return res, nil
+}
+
+// resetNode drops every key and writes the brand back, so each run starts
+// on an empty keyspace (the nodes' scripts and connections are kept).
+func (r *runner) resetNode(n *node.Node) error {
+	if _, err := node.RawDo(n.Addr, "FLUSHALL"); err != nil {
+		return err
+	}
+	var reply []byte
+	var err error
+	if n.Opts.Role == node.Module {
+		reply, err = node.RawDo(n.Addr, "EMQ.INSTALL", "1", node.VersionKey)
+	} else {
+		reply, err = node.RawDo(n.Addr, "SET", node.VersionKey, node.DefaultBrand)
+	}
+	if err != nil {
+		return err
+	}
+	if len(reply) > 0 && reply[0] == '-' {
+		return fmt.Errorf("rebrand %s: %s", n.Addr, bytes.TrimSpace(reply))
+	}
+	return nil
+}
+
+// mix runs the job mix at each pipeline against every target, reps times,
+// interleaved; then one single-client run per target for latency.
+func (r *runner) mix(ctx context.Context, pipelines []int, targets []mixTarget) error {
+	for rep := range r.reps {
+		for _, p := range pipelines {
+			for _, t := range targets {
+				res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
+				if err != nil {
+					return err
+				}
+				r.logf("job mix rep %d P%-2d %-26s %9.0f ops/s", rep+1, p, t.name, res.OpsPerSec)
+				k := key2(strconv.Itoa(p), t.name)
+				r.mixRes[k] = append(r.mixRes[k], res)
+			}
+		}
+	}
+	for _, t := range targets {
+		res, err := r.jobmixOnce(ctx, t, 1, 1, r.mixWarmup/2, r.latDur)
+		if err != nil {
+			return err
+		}
+		r.logf("latency 1 client P1 %-26s p50 %.0f us p99 %.0f us", t.name, res.P50us, res.P99us)
+		r.latency[t.name] = res
+	}
+	return nil
+}
+
+// profile drives the job mix through a proxy with pprof and saves a
+// 5-second CPU profile taken in the middle of it.
+func (r *runner) profile(ctx context.Context, t mixTarget, pipeline int, admin, path string) error {
+	if admin == "" {
+		return fmt.Errorf("no pprof listener on %s", t.name)
+	}
+	type done struct {
+		res mixResult
+		err error
+	}
+	ch := make(chan done, 1)
+	go func() {
+		res, err := r.jobmixOnce(ctx, t, 50, pipeline, time.Second, 7*time.Second)
+		ch <- done{res, err}
+	}()
+	select {
+	case <-time.After(1500 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	url := "http://" + admin + "/debug/pprof/profile?seconds=5"
+	r.record("curl " + url + " > " + path)
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get(url)
+	if err == nil {
+		defer resp.Body.Close()
+		var f *os.File
+		if f, err = os.Create(path); err == nil {
+			_, err = io.Copy(f, resp.Body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
+	}
+	d := <-ch
+	if err != nil {
+		return err
+	}
+	if d.err != nil {
+		return d.err
+	}
+	r.logf("profile P%d through %s: %.0f ops/s while profiled", pipeline, t.name, d.res.OpsPerSec)
+	return nil
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func kops(x float64) string { return fmt.Sprintf("%.0f", x) }
+
+// ptMedian is the median ops/s of one test over the reps.
+func (r *runner) ptMedian(variant, tgt, test string) float64 {
+	var xs []float64
+	for _, res := range r.pt[key2(variant, tgt)] {
+		xs = append(xs, res.rps[test])
+	}
+	return median(xs)
+}
+
+func (r *runner) mixMedian(p int, tgt string) float64 {
+	var xs []float64
+	for _, res := range r.mixRes[key2(itoa(p), tgt)] {
+		xs = append(xs, res.OpsPerSec)
+	}
+	return median(xs)
+}
+
+// check is one target of issue 11.
+type check struct {
+	what, got string
+	ok        bool
+}
+
+func (r *runner) checks() []check {
+	var cs []check
+	direct, twem := r.ptTargets[0].name, r.ptTargets[3].name
+	for _, px := range []string{r.ptTargets[1].name, r.ptTargets[2].name} {
+		for _, v := range r.variants {
+			minD, minT := 1e9, 1e9
+			var gotD, gotT []string
+			for _, test := range []string{"SET", "GET"} {
+				p, d, t := r.ptMedian(v.name, px, test), r.ptMedian(v.name, direct, test), r.ptMedian(v.name, twem, test)
+				if d > 0 && t > 0 {
+					minD, minT = min(minD, p/d), min(minT, p/t)
+				}
+				gotD = append(gotD, test+" "+ratio(p, d))
+				gotT = append(gotT, test+" "+ratio(p, t))
+			}
+			wantD, wantT := 0.95, 1.0
+			if v.pipeline > 1 {
+				wantD, wantT = 0.6, 1.5
+			}
+			cs = append(cs,
+				check{fmt.Sprintf("passthrough %s, %s ≥ %.2f× direct", v.name, px, wantD), strings.Join(gotD, ", "), minD >= wantD},
+				check{fmt.Sprintf("passthrough %s, %s ≥ %.1f× twemproxy", v.name, px, wantT), strings.Join(gotT, ", "), minT >= wantT})
+		}
+	}
+	for _, px := range []string{mixProxy, mixProxy1} {
+		for _, p := range r.pipelines {
+			a, l := r.mixMedian(p, px), r.mixMedian(p, mixLua)
+			cs = append(cs, check{fmt.Sprintf("job mix P%d, %s ≥ 1.0× Lua", p, px), ratio(a, l), l > 0 && a/l >= 1.0})
+		}
+	}
+	per := r.idle.perConn()
+	cs = append(cs, check{"idle memory ≤ 16 KiB per client", fmt.Sprintf("%.1f KiB", per/1024), per <= 16*1024})
+	for _, p := range r.pipelines {
+		on, off := r.mixMedian(p, mixAuditOn), r.mixMedian(p, mixAuditOff)
+		cost := 0.0
+		if off > 0 {
+			cost = 1 - on/off
+		}
+		cs = append(cs, check{fmt.Sprintf("audit log costs ≤ 10%% at P%d", p), fmt.Sprintf("%.1f%%", 100*cost), off > 0 && cost <= 0.10})
+	}
+	return cs
+}
+
+func (r *runner) writeReport(stem string) error {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Benchmark run %s\n\n", stem)
+	w("One run on one machine: every ratio compares numbers measured side by side in this run, against the same server, by the same client. Medians of %d interleaved repetitions. See [bench/README.md](../README.md) for what each number means.\n\n", r.reps)
+	w("| | |\n|---|---|\n")
+	for _, kv := range r.machineInfo() {
+		w("| %s | %s |\n", kv[0], strings.ReplaceAll(kv[1], "|", "/"))
+	}
+	w("\n")
+	for _, n := range r.notes {
+		w("- Note: %s\n", n)
+	}
+	if len(r.notes) > 0 {
+		w("\n")
+	}
+	summary := b.Len()
+
+	w("## Targets (issue 11)\n\n| target | measured | |\n|---|---|---|\n")
+	for _, c := range r.checks() {
+		mark := "met"
+		if !c.ok {
+			mark = "**missed**"
+		}
+		w("| %s | %s | %s |\n", c.what, c.got, mark)
+	}
+	r.writePassthrough(w)
+	r.writeMix(w)
+	tables := b.String()[summary:]
+
+	w("\n## 3. Idle memory\n\n")
+	w("A fresh proxy; %d client connections each send one PING and read PONG, then stay idle. VmRSS from /proc/<pid>/status once it settles.\n\n", r.idle.conns)
+	w("| RSS before | RSS with %d idle clients | per client |\n|---|---|---|\n", r.idle.conns)
+	w("| %.1f MiB | %.1f MiB | %.1f KiB |\n", float64(r.idle.before)/(1<<20), float64(r.idle.after)/(1<<20), r.idle.perConn()/1024)
+
+	w("\n## 5. CPU profiles\n\n")
+	for _, p := range r.profiles {
+		w("### %s\n\nFile: [`%s`](%s) (`go tool pprof -top %s`)\n\n```\n", p.name, p.text, p.text, p.text)
+		out, err := r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-nodecount=30", filepath.Join(r.out, p.text))
+		if err != nil {
+			w("pprof failed: %v\n", err)
+		}
+		w("%s```\n\n", out)
+		out, err = r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", filepath.Join(r.out, p.text))
+		if err != nil {
+			w("pprof failed: %v\n", err)
+		}
+		w("By cumulative time:\n\n```\n%s```\n\n", out)
+	}
+
+	w("\n## Commands\n\nEvery command line this run executed (ports are the free loopback ports of this run):\n\n```\n")
+	for _, c := range r.cmds {
+		w("%s\n", c)
+	}
+	w("```\n\nGenerated configurations:\n\n")
+	for _, c := range r.configs {
+		w("%s:\n\n```yaml\n%s```\n\n", c.name, c.text)
+	}
+
+	text := b.String()
+	for _, name := range []string{stem + ".md", "latest.md"} {
+		if err := os.WriteFile(filepath.Join(r.out, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Print(tables)
+	fmt.Printf("\nwritten: %s and %s\n", filepath.Join(r.out, stem+".md"), filepath.Join(r.out, "latest.md"))
+	return nil
+}
+
+func (r *runner) writePassthrough(w func(string, ...any)) {
+	t := r.ptTargets
+	d, p, p1, tw := t[0].name, t[1].name, t[2].name, t[3].name
+	w("\n## 1. Passthrough (redis-benchmark, 50 clients, SET and GET, ops/s)\n\n")
+	w("`G1` is emqproxy with GOMAXPROCS=1. Ratios: emqproxy over direct, twemproxy over direct, emqproxy over twemproxy.\n\n")
+	w("| variant | test | direct | emqproxy | G1 | twemproxy | proxy/direct | G1/direct | twem/direct | proxy/twem | G1/twem |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, v := range r.variants {
+		for _, test := range []string{"SET", "GET"} {
+			vd, vp, v1, vt := r.ptMedian(v.name, d, test), r.ptMedian(v.name, p, test), r.ptMedian(v.name, p1, test), r.ptMedian(v.name, tw, test)
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v.name, test, kops(vd), kops(vp), kops(v1), kops(vt),
+				ratio(vp, vd), ratio(v1, vd), ratio(vt, vd), ratio(vp, vt), ratio(v1, vt))
+		}
+	}
+	w("\nWhere the time goes (all reps summed; CPU from /proc/<pid>/stat, so ±10 ms per run; `cmds/read` is the server's total_commands_processed over total_reads_processed: how many commands each read of the server's socket carried, i.e. how well the path pipelines; syscalls from a separate pass at a quarter of the requests under `perf stat -e raw_syscalls:sys_enter`):\n\n")
+	w("| variant | path | path CPU µs/op (sys share) | server CPU µs/op | server cmds/read | path syscalls/op | server syscalls/op |\n|---|---|---|---|---|---|---|\n")
+	for _, v := range r.variants {
+		for _, tg := range t {
+			var c, s cpu
+			var ops, cmds, reads int64
+			for _, res := range r.pt[key2(v.name, tg.name)] {
+				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
+				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
+				ops += res.ops
+				cmds += res.srv.cmds
+				reads += res.srv.reads
+			}
+			e, hasE := r.ptEvidence[key2(v.name, tg.name)]
+			w("| %s | %s | %s | %s | %s | %s | %s |\n", v.name, tg.name, cpuPerOp(c, ops, tg.pid != 0), cpuPerOp(s, ops, true),
+				ratio(float64(cmds), float64(reads)), perOp(e.syscalls, e.ops, hasE), perOp(e.srvSyscalls, e.ops, hasE))
+		}
+	}
+}
+
+func cpuPerOp(c cpu, ops int64, has bool) string {
+	if !has || ops == 0 {
+		return "-"
+	}
+	tot := c.user + c.sys
+	share := 0.0
+	if tot > 0 {
+		share = float64(c.sys) / float64(tot)
+	}
+	return fmt.Sprintf("%.2f (%.0f%%)", float64(tot.Nanoseconds())/1e3/float64(ops), 100*share)
+}
+
+func perOp(n, ops int64, has bool) string {
+	if !has || n < 0 || ops == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(ops))
+}
+
+func (r *runner) writeMix(w func(string, ...any)) {
+	w("\n## 2. Legacy job mix (50 clients, each on its own queue: enqueue → claim → complete; ops/s = script calls per second)\n\n")
+	w("Lua: the legacy client directly on a scripts node. emqproxy: the same client through the proxy to a module node (G1: GOMAXPROCS=1). native: EMQ.* sent directly to the module node (the limit). Window %v after %v warmup.\n\n", r.mixDur, r.mixWarmup)
+	w("| pipeline | Lua | emqproxy | G1 | native | proxy/Lua | G1/Lua | proxy/native | G1/native | Lua/native |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		l, x, x1, n := r.mixMedian(p, mixLua), r.mixMedian(p, mixProxy), r.mixMedian(p, mixProxy1), r.mixMedian(p, mixNative)
+		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, kops(l), kops(x), kops(x1), kops(n),
+			ratio(x, l), ratio(x1, l), ratio(x, n), ratio(x1, n), ratio(l, n))
+	}
+	w("\nWhere the time goes (all reps summed; ops estimated as ops/s × (warmup + window), so CPU per op is approximate; `calls/server read` is script calls per read of the server's sockets (the legacy client's pause reads are reads too): how many calls each read carried):\n\n")
+	w("| pipeline | path | proxy CPU µs/op (sys share) | server CPU µs/op | calls/server read |\n|---|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		for _, t := range r.mixTargets {
+			var c, s cpu
+			var ops float64
+			var reads int64
+			for _, res := range r.mixRes[key2(itoa(p), t.name)] {
+				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
+				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
+				ops += res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
+				reads += res.srv.reads
+			}
+			w("| %d | %s | %s | %s | %s |\n", p, t.name, cpuPerOp(c, int64(ops), t.pid != 0), cpuPerOp(s, int64(ops), true),
+				ratio(ops, float64(reads)))
+		}
+	}
+	w("\nSingle client, pipeline 1 (latency of one script call; a legacy claim includes its pause read):\n\n")
+	w("| path | ops/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
+	for _, t := range r.mixTargets {
+		l := r.latency[t.name]
+		w("| %s | %.0f | %.0f | %.0f |\n", t.name, l.OpsPerSec, l.P50us, l.P99us)
+	}
+	w("\n## 4. The audit log's cost (job mix, 50 clients)\n\n")
+	w("Both sides run bench/cmd/proxyd, the same data path: \"on\" writes every rewrite record as JSON to a buffered file, as the binary's file sink does; \"off\" passes no audit logger at all, so no record is built or encoded. The binary has no off switch (its sinks are stderr, stdout or a file), hence proxyd.\n\n")
+	w("| pipeline | audit on | audit off | cost |\n|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		on, off := r.mixMedian(p, mixAuditOn), r.mixMedian(p, mixAuditOff)
+		cost := "n/a"
+		if off > 0 {
+			cost = fmt.Sprintf("%.1f%%", 100*(1-on/off))
+		}
+		w("| %d | %s | %s | %s |\n", p, kops(on), kops(off), cost)
+	}
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The benchmark command (`make bench`): installs the tools it needs from
+# Debian when missing (redis-benchmark from redis-tools, nutcracker),
+# builds the load generator, the bench proxy and the runner, and runs every
+# benchmark side by side in one run. Results: bench/results/<date>-<sha>.md
+# and bench/results/latest.md. Extra arguments go to the runner, e.g.
+#   ./bench/run.sh --reps 1 --mix-duration 2s      # a quick look, not a result
+# Takes about 8-10 minutes on a 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "bench: installing ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  $sudo service redis-server stop >/dev/null 2>&1 || true
+  $sudo service nutcracker stop >/dev/null 2>&1 || true
+fi
+
+GO=${GO:-go}
+mkdir -p bin
+# The binary under test is always the working tree's (as `make build` builds
+# it); if it does not build, the runner falls back to bench/cmd/proxyd for the
+# emqproxy rows and the results say so.
+VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+$GO build -ldflags "-X main.version=$VERSION" -o bin/emqproxy ./cmd/emqproxy ||
+  { echo "bench: cmd/emqproxy does not build"; rm -f bin/emqproxy; }
+$GO build -o bin/jobmix ./bench/cmd/jobmix
+$GO build -o bin/proxyd ./bench/cmd/proxyd
+$GO build -o bin/benchrun ./bench/cmd/benchrun
+exec bin/benchrun "$@"
