@@ -120,6 +120,12 @@ type UpstreamOptions struct {
 	// command gets an error. Dedicated connections (blocking commands,
 	// WATCH, subscriptions) have no reply timeout.
 	Timeout time.Duration
+	// ProbeInterval is how often the fence is re-run on a short-lived
+	// connection of its own while the upstream is up (default
+	// DefaultProbeInterval; negative disables the probe). A refusal marks
+	// the upstream not fenced and closes its shared connections (probe.go).
+	// Without an OnConnect hook there is nothing to probe.
+	ProbeInterval time.Duration
 }
 
 // withDefaults returns o with every zero value replaced by its default.
@@ -166,6 +172,9 @@ func (o Options) withDefaults() Options {
 	}
 	if u.Timeout <= 0 {
 		u.Timeout = DefaultUpstreamTimeout
+	}
+	if u.ProbeInterval == 0 {
+		u.ProbeInterval = DefaultProbeInterval
 	}
 	return o
 }

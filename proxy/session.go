@@ -376,6 +376,9 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
 	switch {
 	case s.pinned != nil:
+		if !u.Fenced() { // the probe found the fence broken since the pin
+			return nil, true
+		}
 		return s.pinned, true
 	case d.Effect == rewrite.Watch:
 		return s.dedicated(u, &s.pinned), true
@@ -423,7 +426,7 @@ func appendHeader(b []byte, c byte, n int) []byte {
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
 func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
-	if p := *slot; p != nil && p.failed() == nil {
+	if p := *slot; p != nil && p.failed() == nil && u.Fenced() {
 		return p
 	}
 	if *slot != nil {

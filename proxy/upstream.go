@@ -11,10 +11,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Reconnect backoff bounds.
+// Reconnect backoff bounds. The ceiling is kept well under a second so
+// that service resumes within a second of the upstream's return
+// (verification.md, "Faults"); a refused dial on loopback costs little.
 const (
 	backoffMin = 50 * time.Millisecond
-	backoffMax = 5 * time.Second
+	backoffMax = 500 * time.Millisecond
 )
 
 // Upstream is one upstream node: its shared pipelined connections, kept
@@ -32,6 +34,8 @@ type Upstream struct {
 	mu      sync.Mutex
 	lastErr error
 	fenceOK bool // the last connection attempt passed the fence (or there is none)
+
+	probes atomic.Int64 // probes that passed the fence (probe.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -62,6 +66,10 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, log *zap.Logger, met 
 		u.slots[i] = s
 		u.wg.Add(1)
 		go u.keep(s)
+	}
+	if hook != nil && opts.ProbeInterval > 0 {
+		u.wg.Add(1)
+		go u.probe(opts.ProbeInterval)
 	}
 	return u
 }

@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The readiness probe.
+//
+// The fence runs when a connection is opened, so a brand changed on a live
+// node (someone runs SET {emq}:version, a node is replaced behind the same
+// address without the connection breaking) would otherwise go unnoticed for
+// as long as the shared connections live. The probe re-runs the OnConnect
+// fence every UpstreamOptions.ProbeInterval on a short-lived connection of
+// its own (dialed, booted and fenced exactly like a dedicated connection,
+// then closed). When the fence refuses it, the upstream is marked not
+// fenced (Readiness reports it, /readyz answers 503) and its shared
+// connections are closed: every command waiting on them gets the explicit
+// lost error, new ones fail fast with the fence error, and the normal
+// reconnect loop, which re-runs the fence on every connect, restores service
+// once the node is fit again.
+//
+// A probe that fails for another reason (the node does not answer within
+// the dial timeout, AUTH fails) is logged and counted but closes nothing:
+// liveness of the shared connections is their own reply timeout's job.
+
+// DefaultProbeInterval is the probe period used when
+// UpstreamOptions.ProbeInterval is 0.
+const DefaultProbeInterval = time.Second
+
+// probe runs the periodic fence check until the upstream closes.
+func (u *Upstream) probe(every time.Duration) {
+	defer u.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !u.Up() {
+			continue // the reconnect loop fences every new connection itself
+		}
+		u.probeOnce()
+	}
+}
+
+// probeOnce dials, boots and fences one connection, closes it, and acts on
+// the outcome.
+func (u *Upstream) probeOnce() {
+	nc, _, fenceErr, err := u.dialer.dial(u.ctx)
+	if err == nil {
+		_ = nc.Close()
+		u.probes.Add(1)
+		return
+	}
+	if u.ctx.Err() != nil {
+		return
+	}
+	if !fenceErr {
+		u.met.upstreamError(u.name, "probe")
+		u.log.Warn("upstream probe failed", zap.Error(err))
+		return
+	}
+	u.met.upstreamError(u.name, "fence")
+	u.log.Error("upstream fence no longer holds; closing its connections", zap.Error(err))
+	u.setState(err, false)
+	for _, s := range u.slots {
+		if p := s.cur.Load(); p != nil {
+			p.close()
+		}
+	}
+}
+
+// Probes returns how many probes passed the fence so far.
+func (u *Upstream) Probes() int64 { return u.probes.Load() }
