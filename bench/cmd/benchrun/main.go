@@ -24,30 +24,30 @@ import (
 
 // runner holds one benchmark run's processes and results.
 type runner struct {
-	root, tmp, out                           string
-	proxyBin, proxydBin, jobmixBin           string
-	redisBenchmarkBin, nutcracker, perf      string
-	reps                                     int
-	mixWarmup, mixDur, latDur                time.Duration
-	module, scripts                          *node.Node
-	procs                                    []*proc
-	admin                                    map[string]string
-	cmds                                     []string
-	configs                                  []namedText
-	notes                                    []string
-	tagSeq                                   int
-	started                                  time.Time
-	loadBefore                               string
-	pt                                       map[string][]ptResult
-	ptEvidence                               map[string]evidence
-	mixRes                                   map[string][]mixResult
-	latency                                  map[string]mixResult
-	idle                                     idleResult
-	profiles                                 []namedText // name, file
-	variants                                 []ptVariant
-	ptTargets                                []target
-	pipelines                                []int
-	mixTargets                               []mixTarget
+	root, tmp, out                      string
+	proxyBin, proxydBin, jobmixBin      string
+	redisBenchmarkBin, nutcracker, perf string
+	reps                                int
+	mixWarmup, mixDur, latDur           time.Duration
+	module, scripts                     *node.Node
+	procs                               []*proc
+	admin                               map[string]string
+	cmds                                []string
+	configs                             []namedText
+	notes                               []string
+	tagSeq                              int
+	started                             time.Time
+	loadBefore                          string
+	pt                                  map[string][]ptResult
+	ptEvidence                          map[string]evidence
+	mixRes                              map[string][]mixResult
+	latency                             map[string]mixResult
+	idle                                idleResult
+	profiles                            []namedText // name, file
+	variants                            []ptVariant
+	ptTargets                           []target
+	pipelines                           []int
+	mixTargets                          []mixTarget
 }
 
 type namedText struct{ name, text string }

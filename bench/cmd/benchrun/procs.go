@@ -26,8 +26,8 @@ type proc struct {
 }
 
 // startProc starts a process that dies with the run (Pdeathsig), with its
-// output in a log file under dir, and waits until addr answers PING.
-func (r *runner) startProc(name, addr string, env []string, argv ...string) (*proc, error) {
+// output in a log file under dir, and waits until ready(addr) holds.
+func (r *runner) startProc(name, addr string, ready func(addr string) bool, env []string, argv ...string) (*proc, error) {
 	logPath := filepath.Join(r.tmp, safeName(name)+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
@@ -48,12 +48,12 @@ func (r *runner) startProc(name, addr string, env []string, argv ...string) (*pr
 	r.procs = append(r.procs, p)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if reply, err := node.RawDo(addr, "PING"); err == nil && bytes.HasPrefix(reply, []byte("+PONG")) {
+		if ready(addr) {
 			return p, nil
 		}
 		if time.Now().After(deadline) {
 			out, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("%s: %s does not answer PING after 20s; log:\n%s", name, addr, tail(out, 2000))
+			return nil, fmt.Errorf("%s: %s not ready after 20s; log:\n%s", name, addr, tail(out, 2000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -73,6 +73,20 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// answersPing is ready once addr answers PING.
+func answersPing(addr string) bool {
+	reply, err := node.RawDo(addr, "PING")
+	return err == nil && bytes.HasPrefix(reply, []byte("+PONG"))
+}
+
+// proxyReady is ready once a wire-4 client would pass the fence through the
+// proxy: GET {emq}:version answers the legacy brand, which the proxy does
+// only while its upstream is connected and fenced.
+func proxyReady(addr string) bool {
+	reply, err := node.RawDo(addr, "GET", node.VersionKey)
+	return err == nil && bytes.Contains(reply, []byte(node.DefaultBrand))
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }

@@ -72,13 +72,13 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 			return nil, err
 		}
 		r.configs = append(r.configs, namedText{s.name + " (" + filepath.Base(cfg) + ")", b.String()})
-		p, err = r.startProc(s.name, addr, env, r.proxyBin, "serve", "--config", cfg)
+		p, err = r.startProc(s.name, addr, proxyReady, env, r.proxyBin, "serve", "--config", cfg)
 	case kindProxyd:
 		argv := []string{r.proxydBin, "--listen", addr, "--upstream", r.module.Addr, "--map", mapPath, "--audit", s.audit}
 		if admin != "" {
 			argv = append(argv, "--pprof", admin)
 		}
-		p, err = r.startProc(s.name, addr, env, argv...)
+		p, err = r.startProc(s.name, addr, proxyReady, env, argv...)
 	}
 	if err != nil {
 		return nil, err
@@ -115,6 +115,6 @@ func (r *runner) startTwemproxy() (*proc, error) {
 	}
 	r.configs = append(r.configs, namedText{"twemproxy (nutcracker.yml)", conf})
 	host, port, _ := strings.Cut(stats, ":")
-	return r.startProc("twemproxy", addr, nil, r.nutcracker, "-c", path, "-a", host, "-s", port,
+	return r.startProc("twemproxy", addr, answersPing, nil, r.nutcracker, "-c", path, "-a", host, "-s", port,
 		"-o", filepath.Join(r.tmp, "nutcracker.out"), "-v", "4")
 }

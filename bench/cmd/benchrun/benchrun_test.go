@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// fakeRun fills a runner with results as a run would.
+func fakeRun(direct, proxied, twem, lua, viaProxy, auditOn, auditOff float64, idleBytes int64) *runner {
+	r := &runner{pt: map[string][]ptResult{}, mixRes: map[string][]mixResult{}, pipelines: []int{1}}
+	r.variants = []ptVariant{{name: "P1", pipeline: 1}}
+	r.ptTargets = []target{{name: "direct"}, {name: "emqproxy"}, {name: "g1"}, {name: "twemproxy"}}
+	for name, v := range map[string]float64{"direct": direct, "emqproxy": proxied, "g1": proxied, "twemproxy": twem} {
+		r.pt[key2("P1", name)] = []ptResult{{rps: map[string]float64{"SET": v, "GET": v}}}
+	}
+	for name, v := range map[string]float64{mixLua: lua, mixProxy: viaProxy, mixProxy1: viaProxy, mixAuditOn: auditOn, mixAuditOff: auditOff} {
+		var m mixResult
+		m.OpsPerSec = v
+		r.mixRes[key2("1", name)] = []mixResult{m}
+	}
+	r.idle = idleResult{conns: 1000, before: 0, after: idleBytes}
+	return r
+}
+
+func TestChecks(t *testing.T) {
+	met := func(r *runner) map[string]bool {
+		out := map[string]bool{}
+		for _, c := range r.checks() {
+			out[c.what] = c.ok
+		}
+		return out
+	}
+	good := met(fakeRun(100, 96, 90, 100, 101, 91, 100, 16*1024*1000))
+	for what, ok := range good {
+		if !ok {
+			t.Errorf("good run: %q missed", what)
+		}
+	}
+	bad := met(fakeRun(100, 94, 95, 100, 99, 89, 100, 16*1024*1000+1000))
+	for what, ok := range bad {
+		if ok {
+			t.Errorf("bad run: %q met", what)
+		}
+	}
+	if len(good) != len(bad) || len(good) != 2*2+2+1+1 {
+		t.Fatalf("checks: %d and %d", len(good), len(bad))
+	}
+}
+
+func TestProcReadings(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	if rss := rssOf(n.PID()); rss < 1<<20 {
+		t.Fatalf("RSS of redis-server %d bytes", rss)
+	}
+	s0 := statsOf(n.Addr)
+	for range 10 {
+		if _, err := node.RawDo(n.Addr, "PING"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s1 := statsOf(n.Addr)
+	if d := s1.cmds - s0.cmds; d < 10 || s1.reads-s0.reads < 10 {
+		t.Fatalf("INFO stats moved by %d commands, %d reads", d, s1.reads-s0.reads)
+	}
+	// Burn CPU until /proc shows some (its unit is 10ms), at most 5s.
+	x := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		for i := range 1_000_000 {
+			x += i
+		}
+		if c := cpuOf(os.Getpid()); c.user+c.sys > 0 {
+			return
+		}
+	}
+	t.Fatalf("own CPU time still zero after 5s of work (%d)", x)
+}
+
+func TestResultStem(t *testing.T) {
+	stem := resultStem(node.RepoRoot(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if !strings.HasPrefix(stem, "2026-01-02-0304-") || len(stem) < len("2026-01-02-0304-")+4 {
+		t.Fatalf("stem %q", stem)
+	}
+}
