@@ -335,8 +335,10 @@ func (lit *literal) value() ([]byte, error) {
 // unescape evaluates the escapes of an Elixir string literal: \0 \a \b \d
 // \e \f \n \r \s \t \v, \xHH (one byte), \uHHHH and \u{H...} (a code point
 // in UTF-8), a backslash before a new line (removed with it), and any other
-// escaped character standing for itself. line is the literal's first line,
-// for messages.
+// escaped character standing for itself. The \xH and \x{H...} forms, which
+// Elixir deprecated and then removed, are refused, as are surrogates and
+// code points past U+10FFFF. line is the line of raw's first byte, for
+// messages.
 func unescape(raw []byte, line int) ([]byte, error) {
 	out := make([]byte, 0, len(raw))
 	where := line // the line of raw[j], for messages
