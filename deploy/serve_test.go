@@ -156,8 +156,9 @@ func (s *sidecar) stop(t *testing.T, limit time.Duration) time.Duration {
 }
 
 // checkServing checks the admin endpoints, one command through the proxy,
-// and the reload paths the artifacts use (SIGHUP, POST /reload).
-func (s *sidecar) checkServing(t *testing.T, digest string, upstream string) {
+// and the reload paths the artifacts use (SIGHUP, POST /reload). It returns
+// the /metrics text.
+func (s *sidecar) checkServing(t *testing.T, digest string, upstream string) string {
 	t.Helper()
 	if code, body := s.http(t, "GET", "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -185,6 +186,7 @@ func (s *sidecar) checkServing(t *testing.T, digest string, upstream string) {
 	if code, body := s.http(t, "POST", "/reload"); code != http.StatusOK {
 		t.Errorf("POST /reload: %d %q", code, body)
 	}
+	return metrics
 }
 
 // auditRecords reads the JSON lines of an audit sink.
@@ -288,7 +290,12 @@ func TestServeKubernetesConfig(t *testing.T) {
 		env = append(env, envName("upstreams."+name+".address")+"="+n.Addr)
 	}
 	s := startSidecar(t, cfgPath, []string{"--map", mapPath}, env)
-	s.checkServing(t, m.Digest, cfg.RouteFor("any-queue"))
+	metrics := s.checkServing(t, m.Digest, cfg.RouteFor("any-queue"))
+	for _, name := range runtimeMetricsQueried(t) {
+		if !strings.Contains(metrics, "\n"+name+" ") && !strings.Contains(metrics, "\n"+name+"{") {
+			t.Errorf("the dashboard queries %s; /metrics does not expose it", name)
+		}
+	}
 	s.stop(t, time.Duration(*mf.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds)*time.Second)
 
 	if !hasMapRecord(auditRecords(t, s.stdout), m.Digest) {
