@@ -241,6 +241,12 @@ func (s *session) write() error {
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			s.srv.met.rejected.WithLabelValues("write").Inc()
+			// A client that does not read: reset rather than leave the
+			// unsent replies to the kernel (up to its send buffer per
+			// closed socket) until the client reads them or it gives up.
+			if tc, ok := s.nc.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
 		}
 		return err
 	}
