@@ -53,7 +53,10 @@ func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
 	switch d.Action {
 	case rewrite.Rewrite, rewrite.Refuse:
 	case rewrite.Pass:
-		if !s.srv.opts.AuditPassthrough {
+		// A verb call that passes went to a scripts upstream (routing):
+		// audited like the rewrite it would be on a module upstream.
+		verb := d.Script != nil && d.Script.Verb != ""
+		if !s.srv.opts.AuditPassthrough && !verb {
 			return -1
 		}
 	default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -52,6 +53,10 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 type dialer struct {
 	opts UpstreamOptions
 	hook OnConnectFunc
+	// keys, when set, receives the node's command table, loaded on the
+	// first connection that passes the fence (keysDone then holds).
+	keys     *keyStore
+	keysDone *atomic.Bool
 }
 
 // dial returns a connection ready for client traffic and its reader.
@@ -87,6 +92,15 @@ func (d *dialer) dial(ctx context.Context) (nc net.Conn, br *bufio.Reader, fence
 			_ = nc.Close()
 			return nil, nil, true, fmt.Errorf("%w: %w", ErrFence, err)
 		}
+	}
+	if d.keys != nil && !d.keysDone.Load() {
+		t, err := loadKeyTable(ctx, sc)
+		if err != nil {
+			_ = nc.Close()
+			return nil, nil, false, err
+		}
+		d.keys.merge(t)
+		d.keysDone.Store(true)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return nc, br, false, nil

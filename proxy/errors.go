@@ -21,4 +21,7 @@ var (
 	ErrBoot = errors.New("proxy: upstream boot failed")
 	// ErrFence means the OnConnect hook refused a new upstream connection.
 	ErrFence = errors.New("proxy: upstream fence failed")
+	// ErrRoutes means a set of routes is unusable (an unknown upstream, a
+	// bad pattern, no default route); SwapRoutes keeps the old ones.
+	ErrRoutes = errors.New("proxy: invalid routes")
 )

@@ -47,12 +47,24 @@ type Options struct {
 	// TLSConfig, when not nil, makes the client listener speak TLS.
 	TLSConfig *tls.Config
 
-	// Upstream is the node every command is forwarded to.
+	// Upstream is the single-upstream shorthand: when Upstreams is empty,
+	// it is the one upstream (with OnConnect as its hook and Role as set),
+	// and every command goes to it.
 	Upstream UpstreamOptions
-	// OnConnect is the fence hook run on every upstream connection
-	// (shared or dedicated) before it carries client traffic. nil: none,
-	// and the upstream counts as fenced as soon as it is connected.
+	// OnConnect is Upstream's fence hook (the shorthand): run on every
+	// upstream connection (shared or dedicated) before it carries client
+	// traffic. nil: none, and the upstream counts as fenced as soon as it
+	// is connected. Ignored when Upstreams is set (each has its own).
 	OnConnect OnConnectFunc
+
+	// Upstreams are several named upstreams, each with its role and fence
+	// hook. When set, Upstream and OnConnect are ignored; names must be
+	// unique. The set is fixed for the server's life (route.go).
+	Upstreams []UpstreamOptions
+	// Routes send queues to upstreams by name (route.go): first match
+	// wins, and the last route must match every queue ("*"). Empty: every
+	// command goes to the first upstream. SwapRoutes replaces them.
+	Routes []Route
 
 	// Policy is the decision policy (map, deny list, users). Required.
 	// SwapPolicy replaces it at run time.
@@ -97,8 +109,15 @@ type Options struct {
 
 // UpstreamOptions describes one upstream node.
 type UpstreamOptions struct {
-	// Name names the upstream in errors, logs and metrics (default "upstream").
+	// Name names the upstream in errors, logs, metrics and routes (default
+	// "upstream").
 	Name string
+	// Role is what the node runs: RoleModule (verb calls are rewritten to
+	// EMQ.<TOKEN>) or RoleScripts (they pass unchanged as EVALSHA).
+	Role Role
+	// OnConnect is this upstream's fence hook (see Options.OnConnect),
+	// used when the upstream is one of Options.Upstreams.
+	OnConnect OnConnectFunc
 	// Address is host:port. Required.
 	Address string
 	// Username and Password, when Password is set, are sent with AUTH on
@@ -160,7 +179,24 @@ func (o Options) withDefaults() Options {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
-	u := &o.Upstream
+	if len(o.Upstreams) == 0 {
+		u := o.Upstream
+		if o.OnConnect != nil {
+			u.OnConnect = o.OnConnect
+		}
+		o.Upstreams = []UpstreamOptions{u}
+	} else {
+		o.Upstreams = append([]UpstreamOptions(nil), o.Upstreams...)
+	}
+	for i := range o.Upstreams {
+		o.Upstreams[i] = o.Upstreams[i].withDefaults()
+	}
+	o.Upstream = o.Upstreams[0]
+	return o
+}
+
+// withDefaults returns u with every zero value replaced by its default.
+func (u UpstreamOptions) withDefaults() UpstreamOptions {
 	if u.Name == "" {
 		u.Name = "upstream"
 	}
@@ -176,5 +212,5 @@ func (o Options) withDefaults() Options {
 	if u.ProbeInterval == 0 {
 		u.ProbeInterval = DefaultProbeInterval
 	}
-	return o
+	return u
 }

@@ -8,35 +8,86 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// A segment is the part of a client batch that goes to one upstream
-// connection. A batch whose commands all go to the shared connection is
-// one segment; a blocking command or a WATCH pin in the middle starts a new
-// one, and the previous segment is sent and answered first, so commands
-// execute in the order the client sent them.
+// A segment is the part of a client batch sent before any of its replies
+// are awaited: one batch per upstream connection it uses (a part). A
+// batch whose commands all go to one shared connection is one part; a
+// pipeline whose commands route to several upstreams has one part per
+// upstream, sent concurrently, and the replies are put back in the
+// client's order. A blocking command or a WATCH pin (a dedicated
+// connection) is a segment of its own: the previous segment is sent and
+// answered first, so commands execute in the order the client sent them.
 
-// target makes p the current segment's connection, sending the segment
-// built so far when it was for another connection.
-func (s *session) target(u *Upstream, p *pipe, dedicated bool) {
-	if s.segPipe != p && s.seg.n > 0 {
-		s.flush()
-	}
-	s.segUp, s.segPipe, s.segDedicated = u, p, dedicated
+// segPart is the part of the current segment bound for one connection.
+type segPart struct {
+	up   *Upstream
+	p    *pipe
+	ded  bool // p is the client's own connection
+	b    *batch
+	sent bool // b was queued on p (else it was answered with an error)
 }
 
-// flush sends the current segment, waits for its replies, and moves every
-// reply of the segment, in order, to the output.
-func (s *session) flush() {
-	seg := s.seg
-	if seg.n > 0 {
-		seg.max = int(max(s.srv.opts.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
-		if err := s.segPipe.send(seg); err != nil {
-			seg.fill(s.segUp.unavailable())
-		} else if !s.segDedicated {
-			<-seg.done
-		} else {
-			s.waitDedicated(seg)
+// target makes p's part the current one (s.cur), adding it when the
+// segment has none for p, and sending the segment built so far first when
+// a dedicated connection would share a segment with another connection.
+func (s *session) target(u *Upstream, p *pipe, dedicated bool) {
+	s.cur = s.partFor(u, p, dedicated)
+}
+
+// partFor returns the index of p's part, adding it (after flushing when
+// needed, see target).
+func (s *session) partFor(u *Upstream, p *pipe, dedicated bool) int {
+	for i := range s.parts {
+		if s.parts[i].p == p {
+			return i
 		}
-		s.over = s.over || seg.over
+	}
+	if len(s.parts) > 0 && (dedicated || s.parts[0].ded) {
+		s.flush()
+	}
+	if len(s.parts) > 0 {
+		s.simple = false
+	}
+	s.parts = append(s.parts, segPart{up: u, p: p, ded: dedicated, b: s.newBatch()})
+	return len(s.parts) - 1
+}
+
+// newBatch returns an empty batch, reused when one is spare.
+func (s *session) newBatch() *batch {
+	if n := len(s.spare); n > 0 {
+		b := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return b
+	}
+	return newBatch()
+}
+
+// flush sends every part of the current segment, waits for their replies,
+// and moves every reply of the segment, in order, to the output.
+func (s *session) flush() {
+	budget := int(max(s.srv.opts.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
+	for i := range s.parts {
+		pt := &s.parts[i]
+		if pt.b.n == 0 {
+			continue
+		}
+		pt.b.max = budget
+		if err := pt.p.send(pt.b); err != nil {
+			pt.b.fill(pt.up.unavailable())
+			continue
+		}
+		pt.sent = true
+	}
+	for i := range s.parts {
+		pt := &s.parts[i]
+		if !pt.sent {
+			continue
+		}
+		if pt.ded {
+			s.waitDedicated(pt.b, pt.p)
+		} else {
+			<-pt.b.done
+		}
+		s.over = s.over || pt.b.over
 	}
 	s.emit()
 	if s.unpin {
@@ -47,11 +98,11 @@ func (s *session) flush() {
 
 // emit moves the segment's replies to the output in command order.
 func (s *session) emit() {
-	seg := s.seg
 	if s.over || int64(len(s.out)+len(s.local)) > s.srv.opts.MaxReplyBytes {
 		s.over = true
-	} else if s.simple && len(s.out) == 0 && len(s.slots) == seg.n && !s.haveAudits() {
-		s.out, seg.replies = seg.replies, s.out[:0] // no copy: the replies are the output
+	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.n && !s.haveAudits() {
+		b := s.parts[0].b
+		s.out, b.replies = b.replies, s.out[:0] // no copy: the replies are the output
 	} else {
 		for i := range s.slots {
 			sl := &s.slots[i]
@@ -59,7 +110,7 @@ func (s *session) emit() {
 			if sl.local {
 				r = s.local[sl.lo:sl.hi]
 			} else {
-				r = seg.reply(sl.idx)
+				r = s.parts[sl.part].b.reply(sl.idx)
 				if sl.patch != nil {
 					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.pol.Map); err == nil {
 						r = p
@@ -72,7 +123,13 @@ func (s *session) emit() {
 			s.out = append(s.out, r...)
 		}
 	}
-	seg.reset()
+	for i := range s.parts {
+		s.parts[i].b.reset()
+		s.spare = append(s.spare, s.parts[i].b)
+	}
+	clear(s.parts)
+	s.parts = s.parts[:0]
+	s.cur = 0
 	s.slots = s.slots[:0]
 	s.local = s.local[:0]
 	s.simple = true
@@ -82,7 +139,7 @@ func (s *session) emit() {
 // block for long) while watching the client: if it goes away, the dedicated
 // connection is closed so a blocked command does not outlive its client.
 // Bytes the client sends meanwhile are kept for the next round.
-func (s *session) waitDedicated(b *batch) {
+func (s *session) waitDedicated(b *batch, p *pipe) {
 	for {
 		if s.end == len(s.buf) {
 			<-b.done // no room left to read into: wait without watching
@@ -107,7 +164,7 @@ func (s *session) waitDedicated(b *batch) {
 			if err == nil {
 				continue // the client sent more: keep it, keep watching
 			}
-			s.segPipe.close() // the client is gone: unblock and drop the command
+			p.close() // the client is gone: unblock and drop the command
 			s.closing = true
 			<-b.done
 			return

@@ -23,13 +23,17 @@ var errTooManyFiles = syscall.EMFILE
 var replyMaxClients = []byte("-ERR max number of clients reached\r\n")
 
 // Server is the proxy: it accepts clients, serves each in its own session,
-// and forwards to its upstream.
+// and forwards to its upstreams by route.
 type Server struct {
 	opts   Options
 	log    *zap.Logger
 	audit  *zap.Logger
 	met    *metrics
-	up     *Upstream
+	up     *Upstream            // the first upstream (the single-upstream shorthand's)
+	ups    []*Upstream          // every upstream, in Options order
+	byName map[string]*Upstream // by name
+	routes atomic.Pointer[router]
+	keys   keyStore // the upstreams' key positions (only with several upstreams)
 	policy atomic.Pointer[rewrite.Policy]
 
 	metLatency bool
@@ -52,8 +56,15 @@ type Server struct {
 // audit log (its own sink; nil disables auditing).
 func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	opts = opts.withDefaults()
-	if opts.Upstream.Address == "" {
-		return nil, fmt.Errorf("%w: no upstream address", ErrOptions)
+	seen := map[string]bool{}
+	for _, u := range opts.Upstreams {
+		if u.Address == "" {
+			return nil, fmt.Errorf("%w: upstream %q: no address", ErrOptions, u.Name)
+		}
+		if seen[u.Name] {
+			return nil, fmt.Errorf("%w: upstream name %q used twice", ErrOptions, u.Name)
+		}
+		seen[u.Name] = true
 	}
 	if opts.Policy == nil {
 		return nil, fmt.Errorf("%w: no policy", ErrOptions)
@@ -81,8 +92,36 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		sessions:   map[*session]struct{}{},
 	}
 	s.SwapPolicy(opts.Policy)
-	s.up = newUpstream(opts.Upstream, opts.OnConnect, s.log, met)
+	s.byName = make(map[string]*Upstream, len(opts.Upstreams))
+	for _, uo := range opts.Upstreams {
+		// Key positions are needed only to choose between upstreams.
+		var keys *keyStore
+		if len(opts.Upstreams) > 1 {
+			keys = &s.keys
+		}
+		u := newUpstream(uo, uo.OnConnect, keys, s.log, met)
+		s.ups = append(s.ups, u)
+		s.byName[u.name] = u
+	}
+	s.up = s.ups[0]
+	rs := opts.Routes
+	if len(rs) == 0 {
+		rs = defaultRoutes(s.up)
+	}
+	r, err := s.compileRoutes(rs)
+	if err != nil {
+		s.closeUpstreams()
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	s.routes.Store(r)
 	return s, nil
+}
+
+// closeUpstreams stops every upstream.
+func (s *Server) closeUpstreams() {
+	for _, u := range s.ups {
+		u.close()
+	}
 }
 
 // SwapPolicy replaces the decision policy (for example after a map
@@ -103,25 +142,48 @@ func (s *Server) SwapPolicy(p *rewrite.Policy) {
 // Policy returns the policy in use.
 func (s *Server) Policy() *rewrite.Policy { return s.policy.Load() }
 
-// Upstream returns the upstream, for its state (Up, Fenced, LastError).
+// Upstream returns the first upstream (the only one with the
+// single-upstream shorthand), for its state (Up, Fenced, LastError).
 func (s *Server) Upstream() *Upstream { return s.up }
 
-// Ready reports whether the proxy serves: not shutting down, and the
+// Upstreams returns every upstream, in Options order.
+func (s *Server) Upstreams() []*Upstream { return append([]*Upstream(nil), s.ups...) }
+
+// UpstreamNamed returns the upstream of that name, or nil.
+func (s *Server) UpstreamNamed(name string) *Upstream { return s.byName[name] }
+
+// Ready reports whether the proxy serves: not shutting down, and every
 // upstream connected with its fence holding.
 func (s *Server) Ready() bool { return s.Readiness() == nil }
 
-// Readiness returns nil when the proxy is ready, else the reason it is not.
+// Readiness returns nil when the proxy is ready, else the reason it is not
+// (the first upstream, in Options order, that is not fenced).
 func (s *Server) Readiness() error {
 	if s.closing.Load() {
 		return ErrServerClosed
 	}
-	if !s.up.Fenced() {
-		if err := s.up.LastError(); err != nil {
-			return fmt.Errorf("upstream %s: %w", s.up.name, err)
+	for _, u := range s.ups {
+		if !u.Fenced() {
+			if err := u.LastError(); err != nil {
+				return fmt.Errorf("upstream %s: %w", u.name, err)
+			}
+			return fmt.Errorf("upstream %s: %w: not fenced", u.name, ErrUnavailable)
 		}
-		return fmt.Errorf("upstream %s: %w: not fenced", s.up.name, ErrUnavailable)
 	}
 	return nil
+}
+
+// fenced reports whether every upstream's fence holds. The client-side
+// answer for the version key (GET {emq}:version is the legacy brand) holds
+// only then: a wire-4 client must not pass its fence while any node its
+// queues may route to is unfit.
+func (s *Server) fenced() bool {
+	for _, u := range s.ups {
+		if !u.Fenced() {
+			return false
+		}
+	}
+	return true
 }
 
 // ListenAndServe listens on Options.Listen and serves.
@@ -153,7 +215,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
-	s.log.Info("serving", zap.String("listen", ln.Addr().String()), zap.String("upstream", s.opts.Upstream.Address))
+	s.log.Info("serving", zap.String("listen", ln.Addr().String()), zap.Strings("upstreams", s.upstreamNames()),
+		zap.String("routes", FormatRoutes(s.routes.Load().spec)))
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -241,7 +304,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	s.cancel()
-	s.up.close()
+	s.closeUpstreams()
 	<-done
 	return err
 }

@@ -38,31 +38,35 @@ type session struct {
 	buf        []byte // read buffer; unread bytes are buf[start:end]
 	start, end int
 
-	seg          *batch    // the forwarded part of the current segment
-	segPipe      *pipe     // where seg goes
-	segUp        *Upstream // the upstream of segPipe
-	segDedicated bool      // segPipe is the client's own connection
-	slots        []rslot   // the current segment's replies, in command order
-	local        []byte    // the current segment's local replies
-	simple       bool      // every slot is reply i of seg, in order
-	out          []byte    // replies ready to write
-	audits       []auditRecord
-	fields       []zap.Field // reused for audit records
-	began        time.Time   // when the current batch was framed
-	closing      bool        // close after writing the current batch
-	over         bool        // the reply cap was hit: close without writing
+	parts   []segPart // the current segment: one batch per upstream connection
+	cur     int       // the part the command being added goes to
+	spare   []*batch  // batches kept for reuse
+	routed  *Upstream // where the command being decided routes (route_session.go)
+	keyPos  []int     // key positions of the command being routed
+	slots   []rslot   // the current segment's replies, in command order
+	local   []byte    // the current segment's local replies
+	simple  bool      // one part, and every slot is its reply i, in order
+	out     []byte    // replies ready to write
+	audits  []auditRecord
+	fields  []zap.Field // reused for audit records
+	began   time.Time   // when the current batch was framed
+	closing bool        // close after writing the current batch
+	over    bool        // the reply cap was hit: close without writing
 
-	pinned  *pipe // the WATCH connection
-	unpin   bool  // release the pin after the current segment
-	blocker *pipe // the connection for blocking commands
-	tx      transaction
+	pinned    *pipe     // the WATCH connection
+	pinnedUp  *Upstream // its upstream
+	unpin     bool      // release the pin after the current segment
+	blocker   *pipe     // the connection for blocking commands
+	blockerUp *Upstream // its upstream
+	tx        transaction
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
 type rslot struct {
 	local  bool
-	lo, hi int       // local reply: s.local[lo:hi]
-	idx    int       // forwarded reply: seg reply idx
+	lo, hi int // local reply: s.local[lo:hi]
+	part   int // forwarded reply: reply idx of s.parts[part]
+	idx    int
 	patch  [][]byte  // SCRIPT EXISTS args whose reply is patched
 	audit  int       // index in s.audits, or -1
 	target *Upstream // for the audit record
@@ -77,7 +81,6 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 		nc:   nc,
 		addr: nc.RemoteAddr().String(),
 		buf:  make([]byte, initialReadBuf),
-		seg:  newBatch(),
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.resetState()
@@ -197,7 +200,7 @@ func (s *session) round() (served int, err error) {
 		case frameOK:
 			if served == 0 {
 				s.began = time.Now()
-				s.st.Fenced = s.srv.up.Fenced()
+				s.st.Fenced = s.srv.fenced()
 			}
 			s.start += n
 			served++
@@ -256,6 +259,7 @@ func (s *session) write() error {
 // command decides one command and adds it to the current segment.
 func (s *session) command(f frame) {
 	d := rewrite.Decide(f.args, &s.st, s.pol)
+	s.routed = s.routeDecision(f.args, &d)
 	s.srv.met.command(&d)
 	audit := s.auditFor(f.args, &d)
 
@@ -296,7 +300,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.tx.clear()
 		s.closePinned()
 		s.resetState()
-		s.st.Fenced = s.srv.up.Fenced()
+		s.st.Fenced = s.srv.fenced()
 	case rewrite.Auth:
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:
@@ -346,9 +350,14 @@ func (s *session) addLocal(reply []byte, audit int) {
 	s.simple = false
 }
 
-// route chooses the upstream for a forwarded command. There is one
-// upstream for now; routing by queue (several named upstreams) plugs in here.
-func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream { return s.srv.up }
+// route returns the upstream the command being decided routes to (chosen
+// by routeDecision when it was decided), or the default route's.
+func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream {
+	if s.routed != nil {
+		return s.routed
+	}
+	return s.srv.routes.Load().def
+}
 
 // forward adds a forwarded command to the segment for its connection.
 func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
@@ -363,17 +372,21 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 		return
 	}
 	s.target(u, p, ded)
-	s.seg.out = encode(s.seg.out, f, d)
-	sl := rslot{idx: s.seg.n, audit: audit, target: u}
+	b := s.parts[s.cur].b
+	b.out = encode(b.out, f, d)
+	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.args
 		s.simple = false
 	}
-	if len(s.slots) != s.seg.n {
+	if s.cur != 0 || len(s.slots) != b.n {
 		s.simple = false
 	}
-	s.seg.n++
+	b.n++
 	s.slots = append(s.slots, sl)
+	if isScriptLoad(f.args) && !ded {
+		s.loadEverywhere(f, u)
+	}
 }
 
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin
@@ -387,8 +400,14 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 		}
 		return s.pinned, true
 	case d.Effect == rewrite.Watch:
+		s.pinnedUp = u
 		return s.dedicated(u, &s.pinned), true
 	case d.Effect == rewrite.Blocking:
+		if s.blocker != nil && s.blockerUp != u {
+			s.blocker.close() // routed elsewhere now: a connection to the new upstream
+			s.blocker = nil
+		}
+		s.blockerUp = u
 		return s.dedicated(u, &s.blocker), true
 	}
 	return u.shared(s.id), false
@@ -455,5 +474,6 @@ func (s *session) closePinned() {
 		s.pinned.close()
 		s.pinned = nil
 	}
+	s.pinnedUp = nil
 	s.unpin = false
 }

@@ -31,6 +31,10 @@ type transaction struct {
 	// sameSegment is true while MULTI's reply slot is still in the
 	// session's current segment (nothing flushed since).
 	sameSegment bool
+	// up is the upstream the transaction is bound to: the route of its
+	// first queued command with keys (or script call); nil while none.
+	// A queued command routed elsewhere is refused (route_session.go).
+	up *Upstream
 }
 
 // begin starts a transaction; MULTI's local reply is the session's last slot.
@@ -39,6 +43,7 @@ func (t *transaction) begin(s *session) {
 	t.n = 0
 	t.slots = append(t.slots[:0], len(s.slots)-1)
 	t.sameSegment = true
+	t.up = nil
 }
 
 // clear drops the transaction.
@@ -50,6 +55,7 @@ func (t *transaction) clear() {
 	t.n = 0
 	t.slots = t.slots[:0]
 	t.sameSegment = false
+	t.up = nil
 }
 
 // queue adds a command decided inside MULTI.
@@ -74,6 +80,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	s.addLocal(replyQueued, audit)
+	s.slots[len(s.slots)-1].target = s.route(d, f.args)
 	t.slots = append(t.slots, len(s.slots)-1)
 	if d.Effect == rewrite.Wire6 {
 		s.st.Wire6 = true
@@ -102,15 +109,16 @@ func (t *transaction) exec(s *session, f frame, d *rewrite.Decision, audit int) 
 		return
 	}
 	s.target(u, p, ded)
-	base := s.seg.n
-	s.seg.out = append(s.seg.out, t.buf...)
-	s.seg.out = append(s.seg.out, f.raw...)
+	b := s.parts[s.cur].b
+	base := b.n
+	b.out = append(b.out, t.buf...)
+	b.out = append(b.out, f.raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
-			s.slots[si] = rslot{idx: base + j, audit: s.slots[si].audit, target: u}
+			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u}
 		}
 	}
-	s.seg.n += t.n + 2
-	s.slots = append(s.slots, rslot{idx: base + t.n + 1, audit: audit, target: u})
+	b.n += t.n + 2
+	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u})
 	s.simple = false
 }

@@ -24,6 +24,7 @@ const (
 // connections of blocking commands, WATCH and subscriptions.
 type Upstream struct {
 	name   string
+	role   Role
 	dialer dialer
 	opts   UpstreamOptions
 	log    *zap.Logger
@@ -48,11 +49,14 @@ type slot struct {
 }
 
 // newUpstream starts connecting the shared connections in the background.
-func newUpstream(opts UpstreamOptions, hook OnConnectFunc, log *zap.Logger, met *metrics) *Upstream {
+// With keys set, the first connection that passes the fence also loads the
+// node's command table into it (keys.go).
+func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *zap.Logger, met *metrics) *Upstream {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{
 		name:   opts.Name,
-		dialer: dialer{opts: opts, hook: hook},
+		role:   opts.Role,
+		dialer: dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool)},
 		opts:   opts,
 		log:    log.With(zap.String("upstream", opts.Name)),
 		met:    met,
@@ -76,6 +80,9 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, log *zap.Logger, met 
 
 // Name returns the upstream's name.
 func (u *Upstream) Name() string { return u.name }
+
+// Role returns the upstream's role.
+func (u *Upstream) Role() Role { return u.role }
 
 // Up reports whether every shared connection is connected and fenced.
 func (u *Upstream) Up() bool {

@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/emqproxy/emqproxy/fence"
+)
+
+// The server's key positions.
+//
+// Routing needs the keys of every forwarded command. The proxy asks each
+// upstream once, on its first connection, for its command table (COMMAND)
+// and keeps, per command name (and per subcommand of container commands),
+// the key specs the server itself uses for COMMAND GETKEYS: where the key
+// search begins (an index, or after a keyword) and how the keys are found
+// from there (a range, or a count argument). The tables of every upstream
+// are merged (a module node adds its EMQ.* commands), first one wins.
+//
+// A command whose specs the server marks unknown or incomplete (SORT's
+// STORE, for example) is resolved by asking the server: COMMAND GETKEYS on
+// the default upstream, in a round trip of its own. A command the table
+// does not know has no keys: it goes to the default route.
+
+// keySpec is one of a command's key specs (redis 7 "key_specs").
+type keySpec struct {
+	bs        byte // begin search: 'i' index, 'k' keyword, 0 unknown
+	index     int
+	keyword   string
+	startfrom int
+
+	fk        byte // find keys: 'r' range, 'n' keynum, 0 unknown
+	lastkey   int
+	keystep   int
+	limit     int
+	keynumidx int
+	firstkey  int
+}
+
+// cmdKeys is what the table knows of one command.
+type cmdKeys struct {
+	specs []keySpec
+	// ask: a spec is unknown or incomplete; COMMAND GETKEYS answers.
+	ask  bool
+	subs map[string]*cmdKeys // lower-case subcommand (container commands)
+}
+
+// keyTable maps lower-case command names to their key specs.
+type keyTable map[string]*cmdKeys
+
+// keyStore is the merged table, replaced (never modified) on each merge.
+type keyStore struct {
+	mu  sync.Mutex
+	tab atomic.Pointer[keyTable]
+}
+
+// loaded reports whether any table was merged.
+func (ks *keyStore) loaded() bool { return ks.tab.Load() != nil }
+
+// merge adds the commands of t that the store does not have yet.
+func (ks *keyStore) merge(t keyTable) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	next := keyTable{}
+	if cur := ks.tab.Load(); cur != nil {
+		for k, v := range *cur {
+			next[k] = v
+		}
+	}
+	for k, v := range t {
+		if _, ok := next[k]; !ok {
+			next[k] = v
+		}
+	}
+	ks.tab.Store(&next)
+}
+
+// lookup returns the entry of the command args names (its subcommand's for
+// a container command), or nil.
+func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
+	t := ks.tab.Load()
+	if t == nil || len(args) == 0 || len(args[0]) > maxCmdName {
+		return nil
+	}
+	var buf [maxCmdName]byte
+	c := (*t)[string(lowerInto(buf[:0], args[0]))]
+	if c == nil || c.subs == nil {
+		return c
+	}
+	if len(args) < 2 || len(args[1]) > maxCmdName {
+		return c
+	}
+	if sc := c.subs[string(lowerInto(buf[:0], args[1]))]; sc != nil {
+		return sc
+	}
+	return c
+}
+
+// maxCmdName bounds command names looked up (longer ones are unknown).
+const maxCmdName = 64
+
+// lowerInto appends b in ASCII lower case to dst.
+func lowerInto(dst, b []byte) []byte {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// positions appends to dst the indices in args of the command's keys, as
+// COMMAND GETKEYS finds them from the specs. Out-of-range positions (a
+// malformed command the server will refuse) are skipped.
+func (c *cmdKeys) positions(args [][]byte, dst []int) []int {
+	argc := len(args)
+	for _, sp := range c.specs {
+		first := 0
+		switch sp.bs {
+		case 'i':
+			first = sp.index
+		case 'k':
+			first = keywordStart(args, sp.keyword, sp.startfrom)
+		}
+		if first <= 0 || first >= argc {
+			continue
+		}
+		var last, step int
+		switch sp.fk {
+		case 'r':
+			switch {
+			case sp.lastkey >= 0:
+				last = first + sp.lastkey
+			case sp.limit == 0:
+				last = argc + sp.lastkey
+			default:
+				last = first + ((argc-first)/sp.limit + sp.lastkey)
+			}
+			step = sp.keystep
+		case 'n':
+			at := first + sp.keynumidx
+			if at >= argc {
+				continue
+			}
+			n, ok := parseInt(args[at])
+			if !ok || n < 0 || n > int64(argc) {
+				continue
+			}
+			first += sp.firstkey
+			last = first + int(n) - 1
+			step = sp.keystep
+		default:
+			continue
+		}
+		if step <= 0 {
+			step = 1
+		}
+		for i := first; i <= last && i < argc; i += step {
+			if i >= 1 {
+				dst = append(dst, i)
+			}
+		}
+	}
+	return dst
+}
+
+// keywordStart finds the argument after keyword the way the server's
+// keyword begin search does (from startfrom, forwards when positive,
+// backwards from the end when negative), or 0.
+func keywordStart(args [][]byte, keyword string, startfrom int) int {
+	argc := len(args)
+	start, end, step := startfrom, argc-1, 1
+	if startfrom < 0 {
+		start, end, step = argc+startfrom, 1, -1
+	}
+	for i := start; i != end; i += step {
+		if i >= argc || i < 1 {
+			break
+		}
+		if strings.EqualFold(string(args[i]), keyword) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// loadKeyTable reads an upstream's COMMAND reply into a table.
+func loadKeyTable(ctx context.Context, c fence.Conn) (keyTable, error) {
+	r, err := c.Do(ctx, "COMMAND")
+	if err != nil {
+		return nil, fmt.Errorf("%w: COMMAND: %w", ErrBoot, err)
+	}
+	if r.IsError() || r.Type != '*' {
+		return nil, fmt.Errorf("%w: COMMAND: %s (the proxy needs the command table to route by key)", ErrBoot, oneLine(r.Str))
+	}
+	t := keyTable{}
+	for _, e := range r.Elems {
+		name, ck := parseCommandEntry(e)
+		if name != "" {
+			t[name] = ck
+		}
+	}
+	return t, nil
+}
+
+// parseCommandEntry reads one COMMAND entry: name, arity, flags, first,
+// last, step, ACL categories, tips, key specs, subcommands.
+func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
+	if len(e.Elems) < 6 {
+		return "", nil
+	}
+	name := strings.ToLower(e.Elems[0].Str)
+	ck := &cmdKeys{}
+	if len(e.Elems) > 8 {
+		for _, s := range e.Elems[8].Elems {
+			sp, ok := parseKeySpec(s)
+			if !ok {
+				ck.ask = true
+				continue
+			}
+			ck.specs = append(ck.specs, sp)
+		}
+	} else if first := int(e.Elems[3].Int); first > 0 {
+		// A server without key specs: the legacy first, last, step.
+		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int)}}
+		if e.Elems[4].Int < 0 {
+			ck.specs[0].lastkey = int(e.Elems[4].Int)
+		}
+		ck.ask = hasFlag(e.Elems[2], "movablekeys")
+	}
+	if len(e.Elems) > 9 && len(e.Elems[9].Elems) > 0 {
+		ck.subs = map[string]*cmdKeys{}
+		for _, sub := range e.Elems[9].Elems {
+			sname, sck := parseCommandEntry(sub)
+			if _, after, ok := strings.Cut(sname, "|"); ok {
+				ck.subs[after] = sck
+			}
+		}
+	}
+	return name, ck
+}
+
+// hasFlag reports whether a flags array holds flag.
+func hasFlag(flags fence.Reply, flag string) bool {
+	for _, f := range flags.Elems {
+		if strings.EqualFold(f.Str, flag) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseKeySpec reads one key spec (a flat map). ok is false for a spec
+// the proxy must ask the server about: unknown or incomplete.
+func parseKeySpec(r fence.Reply) (keySpec, bool) {
+	var sp keySpec
+	m := flatMap(r)
+	if hasFlag(m["flags"], "incomplete") {
+		return sp, false
+	}
+	bs, fk := flatMap(m["begin_search"]), flatMap(m["find_keys"])
+	bspec, fspec := flatMap(bs["spec"]), flatMap(fk["spec"])
+	switch bs["type"].Str {
+	case "index":
+		sp.bs, sp.index = 'i', int(bspec["index"].Int)
+	case "keyword":
+		sp.bs, sp.keyword, sp.startfrom = 'k', bspec["keyword"].Str, int(bspec["startfrom"].Int)
+	default:
+		return sp, false
+	}
+	switch fk["type"].Str {
+	case "range":
+		sp.fk = 'r'
+		sp.lastkey, sp.keystep, sp.limit = int(fspec["lastkey"].Int), int(fspec["keystep"].Int), int(fspec["limit"].Int)
+	case "keynum":
+		sp.fk = 'n'
+		sp.keynumidx, sp.firstkey, sp.keystep = int(fspec["keynumidx"].Int), int(fspec["firstkey"].Int), int(fspec["keystep"].Int)
+	default:
+		return sp, false
+	}
+	return sp, true
+}
+
+// flatMap reads a RESP2 flattened map (key, value, key, value ...).
+func flatMap(r fence.Reply) map[string]fence.Reply {
+	m := make(map[string]fence.Reply, len(r.Elems)/2)
+	for i := 0; i+1 < len(r.Elems); i += 2 {
+		m[r.Elems[i].Str] = r.Elems[i+1]
+	}
+	return m
+}

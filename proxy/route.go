@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Routing by queue.
+//
+// A server has a fixed set of named upstreams, each with a Role, and an
+// ordered list of routes: queue globs (path.Match syntax over the queue,
+// the hashtag content of keys such as emq:{<queue>}:pending) to an
+// upstream name. The first route with a matching glob wins; the last must
+// match every queue ("*") and is the default route.
+//
+// Every forwarded command is routed by its keys (route_session.go): a key
+// with a hashtag goes where its queue's route says, a key without one (and
+// a command without keys) goes to the default route. The key positions are
+// the server's own (COMMAND's key specs, keys.go). A command, or a
+// MULTI/EXEC, whose keys route to two upstreams is refused with CROSSROUTE
+// before anything is sent; a pipeline that spans upstreams is split into one
+// batch per upstream, sent concurrently, and the replies are put back in
+// the client's order (segment.go).
+//
+// On a module upstream a verb script call is rewritten to EMQ.<TOKEN> (the
+// decision rewrite.Decide made); on a scripts upstream the session turns
+// that rewrite back into a pass, so the call leaves as the client's own
+// EVALSHA. SCRIPT LOAD of a read body goes to every upstream.
+//
+// SwapRoutes replaces the routes at run time (a reload); batches already
+// being decided finish on the old ones. The upstream set cannot change
+// without a restart.
+
+// Role is what an upstream node runs.
+type Role uint8
+
+// The roles.
+const (
+	// RoleModule: a module node; pinned verb calls are rewritten to
+	// EMQ.<TOKEN>, no Lua write reaches it.
+	RoleModule Role = iota
+	// RoleScripts: a scripts node running the legacy Lua; every script
+	// call passes unchanged.
+	RoleScripts
+)
+
+// String names the role as the configuration does.
+func (r Role) String() string {
+	if r == RoleScripts {
+		return "scripts"
+	}
+	return "module"
+}
+
+// Route sends the queues matching any of its globs to an upstream.
+type Route struct {
+	// Queues are path.Match globs over a queue name (the hashtag content).
+	Queues []string
+	// Upstream is the name of one of the server's upstreams.
+	Upstream string
+}
+
+// router is one compiled set of routes. It is never modified once built.
+type router struct {
+	routes []compiledRoute
+	def    *Upstream // the last route's upstream
+	single bool      // every route leads to def: no key needs looking at
+	spec   []Route   // the routes as given
+}
+
+// compiledRoute is one route with its upstream resolved.
+type compiledRoute struct {
+	globs []string
+	up    *Upstream
+}
+
+// defaultRoutes sends every queue to up.
+func defaultRoutes(up *Upstream) []Route {
+	return []Route{{Queues: []string{"*"}, Upstream: up.name}}
+}
+
+// compileRoutes checks rs against the server's upstreams and builds a
+// router. Every problem is named in the error, which wraps ErrRoutes.
+func (s *Server) compileRoutes(rs []Route) (*router, error) {
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no route; the last must match every queue (\"*\")", ErrRoutes)
+	}
+	r := &router{single: true}
+	for i, rt := range rs {
+		u := s.byName[rt.Upstream]
+		if u == nil {
+			return nil, fmt.Errorf("%w: routes[%d]: upstream %q is not one of %s (changing the upstream set needs a restart)",
+				ErrRoutes, i, rt.Upstream, strings.Join(s.upstreamNames(), ", "))
+		}
+		if len(rt.Queues) == 0 {
+			return nil, fmt.Errorf("%w: routes[%d]: no queue pattern", ErrRoutes, i)
+		}
+		for j, g := range rt.Queues {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				return nil, fmt.Errorf("%w: routes[%d].queues[%d]: %q is not a valid pattern", ErrRoutes, i, j, g)
+			}
+		}
+		r.routes = append(r.routes, compiledRoute{globs: slices.Clone(rt.Queues), up: u})
+	}
+	last := r.routes[len(r.routes)-1]
+	if !slices.Contains(last.globs, "*") {
+		return nil, fmt.Errorf("%w: the last route must match every queue (\"*\"): it is the default route", ErrRoutes)
+	}
+	r.def = last.up
+	for _, rt := range r.routes {
+		if rt.up != r.def {
+			r.single = false
+		}
+	}
+	for _, rt := range rs {
+		r.spec = append(r.spec, Route{Queues: slices.Clone(rt.Queues), Upstream: rt.Upstream})
+	}
+	return r, nil
+}
+
+// forQueue returns the upstream of the first route matching queue.
+func (r *router) forQueue(queue []byte) *Upstream {
+	if r.single {
+		return r.def
+	}
+	q := string(queue)
+	for _, rt := range r.routes {
+		for _, g := range rt.globs {
+			if g == "*" {
+				return rt.up
+			}
+			if ok, _ := path.Match(g, q); ok {
+				return rt.up
+			}
+		}
+	}
+	return r.def
+}
+
+// SwapRoutes replaces the routes (a reload). It refuses, keeping the old
+// routes, a set that names an upstream the server does not have (the
+// upstream set is fixed until a restart), a bad pattern, or one whose last
+// route does not match every queue. Batches already being decided finish
+// on the old routes; connections are not dropped.
+func (s *Server) SwapRoutes(rs []Route) error {
+	r, err := s.compileRoutes(rs)
+	if err != nil {
+		return err
+	}
+	s.routes.Store(r)
+	s.log.Info("routes in use", zap.String("routes", FormatRoutes(r.spec)))
+	return nil
+}
+
+// Routes returns the routes in use.
+func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().spec) }
+
+// RouteFor returns the name of the upstream a queue routes to now.
+func (s *Server) RouteFor(queue string) string { return s.routes.Load().forQueue([]byte(queue)).name }
+
+// FormatRoutes renders routes on one line for logs: "billing*->scripts-b; *->module-a".
+func FormatRoutes(rs []Route) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = strings.Join(r.Queues, ",") + "->" + r.Upstream
+	}
+	return strings.Join(parts, "; ")
+}
+
+// upstreamNames returns the upstream names in Options order.
+func (s *Server) upstreamNames() []string {
+	names := make([]string, len(s.ups))
+	for i, u := range s.ups {
+		names[i] = u.name
+	}
+	return names
+}
+
+// queueOf returns the content of key's hash tag as the server computes it
+// (the bytes between the first '{' and the first '}' after it), or nil when
+// the key has none or it is empty. It points into key.
+func queueOf(key []byte) []byte {
+	for i, c := range key {
+		if c != '{' {
+			continue
+		}
+		for j := i + 1; j < len(key); j++ {
+			if key[j] == '}' {
+				if j == i+1 {
+					return nil
+				}
+				return key[i+1 : j]
+			}
+		}
+		return nil
+	}
+	return nil
+}

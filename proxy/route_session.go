@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// ReasonCrossRoute is the refusal reason (audit log, metrics) of a command,
+// or a command queued in MULTI, whose keys route to two upstreams.
+const ReasonCrossRoute rewrite.Reason = "crossroute"
+
+// routeDecision chooses the upstream of a forwarded command (route.go) and
+// adjusts the decision to it:
+//
+//   - keys that route to two upstreams, or a command routed away from the
+//     upstream the session is bound to (a WATCH pin, or the transaction's
+//     earlier commands), turn the decision into a CROSSROUTE refusal
+//     (AbortMulti inside MULTI), so nothing of it is sent;
+//   - on a scripts upstream a verb rewrite becomes a pass: the call leaves
+//     as the client's own EVALSHA.
+//
+// It returns nil for a decision that forwards nothing.
+func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
+	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
+		return nil
+	}
+	r := s.srv.routes.Load()
+	bound, why := s.bound()
+	if d.Effect == rewrite.Exec && s.st.InMulti {
+		if bound != nil {
+			return bound
+		}
+		return r.def
+	}
+	u, keyed, other := r.def, false, (*Upstream)(nil)
+	if !r.single {
+		u, keyed, other = s.keysRoute(r, args)
+	}
+	keyed = keyed || isScriptCall(args[0])
+	switch {
+	case other != nil:
+		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.name+" and "+other.name+
+			"; emqproxy does not split one command across upstreams")
+		return nil
+	case bound != nil && keyed && u != bound:
+		s.crossRoute(d, "'"+cmdName(args)+"' routes to upstream "+u.name+" but "+why+" "+bound.name+
+			"; emqproxy does not split "+whatSplit(why)+" across upstreams")
+		return nil
+	case bound != nil:
+		u = bound
+	}
+	if s.st.InMulti && keyed && s.tx.up == nil {
+		s.tx.up = u
+	}
+	if u.role == RoleScripts && d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
+		d.Action, d.Head, d.Replace = rewrite.Pass, "", 0
+	}
+	return u
+}
+
+// bound returns the upstream the session is bound to, and why: the WATCH
+// pin's, or, inside MULTI, the transaction's.
+func (s *session) bound() (*Upstream, string) {
+	switch {
+	case s.pinned != nil && s.pinnedUp != nil:
+		return s.pinnedUp, "WATCH pinned the connection to"
+	case s.st.InMulti && s.tx.up != nil:
+		return s.tx.up, "the transaction's earlier commands route to"
+	}
+	return nil, ""
+}
+
+// whatSplit names what a bound session must not split.
+func whatSplit(why string) string {
+	if why == "WATCH pinned the connection to" {
+		return "a WATCH ... EXEC"
+	}
+	return "a transaction"
+}
+
+// crossRoute turns d into the CROSSROUTE refusal with text.
+func (s *session) crossRoute(d *rewrite.Decision, text string) {
+	*d = rewrite.Decision{
+		Action: rewrite.Refuse,
+		Reason: ReasonCrossRoute,
+		Reply:  []byte("-CROSSROUTE " + oneLine(text) + "\r\n"),
+		Script: d.Script,
+		SHA:    d.SHA,
+		Queue:  d.Queue,
+	}
+	if s.st.InMulti {
+		d.Effect = rewrite.AbortMulti
+	}
+}
+
+// keysRoute routes a command by its keys: u is the upstream of its first
+// key (the default route when it has none, keyed false); other is a second
+// upstream some other key routes to, if any.
+func (s *session) keysRoute(r *router, args [][]byte) (u *Upstream, keyed bool, other *Upstream) {
+	pick := func(key []byte) {
+		k := r.def
+		if q := queueOf(key); q != nil {
+			k = r.forQueue(q)
+		}
+		switch {
+		case u == nil:
+			u = k
+		case k != u && other == nil:
+			other = k
+		}
+	}
+	if isScriptCall(args[0]) {
+		if len(args) >= 3 {
+			if n, ok := parseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
+				for _, k := range args[3 : 3+n] {
+					pick(k)
+				}
+			}
+		}
+	} else if ck := s.srv.keys.lookup(args); ck != nil {
+		if ck.ask {
+			for _, k := range s.getkeys(r, args) {
+				pick(k)
+			}
+		} else {
+			s.keyPos = ck.positions(args, s.keyPos[:0])
+			for _, i := range s.keyPos {
+				pick(args[i])
+			}
+		}
+	}
+	if u == nil {
+		return r.def, false, nil
+	}
+	return u, true, other
+}
+
+// getkeys asks the default upstream for a command's keys (COMMAND GETKEYS),
+// in a round trip of its own: for the few commands whose key positions the
+// server's specs leave open. Any failure means no keys (the default route).
+func (s *session) getkeys(r *router, args [][]byte) [][]byte {
+	p := r.def.shared(s.id)
+	if p == nil {
+		return nil
+	}
+	b := newBatch()
+	b.out = appendHeader(b.out, '*', len(args)+2)
+	for _, a := range [][]byte{[]byte("COMMAND"), []byte("GETKEYS")} {
+		b.out = appendBulk(b.out, a)
+	}
+	for _, a := range args {
+		b.out = appendBulk(b.out, a)
+	}
+	b.n, b.max = 1, 1<<20
+	if err := p.send(b); err != nil {
+		return nil
+	}
+	<-b.done
+	rep, _, err := decodeReply(b.reply(0))
+	if err != nil || rep.Type != '*' {
+		return nil
+	}
+	keys := make([][]byte, len(rep.Elems))
+	for i, e := range rep.Elems {
+		keys[i] = []byte(e.Str)
+	}
+	return keys
+}
+
+// appendBulk appends a as a RESP bulk string.
+func appendBulk(out, a []byte) []byte {
+	out = appendHeader(out, '$', len(a))
+	out = append(out, a...)
+	return append(out, '\r', '\n')
+}
+
+// loadEverywhere also sends a forwarded SCRIPT LOAD (of a read body, or an
+// unknown one under the readonly policy) to every other upstream's shared
+// connection, in the same segment, so a later EVALSHA of it finds the
+// script wherever it is routed. The client gets the routed upstream's
+// reply; the others' are dropped (an upstream that is down is skipped: a
+// call routed there fails anyway, and a NOSCRIPT later makes the client
+// load again).
+func (s *session) loadEverywhere(f frame, routed *Upstream) {
+	for _, u := range s.srv.ups {
+		if u == routed {
+			continue
+		}
+		p := u.shared(s.id)
+		if p == nil {
+			continue
+		}
+		b := s.parts[s.partFor(u, p, false)].b
+		b.out = append(b.out, f.raw...)
+		b.n++
+		s.simple = false
+	}
+}
+
+// isScriptLoad reports whether args is SCRIPT LOAD <body>.
+func isScriptLoad(args [][]byte) bool {
+	return len(args) == 3 && foldEq(args[0], "SCRIPT") && foldEq(args[1], "LOAD")
+}
+
+// isScriptCall reports whether name is EVAL, EVALSHA, EVAL_RO or EVALSHA_RO.
+func isScriptCall(name []byte) bool {
+	return foldEq(name, "EVALSHA") || foldEq(name, "EVAL") || foldEq(name, "EVALSHA_RO") || foldEq(name, "EVAL_RO")
+}
+
+// foldEq reports whether b equals the upper-case ASCII s, ignoring case.
+func foldEq(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// cmdName is the command's name in upper case for an error text (cut to 32
+// bytes, printable only).
+func cmdName(args [][]byte) string {
+	if len(args) == 0 {
+		return ""
+	}
+	n := args[0]
+	if len(n) > 32 {
+		n = n[:32]
+	}
+	out := make([]byte, 0, len(n))
+	for _, c := range n {
+		switch {
+		case 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case c < ' ' || c > '~' || c == '\'':
+			c = '?'
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
