@@ -59,6 +59,7 @@ type session struct {
 	blocker   *pipe     // the connection for blocking commands
 	blockerUp *Upstream // its upstream
 	tx        transaction
+	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -102,6 +103,12 @@ func (s *session) serve() {
 		if err != nil {
 			return
 		}
+		if s.sub != nil {
+			if err := s.serveSubscribed(); err != nil {
+				return
+			}
+			continue // commands after subscribe mode may be buffered
+		}
 		if n == s.srv.opts.MaxPipeline {
 			continue // more may be complete already
 		}
@@ -119,10 +126,37 @@ func (s *session) cleanup() {
 		s.blocker.close()
 		s.blocker = nil
 	}
+	if s.sub != nil { // entered subscribe mode, never served
+		_ = s.sub.nc.Close()
+		s.sub = nil
+	}
 }
 
 // fill reads more client bytes, making room first.
 func (s *session) fill() error {
+	if err := s.room(); err != nil {
+		return err
+	}
+	if s.srv.opts.IdleTimeout > 0 {
+		_ = s.nc.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
+	}
+	if s.srv.closing.Load() {
+		return ErrServerClosed
+	}
+	n, err := s.nc.Read(s.buf[s.end:])
+	s.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		return nil
+	}
+	return err
+}
+
+// room makes room in the read buffer for more client bytes: it moves the
+// unread bytes to the front, or grows the buffer (up to MaxQueryBuffer).
+func (s *session) room() error {
 	if s.start == s.end {
 		s.start, s.end = 0, 0
 		if len(s.buf) > initialReadBuf {
@@ -152,21 +186,7 @@ func (s *session) fill() error {
 			s.buf = nb
 		}
 	}
-	if s.srv.opts.IdleTimeout > 0 {
-		_ = s.nc.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
-	}
-	if s.srv.closing.Load() {
-		return ErrServerClosed
-	}
-	n, err := s.nc.Read(s.buf[s.end:])
-	s.end += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		return nil
-	}
-	return err
+	return nil
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -183,7 +203,7 @@ func (s *session) round() (served int, err error) {
 	s.fr.reset()
 	s.fr.need = 0
 	s.began = time.Time{}
-	for served < s.srv.opts.MaxPipeline && !s.closing {
+	for served < s.srv.opts.MaxPipeline && !s.closing && s.sub == nil {
 		s.fr.lim.Unauthenticated = len(s.pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
@@ -363,7 +383,7 @@ func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream {
 func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	u := s.route(d, f.args)
 	if d.Effect == rewrite.Subscribe {
-		s.addLocal(replySubscribe, audit)
+		s.startSubscribe(u, f, audit) // subscribe.go
 		return
 	}
 	p, ded := s.pipeFor(u, d)
@@ -412,10 +432,6 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 	}
 	return u.shared(s.id), false
 }
-
-// replySubscribe answers the subscribe commands, which this version does
-// not bridge.
-var replySubscribe = []byte("-ERR EMQREFUSED emqproxy does not bridge SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE yet; use a direct connection for pub/sub\r\n")
 
 // encode appends a forwarded command's bytes to out: the client's bytes for
 // Pass, a re-encoded head plus the client's tail bytes for Rewrite.

@@ -1,0 +1,564 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Subscribe mode.
+//
+// A client's SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE opens a connection of its
+// own to the upstream (dialed, booted and fenced like every other), and the
+// client stays bridged to it until the server says it left subscribe mode.
+// Both directions carry raw bytes: the client's commands as it framed
+// them, the server's confirmations, messages and PING replies as the server
+// framed them (cut with the reply framer, never decoded).
+//
+// What the proxy decides in subscribe mode:
+//   - (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE and PING go to the server, which
+//     answers them as it does for a subscribed client.
+//   - Any other command is sent only after a barrier (below) shows the
+//     connection is still subscribed: the server then refuses it with its own
+//     text ("Can't execute '<cmd>': only (P|S)SUBSCRIBE / ..."), unknown
+//     command and arity errors included, and runs nothing. If the barrier
+//     shows the client left subscribe mode, the command is not sent there:
+//     the session returns to normal service and decides it as usual.
+//   - QUIT and RESET: after a barrier, the proxy answers +OK (and closes) or
+//     +RESET (and resets the session) itself and closes the connection.
+//
+// The barrier is `PING <nonce>` with a random nonce: the server answers
+// commands in order, so when its reply arrives every earlier reply has been
+// relayed; a subscribed connection answers it as an array
+// (`*2 pong <nonce>`), a connection no longer subscribed as a bulk string.
+// The reply is not relayed. The proxy sends one when a client sends a
+// command subscribe mode does not allow, and when the server sends an
+// unsubscribe confirmation with a count of 0 or an error (the hints that the
+// client may have left), so an idle client that unsubscribed from
+// everything is back in normal service at once.
+//
+// A slow subscriber is bounded: the relay keeps reading the upstream, and
+// the replies waiting for the client may take Options.MaxReplyBytes; past
+// that the client is closed and counted (client_rejected{reason=
+// "subscriber_bytes"}). A write to the client is bounded by WriteTimeout.
+
+// subKind classifies a command in subscribe mode.
+type subKind uint8
+
+const (
+	subOther   subKind = iota // refused by the server after a barrier, or back to normal service
+	subForward                // (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING: to the server
+	subQuit                   // QUIT
+	subReset                  // RESET
+)
+
+// subKindOf classifies a command name (any case).
+func subKindOf(name []byte) subKind {
+	if len(name) > len("PUNSUBSCRIBE") {
+		return subOther
+	}
+	var buf [16]byte
+	up := buf[:0]
+	for _, c := range name {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up = append(up, c)
+	}
+	switch string(up) {
+	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PING":
+		return subForward
+	case "QUIT":
+		return subQuit
+	case "RESET":
+		return subReset
+	}
+	return subOther
+}
+
+// Reasons the relay ends.
+var (
+	errSubscriberBytes = errors.New("subscriber over the reply bytes limit")
+	errSubscriberGone  = errors.New("subscriber gone")
+)
+
+// Local replies in subscribe mode.
+var (
+	replySubOK    = []byte("+OK\r\n")
+	replySubReset = []byte("+RESET\r\n")
+)
+
+// relayChunk is how many reply bytes the relay gathers before handing them
+// to the client writer while more are already buffered.
+const relayChunk = 64 * 1024
+
+// subscriber is a client's subscribe-mode bridge: its upstream connection,
+// the relay goroutine that frames the server's output and the writer
+// goroutine that sends it to the client.
+type subscriber struct {
+	s     *session
+	u     *Upstream
+	nc    net.Conn // the upstream connection
+	rr    replyReader
+	first []byte // the command that entered subscribe mode
+	max   int    // cap on the bytes waiting for the client
+
+	pongSub   []byte // the barrier's reply while subscribed
+	pongPlain []byte // the barrier's reply once not subscribed
+	ping      []byte // the barrier command
+
+	barrierOut atomic.Bool // a barrier is in flight
+	stopAfter  atomic.Bool // the relay stops after the barrier's reply
+	barrier    chan bool   // the barrier's outcome: still subscribed
+	hint       chan struct{}
+	ended      chan struct{} // closed when the relay stops
+	err        error         // why the relay stopped (nil: after a barrier); read after ended
+
+	mu      sync.Mutex
+	pending []byte // replies waiting for the client
+	spare   []byte
+	finish  bool // the writer stops once pending is empty
+	wake    chan struct{}
+	wrote   chan struct{} // closed when the writer stops
+	werr    error         // the writer's error; read after wrote
+}
+
+// dialSubscriber opens the upstream connection for a subscribing client.
+func (u *Upstream) dialSubscriber(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+	if !u.Fenced() {
+		return nil, nil, fmt.Errorf("%w: not fenced", ErrUnavailable)
+	}
+	nc, br, fenceErr, err := u.dialer.dial(ctx)
+	if err != nil {
+		u.met.upstreamError(u.name, errKind(err, fenceErr))
+		return nil, nil, err
+	}
+	return nc, br, nil
+}
+
+// startSubscribe handles a subscribe command decided outside subscribe
+// mode: the commands before it are answered first, then the session's loop
+// stops and serveSubscribed takes over (s.sub is set). When the upstream
+// connection cannot be opened the command gets the unavailable error.
+func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
+	s.flush()
+	nc, br, err := u.dialSubscriber(s.srv.ctx)
+	if err != nil {
+		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
+		s.addLocal(u.unavailable(), audit)
+		return
+	}
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:])
+	tag := "emqproxy-barrier-" + hex.EncodeToString(nonce[:])
+	sub := &subscriber{
+		s:       s,
+		u:       u,
+		nc:      nc,
+		rr:      replyReader{br: br},
+		first:   append([]byte(nil), f.raw...),
+		max:     int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))),
+		barrier: make(chan bool, 1),
+		hint:    make(chan struct{}, 1),
+		ended:   make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		wrote:   make(chan struct{}),
+	}
+	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	s.sub = sub
+}
+
+// serveSubscribed runs subscribe mode until the client leaves it (nil: the
+// session goes on in normal service with the bytes still buffered) or the
+// session ends (an error).
+func (s *session) serveSubscribed() (err error) {
+	sub := s.sub
+	abort := true
+	defer func() {
+		if r := recover(); r != nil {
+			s.srv.met.panics.Inc()
+			s.log.Error("panic in subscribe mode; closing the client", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			err, abort = fmt.Errorf("panic: %v", r), true
+		}
+		sub.stop(abort)
+		s.sub = nil
+	}()
+	go sub.relay()
+	go sub.write()
+	var reading bool
+	readDone := make(chan error, 1)
+	// stopReading ends an outstanding client read; an error means the
+	// client is gone.
+	stopReading := func() error {
+		if !reading {
+			return nil
+		}
+		_ = s.nc.SetReadDeadline(time.Now())
+		err := <-readDone
+		reading = false
+		_ = s.nc.SetReadDeadline(time.Time{})
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+	out := sub.first
+	for {
+		// The buffer is the session's only while no client read is out.
+		if !reading {
+			leave, quit, err := s.subCommands(&out)
+			if err != nil {
+				return err
+			}
+			if err := sub.send(out); err != nil {
+				return err
+			}
+			out = out[:0]
+			if leave || quit {
+				abort = false
+				if quit {
+					return errClose
+				}
+				return nil
+			}
+			if s.srv.closing.Load() {
+				return ErrServerClosed
+			}
+			if err := s.room(); err != nil {
+				return err
+			}
+			reading = true
+			go func() {
+				n, err := s.nc.Read(s.buf[s.end:])
+				s.end += n
+				if n > 0 {
+					err = nil
+				}
+				readDone <- err
+			}()
+		}
+		select {
+		case err := <-readDone:
+			reading = false
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.closing.Load() {
+					_ = s.nc.SetReadDeadline(time.Time{})
+					continue
+				}
+				return err
+			}
+		case <-sub.hint:
+			subscribed, err := sub.check(false)
+			if err != nil {
+				return err
+			}
+			if !subscribed {
+				if err := stopReading(); err != nil {
+					return err
+				}
+				abort = false
+				return nil
+			}
+		case <-sub.ended:
+			return sub.failure()
+		case <-s.srv.ctx.Done():
+			return ErrServerClosed
+		}
+	}
+}
+
+// subCommands handles the complete commands in the client's buffer,
+// appending those that go to the server to *out. leave: the client left
+// subscribe mode (after RESET, or before a command that is not sent). quit:
+// the client sent QUIT or a protocol error, and was answered.
+func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
+	sub := s.sub
+	s.fr.reset()
+	for {
+		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
+		switch status {
+		case frameSkip:
+			s.start += n
+			continue
+		case frameIncomplete:
+			s.fr.need = need
+			return false, false, nil
+		case frameError:
+			s.srv.met.rejected.WithLabelValues("protocol").Inc()
+			return false, true, sub.finishWith(out, errReply)
+		}
+		switch subKindOf(f.args[0]) {
+		case subForward:
+			*out = append(*out, f.raw...)
+			s.start += n
+		case subQuit:
+			s.start += n
+			return false, true, sub.finishWith(out, replySubOK)
+		case subReset:
+			s.start += n
+			if err := sub.finishWith(out, replySubReset); err != nil {
+				return false, false, err
+			}
+			s.apply(frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
+			return true, false, nil
+		default:
+			if err := sub.send(*out); err != nil {
+				return false, false, err
+			}
+			*out = (*out)[:0]
+			subscribed, err := sub.check(false)
+			if err != nil {
+				return false, false, err
+			}
+			if !subscribed {
+				return true, false, nil // decided by the normal loop
+			}
+			*out = append(*out, f.raw...) // the server refuses it with its own text
+			s.start += n
+		}
+	}
+}
+
+// send writes the client's commands to the upstream connection.
+func (sub *subscriber) send(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_ = sub.nc.SetWriteDeadline(time.Now().Add(sub.u.opts.Timeout))
+	if _, err := sub.nc.Write(b); err != nil {
+		sub.u.met.upstreamError(sub.u.name, "lost")
+		return fmt.Errorf("%w: %v", ErrLost, err)
+	}
+	return nil
+}
+
+// check sends a barrier and waits for it: subscribed reports whether the
+// upstream connection is still in subscribe mode. Every reply before the
+// barrier has been handed to the client writer when it returns. With stop
+// (or when not subscribed) the relay has stopped.
+func (sub *subscriber) check(stop bool) (subscribed bool, err error) {
+	sub.stopAfter.Store(stop)
+	sub.barrierOut.Store(true)
+	if err := sub.send(sub.ping); err != nil {
+		return false, err
+	}
+	select {
+	case subscribed = <-sub.barrier:
+		return subscribed, nil
+	case <-sub.ended:
+		select { // the barrier's outcome is sent before the relay ends
+		case subscribed = <-sub.barrier:
+			return subscribed, nil
+		default:
+		}
+		return false, sub.failure()
+	}
+}
+
+// finishWith sends out, stops the relay after every reply so far, waits
+// until the client has them, and writes reply after them.
+func (sub *subscriber) finishWith(out *[]byte, reply []byte) error {
+	if err := sub.send(*out); err != nil {
+		return err
+	}
+	*out = (*out)[:0]
+	if _, err := sub.check(true); err != nil {
+		return err
+	}
+	sub.drain()
+	if sub.werr != nil {
+		return sub.werr
+	}
+	s := sub.s
+	_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
+	_, err := s.nc.Write(reply)
+	return err
+}
+
+// failure is the session's error once the relay ended on its own, and
+// what it means for the client: over the limit, or the upstream is gone.
+func (sub *subscriber) failure() error {
+	<-sub.ended
+	s := sub.s
+	switch {
+	case errors.Is(sub.err, errSubscriberBytes):
+		s.srv.met.rejected.WithLabelValues("subscriber_bytes").Inc()
+		s.log.Warn("closing a subscriber over the reply bytes limit", zap.Int("limit", sub.max))
+	case errors.Is(sub.err, errSubscriberGone):
+	default:
+		sub.u.met.upstreamError(sub.u.name, "lost")
+		s.log.Warn("subscriber upstream connection lost", zap.Error(sub.err))
+		sub.drain() // the client gets what the server sent, then the close
+	}
+	return errClose
+}
+
+// stop ends the bridge: closes the upstream connection and stops the
+// writer, dropping what it still holds when abort is set (the client is
+// being closed).
+func (sub *subscriber) stop(abort bool) {
+	_ = sub.nc.Close()
+	<-sub.ended
+	if abort {
+		_ = sub.s.nc.Close()
+	}
+	sub.drain()
+}
+
+// drain lets the writer send what it holds and stop, and waits for it.
+func (sub *subscriber) drain() {
+	sub.mu.Lock()
+	sub.finish = true
+	sub.mu.Unlock()
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+	<-sub.wrote
+}
+
+// relay frames the server's output and hands it to the writer in order,
+// until the connection ends, the client is over its limit, or a barrier
+// says to stop.
+func (sub *subscriber) relay() {
+	defer close(sub.ended)
+	var chunk []byte
+	for {
+		start := len(chunk)
+		var over bool
+		var err error
+		chunk, over, err = sub.rr.read(chunk, sub.max)
+		if err != nil {
+			if sub.publish(chunk[:start]) {
+				sub.err = err
+			}
+			return
+		}
+		if over {
+			sub.err = errSubscriberBytes
+			return
+		}
+		fr := chunk[start:]
+		if sub.barrierOut.Load() && (bytes.Equal(fr, sub.pongSub) || bytes.Equal(fr, sub.pongPlain)) {
+			subscribed := fr[0] == '*'
+			if !sub.publish(chunk[:start]) {
+				return
+			}
+			chunk = chunk[:0]
+			sub.barrierOut.Store(false)
+			sub.barrier <- subscribed
+			if !subscribed || sub.stopAfter.Load() {
+				return
+			}
+			continue
+		}
+		if fr[0] == '-' || leftAll(fr) {
+			select {
+			case sub.hint <- struct{}{}:
+			default:
+			}
+		}
+		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
+			if !sub.publish(chunk) {
+				return
+			}
+			chunk = chunk[:0]
+		}
+	}
+}
+
+// publish hands bytes to the writer; false (with sub.err set) when the
+// client is over its limit or gone.
+func (sub *subscriber) publish(b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	sub.mu.Lock()
+	if sub.finish {
+		sub.mu.Unlock()
+		sub.err = errSubscriberGone
+		return false
+	}
+	if len(sub.pending)+len(b) > sub.max {
+		sub.mu.Unlock()
+		sub.err = errSubscriberBytes
+		return false
+	}
+	sub.pending = append(sub.pending, b...)
+	sub.mu.Unlock()
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// write sends the relayed bytes to the client, as many as are waiting per
+// write, until drained or a write fails (then the client is closed).
+func (sub *subscriber) write() {
+	defer close(sub.wrote)
+	s := sub.s
+	for {
+		sub.mu.Lock()
+		b := sub.pending
+		sub.pending = sub.spare[:0]
+		finish := sub.finish
+		sub.mu.Unlock()
+		if len(b) == 0 {
+			if finish {
+				return
+			}
+			<-sub.wake
+			continue
+		}
+		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
+		_, err := s.nc.Write(b)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.srv.met.rejected.WithLabelValues("write").Inc()
+			}
+			sub.werr = err
+			sub.mu.Lock()
+			sub.finish = true
+			sub.pending = nil
+			sub.mu.Unlock()
+			_ = s.nc.Close() // the session's read fails and it ends
+			return
+		}
+		if cap(b) > 4*relayChunk {
+			b = nil // do not keep a burst's buffer around
+		}
+		sub.mu.Lock()
+		sub.spare = b[:0]
+		sub.mu.Unlock()
+	}
+}
+
+// leftAll reports whether a reply is an unsubscribe confirmation with a
+// count of 0: `*3\r\n$11\r\nunsubscribe\r\n...:0\r\n` (or punsubscribe,
+// sunsubscribe).
+func leftAll(r []byte) bool {
+	if !bytes.HasSuffix(r, []byte("\r\n:0\r\n")) {
+		return false
+	}
+	return bytes.HasPrefix(r, []byte("*3\r\n$11\r\nunsubscribe\r\n")) ||
+		bytes.HasPrefix(r, []byte("*3\r\n$12\r\npunsubscribe\r\n")) ||
+		bytes.HasPrefix(r, []byte("*3\r\n$12\r\nsunsubscribe\r\n"))
+}
