@@ -156,6 +156,12 @@ func (s *Server) SwapRoutes(rs []Route) error {
 	return nil
 }
 
+// CheckRoutes reports whether SwapRoutes would accept rs, changing nothing.
+func (s *Server) CheckRoutes(rs []Route) error {
+	_, err := s.compileRoutes(rs)
+	return err
+}
+
 // Routes returns the routes in use.
 func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().spec) }
 

@@ -7,8 +7,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,7 +32,7 @@ func newServeCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve legacy clients in front of a module node",
+		Short: "Serve legacy clients in front of module and scripts nodes, routed by queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(path, cmd.Flags())
@@ -57,6 +60,8 @@ type daemon struct {
 	log   *zap.Logger
 	srv   *proxy.Server
 	admin *admin.Server
+
+	reloading sync.Mutex // one reload at a time (SIGHUP, POST /reload)
 }
 
 func serve(ctx context.Context, path string, cfg *config.Config) error {
@@ -165,41 +170,25 @@ func (d *daemon) shutdownAdmin() {
 	_ = d.admin.Shutdown(ctx)
 }
 
-// proxyOptions turns the configuration into the proxy's options.
+// proxyOptions turns the configuration into the proxy's options: every
+// upstream with its role and its fence, and the routes.
 func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.Options, error) {
 	cfg := d.cfg
-	if len(cfg.Upstreams) != 1 {
-		return proxy.Options{}, fmt.Errorf("upstreams: %d configured; this build serves exactly one upstream per proxy", len(cfg.Upstreams))
-	}
-	name := cfg.Routes[len(cfg.Routes)-1].Upstream
-	u := cfg.Upstreams[name]
-	if u.Role != config.RoleModule {
-		return proxy.Options{}, fmt.Errorf("upstreams.%s.role: %q: a single upstream must be a module node", name, u.Role)
-	}
 	ltls, err := listenerTLS(cfg.TLS)
 	if err != nil {
 		return proxy.Options{}, err
 	}
-	utls, err := upstreamTLS(name, u.TLS)
+	ups, err := d.upstreamOptions()
 	if err != nil {
 		return proxy.Options{}, err
 	}
+	db := cfg.Upstreams[cfg.Routes[len(cfg.Routes)-1].Upstream].DB
 	return proxy.Options{
-		Listen:    cfg.Listen,
-		TLSConfig: ltls,
-		Upstream: proxy.UpstreamOptions{
-			Name:        name,
-			Address:     u.Address,
-			Username:    u.Username,
-			Password:    u.Password,
-			DB:          u.DB,
-			TLSConfig:   utls,
-			Conns:       u.Conns,
-			DialTimeout: cfg.Timeouts.Dial,
-			Timeout:     cfg.Timeouts.Upstream,
-		},
-		OnConnect:        d.moduleFence(u),
-		Policy:           policyFor(cfg, m, u.DB),
+		Listen:           cfg.Listen,
+		TLSConfig:        ltls,
+		Upstreams:        ups,
+		Routes:           routesOf(cfg),
+		Policy:           policyFor(cfg, m, db),
 		MaxClients:       cfg.Limits.MaxClients,
 		MaxMultibulk:     cfg.Limits.MaxMultibulk,
 		MaxBulk:          cfg.Limits.MaxBulk,
@@ -213,17 +202,81 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 	}, nil
 }
 
-// moduleFence is the wire-6 fence run on every upstream connection, with the
-// map in use at the time of the connect.
+// upstreamOptions returns every configured upstream, by name, with the
+// fence of its role: the wire-6 check on a module node, the wire-4 check
+// against the map's legacy brand on a scripts node.
+func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
+	cfg := d.cfg
+	var out []proxy.UpstreamOptions
+	dbs := map[int]bool{}
+	for _, name := range cfg.UpstreamNames() {
+		u := cfg.Upstreams[name]
+		utls, err := upstreamTLS(name, u.TLS)
+		if err != nil {
+			return nil, err
+		}
+		o := proxy.UpstreamOptions{
+			Name:        name,
+			Address:     u.Address,
+			Username:    u.Username,
+			Password:    u.Password,
+			DB:          u.DB,
+			TLSConfig:   utls,
+			Conns:       u.Conns,
+			DialTimeout: cfg.Timeouts.Dial,
+			Timeout:     cfg.Timeouts.Upstream,
+			OnConnect:   d.moduleFence(u),
+		}
+		if u.Role == config.RoleScripts {
+			o.Role, o.OnConnect = proxy.RoleScripts, d.scriptsFence(u)
+		}
+		dbs[u.DB] = true
+		out = append(out, o)
+	}
+	if len(dbs) > 1 {
+		// SELECT is answered by the proxy for one database only.
+		return nil, fmt.Errorf("upstreams: every upstream must use the same db (SELECT is answered by the proxy)")
+	}
+	return out, nil
+}
+
+// routesOf returns the configured routes in the proxy's terms.
+func routesOf(cfg *config.Config) []proxy.Route {
+	rs := make([]proxy.Route, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		rs[i] = proxy.Route{Queues: r.Queues, Upstream: r.Upstream}
+	}
+	return rs
+}
+
+// moduleFence is the wire-6 fence run on every connection to a module
+// upstream, with the map in use at the time of the connect.
 func (d *daemon) moduleFence(u config.Upstream) proxy.OnConnectFunc {
 	return func(ctx context.Context, c fence.Conn) error {
 		res, err := fence.CheckModule(ctx, c, d.srv.Policy().Map, u.Install)
 		if err != nil {
-			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.Error(err))
+			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
 			return err
 		}
 		if res.Installed {
 			d.log.Info("upstream branded with EMQ.INSTALL", zap.String("upstream", u.Name))
+		}
+		return nil
+	}
+}
+
+// scriptsFence is the wire-4 fence run on every connection to a scripts
+// upstream: {emq}:version must be the map's legacy brand; an absent key is
+// claimed with SET ... NX only when the upstream says install.
+func (d *daemon) scriptsFence(u config.Upstream) proxy.OnConnectFunc {
+	return func(ctx context.Context, c fence.Conn) error {
+		res, err := fence.CheckScripts(ctx, c, d.srv.Policy().Map.LegacyBrand, u.Install)
+		if err != nil {
+			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
+			return err
+		}
+		if res.Installed {
+			d.log.Info("upstream branded with the legacy brand (SET NX)", zap.String("upstream", u.Name))
 		}
 		return nil
 	}
@@ -253,10 +306,15 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 	return p
 }
 
-// reload re-reads the map and swaps it in atomically. A map that does not
-// load, or that changes what a pinned sha means without a new source, is
-// refused and the old one stays.
+// reload re-reads the map and the configuration file's routes and swaps
+// them in; connections are not dropped. It is refused, with the old map and
+// routes kept, when the map does not load or changes what a pinned sha
+// means without a new source, when the file does not validate, or when the
+// upstream set changed (adding, removing or changing an upstream needs a
+// restart).
 func (d *daemon) reload() error {
+	d.reloading.Lock()
+	defer d.reloading.Unlock()
 	next, err := shamap.Load(d.cfg.Map)
 	if err != nil {
 		return err
@@ -265,10 +323,46 @@ func (d *daemon) reload() error {
 	if err := checkSuccessor(cur.Map, next); err != nil {
 		return err
 	}
+	var routes []proxy.Route
+	if d.path != "" {
+		cfg, err := config.Load(d.path, nil)
+		if err != nil {
+			return err
+		}
+		if err := sameUpstreams(d.cfg, cfg); err != nil {
+			return err
+		}
+		routes = routesOf(cfg)
+		if err := d.srv.CheckRoutes(routes); err != nil {
+			return err
+		}
+	}
 	p := *cur
 	p.Map = next
 	d.srv.SwapPolicy(&p)
 	d.log.Info("map reloaded", zap.String("old_digest", cur.Map.Digest), zap.String("digest", next.Digest))
+	if routes != nil {
+		if err := d.srv.SwapRoutes(routes); err != nil {
+			return err
+		}
+		d.log.Info("routes reloaded", zap.String("routes", proxy.FormatRoutes(routes)))
+	}
+	return nil
+}
+
+// sameUpstreams refuses a reload whose upstream set differs from the one
+// the proxy runs with.
+func sameUpstreams(old, next *config.Config) error {
+	on, nn := old.UpstreamNames(), next.UpstreamNames()
+	if !slices.Equal(on, nn) {
+		return fmt.Errorf("upstreams changed (%s -> %s): a reload changes routes and the map only; restart to change upstreams",
+			strings.Join(on, ","), strings.Join(nn, ","))
+	}
+	for _, n := range on {
+		if !reflect.DeepEqual(old.Upstreams[n], next.Upstreams[n]) {
+			return fmt.Errorf("upstreams.%s changed: a reload changes routes and the map only; restart to change upstreams", n)
+		}
+	}
 	return nil
 }
 
