@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,7 +23,9 @@ import (
 // once the node is fit again.
 //
 // A probe that fails for another reason (the node does not answer within
-// the dial timeout, AUTH fails) is logged and counted but closes nothing:
+// the dial timeout, for example while it serves a huge batch; the
+// connection breaks; AUTH fails) is no verdict on the brand: it is logged
+// and counted (upstream_errors_total{kind="probe"}) but closes nothing;
 // liveness of the shared connections is their own reply timeout's job.
 
 // DefaultProbeInterval is the probe period used when
@@ -59,7 +62,10 @@ func (u *Upstream) probeOnce() {
 	if u.ctx.Err() != nil {
 		return
 	}
-	if !fenceErr {
+	if !fenceErr || errors.Is(err, ErrLost) {
+		// Not a verdict: the node did not answer the fence in time (busy,
+		// frozen) or the connection broke. The shared connections' own
+		// reply timeout judges liveness.
 		u.met.upstreamError(u.name, "probe")
 		u.log.Warn("upstream probe failed", zap.Error(err))
 		return

@@ -103,3 +103,42 @@ func TestProbeDisabled(t *testing.T) {
 		t.Errorf("ready %v, probes %d with the probe disabled", h.srv.Ready(), h.srv.Upstream().Probes())
 	}
 }
+
+func TestProbeTimeoutIsNoVerdict(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	h := startProxy(t, n, func(o *Options) {
+		o.OnConnect = moduleHook(t)
+		o.Upstream.ProbeInterval = 20 * time.Millisecond
+		o.Upstream.DialTimeout = 100 * time.Millisecond
+	})
+	c := h.dial()
+	c.do("SET", "k", "1").is("+OK\r\n")
+	probeErrs := counterValue(t, h.srv.met.upErrors.WithLabelValues("node", "probe"))
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = n.Thaw()
+		}
+	}()
+	// A command in flight on the shared connection while probes time out.
+	c.send(cmd("INCR", "k"))
+	poll(t, "probes to time out", func() bool {
+		return counterValue(t, h.srv.met.upErrors.WithLabelValues("node", "probe")) >= probeErrs+2
+	})
+	if err := n.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	// The slow node was not taken for a broken fence: the command completes
+	// on the same connection, once.
+	c.read().is(":2\r\n")
+	if r := counterValue(t, h.srv.met.reconnects.WithLabelValues("node")); r != 0 {
+		t.Errorf("%v reconnects after probe timeouts", r)
+	}
+	if !h.srv.Ready() {
+		t.Errorf("not ready after the thaw: %v", h.srv.Readiness())
+	}
+}
