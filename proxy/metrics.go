@@ -20,7 +20,8 @@ import (
 //	emqproxy_upstream_fenced{upstream}          1 while the fence holds
 //	emqproxy_client_connections                 clients connected now
 //	emqproxy_client_connections_total           clients accepted
-//	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write
+//	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,
+//	                                            subscriber_bytes (subscribe.go), auth_failures (authlimit.go)
 //	emqproxy_panics_total                       panics recovered (each closed one client)
 //	emqproxy_batch_seconds                      time from a client batch framed to its replies written
 //	emqproxy_map_info{digest}                   1 for the map in use

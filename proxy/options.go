@@ -101,6 +101,14 @@ type Options struct {
 	// (default 10s); over it the client is closed.
 	WriteTimeout time.Duration
 
+	// AuthFailDelay is the delay before the reply to a client's first
+	// failed AUTH (or HELLO AUTH) past the free ones; it doubles with each
+	// further failure, up to MaxAuthFailDelay (default 100ms; authlimit.go).
+	AuthFailDelay time.Duration
+	// MaxAuthFailures is how many failed AUTHs one connection may make; the
+	// last one's WRONGPASS is written, then the client is closed (default 10).
+	MaxAuthFailures int
+
 	// AuditPassthrough also audits commands that pass unchanged.
 	AuditPassthrough bool
 	// Registry, when not nil, receives the proxy's metrics.
@@ -178,6 +186,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.AuthFailDelay <= 0 {
+		o.AuthFailDelay = DefaultAuthFailDelay
+	}
+	if o.MaxAuthFailures <= 0 {
+		o.MaxAuthFailures = DefaultMaxAuthFailures
 	}
 	if len(o.Upstreams) == 0 {
 		u := o.Upstream

@@ -60,6 +60,7 @@ type session struct {
 	blockerUp *Upstream // its upstream
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
+	authFails int         // failed AUTHs on this connection (authlimit.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -279,6 +280,9 @@ func (s *session) write() error {
 // command decides one command and adds it to the current segment.
 func (s *session) command(f frame) {
 	d := rewrite.Decide(f.args, &s.st, s.pol)
+	if d.Reason == rewrite.ReasonWrongPass {
+		s.authFailed() // authlimit.go
+	}
 	s.routed = s.routeDecision(f.args, &d)
 	s.srv.met.command(&d)
 	audit := s.auditFor(f.args, &d)
