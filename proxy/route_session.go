@@ -245,3 +245,24 @@ func cmdName(args [][]byte) string {
 	}
 	return string(out)
 }
+
+// loadOnScripts sends SCRIPT LOAD of a verb body, which the proxy answers
+// itself, to every scripts upstream's shared connection (their replies are
+// dropped): a verb call routed to a scripts node leaves as the client's
+// EVALSHA, and a client that loads after NOSCRIPT must find it there. No
+// module upstream ever gets a verb body.
+func (s *session) loadOnScripts(f frame) {
+	for _, u := range s.srv.ups {
+		if u.role != RoleScripts {
+			continue
+		}
+		p := u.shared(s.id)
+		if p == nil {
+			continue
+		}
+		b := s.parts[s.partFor(u, p, false)].b
+		b.out = append(b.out, f.raw...)
+		b.n++
+		s.simple = false
+	}
+}

@@ -298,6 +298,9 @@ func (s *session) command(f frame) {
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
 		s.addLocal(d.Reply, audit)
+		if d.Action == rewrite.Local && d.Script != nil && isScriptLoad(f.args) {
+			s.loadOnScripts(f) // a verb body: scripts nodes still run it
+		}
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(f, &d, audit)
 	}
