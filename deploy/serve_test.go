@@ -219,6 +219,7 @@ func hasMapRecord(recs []map[string]any, digest string) bool {
 // unit would, each upstream a node of its role, and stops it as systemd
 // does, within TimeoutStopSec.
 func TestServeProductionExample(t *testing.T) {
+	emqproxyBinary(t) // build (or skip) before starting nodes
 	cfg, err := config.Load(productionExample, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +259,7 @@ func TestServeProductionExample(t *testing.T) {
 // the sidecar does: the upstream password from the Secret's variable, the
 // audit log on stdout, the operational log on stderr, GOMAXPROCS as set.
 func TestServeKubernetesConfig(t *testing.T) {
+	emqproxyBinary(t) // build (or skip) before starting nodes
 	mf := loadManifests(t)
 	sc, cfg, files := mf.sidecarConfig(t)
 	dir := t.TempDir()
