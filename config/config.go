@@ -206,12 +206,22 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 			return nil, fmt.Errorf("config: %w", bindErr)
 		}
 	}
+	// Environment overrides reach only keys viper knows, and the keys under
+	// upstreams.<name> come from the file; give each configured upstream's
+	// every key a default so EMQPROXY_UPSTREAMS_<NAME>_<KEY> works for a key
+	// the file leaves out (a password kept out of the file, say).
+	for name := range v.GetStringMap("upstreams") {
+		for _, k := range upstreamKeys {
+			key := "upstreams." + name + "." + k
+			if !v.InConfig(key) {
+				v.SetDefault(key, upstreamDefault(k))
+			}
+		}
+	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	// Environment overrides of keys under upstreams.<name> are only seen by
-	// viper for names it knows, so read each upstream's keys through v.
 	for name, u := range c.Upstreams {
 		u.Name = name
 		c.Upstreams[name] = u
@@ -333,6 +343,22 @@ func (c *Config) Validate() error {
 		bad("runtime.gomaxprocs", "%d is negative", c.Runtime.GOMAXPROCS)
 	}
 	return errors.Join(errs...)
+}
+
+// upstreamKeys are the keys of one upstream, for environment overrides.
+var upstreamKeys = []string{
+	"address", "role", "username", "password", "db", "install", "conns",
+	"tls.enabled", "tls.ca", "tls.cert", "tls.key", "tls.server_name", "tls.insecure_skip_verify",
+}
+
+func upstreamDefault(key string) any {
+	switch key {
+	case "db", "conns":
+		return 0
+	case "install", "tls.enabled", "tls.insecure_skip_verify":
+		return false
+	}
+	return ""
 }
 
 // validGlob reports whether p is a usable queue pattern: path.Match syntax

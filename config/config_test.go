@@ -54,6 +54,9 @@ func TestEnvironmentOverrides(t *testing.T) {
 	t.Setenv("EMQPROXY_LISTEN", "127.0.0.1:7000")
 	t.Setenv("EMQPROXY_UPSTREAMS_MODULE_A_ADDRESS", "127.0.0.1:7001")
 	t.Setenv("EMQPROXY_TIMEOUTS_UPSTREAM", "250ms")
+	// password is not in the file: the override must still reach it.
+	t.Setenv("EMQPROXY_UPSTREAMS_MODULE_A_PASSWORD", "s3cret")
+	t.Setenv("EMQPROXY_UPSTREAMS_MODULE_A_DB", "2")
 	c, err := Load(writeConfig(t, minimal), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,9 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 	if got := c.Upstreams["module-a"].Address; got != "127.0.0.1:7001" {
 		t.Errorf("upstream address = %q", got)
+	}
+	if u := c.Upstreams["module-a"]; u.Password != "s3cret" || u.DB != 2 {
+		t.Errorf("upstream overrides of keys absent from the file: password %q db %d", u.Password, u.DB)
 	}
 	if c.Timeouts.Upstream != 250*time.Millisecond {
 		t.Errorf("timeouts.upstream = %v", c.Timeouts.Upstream)
