@@ -129,14 +129,14 @@ func (s *session) logAudits() {
 	if s.pol != nil && s.pol.Map != nil {
 		digest = s.pol.Map.Digest
 	}
+	log := s.audLog.logger(s, digest)
 	for i := range s.audits {
 		r := &s.audits[i]
-		ce := s.srv.audit.Check(zapcore.InfoLevel, r.action.String())
+		ce := log.Check(zapcore.InfoLevel, r.action.String())
 		if ce == nil {
 			continue
 		}
 		f := s.fields[:0]
-		f = append(f, zap.Uint64("conn", s.id), zap.String("client", s.addr), zap.String("user", s.st.User))
 		if r.action == rewrite.Refuse {
 			f = append(f, zap.String("reason", string(r.reason)))
 			if r.sha != "" {
@@ -156,10 +156,30 @@ func (s *session) logAudits() {
 		} else {
 			f = append(f, zap.ByteString("command", r.cmd), zap.String("upstream", r.upstream))
 		}
-		f = append(f, zap.String("reply", r.reply), zap.Int64("latency_us", lat), zap.String("map", digest))
+		f = append(f, zap.String("reply", r.reply), zap.Int64("latency_us", lat))
 		ce.Write(f...)
 		s.fields = f[:0]
 	}
 	clear(s.audits)
 	s.audits = s.audits[:0]
+}
+
+// sessionAudit caches a child of the audit logger that carries the fields
+// fixed for a session (conn, client, user, map). zap encodes a child's
+// fields once, when it is made, so each record encodes only its own
+// fields: the map digest alone is 64 bytes of JSON a record need not
+// re-encode. The child is remade when the user or the map changes.
+type sessionAudit struct {
+	log    *zap.Logger
+	user   string
+	digest string
+}
+
+func (a *sessionAudit) logger(s *session, digest string) *zap.Logger {
+	if a.log == nil || a.user != s.st.User || a.digest != digest {
+		a.user, a.digest = s.st.User, digest
+		a.log = s.srv.audit.With(zap.Uint64("conn", s.id), zap.String("client", s.addr),
+			zap.String("user", s.st.User), zap.String("map", digest))
+	}
+	return a.log
 }

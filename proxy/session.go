@@ -48,10 +48,11 @@ type session struct {
 	simple  bool      // one part, and every slot is its reply i, in order
 	out     []byte    // replies ready to write
 	audits  []auditRecord
-	fields  []zap.Field // reused for audit records
-	began   time.Time   // when the current batch was framed
-	closing bool        // close after writing the current batch
-	over    bool        // the reply cap was hit: close without writing
+	fields  []zap.Field  // reused for audit records
+	audLog  sessionAudit // the audit logger with this session's fixed fields
+	began   time.Time    // when the current batch was framed
+	closing bool         // close after writing the current batch
+	over    bool         // the reply cap was hit: close without writing
 
 	pinned    *pipe     // the WATCH connection
 	pinnedUp  *Upstream // its upstream
