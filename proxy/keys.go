@@ -57,9 +57,6 @@ type keyStore struct {
 	tab atomic.Pointer[keyTable]
 }
 
-// loaded reports whether any table was merged.
-func (ks *keyStore) loaded() bool { return ks.tab.Load() != nil }
-
 // merge adds the commands of t that the store does not have yet.
 func (ks *keyStore) merge(t keyTable) {
 	ks.mu.Lock()
