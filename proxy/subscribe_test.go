@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -257,4 +258,23 @@ func readCounter(t testing.TB, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestShutdownClosesSubscribers(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("SUBSCRIBE", "s").is("*3\r\n$9\r\nsubscribe\r\n$1\r\ns\r\n:1\r\n")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	began := time.Now()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	c.closed()
+	t.Logf("shutdown with a subscriber took %v", time.Since(began))
+	admin := dial(t, n.Addr)
+	poll(t, "the subscriber's upstream connection to close", func() bool {
+		return string(admin.do("PUBSUB", "NUMSUB", "s").got) == "*2\r\n$1\r\ns\r\n:0\r\n"
+	})
 }
