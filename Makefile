@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rewrite -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./shamap -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pin -run '^$$' -fuzz '^FuzzElixir$$' -fuzztime $(FUZZTIME)
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)
