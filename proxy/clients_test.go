@@ -392,11 +392,12 @@ func TestValkeyGoSubscriber(t *testing.T) {
 	const total = 2000
 	got := make(chan valkey.PubSubMessage, total)
 	subscribed := make(chan struct{})
+	var ready sync.Once
 	done := make(chan error, 1)
 	go func() {
 		done <- sub.Receive(ctx, sub.B().Psubscribe().Pattern("vk.*").Build(), func(m valkey.PubSubMessage) {
-			if m.Channel == "vk.ready" {
-				close(subscribed)
+			if m.Channel == "vk.ready" { // the poll below may publish several
+				ready.Do(func() { close(subscribed) })
 				return
 			}
 			got <- m

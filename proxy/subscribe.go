@@ -517,9 +517,10 @@ func (sub *subscriber) write() {
 	s := sub.s
 	for {
 		sub.mu.Lock()
-		b := sub.pending
-		sub.pending = sub.spare[:0]
-		finish := sub.finish
+		b, finish := sub.pending, sub.finish
+		if len(b) > 0 { // swap buffers: the relay appends to the other one
+			sub.pending, sub.spare = sub.spare[:0], nil
+		}
 		sub.mu.Unlock()
 		if len(b) == 0 {
 			if finish {
