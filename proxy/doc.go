@@ -10,8 +10,11 @@
 // one write and frame replies without decoding them (pipeline.go, resp.go,
 // upstream.go, dial.go), routing by queue across several named upstreams
 // with their roles (route.go, route_session.go, segment.go) by the
-// servers' own key positions (keys.go), the server lifecycle (server.go),
-// the audit records (audit.go) and the data-path metrics (metrics.go).
+// servers' own key positions (keys.go), subscribe mode bridged over a
+// connection of the client's own (subscribe.go), the per-connection limit
+// on failed authentications (authlimit.go), the server lifecycle
+// (server.go), the audit records (audit.go) and the data-path metrics
+// (metrics.go).
 //
 // It must not decide anything itself (that is rewrite's job), must never
 // decode and re-encode a reply, must never resend a command that may have

@@ -52,6 +52,10 @@ import (
 // client may have left), so an idle client that unsubscribed from
 // everything is back in normal service at once.
 //
+// As with the server, Options.IdleTimeout does not apply to a subscribed
+// client. Commands in subscribe mode are not decided by rewrite.Decide
+// (nothing runs but the subscribe commands and PING) and are not audited.
+//
 // A slow subscriber is bounded: the relay keeps reading the upstream, and
 // the replies waiting for the client may take Options.MaxReplyBytes; past
 // that the client is closed and counted (client_rejected{reason=
