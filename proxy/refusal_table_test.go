@@ -124,7 +124,7 @@ func refusalRows(maxBulk, maxMultibulk int) []refusalRow {
 			want: "-EMQREFUSED script " + unknownSHA + " is not pinned; emqproxy does not run unpinned scripts\r\n"},
 		{name: "EVAL of an unknown body", send: resp(cmd("EVAL", unknownBody, "1", "k")),
 			want: "-EMQREFUSED script " + sha1hex(unknownBody) + " is not pinned; emqproxy does not run unpinned scripts\r\n"},
-		{name: "EVAL_RO of a verb body's sha", send: resp(cmd("EVALSHA_RO", enqueueSHA, "2", "a", "b", "c", "d")),
+		{name: "EVALSHA_RO of a write verb", send: resp(cmd("EVALSHA_RO", enqueueSHA, "2", "a", "b", "c", "d")),
 			want: "-EMQREFUSED script " + enqueueSHA + " is the write verb EMQ.ENQUEUE; it cannot run read-only\r\n"},
 		{name: "SCRIPT LOAD of an unknown body", send: resp(cmd("SCRIPT", "LOAD", unknownBody)),
 			want: "-EMQREFUSED script " + sha1hex(unknownBody) + " is not pinned; emqproxy does not load unpinned scripts\r\n"},
@@ -138,7 +138,7 @@ func refusalRows(maxBulk, maxMultibulk int) []refusalRow {
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 keys, got 1\r\n"},
 		{name: "values not the pinned count", send: resp(cmd("EVALSHA", enqueueSHA, "2", "a", "b", "c")),
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 values, got 1\r\n"},
-		{name: "EVAL of a verb body with the wrong shape", send: resp(cmd("EVALSHA", enqueueSHA, "3", "a", "b", "c", "d")),
+		{name: "numkeys over the pinned count", send: resp(cmd("EVALSHA", enqueueSHA, "3", "a", "b", "c", "d")),
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 keys, got 3\r\n"},
 
 		// The version key, every write form.
