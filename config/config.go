@@ -53,6 +53,11 @@ type Auth struct {
 	Password string `mapstructure:"password"`
 	// Users maps named users to passwords (AUTH user pw).
 	Users map[string]string `mapstructure:"users"`
+	// FailDelay delays the reply to each failed AUTH past the first three
+	// on a connection, doubling per failure up to 2s, against guessing.
+	FailDelay time.Duration `mapstructure:"fail_delay"`
+	// MaxFailures closes a connection after this many failed AUTHs.
+	MaxFailures int `mapstructure:"max_failures"`
 }
 
 // UpstreamTLS configures TLS to an upstream. Enabled when Enabled is true.
@@ -120,6 +125,11 @@ type Timeouts struct {
 	Upstream time.Duration `mapstructure:"upstream"` // a reply not back by then breaks the connection
 	Write    time.Duration `mapstructure:"write"`    // writing replies to a client
 	Drain    time.Duration `mapstructure:"drain"`    // SIGTERM: how long in-flight batches may finish
+	// Probe is how often each upstream's fence is re-run on a connection of
+	// its own, so a brand changed on a live node is noticed; 0 disables it.
+	Probe time.Duration `mapstructure:"probe"`
+	// Idle closes a client that sends nothing for this long; 0 = never.
+	Idle time.Duration `mapstructure:"idle"`
 }
 
 // Audit configures the audit log.
@@ -166,6 +176,10 @@ func Defaults() map[string]any {
 		"timeouts.upstream":       "5s",
 		"timeouts.write":          "30s",
 		"timeouts.drain":          "10s",
+		"timeouts.probe":          "1s",
+		"timeouts.idle":           "0s",
+		"auth.fail_delay":         "100ms",
+		"auth.max_failures":       10,
 		"audit.sink":              "stderr",
 		"audit.passthrough":       false,
 		"log.level":               "info",
@@ -326,6 +340,14 @@ func (c *Config) Validate() error {
 	positive("timeouts.upstream", int64(c.Timeouts.Upstream))
 	positive("timeouts.write", int64(c.Timeouts.Write))
 	positive("timeouts.drain", int64(c.Timeouts.Drain))
+	positive("auth.fail_delay", int64(c.Auth.FailDelay))
+	positive("auth.max_failures", int64(c.Auth.MaxFailures))
+	if c.Timeouts.Probe < 0 {
+		bad("timeouts.probe", "%v is negative (0 disables the probe)", c.Timeouts.Probe)
+	}
+	if c.Timeouts.Idle < 0 {
+		bad("timeouts.idle", "%v is negative (0 = never)", c.Timeouts.Idle)
+	}
 	if c.Audit.Sink == "" {
 		bad("audit.sink", "is empty (stderr, stdout or a file path)")
 	}
