@@ -34,6 +34,13 @@ import (
 // SwapRoutes replaces the routes at run time (a reload); batches already
 // being decided finish on the old ones. The upstream set cannot change
 // without a restart.
+//
+// The client-side answer for the version key (GET {emq}:version is the
+// map's legacy brand for a wire-4 session) holds only while every
+// upstream's fence holds, and readiness needs every upstream fenced: a
+// wire-4 client must not pass its own fence while any node its queues may
+// be routed to is unfit. Keyless commands (DBSIZE, SCAN, INFO, SCRIPT
+// EXISTS, ...) see only the default route's node.
 
 // Role is what an upstream node runs.
 type Role uint8
