@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +61,10 @@ type daemon struct {
 	log   *zap.Logger
 	srv   *proxy.Server
 	admin *admin.Server
+	// fenceMap is the map the fence hooks check against. The hooks run
+	// from proxy.New on (its upstreams connect at once), before d.srv is
+	// set, so they must not reach the map through d.srv.
+	fenceMap atomic.Pointer[shamap.Map]
 
 	reloading sync.Mutex // one reload at a time (SIGHUP, POST /reload)
 }
@@ -84,6 +89,7 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 		return err
 	}
 	d := &daemon{path: path, cfg: cfg, log: log}
+	d.fenceMap.Store(m)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -253,7 +259,7 @@ func routesOf(cfg *config.Config) []proxy.Route {
 // upstream, with the map in use at the time of the connect.
 func (d *daemon) moduleFence(u config.Upstream) proxy.OnConnectFunc {
 	return func(ctx context.Context, c fence.Conn) error {
-		res, err := fence.CheckModule(ctx, c, d.srv.Policy().Map, u.Install)
+		res, err := fence.CheckModule(ctx, c, d.fenceMap.Load(), u.Install)
 		if err != nil {
 			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
 			return err
@@ -270,7 +276,7 @@ func (d *daemon) moduleFence(u config.Upstream) proxy.OnConnectFunc {
 // claimed with SET ... NX only when the upstream says install.
 func (d *daemon) scriptsFence(u config.Upstream) proxy.OnConnectFunc {
 	return func(ctx context.Context, c fence.Conn) error {
-		res, err := fence.CheckScripts(ctx, c, d.srv.Policy().Map.LegacyBrand, u.Install)
+		res, err := fence.CheckScripts(ctx, c, d.fenceMap.Load().LegacyBrand, u.Install)
 		if err != nil {
 			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
 			return err
@@ -340,6 +346,7 @@ func (d *daemon) reload() error {
 	p := *cur
 	p.Map = next
 	d.srv.SwapPolicy(&p)
+	d.fenceMap.Store(next)
 	d.log.Info("map reloaded", zap.String("old_digest", cur.Map.Digest), zap.String("digest", next.Digest))
 	if routes != nil {
 		if err := d.srv.SwapRoutes(routes); err != nil {
