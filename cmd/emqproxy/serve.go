@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,6 +204,9 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 		MaxReplyBytes:    cfg.Limits.MaxReplyBytes,
 		MaxQueuedMulti:   cfg.Limits.MaxQueuedMulti,
 		WriteTimeout:     cfg.Timeouts.Write,
+		IdleTimeout:      cfg.Timeouts.Idle,
+		AuthFailDelay:    cfg.Auth.FailDelay,
+		MaxAuthFailures:  cfg.Auth.MaxFailures,
 		AuditPassthrough: cfg.Audit.Passthrough,
 		Registry:         reg,
 	}, nil
@@ -232,6 +236,9 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 			DialTimeout: cfg.Timeouts.Dial,
 			Timeout:     cfg.Timeouts.Upstream,
 			OnConnect:   d.moduleFence(u),
+			// timeouts.probe: 0 disables the probe, which the proxy's
+			// options say with a negative interval.
+			ProbeInterval: cmp.Or(cfg.Timeouts.Probe, -1),
 		}
 		if u.Role == config.RoleScripts {
 			o.Role, o.OnConnect = proxy.RoleScripts, d.scriptsFence(u)
