@@ -227,7 +227,7 @@ func TestProtocolAbuseOfTheProcess(t *testing.T) {
 	if hwm > boundKB {
 		t.Errorf("proxy peak RSS %s over the stated bound %s", mib(hwm), mib(boundKB))
 	}
-	if during < before/5 {
+	if during < before/10 { // a stall shows as ~0; the ratio itself is printed (the machine is shared)
 		t.Errorf("the good client slowed to %.0f GET/s from %.0f during the abuse", during, before)
 	}
 	if code, _, _ := p.get("/healthz"); code != 200 {
