@@ -142,3 +142,30 @@ func TestProbeTimeoutIsNoVerdict(t *testing.T) {
 		t.Errorf("not ready after the thaw: %v", h.srv.Readiness())
 	}
 }
+
+func TestProbeFailureAlsoStopsDedicatedConnections(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	h := startProxy(t, n, func(o *Options) {
+		o.OnConnect = moduleHook(t)
+		o.Upstream.ProbeInterval = 20 * time.Millisecond
+	})
+	// One client pinned by WATCH, one with a blocking connection of its own.
+	w := h.dial()
+	w.do("WATCH", "w").is("+OK\r\n")
+	b := h.dial()
+	b.do("BLPOP", "list", "0.01").is("*-1\r\n")
+
+	if _, err := node.RawDo(n.Addr, "SET", "{emq}:version", "acme:1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the probe to fail the fence", func() bool { return errors.Is(h.srv.Readiness(), fence.ErrForeignBrand) })
+	before := nodeStats(t, n)
+	w.do("SET", "w", "1").hasPrefix("-UPSTREAM node unavailable: ")
+	b.do("BLPOP", "list", "0.01").hasPrefix("-UPSTREAM node unavailable: ")
+	after := nodeStats(t, n)
+	for _, name := range []string{"set", "blpop"} {
+		if after[name] != before[name] {
+			t.Errorf("%s reached the node over a dedicated connection while the fence failed", name)
+		}
+	}
+}
