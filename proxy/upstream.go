@@ -103,14 +103,15 @@ func (u *Upstream) Fenced() bool {
 	return ok && u.Up()
 }
 
-// LastError returns the error of the last failed connection or attempt,
-// or nil while every shared connection is up.
+// LastError returns why the upstream is not served: the error of the last
+// failed connection, attempt or probe; nil while every shared connection is
+// up and the fence holds.
 func (u *Upstream) LastError() error {
-	if u.Up() {
-		return nil
-	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.fenceOK && u.Up() {
+		return nil
+	}
 	return u.lastErr
 }
 
