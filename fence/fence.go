@@ -89,31 +89,11 @@ func CheckModule(ctx context.Context, c Conn, m *shamap.Map, install bool) (Resu
 		res.Kind = NotModule
 		return res, err
 	}
-	if err := readBrand(ctx, c, &res); err != nil {
-		res.Kind = Foreign
-		return res, err
-	}
-	if res.BrandAbsent && install {
-		if _, err := Install(ctx, c); err != nil {
-			res.Kind = Unbranded
-			return res, err
-		}
-		res.Installed = true
-		if err := readBrand(ctx, c, &res); err != nil {
-			res.Kind = Foreign
-			return res, err
-		}
-	}
-	switch {
-	case res.BrandAbsent:
-		res.Kind = Unbranded
-		return res, fmt.Errorf("%w: %s is absent and install is off", ErrBrandAbsent, VersionKey)
-	case res.Brand != ModuleBrand:
-		res.Kind = Foreign
-		return res, fmt.Errorf("%w: %s is %q, want %q", ErrForeignBrand, VersionKey, res.Brand, ModuleBrand)
-	}
-	res.Kind = ModuleNode
-	return res, nil
+	err := checkBrand(ctx, c, &res, ModuleBrand, install, ModuleNode, func() (bool, error) {
+		_, err := Install(ctx, c)
+		return err == nil, err
+	})
+	return res, err
 }
 
 // CheckScripts runs the wire-4 connector's fence against a scripts node:
@@ -122,34 +102,49 @@ func CheckModule(ctx context.Context, c Conn, m *shamap.Map, install bool) (Resu
 // the wire-4 connector does; otherwise it writes nothing.
 func CheckScripts(ctx context.Context, c Conn, brand string, install bool) (Result, error) {
 	var res Result
-	if err := readBrand(ctx, c, &res); err != nil {
-		res.Kind = Foreign
-		return res, err
-	}
-	if res.BrandAbsent && install {
+	err := checkBrand(ctx, c, &res, brand, install, ScriptsNode, func() (bool, error) {
 		r, err := c.Do(ctx, "SET", VersionKey, brand, "NX")
 		if err != nil {
-			return res, fmt.Errorf("fence: SET %s NX: %w", VersionKey, err)
+			return false, fmt.Errorf("fence: SET %s NX: %w", VersionKey, err)
 		}
 		if r.IsError() {
-			return res, fmt.Errorf("%w: SET %s NX: %s", ErrInstall, VersionKey, r.Str)
+			return false, fmt.Errorf("%w: SET %s NX: %s", ErrInstall, VersionKey, r.Str)
 		}
-		res.Installed = !r.Null
-		if err := readBrand(ctx, c, &res); err != nil {
+		return !r.Null, nil
+	})
+	return res, err
+}
+
+// checkBrand reads {emq}:version into res and requires want. An absent key
+// is claimed with claim (which reports whether it wrote) when install is
+// set, then read again. On success res.Kind is ok.
+func checkBrand(ctx context.Context, c Conn, res *Result, want string, install bool, ok Kind, claim func() (bool, error)) error {
+	if err := readBrand(ctx, c, res); err != nil {
+		res.Kind = Foreign
+		return err
+	}
+	if res.BrandAbsent && install {
+		wrote, err := claim()
+		if err != nil {
+			res.Kind = Unbranded
+			return err
+		}
+		res.Installed = wrote
+		if err := readBrand(ctx, c, res); err != nil {
 			res.Kind = Foreign
-			return res, err
+			return err
 		}
 	}
 	switch {
 	case res.BrandAbsent:
 		res.Kind = Unbranded
-		return res, fmt.Errorf("%w: %s is absent and install is off", ErrBrandAbsent, VersionKey)
-	case res.Brand != brand:
+		return fmt.Errorf("%w: %s is absent and install is off", ErrBrandAbsent, VersionKey)
+	case res.Brand != want:
 		res.Kind = Foreign
-		return res, fmt.Errorf("%w: %s is %q, want %q", ErrForeignBrand, VersionKey, res.Brand, brand)
+		return fmt.Errorf("%w: %s is %q, want %q", ErrForeignBrand, VersionKey, res.Brand, want)
 	}
-	res.Kind = ScriptsNode
-	return res, nil
+	res.Kind = ok
+	return nil
 }
 
 // Inspect says what a node is, writing nothing: whether EMQ.VERSION

@@ -192,24 +192,3 @@ func (s *Server) upstreamNames() []string {
 	}
 	return names
 }
-
-// queueOf returns the content of key's hash tag as the server computes it
-// (the bytes between the first '{' and the first '}' after it), or nil when
-// the key has none or it is empty. It points into key.
-func queueOf(key []byte) []byte {
-	for i, c := range key {
-		if c != '{' {
-			continue
-		}
-		for j := i + 1; j < len(key); j++ {
-			if key[j] == '}' {
-				if j == i+1 {
-					return nil
-				}
-				return key[i+1 : j]
-			}
-		}
-		return nil
-	}
-	return nil
-}

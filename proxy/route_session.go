@@ -98,7 +98,7 @@ func (s *session) crossRoute(d *rewrite.Decision, text string) {
 func (s *session) keysRoute(r *router, args [][]byte) (u *Upstream, keyed bool, other *Upstream) {
 	pick := func(key []byte) {
 		k := r.def
-		if q := queueOf(key); q != nil {
+		if q := rewrite.Hashtag(key); q != nil {
 			k = r.forQueue(q)
 		}
 		switch {

@@ -43,7 +43,7 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 	}
 	var d Decision
 	if n > 0 {
-		d.Queue = hashtag(args[3])
+		d.Queue = Hashtag(args[3])
 	}
 	if s == nil {
 		if k == kEval || k == kEvalRO {
@@ -127,10 +127,11 @@ func lowerSHA(b []byte) string {
 	return string(lowerInto(make([]byte, 0, len(b)), b))
 }
 
-// hashtag returns the content of key's hash tag as the server computes it
+// Hashtag returns the content of key's hash tag as the server computes it
 // (the bytes between the first '{' and the first '}' after it), or nil when
-// the key has none or it is empty. It points into key.
-func hashtag(key []byte) []byte {
+// the key has none or it is empty: for a job-core key emq:{q}:..., the queue.
+// It points into key.
+func Hashtag(key []byte) []byte {
 	for i, c := range key {
 		if c != '{' {
 			continue
