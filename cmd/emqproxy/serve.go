@@ -60,6 +60,7 @@ type daemon struct {
 	path  string
 	cfg   *config.Config
 	log   *zap.Logger
+	audit *zap.Logger
 	srv   *proxy.Server
 	admin *admin.Server
 	// fenceMap is the map the fence hooks check against. The hooks run
@@ -89,7 +90,7 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	d := &daemon{path: path, cfg: cfg, log: log}
+	d := &daemon{path: path, cfg: cfg, log: log, audit: audit}
 	d.fenceMap.Store(m)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -265,33 +266,51 @@ func routesOf(cfg *config.Config) []proxy.Route {
 // moduleFence is the wire-6 fence run on every connection to a module
 // upstream, with the map in use at the time of the connect.
 func (d *daemon) moduleFence(u config.Upstream) proxy.OnConnectFunc {
-	return func(ctx context.Context, c fence.Conn) error {
-		res, err := fence.CheckModule(ctx, c, d.fenceMap.Load(), u.Install)
-		if err != nil {
-			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
-			return err
-		}
-		if res.Installed {
-			d.log.Info("upstream branded with EMQ.INSTALL", zap.String("upstream", u.Name))
-		}
-		return nil
-	}
+	return d.fenceHook(u, func(ctx context.Context, c fence.Conn) (fence.Result, error) {
+		return fence.CheckModule(ctx, c, d.fenceMap.Load(), u.Install)
+	})
 }
 
 // scriptsFence is the wire-4 fence run on every connection to a scripts
 // upstream: {emq}:version must be the map's legacy brand; an absent key is
 // claimed with SET ... NX only when the upstream says install.
 func (d *daemon) scriptsFence(u config.Upstream) proxy.OnConnectFunc {
+	return d.fenceHook(u, func(ctx context.Context, c fence.Conn) (fence.Result, error) {
+		return fence.CheckScripts(ctx, c, d.fenceMap.Load().LegacyBrand, u.Install)
+	})
+}
+
+// fenceHook runs check on a new connection (or a probe's) and records the
+// fence events: the operational log gets every failure, the audit log gets
+// every change of outcome (pass after a failure, a failure after a pass or
+// with another error) and every brand the proxy wrote. A pass that changes
+// nothing is not recorded: the probe re-runs the fence every second.
+func (d *daemon) fenceHook(u config.Upstream, check func(context.Context, fence.Conn) (fence.Result, error)) proxy.OnConnectFunc {
+	var mu sync.Mutex
+	last := "unknown"
 	return func(ctx context.Context, c fence.Conn) error {
-		res, err := fence.CheckScripts(ctx, c, d.fenceMap.Load().LegacyBrand, u.Install)
+		res, err := check(ctx, c)
+		outcome := "pass"
 		if err != nil {
+			outcome = err.Error()
 			d.log.Error("upstream fence failed", zap.String("upstream", u.Name), zap.String("role", u.Role), zap.Error(err))
-			return err
+		}
+		mu.Lock()
+		changed := outcome != last
+		last = outcome
+		mu.Unlock()
+		if changed || res.Installed {
+			fields := []zap.Field{zap.String("upstream", u.Name), zap.String("role", u.Role),
+				zap.String("node", res.Kind.String()), zap.Bool("installed", res.Installed), zap.String("map", d.fenceMap.Load().Digest)}
+			if err != nil {
+				fields = append(fields, zap.String("error", err.Error()))
+			}
+			d.audit.Info("fence", fields...)
 		}
 		if res.Installed {
-			d.log.Info("upstream branded with the legacy brand (SET NX)", zap.String("upstream", u.Name))
+			d.log.Info("upstream branded", zap.String("upstream", u.Name), zap.String("role", u.Role))
 		}
-		return nil
+		return err
 	}
 }
 
@@ -326,6 +345,14 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 // upstream set changed (adding, removing or changing an upstream needs a
 // restart).
 func (d *daemon) reload() error {
+	err := d.reloadOnce()
+	if err != nil {
+		d.audit.Info("map_refused", zap.String("map", d.fenceMap.Load().Digest), zap.String("path", d.cfg.Map), zap.String("error", err.Error()))
+	}
+	return err
+}
+
+func (d *daemon) reloadOnce() error {
 	d.reloading.Lock()
 	defer d.reloading.Unlock()
 	next, err := shamap.Load(d.cfg.Map)
@@ -355,6 +382,8 @@ func (d *daemon) reload() error {
 	d.srv.SwapPolicy(&p)
 	d.fenceMap.Store(next)
 	d.log.Info("map reloaded", zap.String("old_digest", cur.Map.Digest), zap.String("digest", next.Digest))
+	d.audit.Info("map", zap.String("map", next.Digest), zap.String("old_map", cur.Map.Digest),
+		zap.String("path", d.cfg.Map), zap.String("source", next.Source))
 	if routes != nil {
 		if err := d.srv.SwapRoutes(routes); err != nil {
 			return err

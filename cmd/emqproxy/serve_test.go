@@ -260,8 +260,38 @@ func TestServeReloadSwapsTheMapOrRefusesIt(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST /reload = %d", resp.StatusCode)
 	}
-	if got := digestLabel(t, p); got == oldDigest {
+	newDigest := digestLabel(t, p)
+	if newDigest == oldDigest {
 		t.Fatal("digest unchanged after a reload of a changed map")
+	}
+
+	// The audit log holds every map event: the load at start, the refusal
+	// and the swap with both digests; and the fence's first pass.
+	stopAndFlush(t, p)
+	audit, err := os.ReadFile(p.auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"msg":"map","map":"` + oldDigest + `"`,
+		`"msg":"map_refused","map":"` + oldDigest + `"`,
+		`"msg":"map","map":"` + newDigest + `","old_map":"` + oldDigest + `"`,
+		`"msg":"fence","upstream":"module-a","role":"module","node":"module node","installed":false`,
+	} {
+		if !strings.Contains(string(audit), want) {
+			t.Errorf("audit log lacks %s:\n%s", want, audit)
+		}
+	}
+}
+
+// stopAndFlush stops the proxy with SIGTERM, which flushes its audit log.
+func stopAndFlush(t *testing.T, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("emqproxy exit: %v", err)
 	}
 }
 
