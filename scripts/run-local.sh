@@ -31,4 +31,9 @@ audit log:   .run/audit.log
 admin:       http://$admin/readyz  /metrics
 Ctrl-C stops both.
 MSG
-./bin/emqproxy serve --config deploy/examples/local.yaml
+./bin/emqproxy serve --config deploy/examples/local.yaml &
+proxy_pid=$!
+# Ctrl-C reaches both through the terminal; a plain SIGTERM to this script
+# (a supervisor, timeout) is passed on, so neither outlives it.
+trap 'kill -TERM $proxy_pid 2>/dev/null' INT TERM
+wait $proxy_pid || wait $proxy_pid
