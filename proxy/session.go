@@ -13,9 +13,21 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// initialReadBuf is a client's read buffer size; it grows only as far as
-// one command needs and shrinks back once that command is done.
+// initialReadBuf is a client's read buffer size. It grows as far as one
+// command needs and shrinks back once that command is done; and it doubles,
+// up to keptReadBuf, while the client's reads fill it, so a pipeline larger
+// than the buffer (16 commands of 1 KiB) is framed and forwarded as one
+// batch instead of being split into two round trips to the upstream.
 const initialReadBuf = 16 * 1024
+
+// keptReadBuf is the largest read buffer a session keeps between batches;
+// a bigger one (grown for one big command) shrinks back once it is empty.
+const keptReadBuf = 64 * 1024
+
+// shrinkAfter is how many reads in a row that use under a quarter of a
+// grown buffer make it shrink back: enough that a client whose reads vary
+// (a pipeline arriving in pieces) does not make the buffer swing.
+const shrinkAfter = 64
 
 // errClose ends a session after its pending replies are written.
 var errClose = errors.New("close")
@@ -37,6 +49,8 @@ type session struct {
 
 	buf        []byte // read buffer; unread bytes are buf[start:end]
 	start, end int
+	readFull   bool // the last read filled the buffer: the client sends more than it holds
+	smallReads int  // reads in a row that used under a quarter of the buffer
 
 	parts   []segPart // the current segment: one batch per upstream connection
 	cur     int       // the part the command being added goes to
@@ -146,6 +160,12 @@ func (s *session) fill() error {
 		return ErrServerClosed
 	}
 	n, err := s.nc.Read(s.buf[s.end:])
+	s.readFull = n > 0 && s.end+n == len(s.buf)
+	if n < len(s.buf)/4 {
+		s.smallReads++
+	} else {
+		s.smallReads = 0
+	}
 	s.end += n
 	if n > 0 {
 		return nil
@@ -161,9 +181,20 @@ func (s *session) fill() error {
 func (s *session) room() error {
 	if s.start == s.end {
 		s.start, s.end = 0, 0
-		if len(s.buf) > initialReadBuf {
-			s.buf = make([]byte, initialReadBuf) // shrink back after a big command
+		// Shrink back after a big command, or when the client's reads have
+		// become small next to a buffer grown for its pipelines.
+		if len(s.buf) > keptReadBuf || (len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter) {
+			s.buf = make([]byte, initialReadBuf)
 		}
+	}
+	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.opts.MaxQueryBuffer {
+		// The last read filled the buffer: the client pipelines more than
+		// it holds. Double it so the next pipeline arrives in one read.
+		s.readFull = false
+		nb := make([]byte, int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)))
+		s.end = copy(nb, s.buf[s.start:s.end])
+		s.start = 0
+		s.buf = nb
 	}
 	if s.end == len(s.buf) {
 		if s.start > 0 {
