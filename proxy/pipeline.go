@@ -82,7 +82,9 @@ type pipe struct {
 	inflight []*batch // written (or being written), waiting for replies
 	head     int      // first waiting batch in inflight
 	closed   bool
-	err      error // why it closed
+	err      error     // why it closed
+	rdl      time.Time // the read deadline last set; zero = none (deadline.go)
+	wdl      time.Time // the write deadline last set (writer only)
 
 	wake       chan struct{}
 	quit       chan struct{}
@@ -110,7 +112,11 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, 
 	}
 	p.rr = replyReader{br: br}
 	if timeout > 0 {
-		p.rr.progress = func() { _ = nc.SetReadDeadline(time.Now().Add(timeout)) }
+		p.rr.progress = func() {
+			p.mu.Lock()
+			p.rdl = refreshDeadline(p.nc.SetReadDeadline, time.Time{}, p.timeout)
+			p.mu.Unlock()
+		}
 	}
 	go p.writeLoop()
 	go p.readLoop()
@@ -158,8 +164,8 @@ func (p *pipe) writeLoop() {
 		}
 		q := p.queue
 		p.queue = p.spare[:0]
-		if len(p.inflight) == p.head && p.timeout > 0 {
-			_ = p.nc.SetReadDeadline(time.Now().Add(p.timeout))
+		if p.timeout > 0 && (len(p.inflight) == p.head || p.rdl.IsZero()) {
+			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
@@ -169,7 +175,7 @@ func (p *pipe) writeLoop() {
 			vec = append(vec, b.out)
 		}
 		if p.timeout > 0 {
-			_ = p.nc.SetWriteDeadline(time.Now().Add(p.timeout))
+			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.timeout)
 		}
 		bufs := net.Buffers(vec)
 		_, err := bufs.WriteTo(p.nc)
@@ -198,8 +204,10 @@ func (p *pipe) front() *batch {
 	return p.inflight[p.head]
 }
 
-// pop removes the oldest batch once it has all its replies, and keeps the
-// read deadline: cleared when nothing waits, pushed on after progress.
+// pop removes the oldest batch once it has all its replies, and pushes
+// the read deadline on after that progress (lazily, see refreshDeadline).
+// When nothing waits the deadline is left armed: if it passes while the
+// connection is idle, the reader clears it (idleTimeout).
 func (p *pipe) pop() {
 	p.mu.Lock()
 	p.inflight[p.head] = nil
@@ -207,9 +215,6 @@ func (p *pipe) pop() {
 	if p.head == len(p.inflight) {
 		p.inflight = p.inflight[:0]
 		p.head = 0
-		if p.timeout > 0 {
-			_ = p.nc.SetReadDeadline(time.Time{})
-		}
 	} else {
 		if p.head > 1024 && p.head > len(p.inflight)/2 {
 			n := copy(p.inflight, p.inflight[p.head:])
@@ -218,10 +223,24 @@ func (p *pipe) pop() {
 			p.head = 0
 		}
 		if p.timeout > 0 {
-			_ = p.nc.SetReadDeadline(time.Now().Add(p.timeout))
+			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 	}
 	p.mu.Unlock()
+}
+
+// idleTimeout reports whether a read deadline that passed while the reader
+// waited for the next reply is no timeout: nothing was waiting (the
+// deadline is then cleared), or a write since set a deadline still ahead.
+func (p *pipe) idleTimeout() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.head == len(p.inflight) {
+		p.rdl = time.Time{}
+		_ = p.nc.SetReadDeadline(time.Time{})
+		return true
+	}
+	return p.rdl.After(time.Now())
 }
 
 // readLoop frames replies and completes batches in FIFO order until the
@@ -230,6 +249,9 @@ func (p *pipe) readLoop() {
 	var err error
 	for {
 		if _, err = p.rr.br.Peek(1); err != nil {
+			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
+				continue
+			}
 			break
 		}
 		b := p.front()

@@ -65,6 +65,7 @@ type session struct {
 	fields  []zap.Field  // reused for audit records
 	audLog  sessionAudit // the audit logger with this session's fixed fields
 	began   time.Time    // when the current batch was framed
+	wdl     time.Time    // the client write deadline last set (deadline.go)
 	closing bool         // close after writing the current batch
 	over    bool         // the reply cap was hit: close without writing
 
@@ -287,7 +288,7 @@ func (s *session) write() error {
 	if len(s.out) == 0 {
 		return nil
 	}
-	_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
+	s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
 	_, err := s.nc.Write(s.out)
 	if cap(s.out) > 4*DefaultMaxInline && len(s.out) > 0 {
 		s.out = nil // do not keep a big reply buffer around
