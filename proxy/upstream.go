@@ -155,7 +155,7 @@ func (u *Upstream) keep(s *slot) {
 		}
 		s.cur.Store(nil)
 		err = p.failed()
-		u.setState(err, true)
+		u.lost(err)
 		u.met.upstreamError(u.name, errKind(err, false))
 		u.met.reconnect(u.name)
 		u.log.Warn("upstream connection lost", zap.Error(err))
@@ -169,6 +169,18 @@ func (u *Upstream) setState(err error, fenceOK bool) {
 		u.lastErr = err
 	}
 	u.fenceOK = fenceOK
+	u.mu.Unlock()
+	u.met.upstreamState(u.name, u.Up(), u.Fenced())
+}
+
+// lost records the loss of a shared connection. It says nothing about the
+// fence: when a probe found the fence broken (and closed the connection),
+// its verdict and its error stand until a new connection passes the fence.
+func (u *Upstream) lost(err error) {
+	u.mu.Lock()
+	if u.fenceOK && err != nil {
+		u.lastErr = err
+	}
 	u.mu.Unlock()
 	u.met.upstreamState(u.name, u.Up(), u.Fenced())
 }
