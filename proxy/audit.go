@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -132,29 +133,31 @@ func (s *session) logAudits() {
 	log := s.audLog.logger(s, digest)
 	for i := range s.audits {
 		r := &s.audits[i]
-		ce := log.Check(zapcore.InfoLevel, r.action.String())
+		l := log
+		if r.script != nil && r.action != rewrite.Refuse {
+			l = s.audLog.script(r) // script, token and sha pre-encoded
+		}
+		ce := l.Check(zapcore.InfoLevel, r.action.String())
 		if ce == nil {
 			continue
 		}
 		f := s.fields[:0]
-		if r.action == rewrite.Refuse {
+		switch {
+		case r.action == rewrite.Refuse:
 			f = append(f, zap.String("reason", string(r.reason)))
 			if r.sha != "" {
 				f = append(f, zap.String("sha", r.sha))
 			} else {
-				f = append(f, zap.ByteString("command", r.cmd))
+				f = append(f, zap.String("command", transient(r.cmd)))
 			}
-		} else if r.sha != "" || r.script != nil {
-			if r.script != nil {
-				f = append(f, zap.String("script", r.script.Name))
-				if r.action == rewrite.Rewrite && r.script.Verb != "" {
-					f = append(f, zap.String("token", r.script.Verb))
-				}
-			}
+		case r.script != nil:
+			f = append(f, zap.Int64("numkeys", r.numkeys),
+				zap.String("queue", transient(r.queue)), zap.String("upstream", r.upstream))
+		case r.sha != "":
 			f = append(f, zap.String("sha", r.sha), zap.Int64("numkeys", r.numkeys),
-				zap.ByteString("queue", r.queue), zap.String("upstream", r.upstream))
-		} else {
-			f = append(f, zap.ByteString("command", r.cmd), zap.String("upstream", r.upstream))
+				zap.String("queue", transient(r.queue)), zap.String("upstream", r.upstream))
+		default:
+			f = append(f, zap.String("command", transient(r.cmd)), zap.String("upstream", r.upstream))
 		}
 		f = append(f, zap.String("reply", r.reply), zap.Int64("latency_us", lat))
 		ce.Write(f...)
@@ -164,22 +167,71 @@ func (s *session) logAudits() {
 	s.audits = s.audits[:0]
 }
 
+// transient views b as a string without copying it (zap.ByteString boxes
+// the slice: an allocation per record). Only for a field encoded before b
+// changes: the records are written before the session reads again.
+func transient(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // sessionAudit caches a child of the audit logger that carries the fields
 // fixed for a session (conn, client, user, map). zap encodes a child's
 // fields once, when it is made, so each record encodes only its own
 // fields: the map digest alone is 64 bytes of JSON a record need not
 // re-encode. The child is remade when the user or the map changes.
+//
+// Records of script calls go on a grandchild that also carries the
+// script's fixed fields (script, token, sha: 60-odd bytes to escape per
+// record), one per script, action and sha the session has used, made on
+// first use and dropped with the child.
 type sessionAudit struct {
-	log    *zap.Logger
-	user   string
-	digest string
+	log     *zap.Logger
+	user    string
+	digest  string
+	scripts []scriptAudit
 }
+
+// scriptAudit is a child logger with one script's fixed fields.
+type scriptAudit struct {
+	script  *shamap.Script
+	rewrite bool
+	sha     string
+	log     *zap.Logger
+}
+
+// maxScriptLoggers bounds the script children a session keeps.
+const maxScriptLoggers = 32
 
 func (a *sessionAudit) logger(s *session, digest string) *zap.Logger {
 	if a.log == nil || a.user != s.st.User || a.digest != digest {
 		a.user, a.digest = s.st.User, digest
 		a.log = s.srv.audit.With(zap.Uint64("conn", s.id), zap.String("client", s.addr),
 			zap.String("user", s.st.User), zap.String("map", digest))
+		clear(a.scripts)
+		a.scripts = a.scripts[:0]
 	}
 	return a.log
+}
+
+// script returns the child logger for r's script fields (r.script set),
+// after logger was called for the batch.
+func (a *sessionAudit) script(r *auditRecord) *zap.Logger {
+	rw := r.action == rewrite.Rewrite && r.script.Verb != ""
+	for i := range a.scripts {
+		sc := &a.scripts[i]
+		if sc.script == r.script && sc.rewrite == rw && sc.sha == r.sha {
+			return sc.log
+		}
+	}
+	f := make([]zap.Field, 0, 3)
+	f = append(f, zap.String("script", r.script.Name))
+	if rw {
+		f = append(f, zap.String("token", r.script.Verb))
+	}
+	f = append(f, zap.String("sha", r.sha))
+	if len(a.scripts) == maxScriptLoggers {
+		clear(a.scripts)
+		a.scripts = a.scripts[:0]
+	}
+	sc := scriptAudit{script: r.script, rewrite: rw, sha: r.sha, log: a.log.With(f...)}
+	a.scripts = append(a.scripts, sc)
+	return sc.log
 }
