@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -35,7 +36,12 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 // newAuditLogger builds the audit log: JSON lines on its own sink, separate
 // from the operational log, so an operator can ship or retain it on its own.
 // The record fields are documented in proxy/audit.go.
-func newAuditLogger(c config.Audit) (*zap.Logger, func(), error) {
+//
+// The audit log never drops a record: a slow sink slows the sessions that
+// write to it. A write the sink refuses (disk full, closed pipe) loses its
+// records; such writes are counted in writeErrors
+// (emqproxy_audit_write_errors_total) and reported on stderr by zap.
+func newAuditLogger(c config.Audit, writeErrors prometheus.Counter) (*zap.Logger, func(), error) {
 	var ws zapcore.WriteSyncer
 	closeFn := func() {}
 	switch c.Sink {
@@ -66,6 +72,21 @@ func newAuditLogger(c config.Audit) (*zap.Logger, func(), error) {
 		EncodeDuration: zapcore.MillisDurationEncoder,
 		LineEnding:     zapcore.DefaultLineEnding,
 	}
+	ws = countingSyncer{WriteSyncer: ws, errors: writeErrors}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, zapcore.InfoLevel)
-	return zap.New(core).Named("audit"), closeFn, nil
+	return zap.New(core, zap.ErrorOutput(zapcore.Lock(os.Stderr))).Named("audit"), closeFn, nil
+}
+
+// countingSyncer counts the writes its sink refuses.
+type countingSyncer struct {
+	zapcore.WriteSyncer
+	errors prometheus.Counter
+}
+
+func (c countingSyncer) Write(p []byte) (int, error) {
+	n, err := c.WriteSyncer.Write(p)
+	if err != nil {
+		c.errors.Inc()
+	}
+	return n, err
 }

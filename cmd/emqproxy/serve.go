@@ -77,7 +77,11 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	audit, closeAudit, err := newAuditLogger(cfg.Audit)
+	auditErrors := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "emqproxy_audit_write_errors_total",
+		Help: "Writes of audit records the audit sink refused (their records are lost).",
+	})
+	audit, closeAudit, err := newAuditLogger(cfg.Audit, auditErrors)
 	if err != nil {
 		return err
 	}
@@ -93,7 +97,7 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 	d := &daemon{path: path, cfg: cfg, log: log, audit: audit}
 	d.fenceMap.Store(m)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(auditErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	opts, err := d.proxyOptions(m, reg)
 	if err != nil {
