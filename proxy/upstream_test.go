@@ -180,3 +180,35 @@ func TestModuleFenceThroughHook(t *testing.T) {
 	// Blocking commands get their own fenced connection.
 	h.dial().do("BLPOP", "nothing", "0.01").is("*-1\r\n")
 }
+
+// TestUpstreamReplyTimeoutSparesAnIdleConnection: the read deadline is left
+// armed when nothing waits (deadline.go); when it passes on an idle shared
+// connection the reader clears it and the connection lives on.
+func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, func(o *Options) { o.Upstream.Timeout = 100 * time.Millisecond })
+	c := h.dial()
+	c.do("SET", "k", "v").is("+OK\r\n")
+	p := h.srv.up.slots[0].cur.Load()
+	if p == nil {
+		t.Fatal("no shared connection")
+	}
+	p.mu.Lock()
+	armed := !p.rdl.IsZero()
+	p.mu.Unlock()
+	if !armed {
+		t.Fatal("no read deadline armed after a reply")
+	}
+	poll(t, "the idle connection's deadline to pass and be cleared", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.rdl.IsZero()
+	})
+	if err := p.failed(); err != nil {
+		t.Fatalf("the idle connection was closed: %v", err)
+	}
+	c.do("GET", "k").is("$1\r\nv\r\n")
+	if cur := h.srv.up.slots[0].cur.Load(); cur != p {
+		t.Error("the shared connection was replaced")
+	}
+}
