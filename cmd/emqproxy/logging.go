@@ -42,13 +42,16 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 // records; such writes are counted in writeErrors
 // (emqproxy_audit_write_errors_total) and reported on stderr by zap.
 func newAuditLogger(c config.Audit, writeErrors prometheus.Counter) (*zap.Logger, func(), error) {
-	var ws zapcore.WriteSyncer
-	closeFn := func() {}
+	// The sink, counted; then, except on stderr (which the operational log
+	// shares, line by line), a buffer flushed every second and on close, so
+	// the audit log does not cost a write system call per record.
+	var base zapcore.WriteSyncer
+	closeFile := func() {}
 	switch c.Sink {
 	case "stderr":
-		ws = zapcore.Lock(os.Stderr)
+		base = os.Stderr
 	case "stdout":
-		ws = zapcore.Lock(os.Stdout)
+		base = os.Stdout
 	default:
 		if err := os.MkdirAll(filepath.Dir(c.Sink), 0o755); err != nil {
 			return nil, nil, fmt.Errorf("audit.sink: %w", err)
@@ -57,11 +60,17 @@ func newAuditLogger(c config.Audit, writeErrors prometheus.Counter) (*zap.Logger
 		if err != nil {
 			return nil, nil, fmt.Errorf("audit.sink: %w", err)
 		}
-		// Buffered: records are flushed every second and on close, so the
-		// audit log does not cost a write syscall per record.
-		bws := &zapcore.BufferedWriteSyncer{WS: f, FlushInterval: time.Second}
+		base = f
+		closeFile = func() { _ = f.Close() }
+	}
+	ws := zapcore.WriteSyncer(countingSyncer{WriteSyncer: base, errors: writeErrors})
+	closeFn := closeFile
+	if c.Sink == "stderr" {
+		ws = zapcore.Lock(ws)
+	} else {
+		bws := &zapcore.BufferedWriteSyncer{WS: ws, FlushInterval: time.Second}
 		ws = bws
-		closeFn = func() { _ = bws.Stop(); _ = f.Close() }
+		closeFn = func() { _ = bws.Stop(); closeFile() }
 	}
 	enc := zapcore.EncoderConfig{
 		TimeKey:        "ts",
@@ -72,7 +81,6 @@ func newAuditLogger(c config.Audit, writeErrors prometheus.Counter) (*zap.Logger
 		EncodeDuration: zapcore.MillisDurationEncoder,
 		LineEnding:     zapcore.DefaultLineEnding,
 	}
-	ws = countingSyncer{WriteSyncer: ws, errors: writeErrors}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, zapcore.InfoLevel)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(os.Stderr))).Named("audit"), closeFn, nil
 }
