@@ -23,7 +23,10 @@ import (
 //	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,
 //	                                            subscriber_bytes (subscribe.go), auth_failures (authlimit.go)
 //	emqproxy_panics_total                       panics recovered (each closed one client)
-//	emqproxy_batch_seconds                      time from a client batch framed to its replies written
+//	emqproxy_batch_seconds{kind}                time from a client batch framed to its replies written;
+//	                                            kind: rewrite (the batch holds a rewritten call), pass (it
+//	                                            forwarded commands unchanged), local (answered by the proxy)
+//	emqproxy_client_bytes_total{direction}      bytes read from clients (in) and written to them (out)
 //	emqproxy_map_info{digest}                   1 for the map in use
 type metrics struct {
 	commands   [4][]prometheus.Counter // [action][token index+1]
@@ -36,7 +39,9 @@ type metrics struct {
 	accepted   prometheus.Counter
 	rejected   *prometheus.CounterVec
 	panics     prometheus.Counter
-	latency    prometheus.Histogram
+	latency    [3]prometheus.Observer // by batchKind
+	bytesIn    prometheus.Counter
+	bytesOut   prometheus.Counter
 	mapInfo    *prometheus.GaugeVec
 }
 
@@ -70,15 +75,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "emqproxy_panics_total", Help: "Panics recovered; each closed one client.",
 		}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "emqproxy_batch_seconds",
-			Help:    "Time from a client batch framed to its replies written.",
-			Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 12),
-		}),
 		mapInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_map_info", Help: "1 for the digest of the pinned map in use.",
 		}, []string{"digest"}),
 	}
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "emqproxy_batch_seconds",
+		Help:    "Time from a client batch framed to its replies written, by kind (rewrite, pass, local).",
+		Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 12),
+	}, []string{"kind"})
+	for k := range m.latency {
+		m.latency[k] = latency.WithLabelValues(batchKind(k).String())
+	}
+	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "emqproxy_client_bytes_total", Help: "Bytes read from clients (in) and written to them (out).",
+	}, []string{"direction"})
+	m.bytesIn, m.bytesOut = bytes.WithLabelValues("in"), bytes.WithLabelValues("out")
 	cmds := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "emqproxy_commands_total", Help: "Client commands, by decision and job-core token.",
 	}, []string{"decision", "token"})
@@ -92,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{cmds, m.refusals, m.upErrors, m.reconnects, m.up, m.fenced,
-			m.clients, m.accepted, m.rejected, m.panics, m.latency, m.mapInfo} {
+			m.clients, m.accepted, m.rejected, m.panics, latency, bytes, m.mapInfo} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -137,4 +149,35 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// batchKind classifies a batch for the latency histogram: the most
+// expensive path any of its commands took.
+type batchKind uint8
+
+const (
+	batchLocal   batchKind = iota // answered by the proxy: local replies and refusals
+	batchPass                     // forwarded commands unchanged
+	batchRewrite                  // forwarded a rewritten script call
+)
+
+func (k batchKind) String() string {
+	switch k {
+	case batchPass:
+		return "pass"
+	case batchRewrite:
+		return "rewrite"
+	}
+	return "local"
+}
+
+// kindOf is the batch kind a decision makes a batch at least.
+func kindOf(d *rewrite.Decision) batchKind {
+	switch d.Action {
+	case rewrite.Rewrite:
+		return batchRewrite
+	case rewrite.Pass:
+		return batchPass
+	}
+	return batchLocal
 }

@@ -4,20 +4,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // batches returns how many batches the proxy served (the batch latency
-// histogram's count).
+// histogram's count, over every kind).
 func batches(t *testing.T, h *harness) uint64 {
 	t.Helper()
-	var m dto.Metric
-	if err := h.srv.met.latency.Write(&m); err != nil {
-		t.Fatal(err)
+	var total uint64
+	for _, o := range h.srv.met.latency {
+		var m dto.Metric
+		if err := o.(prometheus.Metric).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		total += m.GetHistogram().GetSampleCount()
 	}
-	return m.GetHistogram().GetSampleCount()
+	return total
 }
 
 // TestPipelineLargerThanTheReadBufferIsOneBatch: a client whose pipelines

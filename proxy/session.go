@@ -65,6 +65,7 @@ type session struct {
 	fields  []zap.Field  // reused for audit records
 	audLog  sessionAudit // the audit logger with this session's fixed fields
 	began   time.Time    // when the current batch was framed
+	kind    batchKind    // the batch's kind, for the latency histogram
 	wdl     time.Time    // the client write deadline last set (deadline.go)
 	closing bool         // close after writing the current batch
 	over    bool         // the reply cap was hit: close without writing
@@ -161,6 +162,7 @@ func (s *session) fill() error {
 		return ErrServerClosed
 	}
 	n, err := s.nc.Read(s.buf[s.end:])
+	s.srv.met.bytesIn.Add(float64(n))
 	s.readFull = n > 0 && s.end+n == len(s.buf)
 	if n < len(s.buf)/4 {
 		s.smallReads++
@@ -237,6 +239,7 @@ func (s *session) round() (served int, err error) {
 	s.fr.reset()
 	s.fr.need = 0
 	s.began = time.Time{}
+	s.kind = batchLocal
 	for served < s.srv.opts.MaxPipeline && !s.closing && s.sub == nil {
 		s.fr.lim.Unauthenticated = len(s.pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
@@ -270,7 +273,7 @@ func (s *session) round() (served int, err error) {
 	err = s.write()
 	s.logAudits()
 	if s.srv.metLatency && !s.began.IsZero() {
-		s.srv.met.latency.Observe(time.Since(s.began).Seconds())
+		s.srv.met.latency[s.kind].Observe(time.Since(s.began).Seconds())
 	}
 	if err == nil && s.closing {
 		err = errClose
@@ -289,7 +292,8 @@ func (s *session) write() error {
 		return nil
 	}
 	s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
-	_, err := s.nc.Write(s.out)
+	n, err := s.nc.Write(s.out)
+	s.srv.met.bytesOut.Add(float64(n))
 	if cap(s.out) > 4*DefaultMaxInline && len(s.out) > 0 {
 		s.out = nil // do not keep a big reply buffer around
 	} else {
@@ -318,6 +322,7 @@ func (s *session) command(f frame) {
 	}
 	s.routed = s.routeDecision(f.args, &d)
 	s.srv.met.command(&d)
+	s.kind = max(s.kind, kindOf(&d))
 	audit := s.auditFor(f.args, &d)
 
 	if s.st.InMulti && s.queueable(&d) {

@@ -223,6 +223,13 @@ func TestServeMetricsMatchTheWorkload(t *testing.T) {
 			t.Errorf("%s = %v, want %v", sample, got, want)
 		}
 	}
+	// Each legacy call is one batch: 10 carried a rewritten call.
+	if got := p.metric(t, `emqproxy_batch_seconds_count{kind="rewrite"}`); got != jobs+3 {
+		t.Errorf("rewrite batches = %v, want %d", got, jobs+3)
+	}
+	if in, out := p.metric(t, `emqproxy_client_bytes_total{direction="in"}`), p.metric(t, `emqproxy_client_bytes_total{direction="out"}`); in < 100 || out < 50 {
+		t.Errorf("client bytes in %v out %v: not counted", in, out)
+	}
 	if got := p.metric(t, `emqproxy_client_connections_total`); got < 4 {
 		t.Errorf("client connections total = %v, want at least 4", got)
 	}
