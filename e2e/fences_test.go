@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -47,25 +45,8 @@ func startFront(t testing.TB, m *shamap.Map, addr string, install bool, mod func
 	if mod != nil {
 		mod(&opts)
 	}
-	srv, err := proxy.New(opts, zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
-			t.Errorf("proxy serve: %v", err)
-		}
-	})
-	f := &front{srv: srv, addr: ln.Addr().String()}
+	srv, addr := ServeProxy(t, opts, nil)
+	f := &front{srv: srv, addr: addr}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := WaitFor(ctx, func() bool {

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -25,26 +18,6 @@ import (
 	"github.com/emqproxy/emqproxy/stand/legacy"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
-
-// lockedBuffer is an audit sink the test reads back.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Sync() error { return nil }
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestReloadUnderLoad swaps the map while clients keep sending rewritten
 // calls: no command is lost, and each connection's audit records carry the
@@ -71,33 +44,15 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 
 	n := node.StartT(t, node.Options{Role: node.Module})
-	sink := &lockedBuffer{}
-	audit := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg"}), sink, zapcore.InfoLevel))
-	srv, err := proxy.New(proxy.Options{
+	sink := &AuditSink{}
+	srv, addr := ServeProxy(t, proxy.Options{
 		Upstream: proxy.UpstreamOptions{Name: "module", Address: n.Addr},
 		OnConnect: func(ctx context.Context, c fence.Conn) error {
 			_, err := fence.CheckModule(ctx, c, oldMap, false)
 			return err
 		},
 		Policy: &rewrite.Policy{Map: oldMap},
-	}, zap.NewNop(), audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	}, sink.Logger())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := WaitFor(ctx, srv.Ready); err != nil {
@@ -111,7 +66,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := legacy.Dial(ctx, legacy.Options{Addr: ln.Addr().String(), Map: oldMap})
+			c, err := legacy.Dial(ctx, legacy.Options{Addr: addr, Map: oldMap})
 			if err != nil {
 				errs <- err
 				return
@@ -159,31 +114,24 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	// Every rewrite was audited once; per connection the digest moves from
 	// old to new exactly once and never back.
-	_ = audit.Sync()
-	seen := map[uint64]string{}
+	seen := map[float64]string{}
 	counts := map[string]int{}
 	rewrites := 0
-	for _, line := range strings.Split(strings.TrimSpace(sink.String()), "\n") {
-		var rec struct {
-			Msg  string `json:"msg"`
-			Conn uint64 `json:"conn"`
-			Map  string `json:"map"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		if rec.Msg != "rewrite" {
+	for _, rec := range sink.Records() {
+		if rec["msg"] != "rewrite" {
 			continue
 		}
 		rewrites++
-		counts[rec.Map]++
-		switch prev := seen[rec.Conn]; {
-		case rec.Map != oldMap.Digest && rec.Map != newMap.Digest:
-			t.Fatalf("audit record with digest %q, neither map's", rec.Map)
-		case prev == newMap.Digest && rec.Map == oldMap.Digest:
-			t.Fatalf("connection %d went back to the old map after the swap", rec.Conn)
+		digest, _ := rec["map"].(string)
+		conn, _ := rec["conn"].(float64)
+		counts[digest]++
+		switch prev := seen[conn]; {
+		case digest != oldMap.Digest && digest != newMap.Digest:
+			t.Fatalf("audit record with digest %q, neither map's", digest)
+		case prev == newMap.Digest && digest == oldMap.Digest:
+			t.Fatalf("connection %v went back to the old map after the swap", conn)
 		}
-		seen[rec.Conn] = rec.Map
+		seen[conn] = digest
 	}
 	if rewrites != clients*jobs {
 		t.Errorf("%d rewrite records, want %d", rewrites, clients*jobs)

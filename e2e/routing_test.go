@@ -1,19 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
@@ -35,7 +26,7 @@ type routedStand struct {
 	Addr            string
 	Proxy           *proxy.Server
 	Module, Scripts *Path // paths through the proxy to each node's data
-	audit           *auditSink
+	audit           *AuditSink
 }
 
 // startRouted starts both nodes and the proxy; every upstream connection
@@ -46,14 +37,14 @@ func startRouted(t *testing.T, m *shamap.Map) *routedStand {
 	ctx := testCtx(t)
 	mod := node.StartT(t, node.Options{Role: node.Module})
 	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand})
-	rs := &routedStand{audit: &auditSink{}}
+	rs := &routedStand{audit: &AuditSink{}}
 	rs.Module = &Path{Name: ProxyPath, Node: mod, Direct: mod.Client(t), Map: m}
 	rs.Scripts = &Path{Name: ScriptsPath, Node: scr, Direct: scr.Client(t), Map: m}
 	var err error
 	if rs.Module.RunID, err = RunID(ctx, rs.Module.Direct); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Options{
+	srv, addr := ServeProxy(t, proxy.Options{
 		Upstreams: []proxy.UpstreamOptions{
 			{Name: "module-a", Address: mod.Addr, Role: proxy.RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
 				_, err := fence.CheckModule(ctx, c, m, false)
@@ -69,27 +60,8 @@ func startRouted(t *testing.T, m *shamap.Map) *routedStand {
 			{Queues: []string{"*"}, Upstream: "module-a"},
 		},
 		Policy: &rewrite.Policy{Map: m},
-	}, zap.NewNop(), zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), rs.audit, zapcore.InfoLevel)))
-	if err != nil {
-		t.Fatalf("%v: proxy: %v", ErrStand, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("proxy shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
-			t.Errorf("proxy serve: %v", err)
-		}
-	})
-	rs.Addr, rs.Proxy = ln.Addr().String(), srv
+	}, rs.audit.Logger())
+	rs.Addr, rs.Proxy = addr, srv
 	rs.Module.Addr, rs.Scripts.Addr = rs.Addr, rs.Addr
 	rs.Module.Proxy, rs.Scripts.Proxy = srv, srv
 	if err := WaitFor(ctx, srv.Ready); err != nil {
@@ -265,10 +237,10 @@ func TestRoutingByQueueIntegration(t *testing.T) {
 		if scr["evalsha"] != 0 {
 			t.Errorf("scripts node still got %d evalsha after the move", scr["evalsha"])
 		}
-		if got := rs.audit.upstreams("rewrite", billing); strings.Join(got, ",") != "module-a,module-a,module-a" {
+		if got := upstreamsOf(rs.audit, "rewrite", billing); strings.Join(got, ",") != "module-a,module-a,module-a" {
 			t.Errorf("audit rewrites of billing went to %v", got)
 		}
-		if got := rs.audit.upstreams("pass", billing); len(got) == 0 || strings.Count(strings.Join(got, ","), "scripts-b") != len(got) {
+		if got := upstreamsOf(rs.audit, "pass", billing); len(got) == 0 || strings.Count(strings.Join(got, ","), "scripts-b") != len(got) {
 			t.Errorf("audit passes of billing (before the move) went to %v", got)
 		}
 		noModuleLua(t, rs.Module)
@@ -328,30 +300,11 @@ func snapshotDiff(a, b Snapshot) string {
 }
 
 // auditSink collects the proxy's audit lines.
-type auditSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *auditSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *auditSink) Sync() error { return nil }
-
 // upstreams returns the upstream of every audit record with message msg
 // for a script call on queue, in order.
-func (s *auditSink) upstreams(msg, queue string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func upstreamsOf(s *AuditSink, msg, queue string) []string {
 	var out []string
-	for line := range strings.SplitSeq(strings.TrimSpace(s.b.String()), "\n") {
-		var r map[string]any
-		if json.Unmarshal([]byte(line), &r) != nil {
-			continue
-		}
+	for _, r := range s.Records() {
 		if r["msg"] == msg && r["queue"] == queue {
 			u, _ := r["upstream"].(string)
 			out = append(out, u)

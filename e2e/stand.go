@@ -1,19 +1,23 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
@@ -92,7 +96,7 @@ func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 	if p.RunID, err = RunID(ctx, p.Direct); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Options{
+	srv, addr := ServeProxy(t, proxy.Options{
 		Upstream: proxy.UpstreamOptions{Name: "module", Address: n.Addr},
 		OnConnect: func(ctx context.Context, c fence.Conn) error {
 			if _, err := fence.CheckModule(ctx, c, m, false); err != nil {
@@ -102,7 +106,20 @@ func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 			return nil
 		},
 		Policy: &rewrite.Policy{Map: m},
-	}, zap.NewNop(), nil)
+	}, nil)
+	p.Addr, p.Proxy = addr, srv
+	if err := WaitFor(ctx, srv.Ready); err != nil {
+		t.Fatalf("%v: proxy never ready: %v (%v)", ErrStand, err, srv.Readiness())
+	}
+	return p
+}
+
+// ServeProxy starts a proxy with opts on a free loopback port (audit, when
+// not nil, receives its audit records), shuts it down at cleanup, and
+// returns it with the address clients dial. It does not wait for readiness.
+func ServeProxy(t testing.TB, opts proxy.Options, audit *zap.Logger) (*proxy.Server, string) {
+	t.Helper()
+	srv, err := proxy.New(opts, zap.NewNop(), audit)
 	if err != nil {
 		t.Fatalf("%v: proxy: %v", ErrStand, err)
 	}
@@ -113,20 +130,50 @@ func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("proxy shutdown: %v", err)
 		}
 		if err := <-served; !errors.Is(err, proxy.ErrServerClosed) {
 			t.Errorf("proxy serve: %v", err)
 		}
 	})
-	p.Addr, p.Proxy = ln.Addr().String(), srv
-	if err := WaitFor(ctx, srv.Ready); err != nil {
-		t.Fatalf("%v: proxy never ready: %v (%v)", ErrStand, err, srv.Readiness())
+	return srv, ln.Addr().String()
+}
+
+// AuditSink is an in-memory audit log the tests read back.
+type AuditSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Logger returns a JSON audit logger writing to the sink.
+func (s *AuditSink) Logger() *zap.Logger {
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), s, zapcore.InfoLevel))
+}
+
+func (s *AuditSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Sync is a no-op: the sink is memory.
+func (s *AuditSink) Sync() error { return nil }
+
+// Records returns every record written so far, decoded.
+func (s *AuditSink) Records() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(s.b.String()), "\n") {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil {
+			out = append(out, r)
+		}
 	}
-	return p
+	return out
 }
 
 // RunID reads the server's run_id from INFO server.
