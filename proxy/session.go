@@ -171,10 +171,7 @@ func (s *session) fill() error {
 	}
 	s.end += n
 	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		return nil
+		return nil // bytes to frame; an error shows again on the next read
 	}
 	return err
 }
@@ -330,7 +327,7 @@ func (s *session) command(f frame) {
 		return
 	}
 	if d.Effect == rewrite.Exec && d.Action == rewrite.Pass && s.st.InMulti {
-		s.tx.exec(s, f, &d, audit)
+		s.tx.exec(s, f, audit)
 		return
 	}
 	switch d.Action {
@@ -417,7 +414,7 @@ func (s *session) addLocal(reply []byte, audit int) {
 
 // route returns the upstream the command being decided routes to (chosen
 // by routeDecision when it was decided), or the default route's.
-func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream {
+func (s *session) route() *Upstream {
 	if s.routed != nil {
 		return s.routed
 	}
@@ -426,7 +423,7 @@ func (s *session) route(_ *rewrite.Decision, _ [][]byte) *Upstream {
 
 // forward adds a forwarded command to the segment for its connection.
 func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
-	u := s.route(d, f.args)
+	u := s.route()
 	if d.Effect == rewrite.Subscribe {
 		s.startSubscribe(u, f, audit) // subscribe.go
 		return

@@ -80,7 +80,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	s.addLocal(replyQueued, audit)
-	s.slots[len(s.slots)-1].target = s.route(d, f.args)
+	s.slots[len(s.slots)-1].target = s.route()
 	t.slots = append(t.slots, len(s.slots)-1)
 	if d.Effect == rewrite.Wire6 {
 		s.st.Wire6 = true
@@ -88,7 +88,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
-func (t *transaction) exec(s *session, f frame, d *rewrite.Decision, audit int) {
+func (t *transaction) exec(s *session, f frame, audit int) {
 	defer func() {
 		t.clear()
 		s.st.InMulti, s.st.MultiAborted = false, false
@@ -96,7 +96,7 @@ func (t *transaction) exec(s *session, f frame, d *rewrite.Decision, audit int) 
 			s.unpin = true // EXEC ends the WATCH
 		}
 	}()
-	u := s.route(d, f.args)
+	u := s.route()
 	var p *pipe
 	var ded bool
 	if s.pinned != nil {
