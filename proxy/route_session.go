@@ -181,19 +181,7 @@ func appendBulk(out, a []byte) []byte {
 // call routed there fails anyway, and a NOSCRIPT later makes the client
 // load again).
 func (s *session) loadEverywhere(f frame, routed *Upstream) {
-	for _, u := range s.srv.ups {
-		if u == routed {
-			continue
-		}
-		p := u.shared(s.id)
-		if p == nil {
-			continue
-		}
-		b := s.parts[s.partFor(u, p, false)].b
-		b.out = append(b.out, f.raw...)
-		b.n++
-		s.simple = false
-	}
+	s.alsoSend(f, func(u *Upstream) bool { return u != routed })
 }
 
 // isScriptLoad reports whether args is SCRIPT LOAD <body>.
@@ -252,8 +240,16 @@ func cmdName(args [][]byte) string {
 // EVALSHA, and a client that loads after NOSCRIPT must find it there. No
 // module upstream ever gets a verb body.
 func (s *session) loadOnScripts(f frame) {
+	s.alsoSend(f, func(u *Upstream) bool { return u.role == RoleScripts })
+}
+
+// alsoSend adds f, as the client sent it, to the current segment's part
+// for the shared connection of every upstream to that wants it. No reply
+// slot is added: those replies are read and dropped. An upstream that is
+// down is skipped.
+func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 	for _, u := range s.srv.ups {
-		if u.role != RoleScripts {
+		if !to(u) {
 			continue
 		}
 		p := u.shared(s.id)
