@@ -35,11 +35,11 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 		c.buf = redcon.AppendBulkString(c.buf, a)
 	}
 	if _, err := c.nc.Write(c.buf); err != nil {
-		return fence.Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
+		return fence.Reply{}, fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	raw, _, err := c.rr.read(nil, -1)
 	if err != nil {
-		return fence.Reply{}, fmt.Errorf("%w: %v", ErrLost, err)
+		return fence.Reply{}, fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	r, _, err := decodeReply(raw)
 	if err != nil {
@@ -67,7 +67,7 @@ func (d *dialer) dial(ctx context.Context) (nc net.Conn, br *bufio.Reader, fence
 	var nd net.Dialer
 	nc, err = nd.DialContext(ctx, "tcp", d.opts.Address)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -77,7 +77,7 @@ func (d *dialer) dial(ctx context.Context) (nc net.Conn, br *bufio.Reader, fence
 		tc := tls.Client(nc, d.opts.TLSConfig)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = nc.Close()
-			return nil, nil, false, fmt.Errorf("%w: tls: %v", ErrUnavailable, err)
+			return nil, nil, false, fmt.Errorf("%w: tls: %w", ErrUnavailable, err)
 		}
 		nc = tc
 	}

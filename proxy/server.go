@@ -77,7 +77,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	}
 	met, err := newMetrics(opts.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metrics: %v", ErrOptions, err)
+		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{

@@ -348,7 +348,7 @@ func (sub *subscriber) send(b []byte) error {
 	_ = sub.nc.SetWriteDeadline(time.Now().Add(sub.u.opts.Timeout))
 	if _, err := sub.nc.Write(b); err != nil {
 		sub.u.met.upstreamError(sub.u.name, "lost")
-		return fmt.Errorf("%w: %v", ErrLost, err)
+		return fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	return nil
 }
