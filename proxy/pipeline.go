@@ -304,7 +304,7 @@ func (p *pipe) teardown(err error) {
 		b.fill(p.lostMsg)
 		b.signal()
 	}
-	unsent := []byte("-UPSTREAM " + p.name + " unavailable: " + oneLine(err.Error()) + "\r\n")
+	unsent := unavailableReply(p.name, err.Error())
 	for _, b := range queued {
 		b.fill(unsent)
 		b.signal()

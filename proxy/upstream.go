@@ -218,7 +218,14 @@ func (u *Upstream) unavailable() []byte {
 	if err != nil {
 		reason = err.Error()
 	}
-	return []byte("-UPSTREAM " + u.name + " unavailable: " + oneLine(reason) + "\r\n")
+	return unavailableReply(u.name, reason)
+}
+
+// unavailableReply is the error a command gets when it cannot be sent to
+// the upstream name, with the reason on one line:
+// `-UPSTREAM <name> unavailable: <reason>`.
+func unavailableReply(name, reason string) []byte {
+	return []byte("-UPSTREAM " + name + " unavailable: " + oneLine(reason) + "\r\n")
 }
 
 // dedicated opens a connection of the client's own (blocking commands,
