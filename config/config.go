@@ -234,7 +234,7 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for name, u := range c.Upstreams {
 		u.Name = name
@@ -248,123 +248,149 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 
 // Validate checks every value and names the key of each bad one.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key string, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...)))
-	}
-	checkAddr := func(key, addr string, optional bool) {
-		if addr == "" {
-			if !optional {
-				bad(key, "is empty")
-			}
-			return
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad(key, "%q is not host:port", addr)
-		}
-	}
-	checkAddr("listen", c.Listen, false)
-	checkAddr("admin.listen", c.Admin.Listen, true)
+	var p problems
+	p.addr("listen", c.Listen, false)
+	p.addr("admin.listen", c.Admin.Listen, true)
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		bad("tls", "cert and key must be set together")
+		p.bad("tls", "cert and key must be set together")
 	}
 	if c.TLS.MinVersion != "1.2" && c.TLS.MinVersion != "1.3" {
-		bad("tls.min_version", "%q is not 1.2 or 1.3", c.TLS.MinVersion)
+		p.bad("tls.min_version", "%q is not 1.2 or 1.3", c.TLS.MinVersion)
 	}
 	if c.Map == "" {
-		bad("map", "is empty")
+		p.bad("map", "is empty")
 	}
-	if len(c.Upstreams) == 0 {
-		bad("upstreams", "no upstream is configured")
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
-		u := c.Upstreams[name]
-		key := "upstreams." + name
-		checkAddr(key+".address", u.Address, false)
-		if u.Role != RoleModule && u.Role != RoleScripts {
-			bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
-		}
-		if u.DB < 0 {
-			bad(key+".db", "%d is negative", u.DB)
-		}
-		if u.Conns < 0 {
-			bad(key+".conns", "%d is negative", u.Conns)
-		}
-		if (u.TLS.CertFile == "") != (u.TLS.KeyFile == "") {
-			bad(key+".tls", "cert and key must be set together")
-		}
-	}
-	if len(c.Routes) == 0 {
-		bad("routes", "no route is configured; add one with queues: [\"*\"]")
-	}
-	for i, r := range c.Routes {
-		key := fmt.Sprintf("routes[%d]", i)
-		if _, ok := c.Upstreams[r.Upstream]; !ok {
-			bad(key+".upstream", "%q is not a configured upstream", r.Upstream)
-		}
-		if len(r.Queues) == 0 {
-			bad(key+".queues", "is empty")
-		}
-		for j, q := range r.Queues {
-			if !validGlob(q) {
-				bad(fmt.Sprintf("%s.queues[%d]", key, j), "%q is not a valid pattern", q)
-			}
-		}
-	}
-	if len(c.Routes) > 0 && !slices.Contains(c.Routes[len(c.Routes)-1].Queues, "*") {
-		bad("routes", "the last route must match every queue (queues: [\"*\"]) so keyless commands have a default")
-	}
+	c.validateUpstreams(&p)
+	c.validateRoutes(&p)
 	switch c.Policy.UnknownScripts {
 	case UnknownRefuse, UnknownReadonly:
 	default:
-		bad("policy.unknown_scripts", "%q is not %s or %s", c.Policy.UnknownScripts, UnknownRefuse, UnknownReadonly)
+		p.bad("policy.unknown_scripts", "%q is not %s or %s", c.Policy.UnknownScripts, UnknownRefuse, UnknownReadonly)
 	}
 	for i, d := range c.Policy.Deny {
 		if strings.TrimSpace(d) == "" {
-			bad(fmt.Sprintf("policy.deny[%d]", i), "is empty")
+			p.bad(fmt.Sprintf("policy.deny[%d]", i), "is empty")
 		}
 	}
-	positive := func(key string, n int64) {
-		if n <= 0 {
-			bad(key, "%d must be positive", n)
-		}
-	}
-	positive("limits.max_clients", int64(c.Limits.MaxClients))
-	positive("limits.max_multibulk", int64(c.Limits.MaxMultibulk))
-	positive("limits.max_bulk", c.Limits.MaxBulk)
-	positive("limits.max_inline", int64(c.Limits.MaxInline))
-	positive("limits.max_pipeline", int64(c.Limits.MaxPipeline))
-	positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
-	positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
-	positive("timeouts.dial", int64(c.Timeouts.Dial))
-	positive("timeouts.upstream", int64(c.Timeouts.Upstream))
-	positive("timeouts.write", int64(c.Timeouts.Write))
-	positive("timeouts.drain", int64(c.Timeouts.Drain))
-	positive("auth.fail_delay", int64(c.Auth.FailDelay))
-	positive("auth.max_failures", int64(c.Auth.MaxFailures))
-	if c.Timeouts.Probe < 0 {
-		bad("timeouts.probe", "%v is negative (0 disables the probe)", c.Timeouts.Probe)
-	}
-	if c.Timeouts.Idle < 0 {
-		bad("timeouts.idle", "%v is negative (0 = never)", c.Timeouts.Idle)
-	}
+	c.validateLimits(&p)
 	if c.Audit.Sink == "" {
-		bad("audit.sink", "is empty (stderr, stdout or a file path)")
+		p.bad("audit.sink", "is empty (stderr, stdout or a file path)")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+		p.bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "json", "console":
 	default:
-		bad("log.format", "%q is not json or console", c.Log.Format)
+		p.bad("log.format", "%q is not json or console", c.Log.Format)
 	}
 	if c.Runtime.GOMAXPROCS < 0 {
-		bad("runtime.gomaxprocs", "%d is negative", c.Runtime.GOMAXPROCS)
+		p.bad("runtime.gomaxprocs", "%d is negative", c.Runtime.GOMAXPROCS)
 	}
-	return errors.Join(errs...)
+	return errors.Join(p.errs...)
+}
+
+// problems collects Validate's findings, each naming its key and wrapping
+// ErrInvalid, in the order they were found.
+type problems struct{ errs []error }
+
+// bad records that the value at key is unusable, and why.
+func (p *problems) bad(key string, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...)))
+}
+
+// addr checks a host:port value; an empty one is bad unless optional.
+func (p *problems) addr(key, addr string, optional bool) {
+	if addr == "" {
+		if !optional {
+			p.bad(key, "is empty")
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		p.bad(key, "%q is not host:port", addr)
+	}
+}
+
+// positive checks a value that must be above zero.
+func (p *problems) positive(key string, n int64) {
+	if n <= 0 {
+		p.bad(key, "%d must be positive", n)
+	}
+}
+
+// validateUpstreams checks the upstreams, in name order.
+func (c *Config) validateUpstreams(p *problems) {
+	if len(c.Upstreams) == 0 {
+		p.bad("upstreams", "no upstream is configured")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		u := c.Upstreams[name]
+		key := "upstreams." + name
+		p.addr(key+".address", u.Address, false)
+		if u.Role != RoleModule && u.Role != RoleScripts {
+			p.bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
+		}
+		if u.DB < 0 {
+			p.bad(key+".db", "%d is negative", u.DB)
+		}
+		if u.Conns < 0 {
+			p.bad(key+".conns", "%d is negative", u.Conns)
+		}
+		if (u.TLS.CertFile == "") != (u.TLS.KeyFile == "") {
+			p.bad(key+".tls", "cert and key must be set together")
+		}
+	}
+}
+
+// validateRoutes checks the routes against the upstreams: known names,
+// valid patterns, and a last route that matches every queue.
+func (c *Config) validateRoutes(p *problems) {
+	if len(c.Routes) == 0 {
+		p.bad("routes", "no route is configured; add one with queues: [\"*\"]")
+	}
+	for i, r := range c.Routes {
+		key := fmt.Sprintf("routes[%d]", i)
+		if _, ok := c.Upstreams[r.Upstream]; !ok {
+			p.bad(key+".upstream", "%q is not a configured upstream", r.Upstream)
+		}
+		if len(r.Queues) == 0 {
+			p.bad(key+".queues", "is empty")
+		}
+		for j, q := range r.Queues {
+			if !validGlob(q) {
+				p.bad(fmt.Sprintf("%s.queues[%d]", key, j), "%q is not a valid pattern", q)
+			}
+		}
+	}
+	if len(c.Routes) > 0 && !slices.Contains(c.Routes[len(c.Routes)-1].Queues, "*") {
+		p.bad("routes", "the last route must match every queue (queues: [\"*\"]) so keyless commands have a default")
+	}
+}
+
+// validateLimits checks the limits, timeouts and the AUTH failure limit.
+func (c *Config) validateLimits(p *problems) {
+	p.positive("limits.max_clients", int64(c.Limits.MaxClients))
+	p.positive("limits.max_multibulk", int64(c.Limits.MaxMultibulk))
+	p.positive("limits.max_bulk", c.Limits.MaxBulk)
+	p.positive("limits.max_inline", int64(c.Limits.MaxInline))
+	p.positive("limits.max_pipeline", int64(c.Limits.MaxPipeline))
+	p.positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
+	p.positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
+	p.positive("timeouts.dial", int64(c.Timeouts.Dial))
+	p.positive("timeouts.upstream", int64(c.Timeouts.Upstream))
+	p.positive("timeouts.write", int64(c.Timeouts.Write))
+	p.positive("timeouts.drain", int64(c.Timeouts.Drain))
+	p.positive("auth.fail_delay", int64(c.Auth.FailDelay))
+	p.positive("auth.max_failures", int64(c.Auth.MaxFailures))
+	if c.Timeouts.Probe < 0 {
+		p.bad("timeouts.probe", "%v is negative (0 disables the probe)", c.Timeouts.Probe)
+	}
+	if c.Timeouts.Idle < 0 {
+		p.bad("timeouts.idle", "%v is negative (0 = never)", c.Timeouts.Idle)
+	}
 }
 
 // upstreamKeys are the keys of one upstream, for environment overrides.
@@ -373,6 +399,8 @@ var upstreamKeys = []string{
 	"tls.enabled", "tls.ca", "tls.cert", "tls.key", "tls.server_name", "tls.insecure_skip_verify",
 }
 
+// upstreamDefault is the default of an upstream key, of the type viper
+// needs to decode an environment override of it.
 func upstreamDefault(key string) any {
 	switch key {
 	case "db", "conns":
