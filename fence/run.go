@@ -56,12 +56,7 @@ func RunCheck(ctx context.Context, w io.Writer, addr, user, pass string) int {
 	}
 	printResult(w, addr, res)
 	if _, err := CheckModule(ctx, c, nil, false); err != nil {
-		if !isFenceErr(err) {
-			fmt.Fprintf(w, "  fence:   %v\n", err)
-			return ExitError
-		}
-		fmt.Fprintf(w, "  fence:   fails: %v\n", err)
-		return ExitUnfenced
+		return fenceFailed(w, err)
 	}
 	fmt.Fprintf(w, "  fence:   holds (wire-6 clients and the proxy may use this node)\n")
 	return ExitFenced
@@ -95,16 +90,22 @@ func RunInstall(ctx context.Context, w io.Writer, addr, user, pass string) int {
 	}
 	res, err := CheckModule(ctx, c, nil, false)
 	if err != nil {
-		if !isFenceErr(err) {
-			fmt.Fprintf(w, "  fence:   %v\n", err)
-			return ExitError
-		}
-		fmt.Fprintf(w, "  fence:   fails: %v\n", err)
-		return ExitUnfenced
+		return fenceFailed(w, err)
 	}
 	printResult(w, addr, res)
 	fmt.Fprintf(w, "  fence:   holds\n")
 	return ExitFenced
+}
+
+// fenceFailed writes why CheckModule failed and returns the exit code:
+// ExitUnfenced for a check failure, ExitError for a transport error.
+func fenceFailed(w io.Writer, err error) int {
+	if !isFenceErr(err) {
+		fmt.Fprintf(w, "  fence:   %v\n", err)
+		return ExitError
+	}
+	fmt.Fprintf(w, "  fence:   fails: %v\n", err)
+	return ExitUnfenced
 }
 
 // printResult writes the human-readable summary of a node.
@@ -127,6 +128,7 @@ func printResult(w io.Writer, addr string, res Result) {
 	fmt.Fprintf(w, "  verbs:   %s\n", strings.Join(res.Tokens, " "))
 }
 
+// withDefaultTimeout bounds ctx by defaultTimeout unless it has a deadline.
 func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
