@@ -71,6 +71,8 @@ type daemon struct {
 	reloading sync.Mutex // one reload at a time (SIGHUP, POST /reload)
 }
 
+// serve is `emqproxy serve`: it sets up the logs, loads the map, starts the
+// proxy and the admin listener, and runs until a signal or ctx ends it.
 func serve(ctx context.Context, path string, cfg *config.Config) error {
 	log, err := newLogger(cfg.Log)
 	if err != nil {
@@ -133,7 +135,12 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 	go func() { served <- d.srv.Serve(ln) }()
 	log.Info("started", zap.String("version", version), zap.Strings("upstreams", cfg.UpstreamNames()),
 		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
+	return d.run(ctx, served)
+}
 
+// run waits for the end: the proxy stops serving (served), ctx is done,
+// or SIGINT/SIGTERM drains it; SIGHUP reloads the map and routes.
+func (d *daemon) run(ctx context.Context, served <-chan error) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -147,11 +154,11 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				if err := d.reload(); err != nil {
-					log.Error("reload refused; the old map and routes stay", zap.Error(err))
+					d.log.Error("reload refused; the old map and routes stay", zap.Error(err))
 				}
 				continue
 			}
-			log.Info("draining", zap.String("signal", sig.String()), zap.Duration("deadline", cfg.Timeouts.Drain))
+			d.log.Info("draining", zap.String("signal", sig.String()), zap.Duration("deadline", d.cfg.Timeouts.Drain))
 			return d.shutdown(served)
 		}
 	}
@@ -173,6 +180,7 @@ func (d *daemon) shutdown(served <-chan error) error {
 	return err
 }
 
+// shutdownAdmin stops the admin listener, if there is one.
 func (d *daemon) shutdownAdmin() {
 	if d.admin == nil {
 		return
