@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"time"
+)
+
+// The server-to-client half of subscribe mode (subscribe.go): the relay
+// goroutine frames what the upstream sends and hands it on in order, the
+// writer goroutine sends it to the client, as many bytes per write as are
+// waiting.
+
+// relayChunk is how many reply bytes the relay gathers before handing them
+// to the client writer while more are already buffered.
+const relayChunk = 64 * 1024
+
+// drain lets the writer send what it holds and stop, and waits for it.
+func (sub *subscriber) drain() {
+	sub.mu.Lock()
+	sub.finish = true
+	sub.mu.Unlock()
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+	<-sub.wrote
+}
+
+// relay frames the server's output and hands it to the writer in order,
+// until the connection ends, the client is over its limit, or a barrier
+// says to stop.
+func (sub *subscriber) relay() {
+	defer close(sub.ended)
+	var chunk []byte
+	for {
+		start := len(chunk)
+		var over bool
+		var err error
+		chunk, over, err = sub.rr.read(chunk, sub.max)
+		if err != nil {
+			if sub.publish(chunk[:start]) {
+				sub.err = err
+			}
+			return
+		}
+		if over {
+			sub.err = errSubscriberBytes
+			return
+		}
+		fr := chunk[start:]
+		if sub.barrierOut.Load() && (bytes.Equal(fr, sub.pongSub) || bytes.Equal(fr, sub.pongPlain)) {
+			subscribed := fr[0] == '*'
+			if !sub.publish(chunk[:start]) {
+				return
+			}
+			chunk = chunk[:0]
+			sub.barrierOut.Store(false)
+			sub.barrier <- subscribed
+			if !subscribed || sub.stopAfter.Load() {
+				return
+			}
+			continue
+		}
+		if fr[0] == '-' || leftAll(fr) {
+			select {
+			case sub.hint <- struct{}{}:
+			default:
+			}
+		}
+		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
+			if !sub.publish(chunk) {
+				return
+			}
+			chunk = chunk[:0]
+		}
+	}
+}
+
+// publish hands bytes to the writer; false (with sub.err set) when the
+// client is over its limit or gone.
+func (sub *subscriber) publish(b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	sub.mu.Lock()
+	if sub.finish {
+		sub.mu.Unlock()
+		sub.err = errSubscriberGone
+		return false
+	}
+	if len(sub.pending)+len(b) > sub.max {
+		sub.mu.Unlock()
+		sub.err = errSubscriberBytes
+		return false
+	}
+	sub.pending = append(sub.pending, b...)
+	sub.mu.Unlock()
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// write sends the relayed bytes to the client, as many as are waiting per
+// write, until drained or a write fails (then the client is closed).
+func (sub *subscriber) write() {
+	defer close(sub.wrote)
+	s := sub.s
+	for {
+		sub.mu.Lock()
+		b, finish := sub.pending, sub.finish
+		if len(b) > 0 { // swap buffers: the relay appends to the other one
+			sub.pending, sub.spare = sub.spare[:0], nil
+		}
+		sub.mu.Unlock()
+		if len(b) == 0 {
+			if finish {
+				return
+			}
+			<-sub.wake
+			continue
+		}
+		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
+		_, err := s.nc.Write(b)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.srv.met.rejected.WithLabelValues("write").Inc()
+			}
+			sub.werr = err
+			sub.mu.Lock()
+			sub.finish = true
+			sub.pending = nil
+			sub.mu.Unlock()
+			_ = s.nc.Close() // the session's read fails and it ends
+			return
+		}
+		if cap(b) > 4*relayChunk {
+			b = nil // do not keep a burst's buffer around
+		}
+		sub.mu.Lock()
+		sub.spare = b[:0]
+		sub.mu.Unlock()
+	}
+}
+
+// leftAll reports whether a reply is an unsubscribe confirmation with a
+// count of 0: `*3\r\n$11\r\nunsubscribe\r\n...:0\r\n` (or punsubscribe,
+// sunsubscribe).
+func leftAll(r []byte) bool {
+	if !bytes.HasSuffix(r, []byte("\r\n:0\r\n")) {
+		return false
+	}
+	return bytes.HasPrefix(r, []byte("*3\r\n$11\r\nunsubscribe\r\n")) ||
+		bytes.HasPrefix(r, []byte("*3\r\n$12\r\npunsubscribe\r\n")) ||
+		bytes.HasPrefix(r, []byte("*3\r\n$12\r\nsunsubscribe\r\n"))
+}
