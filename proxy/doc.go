@@ -8,13 +8,14 @@
 // loop that alone knows about order (session.go, transaction.go), the
 // pipelined upstream connections that coalesce many clients' batches into
 // one write and frame replies without decoding them (pipeline.go, resp.go,
-// upstream.go, dial.go), routing by queue across several named upstreams
-// with their roles (route.go, route_session.go, segment.go) by the
-// servers' own key positions (keys.go), subscribe mode bridged over a
-// connection of the client's own (subscribe.go), the per-connection limit
-// on failed authentications (authlimit.go), the server lifecycle
-// (server.go), the audit records (audit.go) and the data-path metrics
-// (metrics.go).
+// upstream.go, dial.go) with their lazily set deadlines (deadline.go), the
+// periodic re-run of the fence on a live upstream (probe.go), routing by
+// queue across several named upstreams with their roles (route.go,
+// route_session.go, segment.go) by the servers' own key positions
+// (keys.go), subscribe mode bridged over a connection of the client's own
+// (subscribe.go, subscribe_relay.go), the per-connection limit on failed
+// authentications (authlimit.go), the server lifecycle (server.go), the
+// audit records (audit.go) and the data-path metrics (metrics.go).
 //
 // It must not decide anything itself (that is rewrite's job), must never
 // decode and re-encode a reply, must never resend a command that may have
