@@ -136,14 +136,19 @@ func (m *metrics) command(d *rewrite.Decision) {
 	}
 }
 
+// upstreamError counts a failure of the upstream name, by kind (errKind).
 func (m *metrics) upstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
-func (m *metrics) reconnect(name string)           { m.reconnects.WithLabelValues(name).Inc() }
 
+// reconnect counts a shared connection of the upstream name lost.
+func (m *metrics) reconnect(name string) { m.reconnects.WithLabelValues(name).Inc() }
+
+// upstreamState sets the upstream's up and fenced gauges.
 func (m *metrics) upstreamState(name string, up, fenced bool) {
 	m.up.WithLabelValues(name).Set(b2f(up))
 	m.fenced.WithLabelValues(name).Set(b2f(fenced))
 }
 
+// b2f is 1 for true, 0 for false.
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -161,6 +166,7 @@ const (
 	batchRewrite                  // forwarded a rewritten script call
 )
 
+// String is the kind's label in emqproxy_batch_seconds.
 func (k batchKind) String() string {
 	switch k {
 	case batchPass:
