@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -256,7 +257,7 @@ func (p *pipe) readLoop() {
 		}
 		b := p.front()
 		if b == nil {
-			err = errors.New("a reply nothing waited for")
+			err = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
 			break
 		}
 		for len(b.ends) < b.n {
