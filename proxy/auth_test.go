@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"errors"
-	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,25 +26,8 @@ func startLogged(t testing.TB, n *node.Node, mod func(*Options), oplog, audit *s
 	}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	logger := zap.New(zapcore.NewCore(enc, oplog, zapcore.DebugLevel))
-	srv, err := New(opts, logger, jsonAudit(audit))
-	if err != nil {
-		t.Fatalf("new proxy: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("serve returned %v", err)
-		}
-	})
-	return &harness{t: t, node: n, srv: srv, addr: ln.Addr().String()}
+	srv, addr := serveProxy(t, opts, logger, jsonAudit(audit))
+	return &harness{t: t, node: n, srv: srv, addr: addr}
 }
 
 // digits masks the numbers of a reply (connection ids), keeping its shape.

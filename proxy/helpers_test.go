@@ -50,7 +50,18 @@ func startProxy(t testing.TB, n *node.Node, mod func(*Options)) *harness {
 	if mod != nil {
 		mod(&opts)
 	}
-	srv, err := New(opts, zap.NewNop(), nil)
+	srv, addr := serveProxy(t, opts, zap.NewNop(), nil)
+	h := &harness{t: t, node: n, srv: srv, addr: addr}
+	h.waitReady()
+	return h
+}
+
+// serveProxy starts a proxy with opts on a free loopback port, shuts it
+// down at cleanup (Serve must end with ErrServerClosed), and returns it with
+// its address. It does not wait for readiness.
+func serveProxy(t testing.TB, opts Options, log, audit *zap.Logger) (*Server, string) {
+	t.Helper()
+	srv, err := New(opts, log, audit)
 	if err != nil {
 		t.Fatalf("new proxy: %v", err)
 	}
@@ -70,9 +81,7 @@ func startProxy(t testing.TB, n *node.Node, mod func(*Options)) *harness {
 			t.Errorf("serve returned %v", err)
 		}
 	})
-	h := &harness{t: t, node: n, srv: srv, addr: ln.Addr().String()}
-	h.waitReady()
-	return h
+	return srv, ln.Addr().String()
 }
 
 // waitReady polls until the proxy is ready.

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,27 +45,8 @@ func startRouted(t *testing.T) *routed {
 		},
 		Routes: []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
 	}
-	srv, err := New(opts, zap.NewNop(), jsonAudit(logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("serve returned %v", err)
-		}
-	})
-	h := &harness{t: t, node: mod, srv: srv, addr: ln.Addr().String()}
+	srv, addr := serveProxy(t, opts, zap.NewNop(), jsonAudit(logs))
+	h := &harness{t: t, node: mod, srv: srv, addr: addr}
 	h.waitReady()
 	return &routed{harness: h, module: mod, scripts: scr, audit: logs}
 }
