@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -60,24 +59,7 @@ func TestServeRoutesAndReloadsThem(t *testing.T) {
 		}
 	}
 	write(routedConfig(p, mod.Addr, scr.Addr, billingOnScripts))
-	var err error
-	if p.stderr, err = os.Create(filepath.Join(p.dir, "stderr.log")); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(binary, "serve", "--config", cfgPath)
-	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_, _ = p.cmd.Process.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.stderr.Name())
-			t.Logf("emqproxy log:\n%s", b)
-		}
-	})
-	p.waitReady(t, true)
+	p.run(t, cfgPath)
 
 	// One connection kept open across the reloads: it must not be dropped.
 	nc, err := net.Dial("tcp", p.listen)

@@ -90,14 +90,22 @@ timeouts:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	p.run(t, cfgPath)
+	p.waitReady(t, true)
+	return p
+}
+
+// run starts the binary on the configuration at cfgPath, its output in
+// p.dir/stderr.log (printed when the test fails), kills it at cleanup, and
+// waits until /readyz answers ready.
+func (p *proc) run(t *testing.T, cfgPath string) {
+	t.Helper()
 	var err error
-	p.stderr, err = os.Create(filepath.Join(p.dir, "stderr.log"))
-	if err != nil {
+	if p.stderr, err = os.Create(filepath.Join(p.dir, "stderr.log")); err != nil {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(binary, "serve", "--config", cfgPath)
-	p.cmd.Stderr = p.stderr
-	p.cmd.Stdout = p.stderr
+	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +118,6 @@ timeouts:
 		}
 	})
 	p.waitReady(t, true)
-	return p
 }
 
 func copyFile(t *testing.T, from, to string) {
