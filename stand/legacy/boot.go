@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // dialConn is the valkey-go DialCtxFn: it connects, runs the boot commands
@@ -133,18 +135,7 @@ type rawConn struct {
 }
 
 func (rc *rawConn) do(args ...string) (Value, error) {
-	var b []byte
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	if _, err := rc.w.Write(b); err != nil {
+	if _, err := rc.w.Write(node.AppendCommand(nil, args...)); err != nil {
 		return Value{}, fmt.Errorf("%w: %s: %v", ErrProtocol, args[0], err)
 	}
 	v, err := rc.read()
