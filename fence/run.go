@@ -40,32 +40,53 @@ func Dial(addr, user, pass string) (valkey.Client, error) {
 // whether it passes the wire-6 fence, writing nothing, and returns
 // ExitFenced, ExitUnfenced or ExitError.
 func RunCheck(ctx context.Context, w io.Writer, addr, user, pass string) int {
-	ctx, cancel := withDefaultTimeout(ctx)
-	defer cancel()
-	vc, err := Dial(addr, user, pass)
-	if err != nil {
-		fmt.Fprintf(w, "node %s: %v\n", addr, err)
-		return ExitError
-	}
-	defer vc.Close()
-	c := FromValkey(vc)
-	res, err := Inspect(ctx, c)
-	if err != nil {
-		fmt.Fprintf(w, "node %s: %v\n", addr, err)
-		return ExitError
-	}
-	printResult(w, addr, res)
-	if _, err := CheckModule(ctx, c, nil, false); err != nil {
-		return fenceFailed(w, err)
-	}
-	fmt.Fprintf(w, "  fence:   holds (wire-6 clients and the proxy may use this node)\n")
-	return ExitFenced
+	return withNode(ctx, w, addr, user, pass, func(ctx context.Context, c Conn) int {
+		res, err := Inspect(ctx, c)
+		if err != nil {
+			fmt.Fprintf(w, "node %s: %v\n", addr, err)
+			return ExitError
+		}
+		printResult(w, addr, res)
+		if _, err := CheckModule(ctx, c, nil, false); err != nil {
+			return fenceFailed(w, err)
+		}
+		fmt.Fprintf(w, "  fence:   holds (wire-6 clients and the proxy may use this node)\n")
+		return ExitFenced
+	})
 }
 
 // RunInstall is `emqproxy fence install ADDR`: it sends EMQ.INSTALL 1
 // {emq}:version, prints its outcome, then runs the wire-6 fence and
 // returns ExitFenced when the node now passes it.
 func RunInstall(ctx context.Context, w io.Writer, addr, user, pass string) int {
+	return withNode(ctx, w, addr, user, pass, func(ctx context.Context, c Conn) int {
+		n, err := Install(ctx, c)
+		switch {
+		case err != nil && !isFenceErr(err):
+			fmt.Fprintf(w, "node %s: %v\n", addr, err)
+			return ExitError
+		case err != nil:
+			fmt.Fprintf(w, "node %s: install refused: %v\n", addr, err)
+			return ExitUnfenced
+		case n == 1:
+			fmt.Fprintf(w, "node %s: installed: %s is now %q\n", addr, VersionKey, ModuleBrand)
+		default:
+			fmt.Fprintf(w, "node %s: already installed: %s is %q\n", addr, VersionKey, ModuleBrand)
+		}
+		res, err := CheckModule(ctx, c, nil, false)
+		if err != nil {
+			return fenceFailed(w, err)
+		}
+		printResult(w, addr, res)
+		fmt.Fprintf(w, "  fence:   holds\n")
+		return ExitFenced
+	})
+}
+
+// withNode connects to addr (bounding ctx with the default timeout when it
+// has no deadline) and runs do over the connection; a node that cannot be
+// reached is reported and gives ExitError.
+func withNode(ctx context.Context, w io.Writer, addr, user, pass string, do func(context.Context, Conn) int) int {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	vc, err := Dial(addr, user, pass)
@@ -74,27 +95,7 @@ func RunInstall(ctx context.Context, w io.Writer, addr, user, pass string) int {
 		return ExitError
 	}
 	defer vc.Close()
-	c := FromValkey(vc)
-	n, err := Install(ctx, c)
-	switch {
-	case err != nil && !isFenceErr(err):
-		fmt.Fprintf(w, "node %s: %v\n", addr, err)
-		return ExitError
-	case err != nil:
-		fmt.Fprintf(w, "node %s: install refused: %v\n", addr, err)
-		return ExitUnfenced
-	case n == 1:
-		fmt.Fprintf(w, "node %s: installed: %s is now %q\n", addr, VersionKey, ModuleBrand)
-	default:
-		fmt.Fprintf(w, "node %s: already installed: %s is %q\n", addr, VersionKey, ModuleBrand)
-	}
-	res, err := CheckModule(ctx, c, nil, false)
-	if err != nil {
-		return fenceFailed(w, err)
-	}
-	printResult(w, addr, res)
-	fmt.Fprintf(w, "  fence:   holds\n")
-	return ExitFenced
+	return do(ctx, FromValkey(vc))
 }
 
 // fenceFailed writes why CheckModule failed and returns the exit code:
