@@ -160,39 +160,17 @@ func (o Options) withDefaults() Options {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:6380"
 	}
-	if o.MaxClients <= 0 {
-		o.MaxClients = DefaultMaxClients
-	}
-	if o.MaxMultibulk <= 0 {
-		o.MaxMultibulk = DefaultMaxMultibulk
-	}
-	if o.MaxBulk <= 0 {
-		o.MaxBulk = DefaultMaxBulk
-	}
-	if o.MaxInline <= 0 {
-		o.MaxInline = DefaultMaxInline
-	}
-	if o.MaxQueryBuffer <= 0 {
-		o.MaxQueryBuffer = DefaultMaxQueryBuffer
-	}
-	if o.MaxPipeline <= 0 {
-		o.MaxPipeline = DefaultMaxPipeline
-	}
-	if o.MaxReplyBytes <= 0 {
-		o.MaxReplyBytes = DefaultMaxReplyBytes
-	}
-	if o.MaxQueuedMulti <= 0 {
-		o.MaxQueuedMulti = DefaultMaxQueuedMulti
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.AuthFailDelay <= 0 {
-		o.AuthFailDelay = DefaultAuthFailDelay
-	}
-	if o.MaxAuthFailures <= 0 {
-		o.MaxAuthFailures = DefaultMaxAuthFailures
-	}
+	positiveOr(&o.MaxClients, DefaultMaxClients)
+	positiveOr(&o.MaxMultibulk, DefaultMaxMultibulk)
+	positiveOr(&o.MaxBulk, DefaultMaxBulk)
+	positiveOr(&o.MaxInline, DefaultMaxInline)
+	positiveOr(&o.MaxQueryBuffer, DefaultMaxQueryBuffer)
+	positiveOr(&o.MaxPipeline, DefaultMaxPipeline)
+	positiveOr(&o.MaxReplyBytes, DefaultMaxReplyBytes)
+	positiveOr(&o.MaxQueuedMulti, DefaultMaxQueuedMulti)
+	positiveOr(&o.WriteTimeout, DefaultWriteTimeout)
+	positiveOr(&o.AuthFailDelay, DefaultAuthFailDelay)
+	positiveOr(&o.MaxAuthFailures, DefaultMaxAuthFailures)
 	if len(o.Upstreams) == 0 {
 		u := o.Upstream
 		if o.OnConnect != nil {
@@ -214,17 +192,19 @@ func (u UpstreamOptions) withDefaults() UpstreamOptions {
 	if u.Name == "" {
 		u.Name = "upstream"
 	}
-	if u.Conns <= 0 {
-		u.Conns = 1
-	}
-	if u.DialTimeout <= 0 {
-		u.DialTimeout = DefaultDialTimeout
-	}
-	if u.Timeout <= 0 {
-		u.Timeout = DefaultUpstreamTimeout
-	}
+	positiveOr(&u.Conns, 1)
+	positiveOr(&u.DialTimeout, DefaultDialTimeout)
+	positiveOr(&u.Timeout, DefaultUpstreamTimeout)
 	if u.ProbeInterval == 0 {
 		u.ProbeInterval = DefaultProbeInterval
 	}
 	return u
+}
+
+// positiveOr sets *v to def unless *v is positive: a zero (or negative)
+// option takes its documented default.
+func positiveOr[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
