@@ -98,3 +98,29 @@ func TestResultStem(t *testing.T) {
 		t.Fatalf("stem %q", stem)
 	}
 }
+
+func TestAllowance(t *testing.T) {
+	us := func(n int) cpu { return cpu{user: time.Duration(n) * time.Microsecond} }
+	// Baseline: 1000 ops at 10 µs of load and 6 µs of server each, in 8 ms
+	// of wall time: 16 µs/op, 2 cores busy.
+	base := spend{load: us(10_000), server: us(6_000), ops: 1000, wall: 8 * time.Millisecond}
+	if got := base.total(); got != 16 {
+		t.Errorf("total = %v, want 16", got)
+	}
+	if got := base.busy(); got != 2 {
+		t.Errorf("busy = %v, want 2", got)
+	}
+	// Through a proxy the server spends 2 µs/op and the load the same 10:
+	// for 0.8 of the baseline the path may spend 20 µs/op, 8 of them proxy.
+	via := spend{load: us(10_000), path: us(9_000), server: us(2_000), ops: 1000, wall: 10 * time.Millisecond}
+	if got := allowance(base, via, 0.8); got != 8 {
+		t.Errorf("allowance = %v, want 8", got)
+	}
+	if got := via.us(via.path); got != 9 {
+		t.Errorf("proxy per op = %v, want 9", got)
+	}
+	var empty spend
+	if empty.total() != 0 || empty.busy() != 0 {
+		t.Errorf("empty spend: total %v busy %v", empty.total(), empty.busy())
+	}
+}

@@ -28,6 +28,7 @@ type mixTarget struct {
 type mixResult struct {
 	jobmix.Result
 	cpu, srvCPU cpu
+	load        cpu // of the jobmix process itself
 	srv         serverStats
 	wall        time.Duration // the jobmix process's whole run (warmup included)
 }
@@ -40,7 +41,7 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 		"--warmup", warmup.String(), "--duration", dur.String(), "--tag", "r" + strconv.Itoa(r.tagSeq)}
 	srvPID := t.server.PID()
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()
-	out, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
+	out, load, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
 	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Since(t0)
 	if rerr := r.resetNode(t.server); rerr != nil && err == nil {
 		err = rerr
@@ -52,7 +53,7 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 	if err := json.Unmarshal(bytes.TrimSpace(out), &res.Result); err != nil {
 		return mixResult{}, fmt.Errorf("jobmix output %q: %w", out, err)
 	}
-	res.srvCPU, res.srv, res.wall = s1.sub(s0), serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, wall
+	res.srvCPU, res.srv, res.wall, res.load = s1.sub(s0), serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, wall, load
 	if t.pid != 0 {
 		res.cpu = c1.sub(c0)
 	}

@@ -32,6 +32,8 @@ type ptResult struct {
 	ops    int64
 	cpu    cpu // of the target's process (zero for direct)
 	srvCPU cpu
+	load   cpu // of redis-benchmark itself
+	wall   time.Duration
 	srv    serverStats
 }
 
@@ -42,14 +44,14 @@ func (r *runner) redisBenchmark(ctx context.Context, v ptVariant, t target) (ptR
 	argv := []string{r.redisBenchmarkBin, "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(v.n),
 		"-P", strconv.Itoa(v.pipeline), "-d", strconv.Itoa(v.size), "-t", "set,get", "--csv"}
 	srvPID := r.module.PID()
-	c0, s0, st0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr)
-	out, err := r.run(ctx, 5*time.Minute, argv...)
-	c1, s1, st1 := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr)
+	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr), time.Now()
+	out, load, err := r.run(ctx, 5*time.Minute, argv...)
+	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr), time.Since(t0)
 	if err != nil {
 		return ptResult{}, err
 	}
 	res := ptResult{rps: map[string]float64{}, p50ms: map[string]float64{}, ops: 2 * int64(v.n),
-		srvCPU: s1.sub(s0), srv: serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}}
+		srvCPU: s1.sub(s0), srv: serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, load: load, wall: wall}
 	if t.pid != 0 {
 		res.cpu = c1.sub(c0)
 	}

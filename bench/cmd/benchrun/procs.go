@@ -91,8 +91,10 @@ func proxyReady(addr string) bool {
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-// run runs a bounded command, records its command line and returns stdout.
-func (r *runner) run(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error) {
+// run runs a bounded command, records its command line and returns stdout
+// and the CPU time the command used (from its rusage; the load generator's
+// share of the machine, see budget.go).
+func (r *runner) run(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, cpu, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -102,10 +104,14 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, argv ...string)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	r.record(strings.Join(argv, " "))
 	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s: %w: %s", argv[0], err, tail(stderr.Bytes(), 1000))
+	var used cpu
+	if ps := cmd.ProcessState; ps != nil {
+		used = cpu{user: ps.UserTime(), sys: ps.SystemTime()}
 	}
-	return out, nil
+	if err != nil {
+		return out, used, fmt.Errorf("%s: %w: %s", argv[0], err, tail(stderr.Bytes(), 1000))
+	}
+	return out, used, nil
 }
 
 // cpu is a process's CPU time so far.

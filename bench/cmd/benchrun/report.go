@@ -128,6 +128,7 @@ func (r *runner) writeReport(stem string) error {
 	}
 	r.writePassthrough(w)
 	r.writeMix(w)
+	r.writeBudget(w)
 	tables := b.String()[summary:]
 
 	w("\n## 3. Idle memory\n\n")
@@ -138,12 +139,12 @@ func (r *runner) writeReport(stem string) error {
 	w("\n## 5. CPU profiles\n\n")
 	for _, p := range r.profiles {
 		w("### %s\n\nFile: [`%s`](%s) (`go tool pprof -top %s`)\n\n```\n", p.name, p.text, p.text, p.text)
-		out, err := r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-nodecount=30", filepath.Join(r.out, p.text))
+		out, _, err := r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-nodecount=30", filepath.Join(r.out, p.text))
 		if err != nil {
 			w("pprof failed: %v\n", err)
 		}
 		w("%s```\n\n", out)
-		out, err = r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", filepath.Join(r.out, p.text))
+		out, _, err = r.run(context.Background(), 2*time.Minute, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", filepath.Join(r.out, p.text))
 		if err != nil {
 			w("pprof failed: %v\n", err)
 		}
