@@ -48,6 +48,9 @@ const maxDenyKey = 2*maxName + 1
 func denied(args [][]byte, up []byte, info cmdInfo, known bool, p *Policy) (string, bool) {
 	deny := p.Deny
 	if deny == nil {
+		if known && info.flags&(fSub|fDefaultDeny) == 0 {
+			return "", false // DefaultDeny names neither it nor a subcommand of it
+		}
 		deny = DefaultDeny
 	}
 	if len(deny) == 0 {

@@ -1,6 +1,9 @@
 package rewrite
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDecideDeny(t *testing.T) {
 	run(t, []row{
@@ -129,4 +132,71 @@ func TestDecideVersionKey(t *testing.T) {
 			action: Refuse, reply: "-EMQREFUSED emqproxy answers 'GET' itself and cannot queue it in MULTI\r\n",
 			reason: ReasonProtocol, effect: AbortMulti},
 	})
+}
+
+// TestDefaultDenyShortcut checks that the default policy's shortcut (no
+// deny-list lookup for commands DefaultDeny cannot name) decides exactly as
+// looking every command up in a copy of DefaultDeny does, for every command
+// of the table and every name DefaultDeny lists, with each subcommand
+// DefaultDeny lists.
+func TestDefaultDenyShortcut(t *testing.T) {
+	copied := make(map[string]bool, len(DefaultDeny))
+	subs := []string{"x"}
+	names := map[string]bool{}
+	for name := range commands {
+		names[name] = true
+	}
+	for k, v := range DefaultDeny {
+		copied[k] = v
+		name, sub, ok := strings.Cut(k, " ")
+		names[name] = true
+		if ok {
+			subs = append(subs, strings.ToLower(sub))
+		}
+	}
+	shortcut, lookedUp := &Policy{}, &Policy{Deny: copied}
+	checked := 0
+	for name := range names {
+		for _, sub := range subs {
+			args := [][]byte{[]byte(strings.ToLower(name)), []byte(sub)}
+			var buf [maxName]byte
+			up, info, known := lookup(&buf, args[0])
+			gotName, got := denied(args, up, info, known, shortcut)
+			wantName, want := denied(args, up, info, known, lookedUp)
+			if got != want || gotName != wantName {
+				t.Errorf("%s %s: default policy denied=%v %q, looked up denied=%v %q", name, sub, got, gotName, want, wantName)
+			}
+			checked++
+		}
+	}
+	if checked < 200 {
+		t.Fatalf("checked only %d commands", checked)
+	}
+}
+
+// TestLookupIndex checks the hashed index against the command table: every
+// name in any case finds its own entry, and names not in the table (or
+// too long, or differing in one byte) are unknown.
+func TestLookupIndex(t *testing.T) {
+	var buf [maxName]byte
+	for name, want := range commands {
+		for _, in := range []string{name, strings.ToLower(name), strings.ToLower(name[:1]) + name[1:]} {
+			up, got, known := lookup(&buf, []byte(in))
+			if !known || got != want || string(up) != name {
+				t.Errorf("lookup(%q) = %q %+v %v, want %q %+v true", in, up, got, known, name, want)
+			}
+		}
+		_, inTable := commands[name+"X"]
+		if _, _, known := lookup(&buf, []byte(name+"X")); known != inTable {
+			t.Errorf("lookup(%q): known %v, in the table %v", name+"X", known, inTable)
+		}
+	}
+	for _, in := range []string{"", "NOSUCH", "GE", "GETT", strings.Repeat("A", maxName+1)} {
+		if _, _, known := lookup(&buf, []byte(in)); known {
+			t.Errorf("lookup(%q) is known", in)
+		}
+	}
+	if _, info, _ := lookup(&buf, []byte("module")); info.flags&fDefaultDeny == 0 {
+		t.Errorf("MODULE is not marked as named by DefaultDeny")
+	}
 }
