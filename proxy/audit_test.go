@@ -3,12 +3,14 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -99,5 +101,35 @@ func TestAuditRecordsRewritesAndRefusals(t *testing.T) {
 		if strings.Contains(all, secret) {
 			t.Errorf("audit log contains %q", secret)
 		}
+	}
+}
+
+// refusingSink refuses every write, as a full disk does.
+type refusingSink struct{}
+
+func (refusingSink) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+func (refusingSink) Sync() error               { return nil }
+
+// TestAuditSinkRefusalIsReported: a record the sink refuses is reported on
+// the operational log, and the client still gets its reply.
+func TestAuditSinkRefusalIsReported(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	obs, logs := observer.New(zapcore.WarnLevel)
+	refusing := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), refusingSink{}, zapcore.InfoLevel))
+	srv, addr := serveProxy(t, Options{
+		Upstream: UpstreamOptions{Name: "node", Address: n.Addr},
+		Policy:   testPolicy(t),
+	}, zap.New(obs), refusing)
+	h := &harness{t: t, node: n, srv: srv, addr: addr}
+	h.waitReady()
+	c := h.dial()
+	c.do("FLUSHALL").hasPrefix("-DENIED ")
+	c.do("PING").is("+PONG\r\n")
+	poll(t, "the refused audit write reported", func() bool {
+		return logs.FilterMessage("audit records not written").Len() > 0
+	})
+	e := logs.FilterMessage("audit records not written").All()[0]
+	if got := e.ContextMap()["error"]; got != "no space left on device" {
+		t.Errorf("reported error %v", got)
 	}
 }
