@@ -133,7 +133,7 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 	}
 	maxMulti, maxBulk := fr.lim.MaxMultibulk, fr.lim.MaxBulk
 	// Header: *<count>\r?
-	nl := headerEnd(buf)
+	nl, count, ok := headerInt(buf)
 	if nl < 0 {
 		if len(buf) > fr.lim.MaxInline {
 			return f, frameError, 0, 0, errReplyMbulkCount
@@ -143,7 +143,6 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 	if nl > len(buf)-2 {
 		return f, frameIncomplete, 0, 0, nil
 	}
-	count, ok := parseInt(buf[1:nl])
 	if !ok || count > 1<<31-1 || count > int64(maxMulti) {
 		return f, frameError, 0, 0, errReplyMultibulk
 	}
@@ -157,7 +156,7 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 	a0 := len(fr.args)
 	for i := int64(0); i < count; i++ {
 		rest := buf[pos:]
-		nl := headerEnd(rest)
+		nl, l, ok := headerInt(rest)
 		if nl < 0 {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
 			if len(rest) > fr.lim.MaxInline {
@@ -173,7 +172,6 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
 			return f, frameError, 0, 0, errReplyExpectedDollar(rest[0])
 		}
-		l, ok := parseInt(rest[1:nl])
 		if !ok || l < 0 || l > int64(maxBulk) {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
 			return f, frameError, 0, 0, errReplyBulk
@@ -194,6 +192,33 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 	}
 	f = frame{args: fr.args[a0:len(fr.args):len(fr.args)], raw: buf[:pos:pos], argStart: fr.starts[a0:len(fr.starts):len(fr.starts)]}
 	return f, frameOK, pos, 0, nil
+}
+
+// headerInt returns the index of the '\r' that ends the header line at
+// the start of b ("*<count>" or "$<length>"), -1 when there is none (as
+// headerEnd), and the header's integer, ok false when it is not one (as
+// parseInt). Every command has such lines, so the common one, 1 to 18
+// digits without a leading zero and then '\r', is read in one pass; any
+// other line takes headerEnd and parseInt, which carry redis's rules, and
+// gets the same answer the one pass would have.
+func headerInt(b []byte) (nl int, v int64, ok bool) {
+	for i := 1; i < len(b) && i <= 19; i++ {
+		c := b[i]
+		if '0' <= c && c <= '9' {
+			v = v*10 + int64(c-'0')
+			continue
+		}
+		if c == '\r' && i > 1 && (b[1] != '0' || i == 2) {
+			return i, v, true
+		}
+		break
+	}
+	nl = headerEnd(b)
+	if nl < 1 {
+		return nl, 0, false // none, or a line with no type byte
+	}
+	v, ok = parseInt(b[1:nl])
+	return nl, v, ok
 }
 
 // headerEnd returns the index of the first '\r' in b, or -1 when there is

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
@@ -254,4 +255,47 @@ func FuzzGuard(f *testing.F) {
 			pos += n
 		}
 	})
+}
+
+// TestHeaderIntMatchesGeneralPath checks headerInt's one-pass reading
+// against headerEnd and parseInt, on edge cases and on many random lines.
+func TestHeaderIntMatchesGeneralPath(t *testing.T) {
+	ref := func(b []byte) (int, int64, bool) {
+		nl := headerEnd(b)
+		if nl < 1 {
+			return nl, 0, false
+		}
+		v, ok := parseInt(b[1:nl])
+		return nl, v, ok
+	}
+	check := func(b []byte) {
+		t.Helper()
+		nl, v, ok := headerInt(b)
+		wnl, wv, wok := ref(b)
+		if nl != wnl || ok != wok || (ok && v != wv) {
+			t.Fatalf("headerInt(%q) = %d %d %v, want %d %d %v", b, nl, v, ok, wnl, wv, wok)
+		}
+	}
+	for _, s := range []string{
+		"", "*", "*\r", "$\r\n", "\r\n", "$0\r\n", "$00\r\n", "$01\r\n", "$10\r\n", "$-1\r\n", "$-0\r\n",
+		"*999999999999999999\r\n", "*9999999999999999999\r\n", "*9223372036854775807\r\n",
+		"*9223372036854775808\r\n", "*123456789012345678901\r\n", "$1\x00\r\n", "$\x001\r\n",
+		"$12", "$12\n", "$ 1\r\n", "$1 \r\n", "$+1\r\n", "$1a\r\n",
+	} {
+		check([]byte(s))
+	}
+	const alphabet = "0123456789-\r\n\x00$*a+ "
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		b := make([]byte, 1+rng.IntN(24))
+		b[0] = "$*"[rng.IntN(2)]
+		for i := 1; i < len(b); i++ {
+			if rng.IntN(4) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = '0' + byte(rng.IntN(10))
+			}
+		}
+		check(b)
+	}
 }
