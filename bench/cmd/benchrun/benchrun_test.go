@@ -124,3 +124,15 @@ func TestAllowance(t *testing.T) {
 		t.Errorf("empty spend: total %v busy %v", empty.total(), empty.busy())
 	}
 }
+
+func TestCeiling(t *testing.T) {
+	us := func(n int) cpu { return cpu{user: time.Duration(n) * time.Microsecond} }
+	// The proxy is the busiest process at 4 µs/op: 250,000 ops/s.
+	s := spend{load: us(2_000), path: us(4_000), server: us(1_000), ops: 1000}
+	if got := s.ceiling(); got != 250_000 {
+		t.Errorf("ceiling = %v, want 250000", got)
+	}
+	if got := (spend{}).ceiling(); got != 0 {
+		t.Errorf("empty ceiling = %v", got)
+	}
+}

@@ -53,6 +53,18 @@ func (s spend) busy() float64 {
 	return all.Seconds() / s.wall.Seconds()
 }
 
+// ceiling is the rate the path would reach with a core for each of its
+// processes, each used to the full: one over the largest per-process CPU
+// per operation (ops/s). It leaves out latency, and counts a multi-threaded
+// proxy's CPU as if on one core.
+func (s spend) ceiling() float64 {
+	most := max(s.us(s.load), s.us(s.path), s.us(s.server))
+	if most == 0 {
+		return 0
+	}
+	return 1e6 / most
+}
+
 // allowance is the most CPU per operation the proxy of path p may spend for
 // p to reach ratio times the rate of baseline b with as many cores busy.
 func allowance(b, p spend, ratio float64) float64 {
@@ -83,24 +95,24 @@ func (r *runner) mixSpend(pipeline int, tgt string) spend {
 // writeBudget writes the CPU budget section.
 func (r *runner) writeBudget(w func(string, ...any)) {
 	w("\n## The CPU budget\n\n")
-	w("Client, proxy and server share %d cores. Each row is the CPU every process of the path spent per operation, summed over the repetitions (rusage of the load generator, /proc/<pid>/stat of the proxy and the server), and how many cores the path kept busy on average. A path that keeps the cores busy gets throughput in inverse proportion to its total, so a target of R× a baseline leaves the proxy at most (baseline total / R) − (load generator + server, as measured through the proxy) per operation: the allowance. Where the allowance is below what twemproxy spends for the same operations, no proxy of that design reaches the target on this machine; where it is above what emqproxy spends, the target is reachable.\n\n", runtime.NumCPU())
-	w("| variant | path | load generator µs/op | proxy µs/op | server µs/op | total µs/op | cores busy |\n|---|---|---|---|---|---|---|\n")
+	w("Client, proxy and server share %d cores. Each row is the CPU every process of the path spent per operation, summed over the repetitions (rusage of the load generator, /proc/<pid>/stat of the proxy and the server), and how many cores the path kept busy on average. A path that keeps the cores busy gets throughput in inverse proportion to its total, so a target of R× a baseline leaves the proxy at most (baseline total / R) − (load generator + server, as measured through the proxy) per operation: the allowance. Where the allowance is below what twemproxy spends for the same operations, no proxy of that design reaches the target on this machine; where it is above what emqproxy spends, the target is reachable. The last columns project the other way: the rate each path would reach with a core for each of its processes (one over the largest per-process CPU per operation, latency left out), and the target's ratio under that projection, i.e. on a machine where the proxy does not take the load generator's or the server's CPU.\n\n", runtime.NumCPU())
+	w("| variant | path | load generator µs/op | proxy µs/op | server µs/op | total µs/op | cores busy | ceiling with a core each, ops/s |\n|---|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		for _, t := range r.ptTargets {
 			s := r.ptSpend(v.name, t.name)
-			w("| %s | %s | %.2f | %s | %.2f | %.2f | %.2f |\n", v.name, t.name, s.us(s.load), proxyUs(s, t.pid != 0), s.us(s.server), s.total(), s.busy())
+			w("| %s | %s | %.2f | %s | %.2f | %.2f | %.2f | %.0f |\n", v.name, t.name, s.us(s.load), proxyUs(s, t.pid != 0), s.us(s.server), s.total(), s.busy(), s.ceiling())
 		}
 	}
 	for _, p := range r.pipelines {
 		for _, t := range r.mixTargets[:4] {
 			s := r.mixSpend(p, t.name)
-			w("| job mix P%d | %s | %.2f | %s | %.2f | %.2f | %.2f |\n", p, t.name, s.us(s.load), proxyUs(s, t.pid != 0), s.us(s.server), s.total(), s.busy())
+			w("| job mix P%d | %s | %.2f | %s | %.2f | %.2f | %.2f | %.0f |\n", p, t.name, s.us(s.load), proxyUs(s, t.pid != 0), s.us(s.server), s.total(), s.busy(), s.ceiling())
 		}
 	}
 
 	direct, px, px1, twem := r.ptTargets[0].name, r.ptTargets[1].name, r.ptTargets[2].name, r.ptTargets[3].name
 	w("\nThe throughput targets as CPU per operation (µs of proxy CPU per operation; \"spent\" is the measured figure):\n\n")
-	w("| target | allowance for emqproxy | spent | allowance for G1 | G1 spent | twemproxy spent |\n|---|---|---|---|---|---|\n")
+	w("| target | allowance for emqproxy | spent | allowance for G1 | G1 spent | twemproxy spent | G1 with a core each |\n|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		wantD, wantT := 0.95, 1.0
 		if v.pipeline > 1 {
@@ -115,13 +127,13 @@ func (r *runner) writeBudget(w func(string, ...any)) {
 			{fmt.Sprintf("passthrough %s ≥ %.2f× direct", v.name, wantD), d, wantD},
 			{fmt.Sprintf("passthrough %s ≥ %.1f× twemproxy", v.name, wantT), tw, wantT},
 		} {
-			w("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.what, allowance(c.base, e, c.ratio), e.us(e.path),
-				allowance(c.base, e1, c.ratio), e1.us(e1.path), tw.us(tw.path))
+			w("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", c.what, allowance(c.base, e, c.ratio), e.us(e.path),
+				allowance(c.base, e1, c.ratio), e1.us(e1.path), tw.us(tw.path), ratio(e1.ceiling(), c.base.ceiling()))
 		}
 	}
 	for _, p := range r.pipelines {
 		l, e, e1 := r.mixSpend(p, mixLua), r.mixSpend(p, mixProxy), r.mixSpend(p, mixProxy1)
-		w("| job mix P%d ≥ 1.0× Lua | %.2f | %.2f | %.2f | %.2f | - |\n", p, allowance(l, e, 1), e.us(e.path), allowance(l, e1, 1), e1.us(e1.path))
+		w("| job mix P%d ≥ 1.0× Lua | %.2f | %.2f | %.2f | %.2f | - | %s |\n", p, allowance(l, e, 1), e.us(e.path), allowance(l, e1, 1), e1.us(e1.path), ratio(e1.ceiling(), l.ceiling()))
 	}
 }
 
