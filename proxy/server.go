@@ -53,7 +53,10 @@ type Server struct {
 
 // New validates opts, applies the defaults and starts connecting to the
 // upstream in the background. logger is the operational log, audit the
-// audit log (its own sink; nil disables auditing).
+// audit log (its own sink; nil disables auditing). Audit records are
+// written on the audit logger's core directly, after one level check per
+// batch (audit.go): its core must write in Write, as zapcore.NewCore's
+// and a tee of them do; a sampling core samples nothing, hooks do not run.
 func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	opts = opts.withDefaults()
 	seen := map[string]bool{}
