@@ -56,7 +56,8 @@ type Server struct {
 // audit log (its own sink; nil disables auditing). Audit records are
 // written on the audit logger's core directly, after one level check per
 // batch (audit.go): its core must write in Write, as zapcore.NewCore's
-// and a tee of them do; a sampling core samples nothing, hooks do not run.
+// does (a tee writes to each core it holds, whatever its level; a sampling
+// core samples nothing; hooks do not run).
 func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	opts = opts.withDefaults()
 	seen := map[string]bool{}
