@@ -71,7 +71,7 @@ func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
 		r.cmd = args[0]
 	}
 	if d.SHA != "" && len(args) > 2 {
-		if n, ok := parseInt(args[2]); ok {
+		if n, ok := rewrite.ParseInt(args[2]); ok {
 			r.numkeys = n
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The client input framer.
@@ -197,10 +199,10 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 // headerInt returns the index of the '\r' that ends the header line at
 // the start of b ("*<count>" or "$<length>"), -1 when there is none (as
 // headerEnd), and the header's integer, ok false when it is not one (as
-// parseInt). Every command has such lines, so the common one, 1 to 18
-// digits without a leading zero and then '\r', is read in one pass; any
-// other line takes headerEnd and parseInt, which carry redis's rules, and
-// gets the same answer the one pass would have.
+// rewrite.ParseInt). Every command has such lines, so the common one, 1 to
+// 18 digits without a leading zero and then '\r', is read in one pass; any
+// other line takes headerEnd and rewrite.ParseInt, which carry redis's
+// rules, and gets the same answer the one pass would have.
 func headerInt(b []byte) (nl int, v int64, ok bool) {
 	for i := 1; i < len(b) && i <= 19; i++ {
 		c := b[i]
@@ -217,7 +219,7 @@ func headerInt(b []byte) (nl int, v int64, ok bool) {
 	if nl < 1 {
 		return nl, 0, false // none, or a line with no type byte
 	}
-	v, ok = parseInt(b[1:nl])
+	v, ok = rewrite.ParseInt(b[1:nl])
 	return nl, v, ok
 }
 
@@ -269,50 +271,6 @@ func (fr *framer) nextInline(buf []byte) (f frame, status frameStatus, n int, ne
 		enc = redcon.AppendBulk(enc, w)
 	}
 	return frame{args: words, raw: enc, argStart: starts}, frameOK, nl + 1, 0, nil
-}
-
-// parseInt parses a decimal integer the way redis's string2ll does: an
-// optional '-', then digits without leading zeros ("0" alone is allowed),
-// nothing else, no overflow.
-func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	if len(b) == 1 && b[0] == '0' {
-		return 0, true
-	}
-	neg := false
-	if b[0] == '-' {
-		neg = true
-		b = b[1:]
-		if len(b) == 0 {
-			return 0, false
-		}
-	}
-	if b[0] < '1' || b[0] > '9' {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	if neg {
-		if v > 1<<63 {
-			return 0, false
-		}
-		return -int64(v), true
-	}
-	if v > 1<<63-1 {
-		return 0, false
-	}
-	return int64(v), true
 }
 
 // splitArgs splits an inline command line into words with the quoting rules

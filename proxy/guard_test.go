@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 func testLimits() Limits {
@@ -149,20 +151,6 @@ func TestGuardRawAndTail(t *testing.T) {
 	}
 }
 
-func TestParseIntIsString2ll(t *testing.T) {
-	good := map[string]int64{"0": 0, "1": 1, "-1": -1, "9223372036854775807": 1<<63 - 1, "-9223372036854775808": -1 << 63}
-	for in, want := range good {
-		if got, ok := parseInt([]byte(in)); !ok || got != want {
-			t.Errorf("parseInt(%q) = %d, %v", in, got, ok)
-		}
-	}
-	for _, in := range []string{"", "-", "+1", "01", "-0", "1a", " 1", "9223372036854775808", "-9223372036854775809", "99999999999999999999"} {
-		if _, ok := parseInt([]byte(in)); ok {
-			t.Errorf("parseInt(%q) accepted", in)
-		}
-	}
-}
-
 func TestAppendHeader(t *testing.T) {
 	for n, want := range map[int]string{0: "*0\r\n", 7: "*7\r\n", 10: "*10\r\n", 123456: "*123456\r\n"} {
 		if got := string(appendHeader(nil, '*', n)); got != want {
@@ -258,14 +246,14 @@ func FuzzGuard(f *testing.F) {
 }
 
 // TestHeaderIntMatchesGeneralPath checks headerInt's one-pass reading
-// against headerEnd and parseInt, on edge cases and on many random lines.
+// against headerEnd and rewrite.ParseInt, on edge cases and on many random lines.
 func TestHeaderIntMatchesGeneralPath(t *testing.T) {
 	ref := func(b []byte) (int, int64, bool) {
 		nl := headerEnd(b)
 		if nl < 1 {
 			return nl, 0, false
 		}
-		v, ok := parseInt(b[1:nl])
+		v, ok := rewrite.ParseInt(b[1:nl])
 		return nl, v, ok
 	}
 	check := func(b []byte) {

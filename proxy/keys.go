@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The server's key positions.
@@ -143,7 +144,7 @@ func (c *cmdKeys) positions(args [][]byte, dst []int) []int {
 			if at >= argc {
 				continue
 			}
-			n, ok := parseInt(args[at])
+			n, ok := rewrite.ParseInt(args[at])
 			if !ok || n < 0 || n > int64(argc) {
 				continue
 			}

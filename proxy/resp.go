@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The upstream reply framer. It copies each reply's exact bytes, never
@@ -46,7 +47,7 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 		switch line[0] {
 		case '+', '-', ':', '_', '#', ',', '(':
 		case '$', '!', '=':
-			n, ok := parseInt(line[1 : len(line)-2])
+			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 {
 				return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrUpstreamProtocol, line)
 			}
@@ -61,7 +62,7 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 				return dst, over, err
 			}
 		case '*', '~', '>', '%', '|':
-			n, ok := parseInt(line[1 : len(line)-2])
+			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 || (n < 0 && line[0] != '*') {
 				return dst, over, fmt.Errorf("%w: bad aggregate length %q", ErrUpstreamProtocol, line)
 			}
@@ -143,14 +144,14 @@ func decodeReply(b []byte) (fence.Reply, []byte, error) {
 	r := fence.Reply{Type: b[0]}
 	switch b[0] {
 	case ':':
-		n, ok := parseInt(head)
+		n, ok := rewrite.ParseInt(head)
 		if !ok {
 			return r, nil, fmt.Errorf("%w: bad integer %q", ErrUpstreamProtocol, head)
 		}
 		r.Int = n
 		r.Str = string(head)
 	case '$', '!', '=':
-		n, ok := parseInt(head)
+		n, ok := rewrite.ParseInt(head)
 		if ok && n == -1 {
 			r.Null = true
 			return r, rest, nil
@@ -161,7 +162,7 @@ func decodeReply(b []byte) (fence.Reply, []byte, error) {
 		r.Str = string(rest[:n])
 		rest = rest[n+2:]
 	case '*', '~', '>', '%', '|':
-		n, ok := parseInt(head)
+		n, ok := rewrite.ParseInt(head)
 		if !ok || n < -1 {
 			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrUpstreamProtocol, head)
 		}

@@ -110,7 +110,7 @@ func (s *session) keysRoute(r *router, args [][]byte) (u *Upstream, keyed bool, 
 	}
 	if isScriptCall(args[0]) {
 		if len(args) >= 3 {
-			if n, ok := parseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
+			if n, ok := rewrite.ParseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
 				for _, k := range args[3 : 3+n] {
 					pick(k)
 				}

@@ -51,7 +51,7 @@ func PatchScriptExists(reply []byte, args [][]byte, m *shamap.Map) ([]byte, erro
 	if !ok || len(rest.line) < 2 || rest.line[0] != '*' {
 		return nil, ErrReply
 	}
-	n, ok := parseInt(rest.line[1:])
+	n, ok := ParseInt(rest.line[1:])
 	if !ok || n != int64(len(shas)) {
 		return nil, ErrReply
 	}

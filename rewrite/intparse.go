@@ -2,9 +2,11 @@ package rewrite
 
 import "math"
 
-// parseInt parses b as the server does (string2ll): an optional '-', no
-// '+', no spaces, no leading zeros, no "-0", within int64.
-func parseInt(b []byte) (int64, bool) {
+// ParseInt parses b as the server does (string2ll): an optional '-', no
+// '+', no spaces, no leading zeros, no "-0", within int64. The proxy frames
+// client commands and server replies with it too, so the module has one
+// reading of a RESP integer.
+func ParseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}

@@ -49,7 +49,7 @@ func authenticate(user, pw []byte, p *Policy) bool {
 // RESP2 and refuses RESP3 with the server's NOPROTO text.
 func decideHello(args [][]byte, st *State, p *Policy) Decision {
 	if len(args) >= 2 {
-		ver, ok := parseInt(args[1])
+		ver, ok := ParseInt(args[1])
 		if !ok {
 			return refuse(replyProtoNotInt, ReasonProtocol)
 		}
@@ -145,7 +145,7 @@ func decideSelect(args [][]byte, st *State, p *Policy) Decision {
 	if len(args) != 2 {
 		return refuse(arityReply("select"), ReasonArity)
 	}
-	n, ok := parseInt(args[1])
+	n, ok := ParseInt(args[1])
 	if !ok || n < -1<<31 || n > 1<<31-1 {
 		return refuse(replyNotInt, ReasonSelect)
 	}

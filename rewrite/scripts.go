@@ -23,7 +23,7 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 	if len(args) < 3 {
 		return refuse(arityReply(scriptCmdName(k)), ReasonArity)
 	}
-	n, ok := parseInt(args[2])
+	n, ok := ParseInt(args[2])
 	switch {
 	case !ok:
 		return refuse(replyNotInt, ReasonNumkeys)

@@ -54,7 +54,7 @@ func decideVersionKey(args [][]byte, info cmdInfo, st *State, p *Policy) (Decisi
 		if len(args) < 3 {
 			return Decision{}, false
 		}
-		n, ok := parseInt(args[2])
+		n, ok := ParseInt(args[2])
 		if !ok || n < 0 || n > int64(len(args)-3) {
 			return Decision{}, false
 		}
