@@ -140,22 +140,13 @@ func TestGuardRawAndTail(t *testing.T) {
 	if got := f.tailFrom(4); got != nil {
 		t.Errorf("tail past the end = %q", got)
 	}
-	// A rewritten head over the same tail.
-	d := struct{ head string }{"EMQ.ENQUEUE"}
-	out := appendHeader(nil, '*', 3)
-	out = appendHeader(out, '$', len(d.head))
-	out = append(out, d.head+"\r\n"...)
-	out = append(out, f.tailFrom(2)...)
-	if string(out) != "*3\r\n$11\r\nEMQ.ENQUEUE\r\n$1\r\n0\r\n$2\r\nxy\r\n" {
+	// A rewritten head over the same tail, as encode sends it.
+	d := rewrite.Decision{Action: rewrite.Rewrite, Head: "EMQ.ENQUEUE", Replace: 2}
+	if out := encode(nil, f, &d); string(out) != "*3\r\n$11\r\nEMQ.ENQUEUE\r\n$1\r\n0\r\n$2\r\nxy\r\n" {
 		t.Errorf("rewritten = %q", out)
 	}
-}
-
-func TestAppendHeader(t *testing.T) {
-	for n, want := range map[int]string{0: "*0\r\n", 7: "*7\r\n", 10: "*10\r\n", 123456: "*123456\r\n"} {
-		if got := string(appendHeader(nil, '*', n)); got != want {
-			t.Errorf("appendHeader(%d) = %q", n, got)
-		}
+	if out := encode(nil, f, &rewrite.Decision{Action: rewrite.Pass}); string(out) != string(f.raw) {
+		t.Errorf("passed = %q, want the client's bytes %q", out, f.raw)
 	}
 }
 

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/tidwall/redcon"
+
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -143,12 +145,11 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 		return nil
 	}
 	b := newBatch()
-	b.out = appendHeader(b.out, '*', len(args)+2)
-	for _, a := range [][]byte{[]byte("COMMAND"), []byte("GETKEYS")} {
-		b.out = appendBulk(b.out, a)
-	}
+	b.out = redcon.AppendArray(b.out, len(args)+2)
+	b.out = redcon.AppendBulkString(b.out, "COMMAND")
+	b.out = redcon.AppendBulkString(b.out, "GETKEYS")
 	for _, a := range args {
-		b.out = appendBulk(b.out, a)
+		b.out = redcon.AppendBulk(b.out, a)
 	}
 	b.n, b.max = 1, 1<<20
 	if err := p.send(b); err != nil {
@@ -164,13 +165,6 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 		keys[i] = []byte(e.Str)
 	}
 	return keys
-}
-
-// appendBulk appends a as a RESP bulk string.
-func appendBulk(out, a []byte) []byte {
-	out = appendHeader(out, '$', len(a))
-	out = append(out, a...)
-	return append(out, '\r', '\n')
 }
 
 // loadEverywhere also sends a forwarded SCRIPT LOAD (of a read body, or an

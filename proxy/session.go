@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -482,28 +483,9 @@ func encode(out []byte, f frame, d *rewrite.Decision) []byte {
 		return append(out, f.raw...)
 	}
 	tail := max(len(f.args)-d.Replace, 0)
-	out = appendHeader(out, '*', 1+tail)
-	out = appendHeader(out, '$', len(d.Head))
-	out = append(out, d.Head...)
-	out = append(out, '\r', '\n')
+	out = redcon.AppendArray(out, 1+tail)
+	out = redcon.AppendBulkString(out, d.Head)
 	return append(out, f.tailFrom(d.Replace)...)
-}
-
-// appendHeader appends a RESP header line such as "*3\r\n".
-func appendHeader(b []byte, c byte, n int) []byte {
-	b = append(b, c)
-	var tmp [20]byte
-	i := len(tmp)
-	for {
-		i--
-		tmp[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	b = append(b, tmp[i:]...)
-	return append(b, '\r', '\n')
 }
 
 // dedicated returns the client's own connection kept in *slot, opening it
