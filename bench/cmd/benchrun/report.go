@@ -258,13 +258,16 @@ func (r *runner) writeMix(w func(string, ...any)) {
 	}
 	w("\n## 4. The audit log's cost (job mix, 50 clients)\n\n")
 	w("Both sides run bench/cmd/proxyd, the same data path: \"on\" writes every rewrite record as JSON to a buffered file, as the binary's file sink does; \"off\" passes no audit logger at all, so no record is built or encoded. The binary has no off switch (its sinks are stderr, stdout or a file), hence proxyd.\n\n")
-	w("| pipeline | audit on | audit off | cost |\n|---|---|---|---|\n")
+	w("Throughput is the target's measure; the proxy's CPU per call beside it is the steadier one (the same figures as in the job mix's CPU table): what writing one record costs the proxy, whatever else the machine was doing.\n\n")
+	w("| pipeline | audit on | audit off | cost | proxy CPU µs/call on | off | per record |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range r.pipelines {
 		on, off := r.mixMedian(p, mixAuditOn), r.mixMedian(p, mixAuditOff)
 		cost := "n/a"
 		if off > 0 {
 			cost = fmt.Sprintf("%.1f%%", 100*(1-on/off))
 		}
-		w("| %d | %s | %s | %s |\n", p, kops(on), kops(off), cost)
+		son, soff := r.mixSpend(p, mixAuditOn), r.mixSpend(p, mixAuditOff)
+		w("| %d | %s | %s | %s | %.2f | %.2f | %.2f |\n", p, kops(on), kops(off), cost,
+			son.us(son.path), soff.us(soff.path), son.us(son.path)-soff.us(soff.path))
 	}
 }
