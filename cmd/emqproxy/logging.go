@@ -40,8 +40,9 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 // The audit log never drops a record: a slow sink slows the sessions that
 // write to it. A write the sink refuses (disk full, closed pipe) loses its
 // records; such writes are counted in writeErrors
-// (emqproxy_audit_write_errors_total) and reported on the operational log
-// ("audit records not written", once per batch of records).
+// (emqproxy_audit_write_errors_total); when the failure surfaces on a
+// record's own write (the buffer full and flushed), the session also
+// reports it on the operational log ("audit records not written").
 func newAuditLogger(c config.Audit, writeErrors prometheus.Counter) (*zap.Logger, func(), error) {
 	// The sink, counted; then, except on stderr (which the operational log
 	// shares, line by line), a buffer flushed every second and on close, so
