@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -134,5 +135,32 @@ func TestCeiling(t *testing.T) {
 	}
 	if got := (spend{}).ceiling(); got != 0 {
 		t.Errorf("empty ceiling = %v", got)
+	}
+}
+
+// TestBudgetRenders writes the budget section of a run with every figure
+// present and checks the allowance row of a target.
+func TestBudgetRenders(t *testing.T) {
+	r := fakeRun(100, 90, 80, 100, 100, 95, 100, 1000)
+	us := func(n int) cpu { return cpu{user: time.Duration(n) * time.Microsecond} }
+	for name, res := range map[string]ptResult{
+		"direct":    {load: us(10_000), srvCPU: us(6_000), ops: 1000, wall: 8 * time.Millisecond},
+		"emqproxy":  {load: us(10_000), cpu: us(9_000), srvCPU: us(2_000), ops: 1000, wall: 10 * time.Millisecond},
+		"g1":        {load: us(10_000), cpu: us(8_000), srvCPU: us(2_000), ops: 1000, wall: 10 * time.Millisecond},
+		"twemproxy": {load: us(10_000), cpu: us(7_000), srvCPU: us(2_000), ops: 1000, wall: 10 * time.Millisecond},
+	} {
+		res.rps = map[string]float64{"SET": 1, "GET": 1}
+		r.pt[key2("P1", name)] = []ptResult{res}
+	}
+	r.mixTargets = []mixTarget{{name: mixLua}, {name: mixProxy, pid: 1}, {name: mixProxy1, pid: 1}, {name: mixNative}, {name: mixAuditOn, pid: 1}}
+	var b strings.Builder
+	r.writeBudget(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	out := b.String()
+	// P1 ≥ 0.95× direct: 16/0.95 − (10 + 2) = 4.84 µs for emqproxy, which spent 9.
+	if !strings.Contains(out, "| passthrough P1 ≥ 0.95× direct | 4.84 | 9.00 |") {
+		t.Errorf("budget section:\n%s", out)
+	}
+	if strings.Contains(out, mixAuditOn) {
+		t.Errorf("the audit targets belong to section 4:\n%s", out)
 	}
 }

@@ -104,7 +104,10 @@ func (r *runner) writeBudget(w func(string, ...any)) {
 		}
 	}
 	for _, p := range r.pipelines {
-		for _, t := range r.mixTargets[:4] {
+		for _, t := range r.mixTargets {
+			if t.name == mixAuditOn || t.name == mixAuditOff {
+				continue // section 4 has them
+			}
 			s := r.mixSpend(p, t.name)
 			w("| job mix P%d | %s | %.2f | %s | %.2f | %.2f | %.2f | %.0f |\n", p, t.name, s.us(s.load), proxyUs(s, t.pid != 0), s.us(s.server), s.total(), s.busy(), s.ceiling())
 		}
