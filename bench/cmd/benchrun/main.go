@@ -163,8 +163,8 @@ func run() error {
 	}
 	r.ptTargets = []target{
 		{name: "direct", addr: r.module.Addr},
-		{name: nProxy, addr: px.addr, pid: px.pid()},
-		{name: nProxy1, addr: px1.addr, pid: px1.pid()},
+		{name: nProxy, addr: px.addr, pid: px.pid(), admin: r.admin[nProxy]},
+		{name: nProxy1, addr: px1.addr, pid: px1.pid(), admin: r.admin[nProxy1]},
 		{name: nTwem, addr: tw.addr, pid: tw.pid()},
 	}
 	if err := r.passthrough(ctx, r.variants, r.ptTargets); err != nil {
@@ -184,8 +184,8 @@ func run() error {
 	r.pipelines = []int{1, 16}
 	r.mixTargets = []mixTarget{
 		{name: mixLua, mode: jobmix.Legacy, addr: r.scripts.Addr, server: r.scripts},
-		{name: mixProxy, mode: jobmix.Legacy, addr: px.addr, pid: px.pid(), server: r.module},
-		{name: mixProxy1, mode: jobmix.Legacy, addr: px1.addr, pid: px1.pid(), server: r.module},
+		{name: mixProxy, mode: jobmix.Legacy, addr: px.addr, pid: px.pid(), server: r.module, admin: r.admin[nProxy]},
+		{name: mixProxy1, mode: jobmix.Legacy, addr: px1.addr, pid: px1.pid(), server: r.module, admin: r.admin[nProxy1]},
 		{name: mixNative, mode: jobmix.Native, addr: r.module.Addr, server: r.module},
 		{name: mixAuditOn, mode: jobmix.Legacy, addr: pdOn.addr, pid: pdOn.pid(), server: r.module},
 		{name: mixAuditOff, mode: jobmix.Legacy, addr: pdOff.addr, pid: pdOff.pid(), server: r.module},

@@ -22,6 +22,7 @@ type mixTarget struct {
 	addr   string
 	pid    int        // the proxy's pid, 0 when direct
 	server *node.Node // the node behind it
+	admin  string     // the proxy's admin listener, for its allocation count ("" = none)
 }
 
 // mixResult is one jobmix run with the CPU around it.
@@ -30,6 +31,7 @@ type mixResult struct {
 	cpu, srvCPU cpu
 	load        cpu // of the jobmix process itself
 	srv         serverStats
+	allocs      float64       // the proxy's heap allocations over the run; -1 = not known
 	wall        time.Duration // the jobmix process's whole run (warmup included)
 }
 
@@ -40,9 +42,11 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 		"--clients", strconv.Itoa(clients), "--pipeline", strconv.Itoa(pipeline),
 		"--warmup", warmup.String(), "--duration", dur.String(), "--tag", "r" + strconv.Itoa(r.tagSeq)}
 	srvPID := t.server.PID()
+	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()
 	out, load, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
 	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Since(t0)
+	m1, hasM1 := mallocsOf(t.admin)
 	if rerr := r.resetNode(t.server); rerr != nil && err == nil {
 		err = rerr
 	}
@@ -54,6 +58,10 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 		return mixResult{}, fmt.Errorf("jobmix output %q: %w", out, err)
 	}
 	res.srvCPU, res.srv, res.wall, res.load = s1.sub(s0), serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, wall, load
+	res.allocs = -1
+	if hasM0 && hasM1 {
+		res.allocs = m1 - m0
+	}
 	if t.pid != 0 {
 		res.cpu = c1.sub(c0)
 	}

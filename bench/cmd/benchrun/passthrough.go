@@ -20,9 +20,10 @@ type ptVariant struct {
 // target is one address the load is sent to; pid is the process in the
 // path that is not the server (0 for the server itself).
 type target struct {
-	name string
-	addr string
-	pid  int
+	name  string
+	addr  string
+	pid   int
+	admin string // the proxy's admin listener, for its allocation count ("" = none)
 }
 
 // ptResult is one redis-benchmark run (SET and GET).
@@ -34,6 +35,7 @@ type ptResult struct {
 	srvCPU cpu
 	load   cpu // of redis-benchmark itself
 	wall   time.Duration
+	allocs float64 // the proxy's heap allocations over the run; -1 = not known
 	srv    serverStats
 }
 
@@ -44,14 +46,19 @@ func (r *runner) redisBenchmark(ctx context.Context, v ptVariant, t target) (ptR
 	argv := []string{r.redisBenchmarkBin, "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(v.n),
 		"-P", strconv.Itoa(v.pipeline), "-d", strconv.Itoa(v.size), "-t", "set,get", "--csv"}
 	srvPID := r.module.PID()
+	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr), time.Now()
 	out, load, err := r.run(ctx, 5*time.Minute, argv...)
 	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr), time.Since(t0)
+	m1, hasM1 := mallocsOf(t.admin)
 	if err != nil {
 		return ptResult{}, err
 	}
 	res := ptResult{rps: map[string]float64{}, p50ms: map[string]float64{}, ops: 2 * int64(v.n),
-		srvCPU: s1.sub(s0), srv: serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, load: load, wall: wall}
+		srvCPU: s1.sub(s0), srv: serverStats{st1.cmds - st0.cmds, st1.reads - st0.reads}, load: load, wall: wall, allocs: -1}
+	if hasM0 && hasM1 {
+		res.allocs = m1 - m0
+	}
 	if t.pid != 0 {
 		res.cpu = c1.sub(c0)
 	}

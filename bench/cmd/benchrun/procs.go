@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,6 +183,33 @@ func statsOf(addr string) serverStats {
 		}
 	}
 	return s
+}
+
+// mallocsOf reads go_memstats_mallocs_total (heap allocations so far) from
+// a proxy's admin /metrics; ok is false without an admin listener or the
+// metric. The scrape itself allocates a few thousand times, next to the
+// hundreds of thousands of commands of a run.
+func mallocsOf(admin string) (n float64, ok bool) {
+	if admin == "" {
+		return 0, false
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, found := strings.CutPrefix(line, "go_memstats_mallocs_total "); found {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // freeAddr returns a free loopback address.

@@ -185,22 +185,28 @@ func (r *runner) writePassthrough(w func(string, ...any)) {
 				ratio(vp, vd), ratio(v1, vd), ratio(vt, vd), ratio(vp, vt), ratio(v1, vt))
 		}
 	}
-	w("\nWhere the time goes (all reps summed; CPU from /proc/<pid>/stat, so ±10 ms per run; `cmds/read` is the server's total_commands_processed over total_reads_processed: how many commands each read of the server's socket carried, i.e. how well the path pipelines; syscalls from a separate pass at a quarter of the requests under `perf stat -e raw_syscalls:sys_enter`):\n\n")
-	w("| variant | path | path CPU µs/op (sys share) | server CPU µs/op | server cmds/read | path syscalls/op | server syscalls/op |\n|---|---|---|---|---|---|---|\n")
+	w("\nWhere the time goes (all reps summed; CPU from /proc/<pid>/stat, so ±10 ms per run; `cmds/read` is the server's total_commands_processed over total_reads_processed: how many commands each read of the server's socket carried, i.e. how well the path pipelines; syscalls from a separate pass at a quarter of the requests under `perf stat -e raw_syscalls:sys_enter`; allocs/op is the emqproxy process's go_memstats_mallocs_total, read from its admin /metrics before and after each run):\n\n")
+	w("| variant | path | path CPU µs/op (sys share) | server CPU µs/op | server cmds/read | path syscalls/op | server syscalls/op | path allocs/op |\n|---|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		for _, tg := range t {
 			var c, s cpu
-			var ops, cmds, reads int64
+			var ops, cmds, reads, allocOps int64
+			allocs := 0.0
 			for _, res := range r.pt[key2(v.name, tg.name)] {
 				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
 				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
 				ops += res.ops
 				cmds += res.srv.cmds
 				reads += res.srv.reads
+				if res.allocs >= 0 {
+					allocs += res.allocs
+					allocOps += res.ops
+				}
 			}
 			e, hasE := r.ptEvidence[key2(v.name, tg.name)]
-			w("| %s | %s | %s | %s | %s | %s | %s |\n", v.name, tg.name, cpuPerOp(c, ops, tg.pid != 0), cpuPerOp(s, ops, true),
-				ratio(float64(cmds), float64(reads)), perOp(e.syscalls, e.ops, hasE), perOp(e.srvSyscalls, e.ops, hasE))
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", v.name, tg.name, cpuPerOp(c, ops, tg.pid != 0), cpuPerOp(s, ops, true),
+				ratio(float64(cmds), float64(reads)), perOp(e.syscalls, e.ops, hasE), perOp(e.srvSyscalls, e.ops, hasE),
+				perOp(int64(allocs), allocOps, allocOps > 0))
 		}
 	}
 }
@@ -233,21 +239,26 @@ func (r *runner) writeMix(w func(string, ...any)) {
 		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, kops(l), kops(x), kops(x1), kops(n),
 			ratio(x, l), ratio(x1, l), ratio(x, n), ratio(x1, n), ratio(l, n))
 	}
-	w("\nWhere the time goes (all reps summed; ops estimated as ops/s × (warmup + window), so CPU per op is approximate; `calls/server read` is script calls per read of the server's sockets (the legacy client's pause reads are reads too): how many calls each read carried):\n\n")
-	w("| pipeline | path | proxy CPU µs/op (sys share) | server CPU µs/op | calls/server read |\n|---|---|---|---|---|\n")
+	w("\nWhere the time goes (all reps summed; ops estimated as ops/s × (warmup + window), so CPU per op is approximate; `calls/server read` is script calls per read of the server's sockets (the legacy client's pause reads are reads too): how many calls each read carried; allocs/call from the emqproxy process's go_memstats_mallocs_total, as in section 1):\n\n")
+	w("| pipeline | path | proxy CPU µs/op (sys share) | server CPU µs/op | calls/server read | proxy allocs/call |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.pipelines {
 		for _, t := range r.mixTargets {
 			var c, s cpu
-			var ops float64
+			var ops, allocs, allocOps float64
 			var reads int64
 			for _, res := range r.mixRes[key2(itoa(p), t.name)] {
 				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
 				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
-				ops += res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
+				n := res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
+				ops += n
 				reads += res.srv.reads
+				if res.allocs >= 0 {
+					allocs += res.allocs
+					allocOps += n
+				}
 			}
-			w("| %d | %s | %s | %s | %s |\n", p, t.name, cpuPerOp(c, int64(ops), t.pid != 0), cpuPerOp(s, int64(ops), true),
-				ratio(ops, float64(reads)))
+			w("| %d | %s | %s | %s | %s | %s |\n", p, t.name, cpuPerOp(c, int64(ops), t.pid != 0), cpuPerOp(s, int64(ops), true),
+				ratio(ops, float64(reads)), perOp(int64(allocs), int64(allocOps), allocOps > 0))
 		}
 	}
 	w("\nSingle client, pipeline 1 (latency of one script call; a legacy claim includes its pause read):\n\n")
