@@ -84,14 +84,14 @@ func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
 		return nil
 	}
 	var buf [maxCmdName]byte
-	c := (*t)[string(lowerInto(buf[:0], args[0]))]
+	c := (*t)[string(rewrite.LowerInto(buf[:0], args[0]))]
 	if c == nil || c.subs == nil {
 		return c
 	}
 	if len(args) < 2 || len(args[1]) > maxCmdName {
 		return c
 	}
-	if sc := c.subs[string(lowerInto(buf[:0], args[1]))]; sc != nil {
+	if sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]; sc != nil {
 		return sc
 	}
 	return c
@@ -99,17 +99,6 @@ func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
 
 // maxCmdName bounds command names looked up (longer ones are unknown).
 const maxCmdName = 64
-
-// lowerInto appends b in ASCII lower case to dst.
-func lowerInto(dst, b []byte) []byte {
-	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
 
 // positions appends to dst the indices in args of the command's keys, as
 // COMMAND GETKEYS finds them from the specs. Out-of-range positions (a

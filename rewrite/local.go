@@ -201,7 +201,7 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
 			var buf [maxName]byte
-			return refuse(arityReply("client|"+string(lowerInto(buf[:0], sub))), ReasonArity), true
+			return refuse(arityReply("client|"+string(LowerInto(buf[:0], sub))), ReasonArity), true
 		}
 		if !equalFold(args[2], "ON") && !equalFold(args[2], "OFF") {
 			return refuse(replySyntax, ReasonProtocol), true
@@ -242,8 +242,9 @@ func clientInfo(st *State, p *Policy) []byte {
 	return b
 }
 
-// lowerInto appends the ASCII lower case of s to dst.
-func lowerInto(dst, s []byte) []byte {
+// LowerInto appends the ASCII lower case of s to dst. The proxy's key
+// table looks command names up with it too.
+func LowerInto(dst, s []byte) []byte {
 	for _, c := range s {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'

@@ -122,9 +122,9 @@ const maxQuoted = 64
 // maxQuoted bytes, marked with "...", when longer).
 func lowerSHA(b []byte) string {
 	if len(b) > maxQuoted {
-		return string(lowerInto(make([]byte, 0, maxQuoted+3), b[:maxQuoted])) + "..."
+		return string(LowerInto(make([]byte, 0, maxQuoted+3), b[:maxQuoted])) + "..."
 	}
-	return string(lowerInto(make([]byte, 0, len(b)), b))
+	return string(LowerInto(make([]byte, 0, len(b)), b))
 }
 
 // Hashtag returns the content of key's hash tag as the server computes it

@@ -216,7 +216,7 @@ func lookup(buf *[maxName]byte, name []byte) ([]byte, cmdInfo, bool) {
 			c -= 'a' - 'A'
 		}
 		up[i] = c
-		h = (h ^ uint32(c)) * fnvPrime
+		h = fnvStep(h, c)
 	}
 	for i := h; ; i++ {
 		e := &index[i&(indexSize-1)]
@@ -244,6 +244,9 @@ const (
 	fnvPrime  = 16777619
 )
 
+// fnvStep adds one byte to an FNV-1a hash; lookup and init must hash alike.
+func fnvStep(h uint32, c byte) uint32 { return (h ^ uint32(c)) * fnvPrime }
+
 type indexEntry struct {
 	name string
 	info cmdInfo
@@ -262,7 +265,7 @@ func init() {
 	for name, info := range commands {
 		var h uint32 = fnvOffset
 		for i := 0; i < len(name); i++ {
-			h = (h ^ uint32(name[i])) * fnvPrime
+			h = fnvStep(h, name[i])
 		}
 		for i := h; ; i++ {
 			if e := &index[i&(indexSize-1)]; e.name == "" {
