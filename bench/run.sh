@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark command (`make bench`): installs the tools it needs from
-# Debian when missing (redis-benchmark from redis-tools, nutcracker),
+# Debian when missing (scripts/deps.sh: redis-benchmark, nutcracker, ...),
 # builds the load generator, the bench proxy and the runner, and runs every
 # benchmark side by side in one run. Results: bench/results/<date>-<sha>.md
 # and bench/results/latest.md. Extra arguments go to the runner, e.g.
@@ -9,20 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
-command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "bench: installing ${need[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  $sudo service redis-server stop >/dev/null 2>&1 || true
-  $sudo service nutcracker stop >/dev/null 2>&1 || true
-fi
+./scripts/deps.sh # redis-server, redis-benchmark, nutcracker, gcc, the Go modules
 
 GO=${GO:-go}
 mkdir -p bin

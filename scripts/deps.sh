@@ -6,7 +6,7 @@
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
@@ -15,8 +15,10 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  # Debian starts a redis-server on 6379 after install; the stand starts its
-  # own nodes, so the system service is stopped to keep the machine quiet.
+  # Debian starts a redis-server on 6379 (and a nutcracker) after install;
+  # the stand and the benchmarks start their own, so the system services are
+  # stopped to keep the machine quiet.
   $sudo service redis-server stop >/dev/null 2>&1 || true
+  $sudo service nutcracker stop >/dev/null 2>&1 || true
 fi
 go mod download
