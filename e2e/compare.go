@@ -308,17 +308,22 @@ func stampText(score int64, refs []stampRef) string {
 	return strconv.FormatInt(score, 10) + " = " + strings.Join(parts, " | ")
 }
 
-// compareKeys compares two masked snapshots key by key.
-func compareKeys(where string, a, b map[string]maskedKey) []Diff {
-	names := slices.Sorted(maps.Keys(a))
-	for n := range b {
-		if _, ok := a[n]; !ok {
-			names = append(names, n)
+// unionKeys returns the keys of a and b, each once, in order.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
 		}
 	}
-	slices.Sort(names)
+	slices.Sort(keys)
+	return keys
+}
+
+// compareKeys compares two masked snapshots key by key.
+func compareKeys(where string, a, b map[string]maskedKey) []Diff {
 	var diffs []Diff
-	for _, n := range names {
+	for _, n := range unionKeys(a, b) {
 		ka, oka := a[n]
 		kb, okb := b[n]
 		at := where + ", key " + n
@@ -341,15 +346,8 @@ func compareKeys(where string, a, b map[string]maskedKey) []Diff {
 }
 
 func compareHash(at string, a, b map[string]string) []Diff {
-	fields := slices.Sorted(maps.Keys(a))
-	for f := range b {
-		if _, ok := a[f]; !ok {
-			fields = append(fields, f)
-		}
-	}
-	slices.Sort(fields)
 	var diffs []Diff
-	for _, f := range fields {
+	for _, f := range unionKeys(a, b) {
 		x, okx := a[f]
 		y, oky := b[f]
 		if okx != oky || x != y {

@@ -201,17 +201,22 @@ func leasedIDs(steps []stepResult) map[string]bool {
 	return out
 }
 
-// compareSnapshots compares two masked states key by key.
-func compareSnapshots(a, b masked) []Diff {
-	var diffs []Diff
-	keys := slices.Sorted(maps.Keys(a.snap))
-	for _, k := range slices.Sorted(maps.Keys(b.snap)) {
-		if _, ok := a.snap[k]; !ok {
+// unionKeys returns the keys of a and b, each once, in order.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
+	return keys
+}
+
+// compareSnapshots compares two masked states key by key.
+func compareSnapshots(a, b masked) []Diff {
+	var diffs []Diff
+	for _, k := range unionKeys(a.snap, b.snap) {
 		va, oka := a.snap[k]
 		vb, okb := b.snap[k]
 		switch {
@@ -232,14 +237,7 @@ func compareValue(k string, va, vb Value, sa, sb map[string]stamp) []Diff {
 	var diffs []Diff
 	switch va.Type {
 	case "hash":
-		fields := slices.Sorted(maps.Keys(va.Hash))
-		for _, f := range slices.Sorted(maps.Keys(vb.Hash)) {
-			if _, ok := va.Hash[f]; !ok {
-				fields = append(fields, f)
-			}
-		}
-		slices.Sort(fields)
-		for _, f := range fields {
+		for _, f := range unionKeys(va.Hash, vb.Hash) {
 			x, okx := va.Hash[f]
 			y, oky := vb.Hash[f]
 			if okx != oky || x != y {
