@@ -2,13 +2,23 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
+)
+
+// sig is what a batch's owner is woken with.
+type sig uint8
+
+const (
+	sigDone sig = iota + 1 // every reply is there
+	sigLead                // the owner now holds the reader's role (pipe.lead)
 )
 
 // batch is one client's forwarded commands: their encoded bytes and the
@@ -18,17 +28,18 @@ type batch struct {
 	out []byte // the encoded commands, as they go to the upstream
 	n   int    // how many replies the commands produce
 
-	replies []byte // the replies' exact bytes, concatenated
-	ends    []int  // ends[i] is where reply i ends in replies
-	max     int    // cap on len(replies); past it the rest is discarded
-	over    bool   // the cap was hit; the client is closed
-	lost    bool   // some replies are errors made by the proxy
+	replies  []byte // the replies' exact bytes, concatenated
+	ends     []int  // ends[i] is where reply i ends in replies
+	max      int    // cap on len(replies); past it the rest is discarded
+	over     bool   // the cap was hit; the client is closed
+	lost     bool   // some replies are errors made by the proxy
+	finished bool   // every reply is there (under the pipe's mu)
 
-	done chan struct{} // signalled once when all n replies are there
+	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
 
 // newBatch returns an empty batch with its signal channel.
-func newBatch() *batch { return &batch{done: make(chan struct{}, 1)} }
+func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
 
 // reset empties the batch for reuse, keeping its buffers.
 func (b *batch) reset() {
@@ -36,7 +47,7 @@ func (b *batch) reset() {
 	b.n = 0
 	b.replies = b.replies[:0]
 	b.ends = b.ends[:0]
-	b.over, b.lost = false, false
+	b.over, b.lost, b.finished = false, false, false
 }
 
 // reply returns the bytes of reply i.
@@ -59,12 +70,40 @@ func (b *batch) fill(msg []byte) {
 	b.lost = true
 }
 
-// signal wakes the session waiting on the batch.
-func (b *batch) signal() { b.done <- struct{}{} }
+// signal wakes the session waiting on the batch: every reply is there.
+func (b *batch) signal() { b.done <- sigDone }
 
-// pipe is one pipelined upstream connection: a writer goroutine coalesces
-// the batches of every client into as few writes as possible, a reader
-// goroutine frames the replies and hands them to the batches in FIFO order.
+// pipe is one pipelined upstream connection.
+//
+// A shared connection has no goroutines of its own. A round trip of a lone
+// client through the proxy then costs what it costs a client talking to the
+// server directly: its session writes the batch and reads the replies
+// itself, and no goroutine is woken on the way (each hand-off between
+// goroutines costs a wake-up, tens of microseconds on a busy 2-core
+// machine, which at pipeline 1 is most of what a proxy adds). Under load
+// the same two roles batch many clients' commands:
+//
+//   - The writer: the session that sends a batch while no write is in
+//     progress writes it, with every batch other sessions queued by then,
+//     and keeps writing what they queue while it writes (combining), so the
+//     batches of many clients leave in one write and the server reads them
+//     as one pipeline.
+//   - The reader: the session that waits for replies while nobody reads
+//     reads them, completes the batches in FIFO order (waking their
+//     sessions), and once its own batch is complete hands the role to the
+//     owner of the oldest batch still waiting (sigLead), or drops it when
+//     nothing waits.
+//
+// While nothing waits, nobody reads, so a connection the server closed
+// shows only on the next send: send checks an idle connection without
+// blocking first (checkIdle, one non-blocking peek), and the upstream's
+// watch does so every watchInterval, so a command is never written to a
+// connection known to be closed and the reconnect starts at once.
+//
+// A dedicated connection (blocking commands, WATCH) and a TLS one keep a
+// reader goroutine (bg): a blocking command's session must watch its client
+// meanwhile, and on TLS a peek at the socket cannot tell a close from a
+// record the server sends on its own (a session ticket).
 //
 // When the connection breaks or a reply is overdue, every batch waiting on
 // it gets, for each unanswered command, an explicit error; nothing is ever
@@ -72,45 +111,56 @@ func (b *batch) signal() { b.done <- struct{}{} }
 type pipe struct {
 	name    string
 	nc      net.Conn
+	raw     syscall.RawConn // the socket, for checkIdle (nil with bg)
+	bg      bool            // a reader goroutine reads
 	rr      replyReader
 	timeout time.Duration // reply timeout; 0 = none
 	lostMsg []byte        // the error a command in flight gets on failure
 	onDead  func(err error)
 
 	mu       sync.Mutex
-	queue    []*batch // waiting to be written
-	spare    []*batch // the writer's swap buffer (writer only)
-	inflight []*batch // written (or being written), waiting for replies
-	head     int      // first waiting batch in inflight
+	queue    []*batch  // waiting to be written
+	spare    []*batch  // the writer's swap buffer (writer only)
+	inflight []*batch  // written (or being written), waiting for replies
+	head     int       // first waiting batch in inflight
+	writing  bool      // the writer's role is held
+	reading  bool      // the reader's role is held (or handed over)
+	idle     sync.Cond // broadcast when the writer's role is dropped (on mu)
 	closed   bool
-	err      error     // why it closed
-	rdl      time.Time // the read deadline last set; zero = none (deadline.go)
-	wdl      time.Time // the write deadline last set (writer only)
+	err      error       // why it closed
+	rdl      time.Time   // the read deadline last set; zero = none (deadline.go)
+	wdl      time.Time   // the write deadline last set (writer only)
+	vec      net.Buffers // the writer's vector of batch buffers (writer only)
 
-	wake       chan struct{}
-	quit       chan struct{}
-	writerDone chan struct{}
-	dead       chan struct{} // closed after every waiting batch was answered
+	dead chan struct{} // closed after every waiting batch was answered
 }
 
 // readBufSize is the upstream reader's buffer: large, so many replies are
 // framed per read syscall.
 const readBufSize = 256 * 1024
 
-// newPipe starts the goroutines of a pipelined connection over nc, whose
-// reader br may already hold buffered bytes.
-func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, onDead func(error)) *pipe {
+// maxCombinedWrites bounds the writes a session makes in the writer's role
+// before it hands the rest of the queue to a goroutine and goes back to its
+// own client.
+const maxCombinedWrites = 4
+
+// errIdleClosed is send's error for a connection found closed while idle:
+// the batch was not written.
+var errIdleClosed = errors.New("closed while idle")
+
+// newPipe sets up a pipelined connection over nc, whose reader br may
+// already hold buffered bytes. bg starts a reader goroutine (dedicated
+// connections); a TLS connection always gets one.
+func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, onDead func(error), bg bool) *pipe {
 	p := &pipe{
-		name:       name,
-		nc:         nc,
-		timeout:    timeout,
-		lostMsg:    []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
-		onDead:     onDead,
-		wake:       make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		writerDone: make(chan struct{}),
-		dead:       make(chan struct{}),
+		name:    name,
+		nc:      nc,
+		timeout: timeout,
+		lostMsg: []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
+		onDead:  onDead,
+		dead:    make(chan struct{}),
 	}
+	p.idle.L = &p.mu
 	p.rr = replyReader{br: br}
 	if timeout > 0 {
 		p.rr.progress = func() {
@@ -119,12 +169,23 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, 
 			p.mu.Unlock()
 		}
 	}
-	go p.writeLoop()
-	go p.readLoop()
+	if _, isTLS := nc.(*tls.Conn); !bg && !isTLS {
+		if sc, ok := nc.(syscall.Conn); ok {
+			p.raw, _ = sc.SyscallConn()
+		}
+	}
+	p.bg = p.raw == nil
+	if p.bg {
+		go p.readLoop()
+	}
 	return p
 }
 
-// send queues b for writing. It fails when the connection is closed.
+// send queues b and sees it written: when no write is in progress the
+// caller writes it itself (with whatever else is queued by then) before
+// send returns; otherwise the write in progress takes it along. The caller
+// must then await b. It fails, with nothing written, when the connection
+// is closed (errIdleClosed when send found it so).
 func (p *pipe) send(b *batch) error {
 	p.mu.Lock()
 	if p.closed {
@@ -132,35 +193,119 @@ func (p *pipe) send(b *batch) error {
 		p.mu.Unlock()
 		return err
 	}
-	p.queue = append(p.queue, b)
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if err := p.checkIdleLocked(); err != nil {
+		p.reading = true // nobody reads an idle connection: the role is free
+		p.mu.Unlock()
+		p.teardown(err)
+		return fmt.Errorf("%w: %w", errIdleClosed, err)
 	}
+	p.queue = append(p.queue, b)
+	if p.writing {
+		p.mu.Unlock()
+		return nil
+	}
+	p.writing = true
+	p.mu.Unlock()
+	p.writeQueued(maxCombinedWrites)
 	return nil
 }
 
-// close breaks the connection; waiting batches get the lost error.
-func (p *pipe) close() { _ = p.nc.Close() }
+// checkIdle tears the connection down when it is idle and the server has
+// closed it (or sent what nobody asked for). It reports whether it did.
+func (p *pipe) checkIdle() bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	err := p.checkIdleLocked()
+	if err == nil {
+		p.mu.Unlock()
+		return false
+	}
+	p.reading = true
+	p.mu.Unlock()
+	p.teardown(err)
+	return true
+}
 
-// writeLoop writes queued batches, as many per write as are queued.
-func (p *pipe) writeLoop() {
-	defer close(p.writerDone)
-	var vec [][]byte
-	for {
-		select {
-		case <-p.wake:
-		case <-p.quit:
+// checkIdleLocked looks, without blocking, at an idle connection (no
+// reader, no writer, nothing queued or waiting): an error when the server
+// closed it or sent bytes nobody asked for. Not idle: nil at once.
+func (p *pipe) checkIdleLocked() error {
+	if p.raw == nil || p.reading || p.writing || len(p.queue) > 0 || p.head < len(p.inflight) {
+		return nil
+	}
+	if p.rr.br.Buffered() > 0 {
+		return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+	}
+	var n int
+	var rerr error
+	peek := func(fd uintptr) bool {
+		var one [1]byte
+		n, _, rerr = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait: a peek, not a read
+	}
+	err := p.raw.Read(peek)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The reply deadline left armed after the last reply has passed:
+		// nothing waits, so it is no timeout. Clear it (the next write
+		// sets a new one) and look again.
+		p.rdl = time.Time{}
+		_ = p.nc.SetReadDeadline(time.Time{})
+		err = p.raw.Read(peek)
+	}
+	switch {
+	case err != nil:
+		return err
+	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
+		return nil
+	case rerr != nil:
+		return rerr
+	case n == 0:
+		return errors.New("closed by the server")
+	}
+	return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+}
+
+// close breaks the connection; waiting batches get the lost error.
+func (p *pipe) close() {
+	_ = p.nc.Close()
+	if p.bg {
+		return // the reader goroutine sees it
+	}
+	p.mu.Lock()
+	if p.closed || p.reading {
+		p.mu.Unlock()
+		return // the session reading sees it
+	}
+	p.reading = true
+	p.mu.Unlock()
+	p.teardown(net.ErrClosed)
+}
+
+// writeQueued writes the queue, as many batches per write as are queued,
+// until it is empty, the connection fails, or limit writes were made (then
+// a goroutine takes over the writer's role, so a session is not kept from
+// its own client by other clients' batches; limit < 0: no limit). The
+// caller holds the writer's role.
+func (p *pipe) writeQueued(limit int) {
+	// Let the other client goroutines woken by the same poll enqueue
+	// their batches first: measured 6-8 batches per write instead of
+	// ~1.5, and the server then sees pipelined input. With a lone client
+	// nothing else is runnable and this returns at once.
+	runtime.Gosched()
+	for n := 0; ; n++ {
+		p.mu.Lock()
+		if p.closed || len(p.queue) == 0 {
+			p.writing = false
+			p.idle.Broadcast()
+			p.mu.Unlock()
 			return
 		}
-		// Let the other client goroutines woken by the same poll enqueue
-		// their batches first: measured 6-8 batches per write instead of
-		// ~1.5, and the server then sees pipelined input.
-		runtime.Gosched()
-		p.mu.Lock()
-		if p.closed {
+		if n == limit {
 			p.mu.Unlock()
+			go p.writeQueued(-1) // the role passes to it
 			return
 		}
 		q := p.queue
@@ -171,28 +316,129 @@ func (p *pipe) writeLoop() {
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
 
-		vec = vec[:0]
+		vec := p.vec[:0]
 		for _, b := range q {
 			vec = append(vec, b.out)
 		}
 		if p.timeout > 0 {
 			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.timeout)
 		}
-		bufs := net.Buffers(vec)
+		bufs := vec // WriteTo consumes its receiver
 		_, err := bufs.WriteTo(p.nc)
-		clear(q)
-		p.spare = q[:0]
 		clear(vec)
+		p.vec = vec[:0]
+		clear(q)
+		p.mu.Lock()
+		p.spare = q[:0]
 		if err != nil {
-			p.mu.Lock()
 			if p.err == nil {
 				p.err = err
 			}
-			p.mu.Unlock()
+			p.writing = false
+			p.idle.Broadcast()
+		}
+		p.mu.Unlock()
+		if err != nil {
 			_ = p.nc.Close() // the reader sees it and tears down
 			return
 		}
 	}
+}
+
+// await waits until b, sent on p, has all its replies, reading them itself
+// when nobody else is (see pipe).
+func (p *pipe) await(b *batch) {
+	if p.bg {
+		<-b.done
+		return
+	}
+	p.mu.Lock()
+	if b.finished || p.reading {
+		p.mu.Unlock()
+		if <-b.done == sigDone {
+			return
+		}
+	} else {
+		p.reading = true
+		p.mu.Unlock()
+	}
+	p.lead(b)
+}
+
+// lead reads replies in the reader's role until own is complete, completing
+// every batch before it, then passes the role on. On a failure it tears the
+// connection down, which answers own too.
+func (p *pipe) lead(own *batch) {
+	for {
+		// own may still be queued behind another session's write: the
+		// first reply bytes show that it was moved to inflight.
+		if _, err := p.rr.br.Peek(1); err != nil {
+			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
+				continue
+			}
+			p.teardown(err)
+			<-own.done
+			return
+		}
+		b := p.front()
+		if b == nil {
+			p.teardown(fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol))
+			<-own.done
+			return
+		}
+		if err := p.readBatch(b); err != nil {
+			p.teardown(err)
+			<-own.done
+			return
+		}
+		p.mu.Lock()
+		p.pop()
+		if b != own {
+			p.mu.Unlock()
+			b.signal()
+			continue
+		}
+		var next *batch
+		if p.head < len(p.inflight) {
+			next = p.inflight[p.head]
+		} else {
+			p.reading = false
+		}
+		p.mu.Unlock()
+		if next != nil {
+			next.done <- sigLead
+		}
+		return
+	}
+}
+
+// readBatch reads b's missing replies. A read deadline that passes is no
+// timeout when a write since set one still ahead.
+func (p *pipe) readBatch(b *batch) error {
+	for len(b.ends) < b.n {
+		if _, err := p.rr.br.Peek(1); err != nil {
+			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.deadlineAhead() {
+				continue
+			}
+			return err
+		}
+		var over bool
+		var err error
+		b.replies, over, err = p.rr.read(b.replies, b.max)
+		if err != nil {
+			return err
+		}
+		b.over = b.over || over
+		b.ends = append(b.ends, len(b.replies))
+	}
+	return nil
+}
+
+// deadlineAhead reports whether the read deadline now set is still ahead.
+func (p *pipe) deadlineAhead() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rdl.After(time.Now())
 }
 
 // front returns the oldest batch waiting for replies, or nil.
@@ -205,12 +451,13 @@ func (p *pipe) front() *batch {
 	return p.inflight[p.head]
 }
 
-// pop removes the oldest batch once it has all its replies, and pushes
-// the read deadline on after that progress (lazily, see refreshDeadline).
+// pop removes the oldest batch, which has all its replies, and pushes the
+// read deadline on after that progress (lazily, see refreshDeadline).
 // When nothing waits the deadline is left armed: if it passes while the
-// connection is idle, the reader clears it (idleTimeout).
+// connection is idle, the reader clears it (idleTimeout). The caller holds
+// mu.
 func (p *pipe) pop() {
-	p.mu.Lock()
+	p.inflight[p.head].finished = true
 	p.inflight[p.head] = nil
 	p.head++
 	if p.head == len(p.inflight) {
@@ -227,12 +474,12 @@ func (p *pipe) pop() {
 			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 	}
-	p.mu.Unlock()
 }
 
 // idleTimeout reports whether a read deadline that passed while the reader
-// waited for the next reply is no timeout: nothing was waiting (the
-// deadline is then cleared), or a write since set a deadline still ahead.
+// waited for the next reply is no timeout: nothing was written yet (the
+// deadline is then cleared; the next write sets a new one), or a write
+// since set a deadline still ahead.
 func (p *pipe) idleTimeout() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -244,8 +491,9 @@ func (p *pipe) idleTimeout() bool {
 	return p.rdl.After(time.Now())
 }
 
-// readLoop frames replies and completes batches in FIFO order until the
-// connection fails, then tears it down.
+// readLoop is the reader goroutine of a bg connection: it frames replies
+// and completes batches in FIFO order until the connection fails, then
+// tears it down.
 func (p *pipe) readLoop() {
 	var err error
 	for {
@@ -260,26 +508,20 @@ func (p *pipe) readLoop() {
 			err = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
 			break
 		}
-		for len(b.ends) < b.n {
-			var over bool
-			b.replies, over, err = p.rr.read(b.replies, b.max)
-			if err != nil {
-				break
-			}
-			b.over = b.over || over
-			b.ends = append(b.ends, len(b.replies))
-		}
-		if err != nil {
+		if err = p.readBatch(b); err != nil {
 			break
 		}
+		p.mu.Lock()
 		p.pop()
+		p.mu.Unlock()
 		b.signal()
 	}
 	p.teardown(err)
 }
 
 // teardown closes the connection, waits for the writer, and answers every
-// waiting batch with an explicit error.
+// waiting batch with an explicit error. The caller holds the reader's
+// role (or is the reader goroutine).
 func (p *pipe) teardown(err error) {
 	p.mu.Lock()
 	if p.err != nil {
@@ -293,13 +535,23 @@ func (p *pipe) teardown(err error) {
 	p.closed = true
 	p.mu.Unlock()
 	_ = p.nc.Close()
-	close(p.quit)
-	<-p.writerDone
 
+	// A batch being written may not be handed back before the write ends:
+	// its session would reuse the buffer under the write. The close above
+	// ends the write at once.
 	p.mu.Lock()
+	for p.writing {
+		p.idle.Wait()
+	}
 	inflight := p.inflight[p.head:]
 	queued := p.queue
 	p.inflight, p.queue, p.head = nil, nil, 0
+	for _, b := range inflight {
+		b.finished = true
+	}
+	for _, b := range queued {
+		b.finished = true
+	}
 	p.mu.Unlock()
 	for _, b := range inflight {
 		b.fill(p.lostMsg)

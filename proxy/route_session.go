@@ -155,7 +155,7 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 	if err := p.send(b); err != nil {
 		return nil
 	}
-	<-b.done
+	p.await(b)
 	rep, _, err := decodeReply(b.reply(0))
 	if err != nil || rep.Type != '*' {
 		return nil

@@ -71,7 +71,16 @@ func (s *session) flush() {
 			continue
 		}
 		pt.b.max = budget
-		if err := pt.p.send(pt.b); err != nil {
+		err := pt.p.send(pt.b)
+		if errors.Is(err, errIdleClosed) && !pt.ded {
+			// Nothing was written: the server had closed the idle
+			// connection. Send on its replacement once it is up.
+			if np := pt.up.replaced(s.srv.ctx, s.id, pt.p); np != nil {
+				pt.p = np
+				err = np.send(pt.b)
+			}
+		}
+		if err != nil {
 			pt.b.fill(pt.up.unavailable())
 			continue
 		}
@@ -85,7 +94,7 @@ func (s *session) flush() {
 		if pt.ded {
 			s.waitDedicated(pt.b, pt.p)
 		} else {
-			<-pt.b.done
+			pt.p.await(pt.b)
 		}
 		s.over = s.over || pt.b.over
 	}

@@ -33,6 +33,7 @@ type Upstream struct {
 	slots []*slot
 
 	mu      sync.Mutex
+	swapped chan struct{} // closed (and replaced) when a slot gets a new connection
 	lastErr error
 	fenceOK bool // the last connection attempt passed the fence (or there is none)
 
@@ -54,15 +55,16 @@ type slot struct {
 func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *zap.Logger, met *metrics) *Upstream {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{
-		name:   opts.Name,
-		role:   opts.Role,
-		dialer: dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool)},
-		opts:   opts,
-		log:    log.With(zap.String("upstream", opts.Name)),
-		met:    met,
-		slots:  make([]*slot, opts.Conns),
-		ctx:    ctx,
-		cancel: cancel,
+		name:    opts.Name,
+		role:    opts.Role,
+		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool)},
+		opts:    opts,
+		log:     log.With(zap.String("upstream", opts.Name)),
+		met:     met,
+		slots:   make([]*slot, opts.Conns),
+		ctx:     ctx,
+		cancel:  cancel,
+		swapped: make(chan struct{}),
 	}
 	u.lastErr = fmt.Errorf("%w: not connected yet", ErrUnavailable)
 	for i := range u.slots {
@@ -71,6 +73,8 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *
 		u.wg.Add(1)
 		go u.keep(s)
 	}
+	u.wg.Add(1)
+	go u.watch(watchInterval)
 	if hook != nil && opts.ProbeInterval > 0 {
 		u.wg.Add(1)
 		go u.probe(opts.ProbeInterval)
@@ -140,8 +144,12 @@ func (u *Upstream) keep(s *slot) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, nc, br, u.opts.Timeout, nil)
+		p := newPipe(u.name, nc, br, u.opts.Timeout, nil, false)
 		s.cur.Store(p)
+		u.mu.Lock()
+		close(u.swapped)
+		u.swapped = make(chan struct{})
+		u.mu.Unlock()
 		u.setState(nil, true)
 		u.met.upstreamState(u.name, u.Up(), u.Fenced())
 		u.log.Info("upstream connected", zap.String("address", u.opts.Address))
@@ -211,6 +219,58 @@ func (u *Upstream) shared(id uint64) *pipe {
 	return u.slots[id%uint64(len(u.slots))].cur.Load()
 }
 
+// replaced waits, at most the dial timeout, for the shared connection that
+// replaces old for a client (by its id), and returns it; nil when none
+// comes in time.
+func (u *Upstream) replaced(ctx context.Context, id uint64, old *pipe) *pipe {
+	var timeout <-chan time.Time
+	for {
+		u.mu.Lock()
+		swapped := u.swapped
+		u.mu.Unlock()
+		if p := u.shared(id); p != nil && p != old {
+			return p
+		}
+		if timeout == nil {
+			t := time.NewTimer(u.opts.DialTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-swapped:
+		case <-timeout:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// watchInterval is how often an idle shared connection is checked for a
+// close by the server (pipe.checkIdle): nobody reads an idle connection,
+// and this starts the reconnect without waiting for the next command.
+const watchInterval = 100 * time.Millisecond
+
+// watch checks the idle shared connections every interval until the
+// upstream closes.
+func (u *Upstream) watch(every time.Duration) {
+	defer u.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range u.slots {
+			if p := s.cur.Load(); p != nil {
+				p.checkIdle()
+			}
+		}
+	}
+}
+
 // unavailable is the reply a command gets while the upstream is down.
 func (u *Upstream) unavailable() []byte {
 	err := u.LastError()
@@ -237,7 +297,7 @@ func (u *Upstream) dedicated(ctx context.Context) (*pipe, error) {
 		u.met.upstreamError(u.name, errKind(err, false))
 		return nil, err
 	}
-	return newPipe(u.name, nc, br, 0, nil), nil
+	return newPipe(u.name, nc, br, 0, nil, true), nil
 }
 
 // close stops reconnecting and closes the shared connections; waiting
