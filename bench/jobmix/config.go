@@ -25,7 +25,11 @@ type Config struct {
 	Warmup   time.Duration // run but not counted
 	Duration time.Duration // the measured window
 	Payload  int           // payload bytes per job
-	Tag      string        // makes queue names and ids unique per run
+	// PauseRead makes a native worker read the queue's pause flag (EXISTS
+	// emq:{q}:paused) before each claim, as the legacy client does: the
+	// same round trips per cycle on both sides, for latency comparisons.
+	PauseRead bool
+	Tag       string // makes queue names and ids unique per run
 	// MaxCycles bounds the cycles per client (0 = DefaultMaxCycles), so a
 	// run stops by count even if the clock misbehaves.
 	MaxCycles int64

@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		errOnce  sync.Once
 		wg       sync.WaitGroup
 	)
-	lat := make([][]time.Duration, len(ws))
+	lat := make([]samples, len(ws))
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err })
 		phase.Store(phaseStop)
@@ -61,39 +61,42 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			samples := make([]time.Duration, 0, min(cfg.MaxSamples, 4096))
-			defer func() { lat[i] = samples }()
+			var sm samples
+			defer func() { lat[i] = sm }()
 			ids := make([]string, cfg.Pipeline)
 			prefix := cfg.Tag + "c" + strconv.Itoa(i) + "-"
-			step := func(f func() error) bool {
+			// step runs one round trip; it returns its latency, or -1
+			// when the worker must stop.
+			step := func(f func() error) time.Duration {
 				t := time.Now()
 				if err := f(); err != nil {
 					if runCtx.Err() == nil {
 						fail(err)
 					}
-					return false
+					return -1
 				}
-				if phase.Load() == phaseMeasure {
-					ops.Add(int64(cfg.Pipeline))
-					if len(samples) < cfg.MaxSamples {
-						samples = append(samples, time.Since(t))
-					}
-				}
-				return true
+				return time.Since(t)
 			}
 			var claimed []string
 			for cycle := int64(0); cycle < cfg.MaxCycles && phase.Load() != phaseStop; cycle++ {
 				for k := range ids {
 					ids[k] = prefix + strconv.FormatInt(cycle*int64(cfg.Pipeline)+int64(k), 10)
 				}
-				if !step(func() error { return w.enqueue(runCtx, ids) }) {
+				enq := step(func() error { return w.enqueue(runCtx, ids) })
+				if enq < 0 {
 					return
 				}
-				if !step(func() (err error) { claimed, err = w.claim(runCtx, cfg.Pipeline); return err }) {
+				claim := step(func() (err error) { claimed, err = w.claim(runCtx, cfg.Pipeline); return err })
+				if claim < 0 {
 					return
 				}
-				if !step(func() error { return w.complete(runCtx, claimed) }) {
+				complete := step(func() error { return w.complete(runCtx, claimed) })
+				if complete < 0 {
 					return
+				}
+				if phase.Load() == phaseMeasure {
+					ops.Add(3 * int64(cfg.Pipeline))
+					sm.add(cfg.MaxSamples, enq, claim, complete)
 				}
 			}
 		}()

@@ -44,7 +44,7 @@ func newWorker(ctx context.Context, cfg Config, q string) (worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmix: connect %s: %w", cfg.Addr, err)
 	}
-	return &nativeWorker{vc: vc, q: q, payload: payload}, nil
+	return &nativeWorker{vc: vc, q: q, payload: payload, pauseRead: cfg.PauseRead}, nil
 }
 
 // legacyWorker drives the wire-4 client.
@@ -129,10 +129,11 @@ func (w *legacyWorker) complete(ctx context.Context, ids []string) error {
 
 // nativeWorker sends EMQ.* with valkey-go, as a wire-6 connector does.
 type nativeWorker struct {
-	vc      valkey.Client
-	q       string
-	payload string
-	cmds    valkey.Commands
+	vc        valkey.Client
+	q         string
+	payload   string
+	cmds      valkey.Commands
+	pauseRead bool // read the pause flag before each claim (Config.PauseRead)
 }
 
 func (w *nativeWorker) close() { w.vc.Close() }
@@ -164,6 +165,15 @@ func (w *nativeWorker) enqueue(ctx context.Context, ids []string) error {
 }
 
 func (w *nativeWorker) claim(ctx context.Context, n int) ([]string, error) {
+	if w.pauseRead {
+		paused, err := w.vc.Do(ctx, w.vc.B().Exists().Key(legacy.Key(w.q, "paused")).Build()).AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("%w: EXISTS paused: %w", ErrMix, err)
+		}
+		if paused != 0 {
+			return nil, fmt.Errorf("%w: queue %s is paused", ErrMix, w.q)
+		}
+	}
 	pending, active, lease := legacy.Key(w.q, "pending"), legacy.Key(w.q, "active"), fmt.Sprint(leaseMs)
 	rs, _ := w.do(ctx, func(b valkey.Builder, _ int) valkey.Completed {
 		return b.Arbitrary("EMQ.CLAIM", "2").Keys(pending, active).Args(lease).Build()

@@ -25,7 +25,7 @@ func TestMedian(t *testing.T) {
 
 // fakeRun fills a runner with results as a run would.
 func fakeRun(direct, proxied, twem, lua, viaProxy, auditOn, auditOff float64, idleBytes int64) *runner {
-	r := &runner{pt: map[string][]ptResult{}, mixRes: map[string][]mixResult{}, pipelines: []int{1}}
+	r := &runner{pt: map[string][]ptResult{}, mixRes: map[string][]mixResult{}, pipelines: []int{16}}
 	r.variants = []ptVariant{{name: "P1", pipeline: 1}}
 	r.ptTargets = []target{{name: "direct"}, {name: "emqproxy"}, {name: "g1"}, {name: "twemproxy"}}
 	for name, v := range map[string]float64{"direct": direct, "emqproxy": proxied, "g1": proxied, "twemproxy": twem} {
@@ -34,7 +34,7 @@ func fakeRun(direct, proxied, twem, lua, viaProxy, auditOn, auditOff float64, id
 	for name, v := range map[string]float64{mixLua: lua, mixProxy: viaProxy, mixProxy1: viaProxy, mixAuditOn: auditOn, mixAuditOff: auditOff} {
 		var m mixResult
 		m.OpsPerSec = v
-		r.mixRes[key2("1", name)] = []mixResult{m}
+		r.mixRes[key2("16", name)] = []mixResult{m}
 	}
 	r.idle = idleResult{conns: 1000, before: 0, after: idleBytes}
 	return r
@@ -54,7 +54,7 @@ func TestChecks(t *testing.T) {
 			t.Errorf("good run: %q missed", what)
 		}
 	}
-	bad := met(fakeRun(100, 94, 95, 100, 99, 89, 100, 16*1024*1000+1000))
+	bad := met(fakeRun(100, 84, 95, 100, 99, 89, 100, 16*1024*1000+1000))
 	for what, ok := range bad {
 		if ok {
 			t.Errorf("bad run: %q met", what)
@@ -62,6 +62,41 @@ func TestChecks(t *testing.T) {
 	}
 	if len(good) != len(bad) || len(good) != 2*2+2+1+1 {
 		t.Fatalf("checks: %d and %d", len(good), len(bad))
+	}
+}
+
+func TestLatChecks(t *testing.T) {
+	run := func(proxyGet, proxyEnq latPoint) map[string]bool {
+		r := &runner{latGets: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
+		r.ptTargets = []target{{name: "direct"}, {name: "emqproxy"}, {name: "g1"}, {name: "twemproxy"}}
+		r.latLoopTargets = []mixTarget{{name: "native"}, {name: "emqproxy"}}
+		for name, p := range map[string]latPoint{"direct": {50, 100}, "emqproxy": proxyGet, "g1": proxyGet, "twemproxy": {90, 200}} {
+			r.latGets[key2("1", name)] = []latPoint{p}
+		}
+		for name, p := range map[string]latPoint{"native": {40, 80}, "emqproxy": proxyEnq} {
+			var m mixResult
+			m.EnqueueP50us, m.EnqueueP99us = p.p50, p.p99
+			r.latLoops[key2("1", name)] = []mixResult{m}
+		}
+		out := map[string]bool{}
+		for _, c := range r.latChecks() {
+			out[c.what] = c.ok
+		}
+		return out
+	}
+	// twemproxy adds 40 µs at p50 and 100 µs at p99.
+	good := run(latPoint{90, 250}, latPoint{80, 230})
+	bad := run(latPoint{91, 251}, latPoint{81, 231})
+	if len(good) != 6 || len(bad) != 6 {
+		t.Fatalf("checks: %d and %d, want 6", len(good), len(bad))
+	}
+	for what, ok := range good {
+		if !ok {
+			t.Errorf("good run: %q missed", what)
+		}
+		if bad[what] {
+			t.Errorf("bad run: %q met", what)
+		}
 	}
 }
 
@@ -156,8 +191,8 @@ func TestBudgetRenders(t *testing.T) {
 	var b strings.Builder
 	r.writeBudget(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
 	out := b.String()
-	// P1 ≥ 0.95× direct: 16/0.95 − (10 + 2) = 4.84 µs for emqproxy, which spent 9.
-	if !strings.Contains(out, "| passthrough P1 ≥ 0.95× direct | 4.84 | 9.00 |") {
+	// P1 ≥ 0.85× direct: 16/0.85 − (10 + 2) = 6.82 µs for emqproxy, which spent 9.
+	if !strings.Contains(out, "| passthrough P1 ≥ 0.85× direct | 6.82 | 9.00 |") {
 		t.Errorf("budget section:\n%s", out)
 	}
 	if strings.Contains(out, mixAuditOn) {

@@ -42,6 +42,9 @@ type runner struct {
 	ptEvidence                          map[string]evidence
 	mixRes                              map[string][]mixResult
 	latency                             map[string]mixResult
+	latGets                             map[string][]latPoint  // by clients and target (latency.go)
+	latLoops                            map[string][]mixResult // by clients and target
+	latLoopTargets                      []mixTarget            // the direct path first
 	idle                                idleResult
 	profiles                            []namedText // name, file
 	variants                            []ptVariant
@@ -71,7 +74,8 @@ func main() {
 
 func run() error {
 	r := &runner{started: time.Now(), admin: map[string]string{}, pt: map[string][]ptResult{},
-		ptEvidence: map[string]evidence{}, mixRes: map[string][]mixResult{}, latency: map[string]mixResult{}}
+		ptEvidence: map[string]evidence{}, mixRes: map[string][]mixResult{}, latency: map[string]mixResult{},
+		latGets: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
 	flag.StringVar(&r.root, "root", ".", "repository root")
 	flag.StringVar(&r.out, "out", "bench/results", "results folder")
 	flag.StringVar(&r.proxyBin, "emqproxy", "bin/emqproxy", "the emqproxy binary")
@@ -168,6 +172,15 @@ func run() error {
 		{name: nTwem, addr: tw.addr, pid: tw.pid()},
 	}
 	if err := r.passthrough(ctx, r.variants, r.ptTargets); err != nil {
+		return err
+	}
+	// 1b. Latency at pipeline 1.
+	r.latLoopTargets = []mixTarget{
+		{name: "EMQ.* directly (with the pause read)", mode: jobmix.Native, addr: r.module.Addr, server: r.module, pauseRead: true},
+		{name: nProxy, mode: jobmix.Legacy, addr: px.addr, pid: px.pid(), server: r.module},
+		{name: nProxy1, mode: jobmix.Legacy, addr: px1.addr, pid: px1.pid(), server: r.module},
+	}
+	if err := r.latencyCurve(ctx, r.ptTargets, r.latLoopTargets); err != nil {
 		return err
 	}
 	tw.stop()

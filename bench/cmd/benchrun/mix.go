@@ -23,6 +23,9 @@ type mixTarget struct {
 	pid    int        // the proxy's pid, 0 when direct
 	server *node.Node // the node behind it
 	admin  string     // the proxy's admin listener, for its allocation count ("" = none)
+	// pauseRead: a native target reads the pause flag before each claim,
+	// as the legacy client does (the latency section's baseline).
+	pauseRead bool
 }
 
 // mixResult is one jobmix run with the CPU around it.
@@ -41,6 +44,9 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 	argv := []string{r.jobmixBin, "--mode", string(t.mode), "--addr", t.addr,
 		"--clients", strconv.Itoa(clients), "--pipeline", strconv.Itoa(pipeline),
 		"--warmup", warmup.String(), "--duration", dur.String(), "--tag", "r" + strconv.Itoa(r.tagSeq)}
+	if t.pauseRead {
+		argv = append(argv, "--pause-read")
+	}
 	srvPID := t.server.PID()
 	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()

@@ -38,6 +38,7 @@ func run(args []string) error {
 	duration := fs.Duration("duration", 5*time.Second, "measured window")
 	payload := fs.Int("payload", 64, "payload bytes per job")
 	tag := fs.String("tag", "", "queue and id prefix (default: unique per run)")
+	pauseRead := fs.Bool("pause-read", false, "native: read the pause flag before each claim, as the legacy client does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func run(args []string) error {
 	defer stop()
 	res, err := jobmix.Run(ctx, jobmix.Config{
 		Mode: jobmix.Mode(*mode), Addr: *addr, Clients: *clients, Pipeline: *pipeline,
-		Warmup: *warmup, Duration: *duration, Payload: *payload, Tag: *tag,
+		Warmup: *warmup, Duration: *duration, Payload: *payload, Tag: *tag, PauseRead: *pauseRead,
 	})
 	if err != nil {
 		return err
