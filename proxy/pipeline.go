@@ -365,14 +365,33 @@ func (p *pipe) await(b *batch) {
 	p.lead(b)
 }
 
-// lead reads replies in the reader's role until own is complete, completing
-// every batch before it, then passes the role on. On a failure it tears the
-// connection down, which answers own too.
+// lead reads replies in the reader's role until own is complete,
+// completing every batch before it. Then it goes on completing the batches
+// whose replies are already read (no system call, no wait), and passes the
+// role to the owner of the oldest batch still waiting only when its replies
+// must be waited for: handing the role on costs a wake-up, and under load
+// one read often holds the replies of many batches. On a failure it tears
+// the connection down, which answers own too.
 func (p *pipe) lead(own *batch) {
+	ownDone := false
 	for {
-		// own may still be queued behind another session's write: the
-		// first reply bytes show that it was moved to inflight.
-		if _, err := p.rr.br.Peek(1); err != nil {
+		if ownDone {
+			p.mu.Lock()
+			if p.head == len(p.inflight) {
+				p.reading = false
+				p.mu.Unlock()
+				return
+			}
+			next := p.inflight[p.head]
+			if !p.rr.buffered(next.n - len(next.ends)) {
+				p.mu.Unlock()
+				next.done <- sigLead
+				return
+			}
+			p.mu.Unlock()
+		} else if _, err := p.rr.br.Peek(1); err != nil {
+			// own may still be queued behind another session's write:
+			// the first reply bytes show it was moved to inflight.
 			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
 				continue
 			}
@@ -388,27 +407,19 @@ func (p *pipe) lead(own *batch) {
 		}
 		if err := p.readBatch(b); err != nil {
 			p.teardown(err)
-			<-own.done
+			if !ownDone {
+				<-own.done
+			}
 			return
 		}
 		p.mu.Lock()
 		p.pop()
-		if b != own {
-			p.mu.Unlock()
-			b.signal()
+		p.mu.Unlock()
+		if b == own {
+			ownDone = true
 			continue
 		}
-		var next *batch
-		if p.head < len(p.inflight) {
-			next = p.inflight[p.head]
-		} else {
-			p.reading = false
-		}
-		p.mu.Unlock()
-		if next != nil {
-			next.done <- sigLead
-		}
-		return
+		b.signal()
 	}
 }
 

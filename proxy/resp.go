@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -80,6 +81,46 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 		}
 	}
 	return dst, over, nil
+}
+
+// buffered reports whether the bytes already read hold n complete replies,
+// so that reading them cannot block. It frames as read does; bytes read
+// frames as an error count as incomplete (read then reports the error).
+func (r *replyReader) buffered(n int) bool {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	pending, i := n, 0
+	for pending > 0 {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 2 {
+			return false
+		}
+		line := buf[i : i+j+1]
+		i += j + 1
+		pending--
+		switch line[0] {
+		case '$', '!', '=', '*', '~', '>', '%', '|':
+			m, ok := rewrite.ParseInt(line[1 : len(line)-2])
+			if !ok || m > int64(len(buf)) {
+				return false
+			}
+			switch line[0] {
+			case '$', '!', '=':
+				if m >= 0 {
+					i += int(m) + 2
+				}
+			case '%':
+				pending += 2 * int(max(m, 0))
+			case '|':
+				pending += 2*int(max(m, 0)) + 1
+			default:
+				pending += int(max(m, 0))
+			}
+			if i > len(buf) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // line returns the next line, with its "\r\n". The slice is valid until the
