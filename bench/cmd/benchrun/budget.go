@@ -115,7 +115,7 @@ func (r *runner) writeBudget(w func(string, ...any)) {
 
 	direct, px, px1, twem := r.ptTargets[0].name, r.ptTargets[1].name, r.ptTargets[2].name, r.ptTargets[3].name
 	w("\nThe throughput targets as CPU per operation (µs of proxy CPU per operation; \"spent\" is the measured figure):\n\n")
-	w("| target | allowance for emqproxy | spent | allowance for G1 | G1 spent | twemproxy spent | G1 with a core each |\n|---|---|---|---|---|---|---|\n")
+	w("| target | allowance for emqproxy | spent | allowance for Gn | Gn spent | twemproxy spent | emqproxy with a core each |\n|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		wantD, wantT := 0.85, 1.0
 		if v.pipeline > 1 {
@@ -131,12 +131,12 @@ func (r *runner) writeBudget(w func(string, ...any)) {
 			{fmt.Sprintf("passthrough %s ≥ %.1f× twemproxy", v.name, wantT), tw, wantT},
 		} {
 			w("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", c.what, allowance(c.base, e, c.ratio), e.us(e.path),
-				allowance(c.base, e1, c.ratio), e1.us(e1.path), tw.us(tw.path), ratio(e1.ceiling(), c.base.ceiling()))
+				allowance(c.base, e1, c.ratio), e1.us(e1.path), tw.us(tw.path), ratio(e.ceiling(), c.base.ceiling()))
 		}
 	}
 	for _, p := range r.pipelines {
 		l, e, e1 := r.mixSpend(p, mixLua), r.mixSpend(p, mixProxy), r.mixSpend(p, mixProxy1)
-		w("| job mix P%d ≥ 1.0× Lua | %.2f | %.2f | %.2f | %.2f | - | %s |\n", p, allowance(l, e, 1), e.us(e.path), allowance(l, e1, 1), e1.us(e1.path), ratio(e1.ceiling(), l.ceiling()))
+		w("| job mix P%d ≥ 1.0× Lua | %.2f | %.2f | %.2f | %.2f | - | %s |\n", p, allowance(l, e, 1), e.us(e.path), allowance(l, e1, 1), e1.us(e1.path), ratio(e.ceiling(), l.ceiling()))
 	}
 }
 

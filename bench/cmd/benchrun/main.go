@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -145,12 +146,14 @@ func run() error {
 		r.notes = append(r.notes, "`emqproxy serve` was not usable: the emqproxy rows ran bench/cmd/proxyd (proxy.New over the same data path).")
 	}
 	auditFile := func(name string) string { return filepath.Join(r.tmp, safeName(name)+"-audit.log") }
-	const nProxy, nProxy1, nTwem = "emqproxy", "emqproxy GOMAXPROCS=1", "twemproxy"
+	// emqproxy runs with its defaults (runtime.gomaxprocs 1); the second
+	// instance with Go's own choice, a P per core, for comparison.
+	const nProxy, nProxy1, nTwem = "emqproxy", "emqproxy GOMAXPROCS=cores", "twemproxy"
 	px, err := r.startProxy(proxySpec{name: nProxy, kind: kind, audit: auditFile(nProxy), pprof: true})
 	if err != nil {
 		return err
 	}
-	px1, err := r.startProxy(proxySpec{name: nProxy1, kind: kind, gomaxprocs: 1, audit: auditFile(nProxy1), pprof: true})
+	px1, err := r.startProxy(proxySpec{name: nProxy1, kind: kind, gomaxprocs: runtime.NumCPU(), audit: auditFile(nProxy1), pprof: true})
 	if err != nil {
 		return err
 	}
@@ -244,7 +247,7 @@ func run() error {
 const (
 	mixLua      = "Lua: legacy client on a scripts node"
 	mixProxy    = "emqproxy -> module node"
-	mixProxy1   = "emqproxy GOMAXPROCS=1 -> module"
+	mixProxy1   = "emqproxy GOMAXPROCS=cores -> module"
 	mixNative   = "EMQ.* directly on the module node"
 	mixAuditOn  = "proxyd, audit to a file"
 	mixAuditOff = "proxyd, audit off"

@@ -178,8 +178,8 @@ func (r *runner) writePassthrough(w func(string, ...any)) {
 	t := r.ptTargets
 	d, p, p1, tw := t[0].name, t[1].name, t[2].name, t[3].name
 	w("\n## 1. Passthrough (redis-benchmark, 50 clients, SET and GET, ops/s)\n\n")
-	w("`G1` is emqproxy with GOMAXPROCS=1. Ratios: emqproxy over direct, twemproxy over direct, emqproxy over twemproxy.\n\n")
-	w("| variant | test | direct | emqproxy | G1 | twemproxy | proxy/direct | G1/direct | twem/direct | proxy/twem | G1/twem |\n")
+	w("`emqproxy` runs with its defaults (GOMAXPROCS 1); `Gn` is emqproxy with GOMAXPROCS set to the number of cores (Go's own default). Ratios: emqproxy over direct, twemproxy over direct, emqproxy over twemproxy.\n\n")
+	w("| variant | test | direct | emqproxy | Gn | twemproxy | proxy/direct | Gn/direct | twem/direct | proxy/twem | Gn/twem |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		for _, test := range []string{"SET", "GET"} {
@@ -235,8 +235,8 @@ func perOp(n, ops int64, has bool) string {
 
 func (r *runner) writeMix(w func(string, ...any)) {
 	w("\n## 2. Legacy job mix (50 clients, each on its own queue: enqueue → claim → complete; ops/s = script calls per second)\n\n")
-	w("Lua: the legacy client directly on a scripts node. emqproxy: the same client through the proxy to a module node (G1: GOMAXPROCS=1). native: EMQ.* sent directly to the module node (the limit). Window %v after %v warmup.\n\n", r.mixDur, r.mixWarmup)
-	w("| pipeline | Lua | emqproxy | G1 | native | proxy/Lua | G1/Lua | proxy/native | G1/native | Lua/native |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	w("Lua: the legacy client directly on a scripts node. emqproxy: the same client through the proxy to a module node (its defaults; Gn: GOMAXPROCS set to the number of cores). native: EMQ.* sent directly to the module node (the limit). Window %v after %v warmup.\n\n", r.mixDur, r.mixWarmup)
+	w("| pipeline | Lua | emqproxy | Gn | native | proxy/Lua | Gn/Lua | proxy/native | Gn/native | Lua/native |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.pipelines {
 		l, x, x1, n := r.mixMedian(p, mixLua), r.mixMedian(p, mixProxy), r.mixMedian(p, mixProxy1), r.mixMedian(p, mixNative)
 		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, kops(l), kops(x), kops(x1), kops(n),
