@@ -86,11 +86,11 @@ func TestConnectionLocalCommandsMatchTheServer(t *testing.T) {
 			t.Errorf("%q:\n direct %q\n proxy  %q", steps[i].args, want[i], got[i])
 		}
 	}
-	// Where the proxy differs on purpose: another database, RESP3, and
-	// commands after QUIT in the same write.
+	// Where the proxy differs on purpose: another database, and commands
+	// after QUIT in the same write.
 	c := h.dial()
 	c.do("SELECT", "1").is("-ERR SELECT is not allowed: emqproxy serves database 0 only\r\n")
-	c.do("HELLO", "3").is("-NOPROTO unsupported protocol version\r\n")
+	c.do("HELLO", "4").is("-NOPROTO unsupported protocol version\r\n")
 	if r, err := node.RawDo(direct.Addr, "HELLO", "4"); err != nil || string(r) != "-NOPROTO unsupported protocol version\r\n" {
 		t.Errorf("the server's own NOPROTO text is %q (%v)", r, err)
 	}
@@ -106,7 +106,7 @@ func TestConnectionLocalCommandsMatchTheServer(t *testing.T) {
 }
 
 // valkeyClient is a valkey-go client to addr as the project's tools make
-// them (RESP2: the proxy refuses RESP3), closed at cleanup.
+// them (RESP2, no client-side caching), closed at cleanup.
 func valkeyClient(t testing.TB, addr string) valkey.Client {
 	t.Helper()
 	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, AlwaysRESP2: true, DisableCache: true})
@@ -115,18 +115,6 @@ func valkeyClient(t testing.TB, addr string) valkey.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-func TestValkeyGoDefaultsAskForRESP3(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Bare})
-	h := startProxy(t, n, nil)
-	// valkey-go's defaults send HELLO 3 and fall back to RESP2 only on
-	// "unknown command": the proxy's NOPROTO reaches the application.
-	_, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{h.addr}})
-	if err == nil || !strings.Contains(err.Error(), "NOPROTO") {
-		t.Fatalf("valkey-go with defaults: %v", err)
-	}
-	t.Logf("valkey-go with its defaults: %v", err)
 }
 
 // watchExec runs WATCH key, lets other change it, then MULTI SET EXEC on

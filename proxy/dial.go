@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +28,19 @@ type setupConn struct {
 
 // Do implements fence.Conn.
 func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error) {
+	raw, err := c.raw(ctx, args...)
+	if err != nil {
+		return fence.Reply{}, err
+	}
+	r, _, err := decodeReply(raw)
+	if err != nil {
+		return fence.Reply{}, err
+	}
+	return r, nil
+}
+
+// raw sends one command and returns its reply's bytes.
+func (c *setupConn) raw(ctx context.Context, args ...string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetDeadline(dl)
 		defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
@@ -35,17 +50,60 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 		c.buf = redcon.AppendBulkString(c.buf, a)
 	}
 	if _, err := c.nc.Write(c.buf); err != nil {
-		return fence.Reply{}, fmt.Errorf("%w: %w", ErrLost, err)
+		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	raw, _, err := c.rr.read(nil, -1)
 	if err != nil {
-		return fence.Reply{}, fmt.Errorf("%w: %w", ErrLost, err)
+		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
-	r, _, err := decodeReply(raw)
-	if err != nil {
-		return fence.Reply{}, err
+	return raw, nil
+}
+
+// helloStore keeps the server's own HELLO reply in each protocol, cut
+// around the connection id, so that a client's HELLO gets the server's
+// fields (server, version, proto, mode, role, modules) with the id of the
+// client's session: the proxy's own field.
+type helloStore struct {
+	t [2]atomic.Pointer[helloTemplate] // RESP2, RESP3
+}
+
+// helloTemplate is a HELLO reply without its id's value.
+type helloTemplate struct{ head, tail []byte }
+
+// helloID is what precedes the id's value in a HELLO reply.
+var helloID = []byte("$2\r\nid\r\n:")
+
+// has reports whether proto's reply is known.
+func (h *helloStore) has(proto int) bool { return h.t[proto-2].Load() != nil }
+
+// set keeps raw, the reply to HELLO in protocol proto (ignored when it has
+// no id field).
+func (h *helloStore) set(proto int, raw []byte) {
+	i := bytes.Index(raw, helloID)
+	if i < 0 {
+		return
 	}
-	return r, nil
+	j := bytes.Index(raw[i+len(helloID):], []byte("\r\n"))
+	if j < 0 {
+		return
+	}
+	h.t[proto-2].Store(&helloTemplate{head: raw[:i+len(helloID)], tail: raw[i+len(helloID)+j:]})
+}
+
+// reply is the server's HELLO reply in protocol proto with id, or nil
+// while none is known.
+func (h *helloStore) reply(proto int, id int64) []byte {
+	if h == nil || proto < 2 || proto > 3 {
+		return nil
+	}
+	t := h.t[proto-2].Load()
+	if t == nil {
+		return nil
+	}
+	b := make([]byte, 0, len(t.head)+len(t.tail)+20)
+	b = append(b, t.head...)
+	b = strconv.AppendInt(b, id, 10)
+	return append(b, t.tail...)
 }
 
 // dialer opens upstream connections: dial, TLS, the boot commands, then the
@@ -57,11 +115,16 @@ type dialer struct {
 	// first connection that passes the fence (keysDone then holds).
 	keys     *keyStore
 	keysDone *atomic.Bool
+	// hello, when set, receives the server's HELLO reply in each protocol,
+	// from the first connection of that protocol.
+	hello *helloStore
 }
 
-// dial returns a connection ready for client traffic and its reader.
-// fenceErr is true when the hook refused it.
-func (d *dialer) dial(ctx context.Context) (nc net.Conn, br *bufio.Reader, fenceErr bool, err error) {
+// dial returns a connection ready for client traffic in protocol proto (2
+// or 3) and its reader. fenceErr is true when the hook refused it. The boot,
+// the fence and the command table speak RESP2; a RESP3 connection sends
+// HELLO 3 last.
+func (d *dialer) dial(ctx context.Context, proto int) (nc net.Conn, br *bufio.Reader, fenceErr bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.DialTimeout)
 	defer cancel()
 	var nd net.Dialer
@@ -101,6 +164,23 @@ func (d *dialer) dial(ctx context.Context) (nc net.Conn, br *bufio.Reader, fence
 		}
 		d.keys.merge(t)
 		d.keysDone.Store(true)
+	}
+	if proto == 3 || (d.hello != nil && !d.hello.has(2)) {
+		args := []string{"HELLO"}
+		if proto == 3 {
+			args = append(args, "3")
+		}
+		raw, err := sc.raw(ctx, args...)
+		if err == nil && raw[0] == '-' {
+			err = fmt.Errorf("%w: %s: %s", ErrBoot, strings.Join(args, " "), bytes.TrimSpace(raw[1:]))
+		}
+		if err != nil {
+			_ = nc.Close()
+			return nil, nil, false, err
+		}
+		if d.hello != nil {
+			d.hello.set(proto, raw)
+		}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return nc, br, false, nil

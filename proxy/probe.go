@@ -53,7 +53,7 @@ func (u *Upstream) probe(every time.Duration) {
 // probeOnce dials, boots and fences one connection, closes it, and acts on
 // the outcome.
 func (u *Upstream) probeOnce() {
-	nc, _, fenceErr, err := u.dialer.dial(u.ctx)
+	nc, _, fenceErr, err := u.dialer.dial(u.ctx, 2)
 	if err == nil {
 		_ = nc.Close()
 		u.probes.Add(1)
@@ -73,7 +73,7 @@ func (u *Upstream) probeOnce() {
 	u.met.upstreamError(u.name, "fence")
 	u.log.Error("upstream fence no longer holds; closing its connections", zap.Error(err))
 	u.setState(err, false)
-	for _, s := range u.slots {
+	for _, s := range u.allSlots() {
 		if p := s.cur.Load(); p != nil {
 			p.close()
 		}

@@ -140,7 +140,7 @@ func (s *session) keysRoute(r *router, args [][]byte) (u *Upstream, keyed bool, 
 // in a round trip of its own: for the few commands whose key positions the
 // server's specs leave open. Any failure means no keys (the default route).
 func (s *session) getkeys(r *router, args [][]byte) [][]byte {
-	p := r.def.shared(s.id)
+	p := r.def.shared(s.id, 2) // the keys are decoded from a RESP2 array
 	if p == nil {
 		return nil
 	}
@@ -246,7 +246,7 @@ func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 		if !to(u) {
 			continue
 		}
-		p := u.shared(s.id)
+		p := u.shared(s.id, s.proto())
 		if p == nil {
 			continue
 		}

@@ -75,7 +75,7 @@ func (s *session) flush() {
 		if errors.Is(err, errIdleClosed) && !pt.ded {
 			// Nothing was written: the server had closed the idle
 			// connection. Send on its replacement once it is up.
-			if np := pt.up.replaced(s.srv.ctx, s.id, pt.p); np != nil {
+			if np := pt.up.replaced(s.srv.ctx, s.id, s.proto(), pt.p); np != nil {
 				pt.p = np
 				err = np.send(pt.b)
 			}

@@ -78,6 +78,8 @@ type session struct {
 	blockerUp *Upstream // its upstream
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
+	btx       []byte      // a bridged RESP3 client's queued transaction (subscribe.go)
+	btxN      int         // its commands
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 }
 
@@ -319,6 +321,18 @@ func (s *session) command(f frame) {
 		s.authFailed() // authlimit.go
 	}
 	s.routed = s.routeDecision(f.args, &d)
+	if d.Effect == rewrite.Hello && d.Action == rewrite.Local {
+		// The server's own reply, with the session's id (dial.go). The
+		// first RESP3 client opens the RESP3 connections, whose boot
+		// brings the server's RESP3 reply.
+		u := s.route()
+		if d.Proto == 3 && !u.dialer.hello.has(3) {
+			u.replaced(s.srv.ctx, s.id, 3, nil)
+		}
+		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
+			d.Reply = r
+		}
+	}
 	s.srv.met.command(&d)
 	s.kind = max(s.kind, kindOf(&d))
 	audit := s.auditFor(f.args, &d)
@@ -373,6 +387,17 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 			s.st.Authenticated, s.st.User = true, d.User
 		}
 		s.setName(d)
+		if d.Proto != 0 && d.Proto != s.proto() {
+			// The client's own connections speak the old protocol: the
+			// next command that needs one opens it anew. (A WATCH pin is
+			// never dropped this way: Decide refuses the switch while
+			// the client watches.)
+			s.st.Proto = d.Proto
+			if s.blocker != nil {
+				s.blocker.close()
+				s.blocker = nil
+			}
+		}
 	case rewrite.Wire6:
 		s.st.Wire6 = true
 	case rewrite.Multi:
@@ -464,6 +489,7 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 		return s.pinned, true
 	case d.Effect == rewrite.Watch:
 		s.pinnedUp = u
+		s.st.Watching = true
 		return s.dedicated(u, &s.pinned), true
 	case d.Effect == rewrite.Blocking:
 		if s.blocker != nil && s.blockerUp != u {
@@ -473,7 +499,20 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 		s.blockerUp = u
 		return s.dedicated(u, &s.blocker), true
 	}
-	return u.shared(s.id), false
+	p = u.shared(s.id, s.proto())
+	if p == nil && s.proto() == 3 {
+		// The RESP3 connections open for the first RESP3 client.
+		p = u.replaced(s.srv.ctx, s.id, 3, nil)
+	}
+	return p, false
+}
+
+// proto is the protocol the client speaks: 2 or 3.
+func (s *session) proto() int {
+	if s.st.Proto == 3 {
+		return 3
+	}
+	return 2
 }
 
 // encode appends a forwarded command's bytes to out: the client's bytes for
@@ -498,7 +537,7 @@ func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
 		(*slot).close()
 		*slot = nil
 	}
-	p, err := u.dedicated(s.srv.ctx)
+	p, err := u.dedicated(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
@@ -516,4 +555,5 @@ func (s *session) closePinned() {
 	}
 	s.pinnedUp = nil
 	s.unpin = false
+	s.st.Watching = false
 }

@@ -55,6 +55,22 @@ import (
 // client. Commands in subscribe mode are not decided by rewrite.Decide
 // (nothing runs but the subscribe commands and PING) and are not audited.
 //
+// A RESP3 client (HELLO 3) is bridged the same way when it subscribes or
+// turns CLIENT TRACKING on, and stays bridged until RESET or the end of its
+// connection: in RESP3 a subscribed or tracking client may send any
+// command, and the server's pushes (messages, invalidations) arrive on its
+// own connection between the replies. Every command is then decided as in
+// normal service (rewrite.Decide: rewrites, refusals, the version key,
+// audit records, whose reply field says "relayed" for what the server
+// answered) and sent on the client's own connection, whose replies and
+// pushes the relay passes on in the server's order; a reply the proxy makes
+// itself goes after a barrier, so it keeps its place. Transactions, WATCH
+// and blocking commands run on the server as they would on a direct
+// connection (the connection is the client's own); a command the proxy
+// refuses inside MULTI makes EXEC answer EXECABORT, with the server's
+// transaction discarded. A bridged client cannot switch protocol (HELLO 2
+// is refused).
+//
 // A slow subscriber is bounded: the relay keeps reading the upstream, and
 // the replies waiting for the client may take Options.MaxReplyBytes; past
 // that the client is closed and counted (client_rejected{reason=
@@ -114,8 +130,11 @@ type subscriber struct {
 	u     *Upstream
 	nc    net.Conn // the upstream connection
 	rr    replyReader
-	first []byte // the command that entered subscribe mode
-	max   int    // cap on the bytes waiting for the client
+	first []byte       // the command that entered subscribe mode
+	max   int          // cap on the bytes waiting for the client
+	resp3 bool         // a RESP3 client: bridged for good (see below)
+	swapN atomic.Int32 // len(swaps), read by the relay without the lock
+	swaps [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
 
 	pongSub   []byte // the barrier's reply while subscribed
 	pongPlain []byte // the barrier's reply once not subscribed
@@ -138,11 +157,11 @@ type subscriber struct {
 }
 
 // dialSubscriber opens the upstream connection for a subscribing client.
-func (u *Upstream) dialSubscriber(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+func (u *Upstream) dialSubscriber(ctx context.Context, proto int) (net.Conn, *bufio.Reader, error) {
 	if !u.Fenced() {
 		return nil, nil, fmt.Errorf("%w: not fenced", ErrUnavailable)
 	}
-	nc, br, fenceErr, err := u.dialer.dial(ctx)
+	nc, br, fenceErr, err := u.dialer.dial(ctx, proto)
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, fenceErr))
 		return nil, nil, err
@@ -156,7 +175,7 @@ func (u *Upstream) dialSubscriber(ctx context.Context) (net.Conn, *bufio.Reader,
 // connection cannot be opened the command gets the unavailable error.
 func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	s.flush()
-	nc, br, err := u.dialSubscriber(s.srv.ctx)
+	nc, br, err := u.dialSubscriber(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.unavailable(), audit)
@@ -181,6 +200,7 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	sub.resp3 = s.proto() == 3
 	s.sub = sub
 }
 
@@ -298,12 +318,21 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			continue
 		case frameIncomplete:
 			s.fr.need = need
+			s.logAudits() // before the next read reuses the buffer
 			return false, false, nil
 		case frameError:
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
 			return false, true, sub.finishWith(out, errReply)
 		}
-		switch subKindOf(f.args[0]) {
+		kind := subKindOf(f.args[0])
+		if sub.resp3 && kind == subOther {
+			s.start += n
+			if err := s.bridged(f, out); err != nil {
+				return false, false, err
+			}
+			continue
+		}
+		switch kind {
 		case subForward:
 			*out = append(*out, f.raw...)
 			s.start += n
@@ -419,4 +448,139 @@ func (sub *subscriber) stop(abort bool) {
 		_ = sub.s.nc.Close()
 	}
 	sub.drain()
+}
+
+// replyRelayed is the audit record's reply kind for a command the server
+// answered on a bridged connection: the relay passes replies on unframed.
+const replyRelayed = "relayed"
+
+// replyBridgedHello refuses a protocol switch on a bridged connection.
+var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; RESET first\r\n")
+
+// bridged decides one command of a bridged RESP3 client (see above) and
+// appends what goes to the server to *out, or sends what is there and
+// hands a local reply to the writer in its place.
+//
+// A transaction is queued by the proxy, as in normal service (each +OK and
+// +QUEUED after a barrier, so it keeps its place), and EXEC sends MULTI,
+// the queued commands and EXEC as one unit after a barrier: the relay then
+// drops the server's replies to MULTI and the queued commands, which the
+// client already had from the proxy, and passes EXEC's on.
+func (s *session) bridged(f frame, out *[]byte) error {
+	sub := s.sub
+	if s.began.IsZero() {
+		s.began = time.Now()
+	}
+	s.st.Fenced = s.srv.fenced()
+	d := rewrite.Decide(f.args, &s.st, s.pol)
+	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
+		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
+	}
+	s.srv.met.command(&d)
+	audit := s.auditFor(f.args, &d)
+	forwarded := d.Action == rewrite.Pass || d.Action == rewrite.Rewrite
+	switch {
+	case s.st.InMulti && forwarded && d.Effect == rewrite.Exec:
+		// Every reply before the unit is relayed first; then the relay
+		// drops MULTI's and each queued command's.
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		for range s.btxN + 1 {
+			sub.swap(nil)
+		}
+		*out = append(*out, replyMultiHead...)
+		*out = append(*out, s.btx...)
+		*out = append(*out, f.raw...)
+		s.endBridgedMulti()
+		s.relayed(audit)
+		return nil
+	case s.st.InMulti && forwarded:
+		s.btx = encode(s.btx, f, &d)
+		s.btxN++
+		s.relayed(audit)
+		return s.bridgeLocal(out, replyQueued, -1)
+	case forwarded:
+		*out = encode(*out, f, &d)
+		s.relayed(audit)
+		return nil
+	}
+	if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
+		return err
+	}
+	switch d.Effect {
+	case rewrite.Multi:
+		s.st.InMulti, s.st.MultiAborted = true, false
+		s.btx, s.btxN = s.btx[:0], 0
+	case rewrite.AbortMulti:
+		s.st.MultiAborted = true
+	case rewrite.Discard:
+		s.endBridgedMulti()
+	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
+		s.apply(f, &d)
+	}
+	return nil
+}
+
+// endBridgedMulti ends a bridged client's transaction.
+func (s *session) endBridgedMulti() {
+	s.st.InMulti, s.st.MultiAborted = false, false
+	if cap(s.btx) > 1<<20 {
+		s.btx = nil
+	}
+	s.btx, s.btxN = s.btx[:0], 0
+}
+
+// relayed notes on an audit record that the server's reply went to the
+// client unframed.
+func (s *session) relayed(audit int) {
+	if audit >= 0 {
+		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, s.sub.u.name
+	}
+}
+
+// bridgeBarrier sends what is in *out and waits until every reply to it has
+// been handed to the writer.
+func (s *session) bridgeBarrier(out *[]byte) error {
+	if err := s.sub.send(*out); err != nil {
+		return err
+	}
+	*out = (*out)[:0]
+	_, err := s.sub.check(false)
+	return err
+}
+
+// bridgeLocal hands a reply the proxy makes to the client in its place
+// among the server's replies: after a barrier.
+func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
+	if audit >= 0 {
+		s.audits[audit].setReply(reply, nil)
+	}
+	if err := s.bridgeBarrier(out); err != nil {
+		return err
+	}
+	if !s.sub.publish(reply) {
+		return s.sub.failure()
+	}
+	return nil
+}
+
+// swap makes the relay answer reply in place of the server's next reply
+// (not a push) after those already to be swapped; nil drops it. Only after
+// a barrier: then the next replies are known.
+func (sub *subscriber) swap(reply []byte) {
+	sub.mu.Lock()
+	sub.swaps = append(sub.swaps, reply)
+	sub.swapN.Store(int32(len(sub.swaps)))
+	sub.mu.Unlock()
+}
+
+// nextSwap takes the reply to answer in place of the server's next one.
+func (sub *subscriber) nextSwap() []byte {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	r := sub.swaps[0]
+	sub.swaps = sub.swaps[1:]
+	sub.swapN.Store(int32(len(sub.swaps)))
+	return r
 }

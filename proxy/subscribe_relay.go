@@ -50,8 +50,18 @@ func (sub *subscriber) relay() {
 			return
 		}
 		fr := chunk[start:]
+		if fr[0] != '>' && sub.swapN.Load() > 0 {
+			// A reply the proxy answers in its place (bridged RESP3).
+			chunk = append(chunk[:start], sub.nextSwap()...)
+			fr = chunk[start:]
+			if len(fr) == 0 {
+				continue
+			}
+		}
 		if sub.barrierOut.Load() && (bytes.Equal(fr, sub.pongSub) || bytes.Equal(fr, sub.pongPlain)) {
-			subscribed := fr[0] == '*'
+			// A bridged RESP3 client stays bridged: the barrier only
+			// orders (RESP3 answers PING alike in both modes).
+			subscribed := fr[0] == '*' || sub.resp3
 			if !sub.publish(chunk[:start]) {
 				return
 			}
@@ -63,7 +73,7 @@ func (sub *subscriber) relay() {
 			}
 			continue
 		}
-		if fr[0] == '-' || leftAll(fr) {
+		if !sub.resp3 && (fr[0] == '-' || leftAll(fr)) {
 			select {
 			case sub.hint <- struct{}{}:
 			default:

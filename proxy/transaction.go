@@ -102,7 +102,7 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	if s.pinned != nil {
 		p, ded = s.pinned, true
 	} else {
-		p = u.shared(s.id)
+		p = u.shared(s.id, s.proto())
 	}
 	if p == nil {
 		s.addLocal(u.unavailable(), audit)

@@ -30,7 +30,9 @@ type Upstream struct {
 	log    *zap.Logger
 	met    *metrics
 
-	slots []*slot
+	slots  []*slot                 // the RESP2 shared connections
+	slots3 atomic.Pointer[[]*slot] // the RESP3 ones, opened for the first RESP3 client (resp3Slots)
+	once3  sync.Once
 
 	mu      sync.Mutex
 	swapped chan struct{} // closed (and replaced) when a slot gets a new connection
@@ -57,7 +59,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *
 	u := &Upstream{
 		name:    opts.Name,
 		role:    opts.Role,
-		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool)},
+		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool), hello: new(helloStore)},
 		opts:    opts,
 		log:     log.With(zap.String("upstream", opts.Name)),
 		met:     met,
@@ -71,7 +73,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *
 		s := &slot{}
 		u.slots[i] = s
 		u.wg.Add(1)
-		go u.keep(s)
+		go u.keep(s, 2)
 	}
 	u.wg.Add(1)
 	go u.watch(watchInterval)
@@ -119,12 +121,42 @@ func (u *Upstream) LastError() error {
 	return u.lastErr
 }
 
-// keep connects a slot and reconnects it, with backoff, whenever it breaks.
-func (u *Upstream) keep(s *slot) {
+// resp3Slots returns the RESP3 shared connections, starting them on first
+// use: a node whose clients all speak RESP2 gets no idle RESP3 connections.
+func (u *Upstream) resp3Slots() []*slot {
+	u.once3.Do(func() {
+		if u.ctx.Err() != nil {
+			return
+		}
+		slots := make([]*slot, len(u.slots))
+		for i := range slots {
+			slots[i] = &slot{}
+			u.wg.Add(1)
+			go u.keep(slots[i], 3)
+		}
+		u.slots3.Store(&slots)
+	})
+	if p := u.slots3.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// allSlots returns every shared connection's slot, RESP2 and RESP3.
+func (u *Upstream) allSlots() []*slot {
+	if p := u.slots3.Load(); p != nil {
+		return append(u.slots[:len(u.slots):len(u.slots)], *p...)
+	}
+	return u.slots
+}
+
+// keep connects a slot in protocol proto (2 or 3) and reconnects it, with
+// backoff, whenever it breaks.
+func (u *Upstream) keep(s *slot, proto int) {
 	defer u.wg.Done()
 	wait := backoffMin
 	for {
-		nc, br, fenceErr, err := u.dialer.dial(u.ctx)
+		nc, br, fenceErr, err := u.dialer.dial(u.ctx, proto)
 		if u.ctx.Err() != nil {
 			if err == nil {
 				_ = nc.Close()
@@ -210,25 +242,31 @@ func errKind(err error, fence bool) string {
 	return "dial"
 }
 
-// shared returns the shared connection for a client (by its id), or nil
-// when it is down.
-func (u *Upstream) shared(id uint64) *pipe {
-	if len(u.slots) == 1 {
-		return u.slots[0].cur.Load()
+// shared returns the shared connection for a client (by its id) in
+// protocol proto, or nil when it is down.
+func (u *Upstream) shared(id uint64, proto int) *pipe {
+	slots := u.slots
+	if proto == 3 {
+		if slots = u.resp3Slots(); len(slots) == 0 {
+			return nil
+		}
 	}
-	return u.slots[id%uint64(len(u.slots))].cur.Load()
+	if len(slots) == 1 {
+		return slots[0].cur.Load()
+	}
+	return slots[id%uint64(len(slots))].cur.Load()
 }
 
-// replaced waits, at most the dial timeout, for the shared connection that
-// replaces old for a client (by its id), and returns it; nil when none
-// comes in time.
-func (u *Upstream) replaced(ctx context.Context, id uint64, old *pipe) *pipe {
+// replaced waits, at most the dial timeout, for the shared connection in
+// protocol proto that replaces old (nil: the first one) for a client (by
+// its id), and returns it; nil when none comes in time.
+func (u *Upstream) replaced(ctx context.Context, id uint64, proto int, old *pipe) *pipe {
 	var timeout <-chan time.Time
 	for {
 		u.mu.Lock()
 		swapped := u.swapped
 		u.mu.Unlock()
-		if p := u.shared(id); p != nil && p != old {
+		if p := u.shared(id, proto); p != nil && p != old {
 			return p
 		}
 		if timeout == nil {
@@ -263,7 +301,7 @@ func (u *Upstream) watch(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, s := range u.slots {
+		for _, s := range u.allSlots() {
 			if p := s.cur.Load(); p != nil {
 				p.checkIdle()
 			}
@@ -289,10 +327,10 @@ func unavailableReply(name, reason string) []byte {
 }
 
 // dedicated opens a connection of the client's own (blocking commands,
-// WATCH, subscriptions): dialed, booted and fenced like a shared one, with
-// no reply timeout. The caller closes it.
-func (u *Upstream) dedicated(ctx context.Context) (*pipe, error) {
-	nc, br, _, err := u.dialer.dial(ctx)
+// WATCH, subscriptions) in protocol proto: dialed, booted and fenced like
+// a shared one, with no reply timeout. The caller closes it.
+func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
+	nc, br, _, err := u.dialer.dial(ctx, proto)
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, false))
 		return nil, err

@@ -38,7 +38,7 @@ func TestUpstreamKilledMidBatch(t *testing.T) {
 	// Everything is written to the upstream socket before the node dies.
 	admin := h.srv.up
 	poll(t, "batches to be in flight", func() bool {
-		p := admin.shared(0)
+		p := admin.shared(0, 2)
 		if p == nil {
 			return false
 		}

@@ -7,6 +7,10 @@ var users = map[string]string{"default": "pw", "alice": "secret"}
 const hello7 = "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:2\r\n" +
 	"$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
 
+// hello7resp3 is hello7 as the server answers it in RESP3: a map.
+const hello7resp3 = "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n" +
+	"$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+
 func TestDecideAuth(t *testing.T) {
 	authed := State{Authenticated: true, User: "default", ID: 7}
 	run(t, []row{
@@ -70,7 +74,10 @@ func TestDecideLocal(t *testing.T) {
 			action: Local, reply: hello7, effect: Hello, arg: "n", setName: true},
 		{name: "HELLO 2 AUTH default", args: []string{"HELLO", "2", "AUTH", "default", "x"}, st: State{ID: 7},
 			action: Local, reply: hello7, effect: Hello, user: "default"},
-		{name: "HELLO 3", args: []string{"HELLO", "3"}, action: Refuse,
+		{name: "HELLO 3", args: []string{"HELLO", "3"}, st: State{ID: 7}, action: Local, reply: hello7resp3, effect: Hello},
+		{name: "HELLO in RESP3", args: []string{"HELLO"}, st: State{ID: 7, Proto: 3}, action: Local, reply: hello7resp3, effect: Hello},
+		{name: "HELLO 2 from RESP3", args: []string{"HELLO", "2"}, st: State{ID: 7, Proto: 3}, action: Local, reply: hello7, effect: Hello},
+		{name: "HELLO 4", args: []string{"HELLO", "4"}, action: Refuse,
 			reply: "-NOPROTO unsupported protocol version\r\n", reason: ReasonProtocol},
 		{name: "HELLO 1", args: []string{"HELLO", "1"}, action: Refuse,
 			reply: "-NOPROTO unsupported protocol version\r\n", reason: ReasonProtocol},
@@ -104,6 +111,7 @@ func TestDecideLocal(t *testing.T) {
 		{name: "CLIENT GETNAME", args: []string{"CLIENT", "GETNAME"}, st: named, action: Local,
 			reply: "$8\r\nworker-1\r\n"},
 		{name: "CLIENT GETNAME unset", args: []string{"CLIENT", "GETNAME"}, action: Local, reply: "$-1\r\n"},
+		{name: "CLIENT GETNAME unset RESP3", args: []string{"CLIENT", "GETNAME"}, st: State{Proto: 3}, action: Local, reply: "_\r\n"},
 		{name: "CLIENT GETNAME arity", args: []string{"CLIENT", "GETNAME", "x"}, action: Refuse,
 			reply: "-ERR wrong number of arguments for 'client|getname' command\r\n", reason: ReasonArity},
 		{name: "CLIENT ID", args: []string{"CLIENT", "ID"}, st: named, action: Local, reply: ":42\r\n"},
@@ -126,9 +134,12 @@ func TestDecideLocal(t *testing.T) {
 		{name: "CLIENT REPLY", args: []string{"CLIENT", "reply", "OFF"}, action: Refuse,
 			reply:  "-EMQREFUSED emqproxy does not forward 'CLIENT REPLY': it would change a shared upstream connection\r\n",
 			reason: ReasonProtocol},
-		{name: "CLIENT TRACKING", args: []string{"CLIENT", "TRACKING", "on"}, action: Refuse,
-			reply:  "-EMQREFUSED emqproxy does not forward 'CLIENT TRACKING': it would change a shared upstream connection\r\n",
+		{name: "CLIENT TRACKING RESP2", args: []string{"CLIENT", "TRACKING", "on"}, action: Refuse,
+			reply: "-EMQREFUSED emqproxy serves CLIENT TRACKING to RESP3 clients only (HELLO 3): " +
+				"RESP2 invalidations go to another connection (REDIRECT), which the proxy does not bridge\r\n",
 			reason: ReasonProtocol},
+		{name: "CLIENT TRACKING RESP3", args: []string{"CLIENT", "TRACKING", "on"}, st: State{Proto: 3}, action: Pass, effect: Subscribe},
+		{name: "CLIENT CACHING passes", args: []string{"CLIENT", "CACHING", "yes"}, action: Pass},
 		{name: "CLIENT LIST passes", args: []string{"CLIENT", "LIST"}, action: Pass},
 		{name: "empty command", args: []string{}, action: Refuse,
 			reply: "-ERR Protocol error: empty command\r\n", reason: ReasonProtocol},

@@ -20,6 +20,9 @@ func Decide(args [][]byte, st *State, p *Policy) Decision {
 	var buf [maxName]byte
 	up, info, known := lookup(&buf, args[0])
 	d := decide(args, up, info, known, st, p)
+	if st.Proto == 3 && d.Action == Local {
+		d.Reply = resp3Null(d.Reply)
+	}
 	if !st.InMulti {
 		return d
 	}

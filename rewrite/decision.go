@@ -48,13 +48,13 @@ const (
 	Reset             // reset the session (RESET)
 	Auth              // the session is now authenticated as Decision.User
 	SetName           // CLIENT SETNAME: Decision.Arg is the name ("" clears it)
-	Hello             // HELLO 2 accepted; User != "" authenticates, SetsName sets Arg as the name
+	Hello             // HELLO accepted; Proto is the protocol from now on, User != "" authenticates, SetsName sets Arg as the name
 	Multi             // start queueing a transaction (Local +OK; MULTI is sent with the queue)
 	Exec              // send MULTI, the queued commands and EXEC as one unit (Action Pass)
 	Discard           // drop the queued transaction
 	Watch             // pin the session to one upstream connection (Action Pass)
 	Unwatch           // release the pin after the reply (Action Pass)
-	Subscribe         // enter subscribe mode over a dedicated connection (Action Pass)
+	Subscribe         // enter subscribe mode over a dedicated connection (Action Pass); for a RESP3 client also CLIENT TRACKING
 	Blocking          // forward on a dedicated connection (may block) (Action Pass)
 	Wire6             // EMQ.VERSION: the session is a wire-6 client (Action Pass)
 	AbortMulti        // a queued command was refused: EXEC must answer EXECABORT
@@ -116,6 +116,7 @@ type Decision struct {
 
 	Reason Reason
 	User   string // for Auth, and Hello with AUTH
+	Proto  int    // for Hello: the protocol the session speaks from now on (2 or 3)
 	Arg    []byte // for SetName and Hello with SETNAME (refers into the command's arguments)
 	// SetsName is true when Arg is a client name to set (SetName, or Hello
 	// with SETNAME); an empty Arg then clears the name.
@@ -160,13 +161,17 @@ type State struct {
 	Wire6         bool // the session sent EMQ.VERSION
 	InMulti       bool
 	MultiAborted  bool
-	Watching      bool
+	Watching      bool // a WATCH is active (the session holds its connection)
 	Subscribed    bool
 	// Fenced is true while the upstream fence holds; GET {emq}:version
 	// answers the legacy brand only then.
 	Fenced bool
 	Name   []byte
 	ID     int64
+	// Proto is the protocol the client speaks: 2 (or 0) for RESP2, 3 for
+	// RESP3 after HELLO 3. Local replies take its form (a nil is `_` in
+	// RESP3, HELLO's reply a map, CLIENT INFO a verbatim string).
+	Proto int
 	// Addr and LocalAddr are the client's and the listener's addresses, as
 	// CLIENT INFO shows them (empty when the session does not set them).
 	Addr, LocalAddr string

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"strconv"
@@ -45,19 +46,23 @@ func authenticate(user, pw []byte, p *Policy) bool {
 	return ok && eq
 }
 
-// decideHello answers HELLO [protover [AUTH user pass] [SETNAME name]] for
-// RESP2 and refuses RESP3 with the server's NOPROTO text.
+// decideHello answers HELLO [protover [AUTH user pass] [SETNAME name]] as
+// the server does: protocol 2 or 3 (others get NOPROTO), the reply in the
+// protocol the session speaks from now on.
 func decideHello(args [][]byte, st *State, p *Policy) Decision {
+	proto := st.Proto
+	if proto != 3 {
+		proto = 2
+	}
 	if len(args) >= 2 {
 		ver, ok := ParseInt(args[1])
 		if !ok {
 			return refuse(replyProtoNotInt, ReasonProtocol)
 		}
-		// RESP3 (3) is a valid version for the server, but the proxy does
-		// not speak it: the server's own NOPROTO answer.
-		if ver != 2 {
+		if ver != 2 && ver != 3 {
 			return refuse(replyNoProto, ReasonProtocol)
 		}
+		proto = int(ver)
 	}
 	var user, pw, name []byte
 	hasAuth, setsName := false, false
@@ -77,7 +82,17 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 			return refuse(errReply("ERR Syntax error in HELLO option '"+string(args[j])+"'"), ReasonProtocol)
 		}
 	}
-	d := local(helloReply(st, p), Hello)
+	cur := st.Proto
+	if cur != 3 {
+		cur = 2
+	}
+	if proto != cur && st.Watching {
+		// The WATCH lives on a connection of the client's own, which
+		// speaks the protocol it was opened in.
+		return refuse(replyHelloWatch, ReasonProtocol)
+	}
+	d := local(helloReply(st, p, proto), Hello)
+	d.Proto = proto
 	if hasAuth {
 		if !authenticate(user, pw, p) {
 			return refuse(replyWrongPass, ReasonWrongPass)
@@ -90,19 +105,37 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 	return d
 }
 
-// helloReply is the server's RESP2 HELLO reply for this session.
-func helloReply(st *State, p *Policy) []byte {
+// helloReply is the server's HELLO reply for this session in protocol
+// proto: an array of 14 in RESP2, a map of 7 in RESP3, with the same
+// fields (the id is the session's; the version is Policy.ServerVersion).
+func helloReply(st *State, p *Policy, proto int) []byte {
 	ver := p.ServerVersion
 	if ver == "" {
 		ver = DefaultServerVersion
 	}
 	b := make([]byte, 0, 160)
-	b = append(b, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"...)
+	if proto == 3 {
+		b = append(b, "%7\r\n"...)
+	} else {
+		b = append(b, "*14\r\n"...)
+	}
+	b = append(b, "$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"...)
 	b = appendBulk(b, []byte(ver))
-	b = append(b, "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n"...)
+	b = append(b, "$5\r\nproto\r\n:"...)
+	b = strconv.AppendInt(b, int64(proto), 10)
+	b = append(b, "\r\n$2\r\nid\r\n"...)
 	b = appendInt(b, st.ID)
 	b = append(b, "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"...)
 	return b
+}
+
+// resp3Null is a local reply in RESP3: a nil bulk or nil array becomes
+// RESP3's null; every other reply is the same in both protocols.
+func resp3Null(r []byte) []byte {
+	if bytes.Equal(r, replyNil) || bytes.Equal(r, replyNilArray) {
+		return replyNull
+	}
+	return r
 }
 
 // validName is the server's client name rule: printable ASCII without
@@ -197,6 +230,10 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		if len(args) != 2 {
 			return refuse(arityReply("client|info"), ReasonArity), true
 		}
+		if st.Proto == 3 {
+			// RESP3: a verbatim string, as the server answers.
+			return local(verbatimReply(clientInfo(st, p)), NoEffect), true
+		}
 		return local(bulkReply(clientInfo(st, p)), NoEffect), true
 	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
@@ -207,7 +244,22 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 			return refuse(replySyntax, ReasonProtocol), true
 		}
 		return local(replyOK, NoEffect), true
-	case equalFold(sub, "REPLY"), equalFold(sub, "TRACKING"), equalFold(sub, "CACHING"):
+	case equalFold(sub, "TRACKING"):
+		switch {
+		case st.Proto != 3:
+			return refuse(replyTrackingRESP2, ReasonProtocol), true
+		case st.InMulti:
+			return refuse(errReply("EMQREFUSED emqproxy does not queue 'CLIENT TRACKING' in MULTI: "+
+				"it would put a shared upstream connection in tracking mode"), ReasonProtocol), true
+		}
+		// A RESP3 client's invalidations are pushed on its own connection:
+		// the client is bridged to a connection of its own (Subscribe).
+		return Decision{Action: Pass, Effect: Subscribe}, true
+	case equalFold(sub, "CACHING"):
+		// Meaningful only with tracking, on the client's own connection;
+		// elsewhere the server refuses it.
+		return Decision{Action: Pass}, true
+	case equalFold(sub, "REPLY"):
 		var buf [maxName]byte
 		return refuse(errReply("EMQREFUSED emqproxy does not forward 'CLIENT "+
 			string(upperInto(buf[:0], sub))+"': it would change a shared upstream connection"),
@@ -238,7 +290,13 @@ func clientInfo(st *State, p *Policy) []byte {
 	b = append(b, " sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0"+
 		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user="...)
 	b = append(b, user...)
-	b = append(b, " redir=-1 resp=2\n"...)
+	b = append(b, " redir=-1 resp="...)
+	if st.Proto == 3 {
+		b = append(b, '3')
+	} else {
+		b = append(b, '2')
+	}
+	b = append(b, '\n')
 	return b
 }
 

@@ -15,23 +15,28 @@ const DefaultServerVersion = "7.0.15"
 
 // Replies the proxy answers itself, byte for byte as redis 7.0 does.
 var (
-	replyOK      = []byte("+OK\r\n")
-	replyPong    = []byte("+PONG\r\n")
-	replyReset   = []byte("+RESET\r\n")
-	replyNil     = []byte("$-1\r\n")
-	replyString  = []byte("+string\r\n")
-	replyMinus1  = []byte(":-1\r\n")
-	replyNoAuth  = []byte("-NOAUTH Authentication required.\r\n")
-	replyHelloNA = []byte("-NOAUTH HELLO must be called with the client already authenticated, " +
+	replyOK       = []byte("+OK\r\n")
+	replyPong     = []byte("+PONG\r\n")
+	replyReset    = []byte("+RESET\r\n")
+	replyNil      = []byte("$-1\r\n")
+	replyNilArray = []byte("*-1\r\n")
+	replyNull     = []byte("_\r\n") // RESP3
+	replyString   = []byte("+string\r\n")
+	replyMinus1   = []byte(":-1\r\n")
+	replyNoAuth   = []byte("-NOAUTH Authentication required.\r\n")
+	replyHelloNA  = []byte("-NOAUTH HELLO must be called with the client already authenticated, " +
 		"otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client " +
 		"and select the RESP protocol version at the same time\r\n")
 	replyWrongPass = []byte("-WRONGPASS invalid username-password pair or user is disabled.\r\n")
 	replyNoPass    = []byte("-ERR AUTH <password> called without any password configured for " +
 		"the default user. Are you sure your configuration is correct?\r\n")
-	replySyntax      = []byte("-ERR syntax error\r\n")
-	replyNotInt      = []byte("-ERR value is not an integer or out of range\r\n")
-	replyProtoNotInt = []byte("-ERR Protocol version is not an integer or out of range\r\n")
-	replyNoProto     = []byte("-NOPROTO unsupported protocol version\r\n")
+	replySyntax        = []byte("-ERR syntax error\r\n")
+	replyNotInt        = []byte("-ERR value is not an integer or out of range\r\n")
+	replyProtoNotInt   = []byte("-ERR Protocol version is not an integer or out of range\r\n")
+	replyNoProto       = []byte("-NOPROTO unsupported protocol version\r\n")
+	replyTrackingRESP2 = []byte("-EMQREFUSED emqproxy serves CLIENT TRACKING to RESP3 clients only (HELLO 3): " +
+		"RESP2 invalidations go to another connection (REDIRECT), which the proxy does not bridge\r\n")
+	replyHelloWatch  = []byte("-ERR emqproxy: HELLO cannot switch the protocol while WATCH is active; UNWATCH first\r\n")
 	replyBadName     = []byte("-ERR Client names cannot contain spaces, newlines or special characters.\r\n")
 	replyNegKeys     = []byte("-ERR Number of keys can't be negative\r\n")
 	replyManyKeys    = []byte("-ERR Number of keys can't be greater than number of args\r\n")
@@ -88,6 +93,16 @@ func appendInt(dst []byte, n int64) []byte {
 
 // bulkReply is b as a RESP bulk string.
 func bulkReply(b []byte) []byte { return appendBulk(make([]byte, 0, len(b)+16), b) }
+
+// verbatimReply is b as a RESP3 verbatim string of format "txt".
+func verbatimReply(b []byte) []byte {
+	out := make([]byte, 0, len(b)+24)
+	out = append(out, '=')
+	out = strconv.AppendInt(out, int64(len(b)+4), 10)
+	out = append(out, "\r\ntxt:"...)
+	out = append(out, b...)
+	return append(out, "\r\n"...)
+}
 
 // refuse is a refusal decision.
 func refuse(reply []byte, r Reason) Decision {
