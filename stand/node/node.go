@@ -67,7 +67,10 @@ type Options struct {
 	Port       int      // 0 = pick a free loopback port
 	Dir        string   // "" = a new temp dir
 	ModuleDefs []string // extra -D flags for the module build (test builds)
-	Args       []string // extra redis-server arguments
+	Args       []string // extra server arguments
+	// Server is the server binary (Server.Path of an entry of Servers);
+	// "" runs Debian's redis-server, the stand's default.
+	Server string
 }
 
 // Timeouts of the lifecycle steps.
@@ -125,7 +128,7 @@ func (n *Node) start(opts Options) error {
 	if opts.Role == Scripts && opts.Brand == "" {
 		opts.Brand = DefaultBrand
 	}
-	bin, err := serverPath()
+	bin, err := opts.serverBinary()
 	if err != nil {
 		return err
 	}
@@ -417,6 +420,14 @@ func (n *Node) wait(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// serverBinary is the binary opts run: Server, or Debian's redis-server.
+func (o Options) serverBinary() (string, error) {
+	if o.Server != "" {
+		return o.Server, nil
+	}
+	return serverPath()
 }
 
 // serverPath finds redis-server in PATH or /usr/bin.
