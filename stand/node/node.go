@@ -438,7 +438,7 @@ func serverPath() (string, error) {
 	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
 		return "/usr/bin/redis-server", nil
 	}
-	return "", ErrNoServer
+	return "", fmt.Errorf("%w: redis-server is neither in PATH nor in /usr/bin", ErrNoServer)
 }
 
 // freePort asks the kernel for a free loopback port and releases it.
