@@ -48,18 +48,20 @@ func TestBuildModuleIsCachedWhenFresh(t *testing.T) {
 }
 
 func TestModuleNodeIsInstalled(t *testing.T) {
-	buildOrSkip(t)
-	n := StartT(t, Options{Role: Module})
-	if got := get(t, n, VersionKey); got != "$12\r\nechomq:6.0.0\r\n" {
-		t.Fatalf("brand %q", got)
-	}
-	if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); got != ":0\r\n" {
-		t.Fatalf("second install %q", got)
-	}
-	if err := n.Restart(Options{Role: Scripts, NoBrand: true}); err != nil {
-		t.Fatal(err)
-	}
-	if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
-		t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
-	}
+	EachServer(t, func(t *testing.T, srv Server) {
+		buildOrSkip(t)
+		n := StartT(t, Options{Server: srv.Path, Role: Module})
+		if got := get(t, n, VersionKey); got != "$12\r\nechomq:6.0.0\r\n" {
+			t.Fatalf("brand %q", got)
+		}
+		if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); got != ":0\r\n" {
+			t.Fatalf("second install %q", got)
+		}
+		if err := n.Restart(Options{Role: Scripts, NoBrand: true}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
+			t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
+		}
+	})
 }
