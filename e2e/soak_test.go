@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // Soak sizes: EMQ_SOAK_JOBS overrides the number of jobs; -short runs a
@@ -45,13 +47,15 @@ func soakJobs(t *testing.T) int {
 // job is lost (every one is done, once) and none was duplicated (no claim
 // ever answered a job another client held, and each job completed once).
 func TestSoakIntegration(t *testing.T) {
-	jobs := soakJobs(t)
-	m := LoadMap(t)
-	t.Run(ScriptsPath, func(t *testing.T) { soak(t, StartScripts(t, m), jobs) })
-	t.Run(ProxyPath, func(t *testing.T) {
-		p := StartProxied(t, m)
-		soak(t, p, jobs)
-		noLuaWrites(t, &Transcript{Path: p, EndStats: commandStats(t, p.Direct)})
+	node.EachServer(t, func(t *testing.T, server node.Server) {
+		jobs := soakJobs(t)
+		m := LoadMap(t)
+		t.Run(ScriptsPath, func(t *testing.T) { soak(t, StartScripts(t, server, m), jobs) })
+		t.Run(ProxyPath, func(t *testing.T) {
+			p := StartProxied(t, server, m)
+			soak(t, p, jobs)
+			noLuaWrites(t, &Transcript{Path: p, EndStats: commandStats(t, p.Direct)})
+		})
 	})
 }
 

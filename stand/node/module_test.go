@@ -63,5 +63,10 @@ func TestModuleNodeIsInstalled(t *testing.T) {
 		if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
 			t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
 		}
+		// The restart kept the server: Valkey's INFO names it, Redis's not.
+		info := mustRaw(t, n, "INFO", "server")
+		if got := strings.Contains(info, "\r\nvalkey_version:"+srv.Version+"\r\n"); got != (srv.Kind == "valkey") {
+			t.Fatalf("after a restart without Options.Server, INFO server names valkey %s: %v, want %v", srv.Version, got, srv.Kind == "valkey")
+		}
 	})
 }

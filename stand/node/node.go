@@ -112,7 +112,9 @@ func Start(opts Options) (*Node, error) {
 
 // Restart stops the node (if running) and starts it again on the same port
 // and dir with opts, possibly in another role. The data survives when the
-// previous run wrote an AOF and opts.AOF is set.
+// previous run wrote an AOF and opts.AOF is set. An empty opts.Server keeps
+// the server binary of the previous run: a restart is the same node, and a
+// test over the table of servers must not fall back to the default one.
 func (n *Node) Restart(opts Options) error {
 	if n.running() {
 		if err := n.Stop(); err != nil {
@@ -121,6 +123,11 @@ func (n *Node) Restart(opts Options) error {
 	}
 	opts.Port = n.Port
 	opts.Dir = n.Dir
+	if opts.Server == "" {
+		n.mu.Lock()
+		opts.Server = n.Opts.Server
+		n.mu.Unlock()
+	}
 	return n.start(opts)
 }
 
