@@ -73,20 +73,18 @@ func TestFenceOwnBrandOnly(t *testing.T) {
 }
 
 func TestFenceErrorText(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		for _, tc := range []struct {
-			err  legacy.FenceError
-			want string
-		}{
-			{legacy.FenceError{Got: "echomq:6.0.0"}, `{:version_fence, "echomq:6.0.0"}`},
-			{legacy.FenceError{Absent: true}, `{:version_fence, :absent}`},
-			{legacy.FenceError{Refused: "EMQPROXY upstream not fenced"}, `{:version_fence, {:error, "EMQPROXY upstream not fenced"}}`},
-		} {
-			if got := tc.err.Error(); got != tc.want {
-				t.Errorf("%+v prints %q, want %q", tc.err, got, tc.want)
-			}
+	for _, tc := range []struct {
+		err  legacy.FenceError
+		want string
+	}{
+		{legacy.FenceError{Got: "echomq:6.0.0"}, `{:version_fence, "echomq:6.0.0"}`},
+		{legacy.FenceError{Absent: true}, `{:version_fence, :absent}`},
+		{legacy.FenceError{Refused: "EMQPROXY upstream not fenced"}, `{:version_fence, {:error, "EMQPROXY upstream not fenced"}}`},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v prints %q, want %q", tc.err, got, tc.want)
 		}
-	})
+	}
 }
 
 func TestBootCommandsRunBeforeFence(t *testing.T) {

@@ -69,7 +69,7 @@ func TestBrandOptions(t *testing.T) {
 
 func TestRestartKeepsAOFData(t *testing.T) {
 	EachServer(t, func(t *testing.T, srv Server) {
-		opts := Options{Role: Scripts, AOF: true}
+		opts := Options{Role: Scripts, AOF: true, Server: srv.Path}
 		n := StartT(t, opts)
 		port, dir, pid := n.Port, n.Dir, n.PID()
 		if got := mustRaw(t, n, "SET", "k", "v"); got != "+OK\r\n" {
