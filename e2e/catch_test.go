@@ -15,37 +15,39 @@ import (
 // every one must be told apart from the scripts node, by an assertion of
 // the scenario or by the comparison.
 func TestCatchesBrokenVerbsIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		if testing.Short() {
-			t.Skip("skipped in -short: builds and starts one module node per broken verb")
+	node.EachServer(t, testCatchesBrokenVerbsIntegration)
+}
+
+func testCatchesBrokenVerbsIntegration(t *testing.T, server node.Server) {
+	if testing.Short() {
+		t.Skip("skipped in -short: builds and starts one module node per broken verb")
+	}
+	m := LoadMap(t)
+	ref := NewTranscript(t, testCtx(t), StartScripts(t, server, m))
+	lifecycle(t, ref)
+	ref.Finish()
+	for _, s := range m.Scripts {
+		if s.Verb == "" {
+			continue
 		}
-		m := LoadMap(t)
-		ref := NewTranscript(t, testCtx(t), StartScripts(t, server, m))
-		lifecycle(t, ref)
-		ref.Finish()
-		for _, s := range m.Scripts {
-			if s.Verb == "" {
-				continue
-			}
-			t.Run(s.Verb, func(t *testing.T) {
-				pr := &probe{TB: t}
-				tr := NewTranscript(pr, testCtx(t), StartProxied(t, server, m, "EMQ_BREAK_"+s.Verb))
-				pr.run(func() {
-					lifecycle(pr, tr)
-					tr.Finish()
-				})
-				diffs := Compare(ref, tr)
-				switch {
-				case len(pr.failures) > 0:
-					t.Logf("caught by the scenario: %s", pr.failures[0])
-				case len(diffs) > 0:
-					t.Logf("caught by the comparison: %s", FormatDiffs(ScriptsPath, ProxyPath, diffs[:1]))
-				default:
-					t.Errorf("the build with EMQ_BREAK_%s went unnoticed", s.Verb)
-				}
+		t.Run(s.Verb, func(t *testing.T) {
+			pr := &probe{TB: t}
+			tr := NewTranscript(pr, testCtx(t), StartProxied(t, server, m, "EMQ_BREAK_"+s.Verb))
+			pr.run(func() {
+				lifecycle(pr, tr)
+				tr.Finish()
 			})
-		}
-	})
+			diffs := Compare(ref, tr)
+			switch {
+			case len(pr.failures) > 0:
+				t.Logf("caught by the scenario: %s", pr.failures[0])
+			case len(diffs) > 0:
+				t.Logf("caught by the comparison: %s", FormatDiffs(ScriptsPath, ProxyPath, diffs[:1]))
+			default:
+				t.Errorf("the build with EMQ_BREAK_%s went unnoticed", s.Verb)
+			}
+		})
+	}
 }
 
 // probe is a testing.TB that records failures instead of failing the

@@ -245,124 +245,130 @@ func firstSuccess(t *testing.T, addr string) time.Duration {
 }
 
 func TestFaultUpstreamKilledUnderLoad(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		m := LoadMap(t)
-		opts := node.Options{Role: node.Module, AOF: true}
-		n := node.StartT(t, withServer(opts, server))
-		f, fences := faultFront(t, m, n)
-		l := startLoad(t, m, f.addr, "killed")
-		l.waitCalls(t, 200)
+	node.EachServer(t, testFaultUpstreamKilledUnderLoad)
+}
 
-		if err := n.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_, errsBefore := l.counts()
-		l.waitCalls(t, 200) // while it is down: errors, fast
-		_, errsDown := l.counts()
-		if errsDown == errsBefore {
-			t.Error("no client saw an error while the upstream was down")
-		}
-		fencesBefore := fences.Load()
-		if err := n.Restart(opts); err != nil {
-			t.Fatal(err)
-		}
-		resume := firstSuccess(t, f.addr)
-		t.Logf("service resumed %v after the node answered again (bound %v); the fence ran %d more times", resume.Round(time.Millisecond), resumeBound, fences.Load()-fencesBefore)
-		if resume > resumeBound {
-			t.Errorf("service resumed %v after the upstream returned, bound %v", resume, resumeBound)
-		}
-		if fences.Load() == fencesBefore {
-			t.Error("service resumed without the fence running again")
-		}
-		l.waitCalls(t, 200)
-		l.finish()
-		l.check(t, n)
-	})
+func testFaultUpstreamKilledUnderLoad(t *testing.T, server node.Server) {
+	m := LoadMap(t)
+	opts := node.Options{Role: node.Module, AOF: true}
+	n := node.StartT(t, withServer(opts, server))
+	f, fences := faultFront(t, m, n)
+	l := startLoad(t, m, f.addr, "killed")
+	l.waitCalls(t, 200)
+
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, errsBefore := l.counts()
+	l.waitCalls(t, 200) // while it is down: errors, fast
+	_, errsDown := l.counts()
+	if errsDown == errsBefore {
+		t.Error("no client saw an error while the upstream was down")
+	}
+	fencesBefore := fences.Load()
+	if err := n.Restart(opts); err != nil {
+		t.Fatal(err)
+	}
+	resume := firstSuccess(t, f.addr)
+	t.Logf("service resumed %v after the node answered again (bound %v); the fence ran %d more times", resume.Round(time.Millisecond), resumeBound, fences.Load()-fencesBefore)
+	if resume > resumeBound {
+		t.Errorf("service resumed %v after the upstream returned, bound %v", resume, resumeBound)
+	}
+	if fences.Load() == fencesBefore {
+		t.Error("service resumed without the fence running again")
+	}
+	l.waitCalls(t, 200)
+	l.finish()
+	l.check(t, n)
 }
 
 func TestFaultUpstreamFrozenPastTheTimeout(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		m := LoadMap(t)
-		opts := node.Options{Role: node.Module, AOF: true}
-		n := node.StartT(t, withServer(opts, server))
-		f, _ := faultFront(t, m, n)
-		l := startLoad(t, m, f.addr, "frozen")
-		l.waitCalls(t, 200)
+	node.EachServer(t, testFaultUpstreamFrozenPastTheTimeout)
+}
 
-		if err := n.Freeze(); err != nil {
-			t.Fatal(err)
+func testFaultUpstreamFrozenPastTheTimeout(t *testing.T, server node.Server) {
+	m := LoadMap(t)
+	opts := node.Options{Role: node.Module, AOF: true}
+	n := node.StartT(t, withServer(opts, server))
+	f, _ := faultFront(t, m, n)
+	l := startLoad(t, m, f.addr, "frozen")
+	l.waitCalls(t, 200)
+
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = n.Thaw()
 		}
-		thawed := false
-		defer func() {
-			if !thawed {
-				_ = n.Thaw()
-			}
-		}()
-		// Past the proxy's upstream timeout, with commands in flight.
-		_, errs0 := l.counts()
-		if err := WaitFor(testCtx(t), func() bool { _, e := l.counts(); return e >= errs0+faultClients }); err != nil {
-			t.Fatal("no timeout errors while frozen")
-		}
-		if err := n.Thaw(); err != nil {
-			t.Fatal(err)
-		}
-		thawed = true
-		l.waitCalls(t, 200)
-		l.finish()
-		rows := l.check(t, n)
-		// Every enqueue was sent at most once: acknowledged <= applied <=
-		// acknowledged + errored.
-		l.mu.Lock()
-		acked, errored, lost := len(l.acked), len(l.errored), l.errTexts["lost in flight"]
-		l.mu.Unlock()
-		t.Logf("frozen: acknowledged %d <= applied %d <= acknowledged + errored %d; %d calls got the in-flight error", acked, rows, acked+errored, lost)
-		if rows < acked || rows > acked+errored {
-			t.Errorf("applied %d enqueues, acknowledged %d, errored %d", rows, acked, errored)
-		}
-		if lost == 0 {
-			t.Error("no in-flight command got the lost/timeout error")
-		}
-	})
+	}()
+	// Past the proxy's upstream timeout, with commands in flight.
+	_, errs0 := l.counts()
+	if err := WaitFor(testCtx(t), func() bool { _, e := l.counts(); return e >= errs0+faultClients }); err != nil {
+		t.Fatal("no timeout errors while frozen")
+	}
+	if err := n.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	l.waitCalls(t, 200)
+	l.finish()
+	rows := l.check(t, n)
+	// Every enqueue was sent at most once: acknowledged <= applied <=
+	// acknowledged + errored.
+	l.mu.Lock()
+	acked, errored, lost := len(l.acked), len(l.errored), l.errTexts["lost in flight"]
+	l.mu.Unlock()
+	t.Logf("frozen: acknowledged %d <= applied %d <= acknowledged + errored %d; %d calls got the in-flight error", acked, rows, acked+errored, lost)
+	if rows < acked || rows > acked+errored {
+		t.Errorf("applied %d enqueues, acknowledged %d, errored %d", rows, acked, errored)
+	}
+	if lost == 0 {
+		t.Error("no in-flight command got the lost/timeout error")
+	}
 }
 
 func TestFaultUpstreamReplacedUnderLoad(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		m := LoadMap(t)
-		for _, repl := range []struct {
-			name  string
-			opts  node.Options
-			setup map[string]int64  // the commands the stand's own setup runs on it
-			keys  map[string]string // its keys as the stand leaves them
-		}{
-			{"scripts node", node.Options{Role: node.Scripts}, map[string]int64{"set": 1}, map[string]string{legacy.VersionKey: legacy.DefaultBrand}},
-			{"unbranded bare node", node.Options{Role: node.Bare, NoBrand: true}, map[string]int64{}, map[string]string{}},
-		} {
-			t.Run(repl.name, func(t *testing.T) {
-				n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
-				f, _ := faultFront(t, m, n)
-				l := startLoad(t, m, f.addr, "replaced")
-				l.waitCalls(t, 100)
-				if err := n.Restart(repl.opts); err != nil {
-					t.Fatal(err)
-				}
-				direct := n.Client(t)
-				if err := WaitFor(testCtx(t), func() bool { return errors.Is(f.srv.Readiness(), fence.ErrNotModule) }); err != nil {
-					t.Fatalf("readiness %v, want the fence error", f.srv.Readiness())
-				}
-				l.waitCalls(t, 300) // the clients keep trying against the refused node
-				l.finish()
-				// Everything the node ever ran, since its start, is the stand's
-				// setup and the proxy's fence reads: no client byte.
-				if d := clientCommands(delta(repl.setup, commandStats(t, direct))); len(d) != 0 {
-					t.Errorf("client commands reached the %s: %v", repl.name, d)
-				}
-				if got := nodeKeys(t, n); !maps.Equal(got, repl.keys) {
-					t.Errorf("the %s holds %v, want %v", repl.name, got, repl.keys)
-				}
-				l.mu.Lock()
-				t.Logf("%d calls, %d errors %v", l.calls, l.callErrs, l.errTexts)
-				l.mu.Unlock()
-			})
-		}
-	})
+	node.EachServer(t, testFaultUpstreamReplacedUnderLoad)
+}
+
+func testFaultUpstreamReplacedUnderLoad(t *testing.T, server node.Server) {
+	m := LoadMap(t)
+	for _, repl := range []struct {
+		name  string
+		opts  node.Options
+		setup map[string]int64  // the commands the stand's own setup runs on it
+		keys  map[string]string // its keys as the stand leaves them
+	}{
+		{"scripts node", node.Options{Role: node.Scripts}, map[string]int64{"set": 1}, map[string]string{legacy.VersionKey: legacy.DefaultBrand}},
+		{"unbranded bare node", node.Options{Role: node.Bare, NoBrand: true}, map[string]int64{}, map[string]string{}},
+	} {
+		t.Run(repl.name, func(t *testing.T) {
+			n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
+			f, _ := faultFront(t, m, n)
+			l := startLoad(t, m, f.addr, "replaced")
+			l.waitCalls(t, 100)
+			if err := n.Restart(repl.opts); err != nil {
+				t.Fatal(err)
+			}
+			direct := n.Client(t)
+			if err := WaitFor(testCtx(t), func() bool { return errors.Is(f.srv.Readiness(), fence.ErrNotModule) }); err != nil {
+				t.Fatalf("readiness %v, want the fence error", f.srv.Readiness())
+			}
+			l.waitCalls(t, 300) // the clients keep trying against the refused node
+			l.finish()
+			// Everything the node ever ran, since its start, is the stand's
+			// setup and the proxy's fence reads: no client byte.
+			if d := clientCommands(delta(repl.setup, commandStats(t, direct))); len(d) != 0 {
+				t.Errorf("client commands reached the %s: %v", repl.name, d)
+			}
+			if got := nodeKeys(t, n); !maps.Equal(got, repl.keys) {
+				t.Errorf("the %s holds %v, want %v", repl.name, got, repl.keys)
+			}
+			l.mu.Lock()
+			t.Logf("%d calls, %d errors %v", l.calls, l.callErrs, l.errTexts)
+			l.mu.Unlock()
+		})
+	}
 }

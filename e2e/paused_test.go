@@ -12,32 +12,32 @@ import (
 // the pause flag in a round trip of its own and answers empty, and neither
 // line is sent: the node's INFO commandstats show the flag read and no
 // EVALSHA (scripts node) and no EMQ.CLAIM (module node) for that claim.
-func TestPausedQueueIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		const q = "held"
-		runBoth(t, server, func(t testing.TB, tr *Transcript) {
-			ctx := testCtx(t)
-			var c *legacy.Client
-			tr.Step("connect, enqueue, pause", func() {
-				c = tr.Dial("held-worker")
-				want(t, true)(c.Enqueue(ctx, q, "H1", "on hold"))
-				want(t, true)(c.Pause(ctx, q))
-			})
+func TestPausedQueueIntegration(t *testing.T) { node.EachServer(t, testPausedQueueIntegration) }
 
-			before := commandStats(t, tr.Path.Direct)
-			tr.Step("claim while paused", func() { claimsNothing(t)(c.Claim(ctx, q, 30000)) })
-			sent := delta(before, commandStats(t, tr.Path.Direct))
-			delete(sent, "info") // the commandstats read itself
-			delete(sent, "time") // the step's window
-			if sent["exists"] != 1 || len(sent) != 1 {
-				t.Errorf("%s path: a claim on a paused queue sent %v, want only the flag read (exists: 1)", tr.Path.Name, sent)
-			}
-			tr.Keys("paused, nothing claimed")
+func testPausedQueueIntegration(t *testing.T, server node.Server) {
+	const q = "held"
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
+		ctx := testCtx(t)
+		var c *legacy.Client
+		tr.Step("connect, enqueue, pause", func() {
+			c = tr.Dial("held-worker")
+			want(t, true)(c.Enqueue(ctx, q, "H1", "on hold"))
+			want(t, true)(c.Pause(ctx, q))
+		})
 
-			tr.Step("resume, claim", func() {
-				want(t, true)(c.Resume(ctx, q))
-				claims(t, legacy.Job{ID: "H1", Payload: "on hold", Attempts: 1})(c.Claim(ctx, q, 30000))
-			})
+		before := commandStats(t, tr.Path.Direct)
+		tr.Step("claim while paused", func() { claimsNothing(t)(c.Claim(ctx, q, 30000)) })
+		sent := delta(before, commandStats(t, tr.Path.Direct))
+		delete(sent, "info") // the commandstats read itself
+		delete(sent, "time") // the step's window
+		if sent["exists"] != 1 || len(sent) != 1 {
+			t.Errorf("%s path: a claim on a paused queue sent %v, want only the flag read (exists: 1)", tr.Path.Name, sent)
+		}
+		tr.Keys("paused, nothing claimed")
+
+		tr.Step("resume, claim", func() {
+			want(t, true)(c.Resume(ctx, q))
+			claims(t, legacy.Job{ID: "H1", Payload: "on hold", Attempts: 1})(c.Claim(ctx, q, 30000))
 		})
 	})
 }

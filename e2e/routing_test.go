@@ -134,118 +134,118 @@ func runRouted(t *testing.T, server node.Server, m *shamap.Map, path *Path, sc s
 // queue billing (scripts node) through one proxy address with the legacy
 // client, refuses what cannot be split, splits a pipeline that spans both,
 // then moves billing to the module node by a route swap.
-func TestRoutingByQueueIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, server node.Server) {
-		m := LoadMap(t)
-		rs := startRouted(t, server, m)
-		ctx := testCtx(t)
+func TestRoutingByQueueIntegration(t *testing.T) { node.EachServer(t, testRoutingByQueueIntegration) }
 
-		// Each queue's calls equal what a scripts node would do with them.
-		runRouted(t, server, m, rs.Module, queueWork(quotes))
-		runRouted(t, server, m, rs.Scripts, queueWork(billing))
-		onlyQueue(t, ctx, rs.Module, quotes)
-		onlyQueue(t, ctx, rs.Scripts, billing)
-		noModuleLua(t, rs.Module)
-		if st := commandStats(t, rs.Scripts.Direct); st["evalsha"] == 0 || st["emq.enqueue"] != 0 {
-			t.Errorf("scripts node: evalsha %d, emq.enqueue %d", st["evalsha"], st["emq.enqueue"])
+func testRoutingByQueueIntegration(t *testing.T, server node.Server) {
+	m := LoadMap(t)
+	rs := startRouted(t, server, m)
+	ctx := testCtx(t)
+
+	// Each queue's calls equal what a scripts node would do with them.
+	runRouted(t, server, m, rs.Module, queueWork(quotes))
+	runRouted(t, server, m, rs.Scripts, queueWork(billing))
+	onlyQueue(t, ctx, rs.Module, quotes)
+	onlyQueue(t, ctx, rs.Scripts, billing)
+	noModuleLua(t, rs.Module)
+	if st := commandStats(t, rs.Scripts.Direct); st["evalsha"] == 0 || st["emq.enqueue"] != 0 {
+		t.Errorf("scripts node: evalsha %d, emq.enqueue %d", st["evalsha"], st["emq.enqueue"])
+	}
+
+	c, err := legacy.Dial(ctx, legacy.Options{Addr: rs.Addr, Map: m, Brand: m.LegacyBrand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	before := map[*Path]Snapshot{rs.Module: snapshot(t, ctx, rs.Module), rs.Scripts: snapshot(t, ctx, rs.Scripts)}
+	statsBefore := map[*Path]map[string]int64{rs.Module: commandStats(t, rs.Module.Direct), rs.Scripts: commandStats(t, rs.Scripts.Direct)}
+
+	t.Run("cross-route transaction is refused with nothing sent", func(t *testing.T) {
+		res, err := c.Tx().Enqueue(quotes, "T1", "p").Enqueue(billing, "T1", "p").Exec(ctx)
+		t.Logf("transaction: %v %v", res, err)
+		if err == nil {
+			if len(res) != 2 || !strings.HasPrefix(res[1].Reply.Str, "CROSSROUTE") || !strings.HasPrefix(res[0].Reply.Str, "EXECABORT") {
+				t.Errorf("transaction replies %v, want EXECABORT and CROSSROUTE", res)
+			}
+		} else if !strings.Contains(err.Error(), "CROSSROUTE") && !strings.Contains(err.Error(), "EXECABORT") {
+			t.Errorf("transaction: %v", err)
 		}
-
-		c, err := legacy.Dial(ctx, legacy.Options{Addr: rs.Addr, Map: m, Brand: m.LegacyBrand})
+	})
+	t.Run("cross-queue script call is refused with nothing sent", func(t *testing.T) {
+		v, err := c.Eval(ctx, legacy.ScriptEnqueue, []string{legacy.JobKey(quotes, "X1"), legacy.Key(billing, "pending")}, []string{"X1", "p"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(c.Close)
-		before := map[*Path]Snapshot{rs.Module: snapshot(t, ctx, rs.Module), rs.Scripts: snapshot(t, ctx, rs.Scripts)}
-		statsBefore := map[*Path]map[string]int64{rs.Module: commandStats(t, rs.Module.Direct), rs.Scripts: commandStats(t, rs.Scripts.Direct)}
-
-		t.Run("cross-route transaction is refused with nothing sent", func(t *testing.T) {
-			res, err := c.Tx().Enqueue(quotes, "T1", "p").Enqueue(billing, "T1", "p").Exec(ctx)
-			t.Logf("transaction: %v %v", res, err)
-			if err == nil {
-				if len(res) != 2 || !strings.HasPrefix(res[1].Reply.Str, "CROSSROUTE") || !strings.HasPrefix(res[0].Reply.Str, "EXECABORT") {
-					t.Errorf("transaction replies %v, want EXECABORT and CROSSROUTE", res)
-				}
-			} else if !strings.Contains(err.Error(), "CROSSROUTE") && !strings.Contains(err.Error(), "EXECABORT") {
-				t.Errorf("transaction: %v", err)
-			}
-		})
-		t.Run("cross-queue script call is refused with nothing sent", func(t *testing.T) {
-			v, err := c.Eval(ctx, legacy.ScriptEnqueue, []string{legacy.JobKey(quotes, "X1"), legacy.Key(billing, "pending")}, []string{"X1", "p"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v.Kind != legacy.KindError || !strings.HasPrefix(v.Str, "CROSSROUTE the keys of 'EVALSHA' route to upstreams module-a and scripts-b") {
-				t.Errorf("reply %v", v)
-			}
-		})
-		for _, p := range []*Path{rs.Module, rs.Scripts} {
-			if diff := snapshotDiff(before[p], snapshot(t, ctx, p)); diff != "" {
-				t.Errorf("%s node changed after the refusals: %s", p.Name, diff)
-			}
-			st := commandStats(t, p.Direct)
-			for _, name := range []string{"multi", "exec", "evalsha", "emq.enqueue"} {
-				if st[name] != statsBefore[p][name] {
-					t.Errorf("%s node ran %s %d more times after the refusals", p.Name, name, st[name]-statsBefore[p][name])
-				}
+		if v.Kind != legacy.KindError || !strings.HasPrefix(v.Str, "CROSSROUTE the keys of 'EVALSHA' route to upstreams module-a and scripts-b") {
+			t.Errorf("reply %v", v)
+		}
+	})
+	for _, p := range []*Path{rs.Module, rs.Scripts} {
+		if diff := snapshotDiff(before[p], snapshot(t, ctx, p)); diff != "" {
+			t.Errorf("%s node changed after the refusals: %s", p.Name, diff)
+		}
+		st := commandStats(t, p.Direct)
+		for _, name := range []string{"multi", "exec", "evalsha", "emq.enqueue"} {
+			if st[name] != statsBefore[p][name] {
+				t.Errorf("%s node ran %s %d more times after the refusals", p.Name, name, st[name]-statsBefore[p][name])
 			}
 		}
+	}
 
-		t.Run("a pipeline spanning both upstreams is split, replies in order", func(t *testing.T) {
-			b := c.Batch()
-			for i := range 8 {
-				q := []string{quotes, billing}[i%2]
-				b.Enqueue(q, fmt.Sprintf("P%d", i), "p").Stats(q)
-			}
-			res, err := b.Exec(ctx)
+	t.Run("a pipeline spanning both upstreams is split, replies in order", func(t *testing.T) {
+		b := c.Batch()
+		for i := range 8 {
+			q := []string{quotes, billing}[i%2]
+			b.Enqueue(q, fmt.Sprintf("P%d", i), "p").Stats(q)
+		}
+		res, err := b.Exec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := map[string]int64{}
+		for _, q := range []string{quotes, billing} {
+			st, err := c.Stats(ctx, q)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pending := map[string]int64{}
-			for _, q := range []string{quotes, billing} {
-				st, err := c.Stats(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pending[q] = st[0] - 4 // before the batch's four enqueues
+			pending[q] = st[0] - 4 // before the batch's four enqueues
+		}
+		for i := range 8 {
+			q := []string{quotes, billing}[i%2]
+			if ok, err := res[2*i].Bool(); err != nil || !ok {
+				t.Errorf("reply %d (enqueue %s): %v %v", 2*i, q, ok, err)
 			}
-			for i := range 8 {
-				q := []string{quotes, billing}[i%2]
-				if ok, err := res[2*i].Bool(); err != nil || !ok {
-					t.Errorf("reply %d (enqueue %s): %v %v", 2*i, q, ok, err)
-				}
-				pending[q]++
-				st, err := res[2*i+1].Stats()
-				if err != nil || st[0] != pending[q] {
-					t.Errorf("reply %d (stats %s): pending %d, want %d (%v)", 2*i+1, q, st[0], pending[q], err)
-				}
+			pending[q]++
+			st, err := res[2*i+1].Stats()
+			if err != nil || st[0] != pending[q] {
+				t.Errorf("reply %d (stats %s): pending %d, want %d (%v)", 2*i+1, q, st[0], pending[q], err)
 			}
-			onlyQueue(t, ctx, rs.Module, quotes)
-			onlyQueue(t, ctx, rs.Scripts, billing)
-		})
+		}
+		onlyQueue(t, ctx, rs.Module, quotes)
+		onlyQueue(t, ctx, rs.Scripts, billing)
+	})
 
-		t.Run("billing moves to the module node", func(t *testing.T) {
-			modBefore, scrBefore := commandStats(t, rs.Module.Direct), commandStats(t, rs.Scripts.Direct)
-			if err := rs.Proxy.SwapRoutes([]proxy.Route{{Queues: []string{"*"}, Upstream: "module-a"}}); err != nil {
-				t.Fatal(err)
-			}
-			want(t, true)(c.Enqueue(ctx, billing, "S1", "after the move"))
-			claims(t, legacy.Job{ID: "S1", Payload: "after the move", Attempts: 1})(c.Claim(ctx, billing, 30000))
-			want(t, true)(c.Complete(ctx, billing, "S1"))
-			mod, scr := delta(modBefore, commandStats(t, rs.Module.Direct)), delta(scrBefore, commandStats(t, rs.Scripts.Direct))
-			if mod["emq.enqueue"] != 1 || mod["emq.claim"] != 1 || mod["emq.complete"] != 1 {
-				t.Errorf("module node after the move: %v", mod)
-			}
-			if scr["evalsha"] != 0 {
-				t.Errorf("scripts node still got %d evalsha after the move", scr["evalsha"])
-			}
-			if got := upstreamsOf(rs.audit, "rewrite", billing); strings.Join(got, ",") != "module-a,module-a,module-a" {
-				t.Errorf("audit rewrites of billing went to %v", got)
-			}
-			if got := upstreamsOf(rs.audit, "pass", billing); len(got) == 0 || strings.Count(strings.Join(got, ","), "scripts-b") != len(got) {
-				t.Errorf("audit passes of billing (before the move) went to %v", got)
-			}
-			noModuleLua(t, rs.Module)
-		})
+	t.Run("billing moves to the module node", func(t *testing.T) {
+		modBefore, scrBefore := commandStats(t, rs.Module.Direct), commandStats(t, rs.Scripts.Direct)
+		if err := rs.Proxy.SwapRoutes([]proxy.Route{{Queues: []string{"*"}, Upstream: "module-a"}}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, true)(c.Enqueue(ctx, billing, "S1", "after the move"))
+		claims(t, legacy.Job{ID: "S1", Payload: "after the move", Attempts: 1})(c.Claim(ctx, billing, 30000))
+		want(t, true)(c.Complete(ctx, billing, "S1"))
+		mod, scr := delta(modBefore, commandStats(t, rs.Module.Direct)), delta(scrBefore, commandStats(t, rs.Scripts.Direct))
+		if mod["emq.enqueue"] != 1 || mod["emq.claim"] != 1 || mod["emq.complete"] != 1 {
+			t.Errorf("module node after the move: %v", mod)
+		}
+		if scr["evalsha"] != 0 {
+			t.Errorf("scripts node still got %d evalsha after the move", scr["evalsha"])
+		}
+		if got := upstreamsOf(rs.audit, "rewrite", billing); strings.Join(got, ",") != "module-a,module-a,module-a" {
+			t.Errorf("audit rewrites of billing went to %v", got)
+		}
+		if got := upstreamsOf(rs.audit, "pass", billing); len(got) == 0 || strings.Count(strings.Join(got, ","), "scripts-b") != len(got) {
+			t.Errorf("audit passes of billing (before the move) went to %v", got)
+		}
+		noModuleLua(t, rs.Module)
 	})
 }
 

@@ -94,50 +94,50 @@ func asRedis70(masked string) string {
 	return r.Replace(masked)
 }
 
-func TestAuthUsersMatchTheServer(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		users := node.Options{Server: srv.Path, Role: node.Bare, Password: "pw-default", ACL: []string{"alice on >pw-alice ~* &* +@all"}}
-		direct := node.StartT(t, users)
-		n := node.StartT(t, users)
-		h := startProxy(t, n, func(o *Options) {
-			o.Policy.Users = map[string]string{"default": "pw-default", "alice": "pw-alice"}
-		})
-		want := runAuthCorpus(t, direct.Addr)
-		got := runAuthCorpus(t, h.addr)
-		var helloGap []string
-		for i := range want {
-			p := authCorpus[i]
-			switch {
-			case p.args[0] == "ACL":
-				// The proxy's shared connection is the upstream's user: the
-				// client's user is the proxy's business.
-				if got[i] != "$7\r\ndefault\r\n" {
-					t.Errorf("%q through the proxy: %q", p.args, got[i])
-				}
-			case p.args[0] == "HELLO" && p.args[1] == "3":
-				// The server speaks RESP3; the proxy answers with the server's
-				// own text for a protocol it does not speak.
-				if got[i] != "-NOPROTO unsupported protocol version\r\n" {
-					t.Errorf("HELLO 3 through the proxy: %q", got[i])
-				}
-				if h4, err := node.RawDo(direct.Addr, "HELLO", "4"); err != nil || string(h4) != got[i] {
-					t.Errorf("the server's HELLO 4 %q, the proxy's HELLO 3 %q", h4, got[i])
-				}
-			case want[i] != got[i] && p.args[0] == "HELLO" && srv.Kind != "redis" && asRedis70(want[i]) == got[i]:
-				helloGap = append(helloGap, fmt.Sprintf("%q: %q", p.args, want[i]))
-			case want[i] != got[i]:
-				t.Errorf("step %d %q:\n direct %q\n proxy  %q", i, p.args, want[i], got[i])
-			}
-		}
-		if len(helloGap) > 0 {
-			// A known gap, reported as a skip rather than a pass: the proxy
-			// answers HELLO itself (rewrite.helloReply), as Redis 7.0 does,
-			// whatever its upstream is. Every other step matched the server.
-			t.Run("HELLO_answered_as_redis_7.0", func(t *testing.T) {
-				t.Skipf("the proxy answers HELLO with Redis 7.0's identity and NOAUTH text; %s answers: %s", srv.Name, strings.Join(helloGap, "; "))
-			})
-		}
+func TestAuthUsersMatchTheServer(t *testing.T) { node.EachServer(t, testAuthUsersMatchTheServer) }
+
+func testAuthUsersMatchTheServer(t *testing.T, srv node.Server) {
+	users := node.Options{Server: srv.Path, Role: node.Bare, Password: "pw-default", ACL: []string{"alice on >pw-alice ~* &* +@all"}}
+	direct := node.StartT(t, users)
+	n := node.StartT(t, users)
+	h := startProxy(t, n, func(o *Options) {
+		o.Policy.Users = map[string]string{"default": "pw-default", "alice": "pw-alice"}
 	})
+	want := runAuthCorpus(t, direct.Addr)
+	got := runAuthCorpus(t, h.addr)
+	var helloGap []string
+	for i := range want {
+		p := authCorpus[i]
+		switch {
+		case p.args[0] == "ACL":
+			// The proxy's shared connection is the upstream's user: the
+			// client's user is the proxy's business.
+			if got[i] != "$7\r\ndefault\r\n" {
+				t.Errorf("%q through the proxy: %q", p.args, got[i])
+			}
+		case p.args[0] == "HELLO" && p.args[1] == "3":
+			// The server speaks RESP3; the proxy answers with the server's
+			// own text for a protocol it does not speak.
+			if got[i] != "-NOPROTO unsupported protocol version\r\n" {
+				t.Errorf("HELLO 3 through the proxy: %q", got[i])
+			}
+			if h4, err := node.RawDo(direct.Addr, "HELLO", "4"); err != nil || string(h4) != got[i] {
+				t.Errorf("the server's HELLO 4 %q, the proxy's HELLO 3 %q", h4, got[i])
+			}
+		case want[i] != got[i] && p.args[0] == "HELLO" && srv.Kind != "redis" && asRedis70(want[i]) == got[i]:
+			helloGap = append(helloGap, fmt.Sprintf("%q: %q", p.args, want[i]))
+		case want[i] != got[i]:
+			t.Errorf("step %d %q:\n direct %q\n proxy  %q", i, p.args, want[i], got[i])
+		}
+	}
+	if len(helloGap) > 0 {
+		// A known gap, reported as a skip rather than a pass: the proxy
+		// answers HELLO itself (rewrite.helloReply), as Redis 7.0 does,
+		// whatever its upstream is. Every other step matched the server.
+		t.Run("HELLO_answered_as_redis_7.0", func(t *testing.T) {
+			t.Skipf("the proxy answers HELLO with Redis 7.0's identity and NOAUTH text; %s answers: %s", srv.Name, strings.Join(helloGap, "; "))
+		})
+	}
 }
 
 func TestAuthGuessingIsDelayedThenClosed(t *testing.T) {

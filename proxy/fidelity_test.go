@@ -162,66 +162,68 @@ func runCorpus(t *testing.T, c *client, steps []step, proxied bool) [][]byte {
 	return out
 }
 
-func TestFidelityDirectVersusProxy(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
-		h := startProxy(t, n, nil)
-		steps := fidelityCorpus(t, h)
-		if len(steps) < 80 {
-			t.Fatalf("corpus has %d commands, want at least 80", len(steps))
+func TestFidelityDirectVersusProxy(t *testing.T) { node.EachServer(t, testFidelityDirectVersusProxy) }
+
+func testFidelityDirectVersusProxy(t *testing.T, srv node.Server) {
+	direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	h := startProxy(t, n, nil)
+	steps := fidelityCorpus(t, h)
+	if len(steps) < 80 {
+		t.Fatalf("corpus has %d commands, want at least 80", len(steps))
+	}
+	want := runCorpus(t, dial(t, direct.Addr), steps, false)
+	got := runCorpus(t, h.dial(), steps, true)
+	kinds := map[byte]int{}
+	for i := range steps {
+		kinds[want[i][0]]++
+		if steps[i].clock {
+			if maskClock(got[i]) != maskClock(want[i]) {
+				t.Errorf("step %d %q (shape):\n direct %s\n proxy  %s", i, short(steps[i].direct), short(string(want[i])), short(string(got[i])))
+			}
+			continue
 		}
-		want := runCorpus(t, dial(t, direct.Addr), steps, false)
-		got := runCorpus(t, h.dial(), steps, true)
-		kinds := map[byte]int{}
-		for i := range steps {
-			kinds[want[i][0]]++
-			if steps[i].clock {
-				if maskClock(got[i]) != maskClock(want[i]) {
-					t.Errorf("step %d %q (shape):\n direct %s\n proxy  %s", i, short(steps[i].direct), short(string(want[i])), short(string(got[i])))
-				}
-				continue
-			}
-			if !bytes.Equal(got[i], want[i]) {
-				t.Errorf("step %d %q:\n direct %s\n proxy  %s", i, short(steps[i].direct), short(string(want[i])), short(string(got[i])))
-			}
+		if !bytes.Equal(got[i], want[i]) {
+			t.Errorf("step %d %q:\n direct %s\n proxy  %s", i, short(steps[i].direct), short(string(want[i])), short(string(got[i])))
 		}
-		for _, k := range []byte{'+', '-', ':', '$', '*'} {
-			if kinds[k] == 0 {
-				t.Errorf("the corpus produced no %q reply", k)
-			}
+	}
+	for _, k := range []byte{'+', '-', ':', '$', '*'} {
+		if kinds[k] == 0 {
+			t.Errorf("the corpus produced no %q reply", k)
 		}
-		for _, w := range []string{"$-1\r\n", "*-1\r\n", "-EMQWIRE ", "-NOSCRIPT ", "-WRONGTYPE ", "-EXECABORT "} {
-			found := false
-			for _, r := range want {
-				found = found || bytes.HasPrefix(r, []byte(w))
-			}
-			if !found {
-				t.Errorf("the corpus never produced %q", w)
-			}
+	}
+	for _, w := range []string{"$-1\r\n", "*-1\r\n", "-EMQWIRE ", "-NOSCRIPT ", "-WRONGTYPE ", "-EXECABORT "} {
+		found := false
+		for _, r := range want {
+			found = found || bytes.HasPrefix(r, []byte(w))
 		}
-		t.Logf("%d commands, reply kinds %v", len(steps), fmtKinds(kinds))
-	})
+		if !found {
+			t.Errorf("the corpus never produced %q", w)
+		}
+	}
+	t.Logf("%d commands, reply kinds %v", len(steps), fmtKinds(kinds))
 }
 
 func TestFidelityExecAfterFailedWatch(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
-		h := startProxy(t, n, nil)
-		run := func(a, b *client) []string {
-			var out []string
-			for _, r := range []reply{a.do("WATCH", "k"), b.do("SET", "k", "other"), a.do("MULTI"), a.do("SET", "k", "mine"), a.do("EXEC")} {
-				out = append(out, string(r.got))
-			}
-			return out
+	node.EachServer(t, testFidelityExecAfterFailedWatch)
+}
+
+func testFidelityExecAfterFailedWatch(t *testing.T, srv node.Server) {
+	direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	h := startProxy(t, n, nil)
+	run := func(a, b *client) []string {
+		var out []string
+		for _, r := range []reply{a.do("WATCH", "k"), b.do("SET", "k", "other"), a.do("MULTI"), a.do("SET", "k", "mine"), a.do("EXEC")} {
+			out = append(out, string(r.got))
 		}
-		want := run(dial(t, direct.Addr), dial(t, direct.Addr))
-		got := run(h.dial(), h.dial())
-		if strings.Join(got, "") != strings.Join(want, "") || want[4] != "*-1\r\n" {
-			t.Errorf("direct %q, proxy %q", want, got)
-		}
-	})
+		return out
+	}
+	want := run(dial(t, direct.Addr), dial(t, direct.Addr))
+	got := run(h.dial(), h.dial())
+	if strings.Join(got, "") != strings.Join(want, "") || want[4] != "*-1\r\n" {
+		t.Errorf("direct %q, proxy %q", want, got)
+	}
 }
 
 func short(v any) string {

@@ -24,104 +24,104 @@ func rawSetup(t *testing.T, addr string) *setupConn {
 
 // TestKeyPositionsMatchGetkeys holds the key positions the proxy computes
 // from a module node's COMMAND table to the node's own COMMAND GETKEYS.
-func TestKeyPositionsMatchGetkeys(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		sc := rawSetup(t, n.Addr)
-		tab, err := loadKeyTable(ctx, sc)
+func TestKeyPositionsMatchGetkeys(t *testing.T) { node.EachServer(t, testKeyPositionsMatchGetkeys) }
+
+func testKeyPositionsMatchGetkeys(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	sc := rawSetup(t, n.Addr)
+	tab, err := loadKeyTable(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks keyStore
+	ks.merge(tab)
+
+	cases := []string{
+		"GET k",
+		"SET k v EX 10",
+		"MSET a 1 b 2 c 3",
+		"MGET a b c",
+		"DEL a b",
+		"RENAME a b",
+		"LMOVE a b LEFT RIGHT",
+		"BLMOVE a b LEFT RIGHT 0",
+		"BLPOP a b 0",
+		"BLMPOP 0 2 a b LEFT",
+		"LMPOP 3 a b c RIGHT COUNT 2",
+		"ZUNIONSTORE d 2 a b WEIGHTS 1 2",
+		"ZUNION 2 a b",
+		"ZINTERCARD 2 a b LIMIT 1",
+		"SINTERCARD 3 a b c",
+		"BZMPOP 0 2 a b MIN",
+		"XREAD COUNT 2 STREAMS s1 s2 0 0",
+		"XREAD BLOCK 0 STREAMS s1 $",
+		"XREADGROUP GROUP g c COUNT 1 STREAMS s1 s2 > >",
+		"XADD s * f v",
+		"GEORADIUS k 0 0 1 km STORE d",
+		"GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km",
+		"OBJECT ENCODING k",
+		"XINFO STREAM k",
+		"MEMORY USAGE k",
+		"BITOP AND d a b",
+		"LCS a b",
+		"EXISTS a b c",
+		"EVALSHA 0000000000000000000000000000000000000000 2 a b x",
+		"EVAL return 3 a b c x",
+		"FCALL_RO f 1 k x",
+		"EMQ.ENQUEUE 2 emq:{q}:pending emq:{q}:job:1 1 p",
+		"EMQ.INSTALL 1 {emq}:version",
+		"PFCOUNT a b",
+		"WATCH a b",
+		"COPY a b",
+		"SMOVE a b m",
+		"MSETNX a 1 b 2",
+	}
+	for _, line := range cases {
+		args := strings.Fields(line)
+		bargs := make([][]byte, len(args))
+		for i, a := range args {
+			bargs[i] = []byte(a)
+		}
+		ck := ks.lookup(bargs)
+		if ck == nil {
+			t.Errorf("%s: not in the table", line)
+			continue
+		}
+		if ck.ask {
+			t.Errorf("%s: the table leaves its keys open", line)
+			continue
+		}
+		var got []string
+		for _, i := range ck.positions(bargs, nil) {
+			got = append(got, args[i])
+		}
+		r, err := sc.Do(ctx, append([]string{"COMMAND", "GETKEYS"}, args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ks keyStore
-		ks.merge(tab)
-
-		cases := []string{
-			"GET k",
-			"SET k v EX 10",
-			"MSET a 1 b 2 c 3",
-			"MGET a b c",
-			"DEL a b",
-			"RENAME a b",
-			"LMOVE a b LEFT RIGHT",
-			"BLMOVE a b LEFT RIGHT 0",
-			"BLPOP a b 0",
-			"BLMPOP 0 2 a b LEFT",
-			"LMPOP 3 a b c RIGHT COUNT 2",
-			"ZUNIONSTORE d 2 a b WEIGHTS 1 2",
-			"ZUNION 2 a b",
-			"ZINTERCARD 2 a b LIMIT 1",
-			"SINTERCARD 3 a b c",
-			"BZMPOP 0 2 a b MIN",
-			"XREAD COUNT 2 STREAMS s1 s2 0 0",
-			"XREAD BLOCK 0 STREAMS s1 $",
-			"XREADGROUP GROUP g c COUNT 1 STREAMS s1 s2 > >",
-			"XADD s * f v",
-			"GEORADIUS k 0 0 1 km STORE d",
-			"GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km",
-			"OBJECT ENCODING k",
-			"XINFO STREAM k",
-			"MEMORY USAGE k",
-			"BITOP AND d a b",
-			"LCS a b",
-			"EXISTS a b c",
-			"EVALSHA 0000000000000000000000000000000000000000 2 a b x",
-			"EVAL return 3 a b c x",
-			"FCALL_RO f 1 k x",
-			"EMQ.ENQUEUE 2 emq:{q}:pending emq:{q}:job:1 1 p",
-			"EMQ.INSTALL 1 {emq}:version",
-			"PFCOUNT a b",
-			"WATCH a b",
-			"COPY a b",
-			"SMOVE a b m",
-			"MSETNX a 1 b 2",
+		var want []string
+		for _, e := range r.Elems {
+			want = append(want, e.Str)
 		}
-		for _, line := range cases {
-			args := strings.Fields(line)
-			bargs := make([][]byte, len(args))
-			for i, a := range args {
-				bargs[i] = []byte(a)
-			}
-			ck := ks.lookup(bargs)
-			if ck == nil {
-				t.Errorf("%s: not in the table", line)
-				continue
-			}
-			if ck.ask {
-				t.Errorf("%s: the table leaves its keys open", line)
-				continue
-			}
-			var got []string
-			for _, i := range ck.positions(bargs, nil) {
-				got = append(got, args[i])
-			}
-			r, err := sc.Do(ctx, append([]string{"COMMAND", "GETKEYS"}, args...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			for _, e := range r.Elems {
-				want = append(want, e.Str)
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("%s: keys %q, the server says %q (%s)", line, got, want, r.Str)
-			}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: keys %q, the server says %q (%s)", line, got, want, r.Str)
 		}
-		for _, line := range []string{"SORT k BY w_* STORE d", "SORT_RO k BY w_*"} {
-			args := strings.Fields(line)
-			bargs := make([][]byte, len(args))
-			for i, a := range args {
-				bargs[i] = []byte(a)
-			}
-			if ck := ks.lookup(bargs); ck == nil || !ck.ask {
-				t.Errorf("%s: want its keys asked of the server", line)
-			}
+	}
+	for _, line := range []string{"SORT k BY w_* STORE d", "SORT_RO k BY w_*"} {
+		args := strings.Fields(line)
+		bargs := make([][]byte, len(args))
+		for i, a := range args {
+			bargs[i] = []byte(a)
 		}
-		if ks.lookup([][]byte{[]byte("NOSUCHCOMMAND")}) != nil {
-			t.Error("an unknown command has an entry")
+		if ck := ks.lookup(bargs); ck == nil || !ck.ask {
+			t.Errorf("%s: want its keys asked of the server", line)
 		}
-	})
+	}
+	if ks.lookup([][]byte{[]byte("NOSUCHCOMMAND")}) != nil {
+		t.Error("an unknown command has an entry")
+	}
 }
 
 // TestKeywordStart covers the keyword search in both directions.

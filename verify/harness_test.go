@@ -49,34 +49,34 @@ func runHarness(t *testing.T, srv node.Server, defs ...string) verify.Report {
 // exactTokens are the tokens whose lease-exact cases the seed names.
 var exactTokens = []string{"CLAIM", "EXTEND", "FAIL", "REAP", "PROMOTE"}
 
-func TestHarnessIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		rep := runHarness(t, srv)
-		if rep.Differing() != 0 {
-			t.Errorf("%d differences, in %v", rep.Differing(), rep.DifferingTokens())
+func TestHarnessIntegration(t *testing.T) { node.EachServer(t, testHarnessIntegration) }
+
+func testHarnessIntegration(t *testing.T, srv node.Server) {
+	rep := runHarness(t, srv)
+	if rep.Differing() != 0 {
+		t.Errorf("%d differences, in %v", rep.Differing(), rep.DifferingTokens())
+	}
+	tokens := map[string]verify.TokenSummary{}
+	for _, s := range rep.Tokens() {
+		tokens[s.Token] = s
+	}
+	for _, tok := range append(slices.Clone(shamap.Tokens), "stats", "peek") {
+		if tokens[tok].Cases == 0 {
+			t.Errorf("no case for %s", tok)
 		}
-		tokens := map[string]verify.TokenSummary{}
-		for _, s := range rep.Tokens() {
-			tokens[s.Token] = s
+	}
+	if rep.AOF.Status != verify.Equal {
+		t.Errorf("AOF check: %s", rep.AOF)
+	}
+	if rep.Restart.Status != verify.Equal {
+		t.Errorf("restart check: %s", rep.Restart)
+	}
+	checkLeaseExact(t, srv, rep)
+	for _, c := range rep.Cases {
+		if c.Status == verify.Skipped {
+			t.Run(strings.ReplaceAll(c.Token+" "+c.Name, " ", "_"), func(t *testing.T) { t.Skip(c.Reason) })
 		}
-		for _, tok := range append(slices.Clone(shamap.Tokens), "stats", "peek") {
-			if tokens[tok].Cases == 0 {
-				t.Errorf("no case for %s", tok)
-			}
-		}
-		if rep.AOF.Status != verify.Equal {
-			t.Errorf("AOF check: %s", rep.AOF)
-		}
-		if rep.Restart.Status != verify.Equal {
-			t.Errorf("restart check: %s", rep.Restart)
-		}
-		checkLeaseExact(t, srv, rep)
-		for _, c := range rep.Cases {
-			if c.Status == verify.Skipped {
-				t.Run(strings.ReplaceAll(c.Token+" "+c.Name, " ", "_"), func(t *testing.T) { t.Skip(c.Reason) })
-			}
-		}
-	})
+	}
 }
 
 // checkLeaseExact holds the lease-exact cases to the mode the server
@@ -116,12 +116,14 @@ func checkLeaseExact(t *testing.T, srv node.Server, rep verify.Report) {
 // A module built with EMQ_BREAK_COMPLETE makes COMPLETE subtly wrong; the
 // harness must report COMPLETE and nothing else.
 func TestHarnessCatchesBrokenVerbIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		rep := runHarness(t, srv, "EMQ_BREAK_COMPLETE")
-		if got := rep.DifferingTokens(); !slices.Equal(got, []string{"COMPLETE"}) {
-			t.Errorf("differing tokens %v, want [COMPLETE]", got)
-		}
-	})
+	node.EachServer(t, testHarnessCatchesBrokenVerbIntegration)
+}
+
+func testHarnessCatchesBrokenVerbIntegration(t *testing.T, srv node.Server) {
+	rep := runHarness(t, srv, "EMQ_BREAK_COMPLETE")
+	if got := rep.DifferingTokens(); !slices.Equal(got, []string{"COMPLETE"}) {
+		t.Errorf("differing tokens %v, want [COMPLETE]", got)
+	}
 }
 
 // The harness refuses to measure when a body does not hash to its pin, and
@@ -159,27 +161,31 @@ func TestRefusesChangedBody(t *testing.T) {
 
 // A keyspace with other keys is refused unless forced.
 func TestRefusesNonEmptyKeyspaceIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		m, bodies := standPaths(t)
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
-		if _, err := node.RawDo(n.Addr, "SET", "operator:data", "1"); err != nil {
-			t.Fatal(err)
-		}
-		_, err := verify.Run(context.Background(), verify.Config{Addr: n.Addr, Map: m, BodiesDir: bodies})
-		if !errors.Is(err, verify.ErrNotEmpty) {
-			t.Fatalf("Run on a non-empty keyspace: err %v, want ErrNotEmpty", err)
-		}
-	})
+	node.EachServer(t, testRefusesNonEmptyKeyspaceIntegration)
+}
+
+func testRefusesNonEmptyKeyspaceIntegration(t *testing.T, srv node.Server) {
+	m, bodies := standPaths(t)
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	if _, err := node.RawDo(n.Addr, "SET", "operator:data", "1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := verify.Run(context.Background(), verify.Config{Addr: n.Addr, Map: m, BodiesDir: bodies})
+	if !errors.Is(err, verify.ErrNotEmpty) {
+		t.Fatalf("Run on a non-empty keyspace: err %v, want ErrNotEmpty", err)
+	}
 }
 
 // A node without the module's brand is refused.
 func TestRefusesScriptsNodeIntegration(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		m, bodies := standPaths(t)
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
-		_, err := verify.Run(context.Background(), verify.Config{Addr: n.Addr, Map: m, BodiesDir: bodies})
-		if !errors.Is(err, verify.ErrNotScratch) {
-			t.Fatalf("Run on a scripts node: err %v, want ErrNotScratch", err)
-		}
-	})
+	node.EachServer(t, testRefusesScriptsNodeIntegration)
+}
+
+func testRefusesScriptsNodeIntegration(t *testing.T, srv node.Server) {
+	m, bodies := standPaths(t)
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
+	_, err := verify.Run(context.Background(), verify.Config{Addr: n.Addr, Map: m, BodiesDir: bodies})
+	if !errors.Is(err, verify.ErrNotScratch) {
+		t.Fatalf("Run on a scripts node: err %v, want ErrNotScratch", err)
+	}
 }

@@ -15,48 +15,50 @@ import (
 // node built with a deliberately broken COMPLETE: it must exit 1 and report
 // COMPLETE, and only COMPLETE, as differing; on a sound build it exits 0.
 func TestVerifyReportsTheBrokenVerbOnly(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		root := node.RepoRoot()
-		run := func(n *node.Node) (string, int) {
-			cmd := exec.Command(binary, "verify", "--scratch", n.Addr,
-				"--map", filepath.Join(root, "stand", "map.yaml"), "--bodies", filepath.Join(root, "stand", "scripts"))
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return string(out), ee.ExitCode()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(out), 0
-		}
+	node.EachServer(t, testVerifyReportsTheBrokenVerbOnly)
+}
 
-		broken := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_COMPLETE"}})
-		out, code := run(broken)
-		if code != 1 {
-			t.Fatalf("exit %d on a broken build, want 1:\n%s", code, out)
+func testVerifyReportsTheBrokenVerbOnly(t *testing.T, srv node.Server) {
+	root := node.RepoRoot()
+	run := func(n *node.Node) (string, int) {
+		cmd := exec.Command(binary, "verify", "--scratch", n.Addr,
+			"--map", filepath.Join(root, "stand", "map.yaml"), "--bodies", filepath.Join(root, "stand", "scripts"))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
 		}
-		row := regexp.MustCompile(`(?m)^\s*([A-Za-z]+)\s+\d+\s+\d+\s+(\d+)\s+\d+\s+\d+$`)
-		var differing []string
-		for _, m := range row.FindAllStringSubmatch(out, -1) {
-			if m[2] != "0" && m[1] != "total" {
-				differing = append(differing, m[1])
-			}
+		if err != nil {
+			t.Fatal(err)
 		}
-		if strings.Join(differing, ",") != "COMPLETE" {
-			t.Errorf("differing tokens %v, want [COMPLETE]:\n%s", differing, out)
-		}
+		return string(out), 0
+	}
 
-		sound := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
-		out, code = run(sound)
-		if code != 0 || !strings.Contains(out, "every case equal") {
-			t.Errorf("exit %d on a sound build:\n%s", code, out)
+	broken := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_COMPLETE"}})
+	out, code := run(broken)
+	if code != 1 {
+		t.Fatalf("exit %d on a broken build, want 1:\n%s", code, out)
+	}
+	row := regexp.MustCompile(`(?m)^\s*([A-Za-z]+)\s+\d+\s+\d+\s+(\d+)\s+\d+\s+\d+$`)
+	var differing []string
+	for _, m := range row.FindAllStringSubmatch(out, -1) {
+		if m[2] != "0" && m[1] != "total" {
+			differing = append(differing, m[1])
 		}
-		// It says how it judged the lease-exact cases: equal scores where the
-		// server has a cached module clock (Valkey), the window on Redis 7.0.
-		mode := map[string]string{"valkey": "lease-exact mode: equal scores", "redis": "lease-exact mode: window"}[srv.Kind]
-		if !strings.Contains(out, mode) {
-			t.Errorf("the report does not say %q:\n%s", mode, out)
-		}
-	})
+	}
+	if strings.Join(differing, ",") != "COMPLETE" {
+		t.Errorf("differing tokens %v, want [COMPLETE]:\n%s", differing, out)
+	}
+
+	sound := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	out, code = run(sound)
+	if code != 0 || !strings.Contains(out, "every case equal") {
+		t.Errorf("exit %d on a sound build:\n%s", code, out)
+	}
+	// It says how it judged the lease-exact cases: equal scores where the
+	// server has a cached module clock (Valkey), the window on Redis 7.0.
+	mode := map[string]string{"valkey": "lease-exact mode: equal scores", "redis": "lease-exact mode: window"}[srv.Kind]
+	if !strings.Contains(out, mode) {
+		t.Errorf("the report does not say %q:\n%s", mode, out)
+	}
 }

@@ -49,103 +49,105 @@ func untilAnswer(t *testing.T, c *legacy.Client) error {
 	}
 }
 
-func TestReconnectRerunsFence(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
-		vc := n.Client(t)
-		c, _ := dial(t, legacy.Options{Addr: n.Addr})
-		ctx := testCtx(t)
-		k := chk{t}
-		wantEq(t, "fences after dial", c.Fences(), 1)
+func TestReconnectRerunsFence(t *testing.T) { node.EachServer(t, testReconnectRerunsFence) }
 
-		// An explicit reconnect runs the fence again (one GET on a branded node).
-		before := stats(t, vc)
-		if err := c.Reconnect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wantEq(t, "fences after Reconnect", c.Fences(), 2)
-		wantEq(t, "GETs of the reconnect", delta(before, stats(t, vc), "get")["get"], 1)
-		wantEq(t, "enqueue after reconnect", k.b(c.Enqueue(ctx, "rq", "j1", "p")), true)
+func testReconnectRerunsFence(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
+	vc := n.Client(t)
+	c, _ := dial(t, legacy.Options{Addr: n.Addr})
+	ctx := testCtx(t)
+	k := chk{t}
+	wantEq(t, "fences after dial", c.Fences(), 1)
 
-		// A connection the server closed is reopened by valkey-go, through the fence.
-		killConn(t, c, vc)
-		if err := untilAnswer(t, c); err != nil {
-			t.Fatal(err)
-		}
-		wantEq(t, "fences after a server-side kill", c.Fences(), 3)
+	// An explicit reconnect runs the fence again (one GET on a branded node).
+	before := stats(t, vc)
+	if err := c.Reconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEq(t, "fences after Reconnect", c.Fences(), 2)
+	wantEq(t, "GETs of the reconnect", delta(before, stats(t, vc), "get")["get"], 1)
+	wantEq(t, "enqueue after reconnect", k.b(c.Enqueue(ctx, "rq", "j1", "p")), true)
 
-		// The brand changed: the next reconnect stops the client.
-		setBrand(t, vc, "echomq:6.0.0")
-		err := c.Reconnect(ctx)
-		var fe *legacy.FenceError
-		if !errors.As(err, &fe) || fe.Got != "echomq:6.0.0" {
-			t.Fatalf("reconnect to a re-branded node: %v, want the fence refusal", err)
-		}
-		before = stats(t, vc)
-		if _, err := c.Enqueue(ctx, "rq", "j2", "p"); !errors.As(err, &fe) {
-			t.Fatalf("enqueue on a stopped client: %v, want the fence refusal", err)
-		}
-		wantEq(t, "evalsha on a stopped client", delta(before, stats(t, vc), "evalsha")["evalsha"], 0)
+	// A connection the server closed is reopened by valkey-go, through the fence.
+	killConn(t, c, vc)
+	if err := untilAnswer(t, c); err != nil {
+		t.Fatal(err)
+	}
+	wantEq(t, "fences after a server-side kill", c.Fences(), 3)
 
-		// Brand restored: Reconnect starts it again.
-		setBrand(t, vc, legacy.DefaultBrand)
-		if err := c.Reconnect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wantEq(t, "enqueue after the brand came back", k.b(c.Enqueue(ctx, "rq", "j2", "p")), true)
+	// The brand changed: the next reconnect stops the client.
+	setBrand(t, vc, "echomq:6.0.0")
+	err := c.Reconnect(ctx)
+	var fe *legacy.FenceError
+	if !errors.As(err, &fe) || fe.Got != "echomq:6.0.0" {
+		t.Fatalf("reconnect to a re-branded node: %v, want the fence refusal", err)
+	}
+	before = stats(t, vc)
+	if _, err := c.Enqueue(ctx, "rq", "j2", "p"); !errors.As(err, &fe) {
+		t.Fatalf("enqueue on a stopped client: %v, want the fence refusal", err)
+	}
+	wantEq(t, "evalsha on a stopped client", delta(before, stats(t, vc), "evalsha")["evalsha"], 0)
 
-		// The brand changes under a live connection: the transparent reconnect
-		// after a kill meets the fence, which stops the client.
-		setBrand(t, vc, "echomq:6.0.0")
-		killConn(t, c, vc)
-		if err := untilAnswer(t, c); !errors.As(err, &fe) {
-			t.Fatalf("after the kill: %v, want the fence refusal", err)
+	// Brand restored: Reconnect starts it again.
+	setBrand(t, vc, legacy.DefaultBrand)
+	if err := c.Reconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEq(t, "enqueue after the brand came back", k.b(c.Enqueue(ctx, "rq", "j2", "p")), true)
+
+	// The brand changes under a live connection: the transparent reconnect
+	// after a kill meets the fence, which stops the client.
+	setBrand(t, vc, "echomq:6.0.0")
+	killConn(t, c, vc)
+	if err := untilAnswer(t, c); !errors.As(err, &fe) {
+		t.Fatalf("after the kill: %v, want the fence refusal", err)
+	}
+	if c.Stopped() == nil {
+		t.Fatal("the fence refusal did not stop the client")
+	}
+	before = stats(t, vc)
+	for i := 0; i < 3; i++ {
+		if _, _, err := c.Claim(ctx, "rq", 1000); !errors.As(err, &fe) {
+			t.Fatalf("claim on a stopped client: %v", err)
 		}
-		if c.Stopped() == nil {
-			t.Fatal("the fence refusal did not stop the client")
-		}
-		before = stats(t, vc)
-		for i := 0; i < 3; i++ {
-			if _, _, err := c.Claim(ctx, "rq", 1000); !errors.As(err, &fe) {
-				t.Fatalf("claim on a stopped client: %v", err)
-			}
-		}
-		d := delta(before, stats(t, vc), "get", "exists", "evalsha")
-		wantEq(t, "commands a stopped client sent", d["get"]+d["exists"]+d["evalsha"], 0)
-	})
+	}
+	d := delta(before, stats(t, vc), "get", "exists", "evalsha")
+	wantEq(t, "commands a stopped client sent", d["get"]+d["exists"]+d["evalsha"], 0)
 }
 
 func TestReconnectUnderConcurrentCalls(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
-		c, _ := dial(t, legacy.Options{Addr: n.Addr})
-		ctx := testCtx(t)
-		errs := make(chan error, 4)
-		for w := 0; w < 4; w++ {
-			go func(w int) {
-				for i := 0; i < 200; i++ {
-					if _, err := c.Enqueue(ctx, "cq", strconv.Itoa(w)+"-"+strconv.Itoa(i), "p"); err != nil {
-						errs <- err
-						return
-					}
+	node.EachServer(t, testReconnectUnderConcurrentCalls)
+}
+
+func testReconnectUnderConcurrentCalls(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
+	c, _ := dial(t, legacy.Options{Addr: n.Addr})
+	ctx := testCtx(t)
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		go func(w int) {
+			for i := 0; i < 200; i++ {
+				if _, err := c.Enqueue(ctx, "cq", strconv.Itoa(w)+"-"+strconv.Itoa(i), "p"); err != nil {
+					errs <- err
+					return
 				}
-				errs <- nil
-			}(w)
-		}
-		for i := 0; i < 5; i++ {
-			if err := c.Reconnect(ctx); err != nil {
-				t.Fatal(err)
 			}
-		}
-		for w := 0; w < 4; w++ {
-			if err := <-errs; err != nil {
-				t.Fatalf("a call failed across Reconnect: %v", err)
-			}
-		}
-		st, err := c.Stats(ctx, "cq")
-		if err != nil {
+			errs <- nil
+		}(w)
+	}
+	for i := 0; i < 5; i++ {
+		if err := c.Reconnect(ctx); err != nil {
 			t.Fatal(err)
 		}
-		wantEq(t, "pending after 800 enqueues", st[0], 800)
-	})
+	}
+	for w := 0; w < 4; w++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("a call failed across Reconnect: %v", err)
+		}
+	}
+	st, err := c.Stats(ctx, "cq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEq(t, "pending after 800 enqueues", st[0], 800)
 }

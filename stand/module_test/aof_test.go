@@ -32,39 +32,39 @@ func readAOF(t *testing.T, dir string) []byte {
 // the plain commands the handlers called, with absolute scores, that no
 // EMQ.* record is written, and that a restart loading the AOF gives back
 // the same keyspace.
-func TestAOFHoldsPlainCommands(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		n, c := startModule(t, node.Options{Server: srv.Path, AOF: true})
-		x := q{t: t, c: c, name: "quotes"}
-		x.expect(":1\r\n", x.enqueue("J1", "p1")...)
-		x.expect(":1\r\n", x.enqueue("J2", "p2")...)
-		x.expect(array(bulk("J1"), bulk("p1"), ":1\r\n"), x.claim("30000")...)
-		deadline := x.set("active")["J1"]
-		x.expect(":1\r\n", x.complete("J1")...)
-		x.c.do(x.claim("30000")...)
-		x.c.do(x.fail("J2", "boom", "5", "1000")...)
-		x.expect(":1\r\n", x.pause()...)
+func TestAOFHoldsPlainCommands(t *testing.T) { node.EachServer(t, testAOFHoldsPlainCommands) }
 
-		aof := readAOF(t, n.Dir)
-		for _, want := range []string{"ZADD", "HSET", "HINCRBY", "ZREM", "lease_epoch",
-			"$13\r\n" + strconv.FormatInt(deadline, 10) + "\r\n"} {
-			if !bytes.Contains(aof, []byte(want)) {
-				t.Errorf("AOF lacks %q", want)
-			}
-		}
-		if bytes.Contains(bytes.ToLower(aof), []byte("emq.")) {
-			t.Errorf("AOF holds an EMQ.* record:\n%q", aof)
-		}
+func testAOFHoldsPlainCommands(t *testing.T, srv node.Server) {
+	n, c := startModule(t, node.Options{Server: srv.Path, AOF: true})
+	x := q{t: t, c: c, name: "quotes"}
+	x.expect(":1\r\n", x.enqueue("J1", "p1")...)
+	x.expect(":1\r\n", x.enqueue("J2", "p2")...)
+	x.expect(array(bulk("J1"), bulk("p1"), ":1\r\n"), x.claim("30000")...)
+	deadline := x.set("active")["J1"]
+	x.expect(":1\r\n", x.complete("J1")...)
+	x.c.do(x.claim("30000")...)
+	x.c.do(x.fail("J2", "boom", "5", "1000")...)
+	x.expect(":1\r\n", x.pause()...)
 
-		before := snapshot(c)
-		if err := n.Restart(n.Opts); err != nil {
-			t.Fatalf("restart: %v", err)
+	aof := readAOF(t, n.Dir)
+	for _, want := range []string{"ZADD", "HSET", "HINCRBY", "ZREM", "lease_epoch",
+		"$13\r\n" + strconv.FormatInt(deadline, 10) + "\r\n"} {
+		if !bytes.Contains(aof, []byte(want)) {
+			t.Errorf("AOF lacks %q", want)
 		}
-		c2 := dial(t, n.Addr)
-		if after := snapshot(c2); !equalMap(before, after) {
-			t.Errorf("keyspace after an AOF reload differs:\nbefore %q\nafter  %q", keysOf(before), keysOf(after))
-		}
-	})
+	}
+	if bytes.Contains(bytes.ToLower(aof), []byte("emq.")) {
+		t.Errorf("AOF holds an EMQ.* record:\n%q", aof)
+	}
+
+	before := snapshot(c)
+	if err := n.Restart(n.Opts); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	c2 := dial(t, n.Addr)
+	if after := snapshot(c2); !equalMap(before, after) {
+		t.Errorf("keyspace after an AOF reload differs:\nbefore %q\nafter  %q", keysOf(before), keysOf(after))
+	}
 }
 
 func keysOf(m map[string]string) []string {

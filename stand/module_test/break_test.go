@@ -48,32 +48,32 @@ func runRecorded(r *recorder, vc verbCase, x q) (failures []string) {
 // TestBrokenBuildsAreCaught builds the module with -DEMQ_BREAK_<TOKEN> for
 // each token and checks that the verb transcripts notice: the proof that
 // the transcripts can fail, and that each test build is really broken.
-func TestBrokenBuildsAreCaught(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		if testing.Short() {
-			t.Skip("builds the module fourteen times; skipped with -short")
-		}
-		for _, s := range shapes {
-			t.Run(s.token, func(t *testing.T) {
-				n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_" + s.token}})
-				c := dial(t, n.Addr)
-				runID := infoField(c, "server", "run_id")
-				caught := 0
-				for i, vc := range verbCases {
-					if !strings.Contains(vc.name, s.token) {
-						continue
-					}
-					r := &recorder{TB: t}
-					x := q{t: r, c: c.with(r), name: fmt.Sprintf("b%d", i), runID: runID}
-					if f := runRecorded(r, vc, x); len(f) > 0 {
-						caught++
-						t.Logf("%s caught: %s", vc.name, f[0])
-					}
+func TestBrokenBuildsAreCaught(t *testing.T) { node.EachServer(t, testBrokenBuildsAreCaught) }
+
+func testBrokenBuildsAreCaught(t *testing.T, srv node.Server) {
+	if testing.Short() {
+		t.Skip("builds the module fourteen times; skipped with -short")
+	}
+	for _, s := range shapes {
+		t.Run(s.token, func(t *testing.T) {
+			n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_" + s.token}})
+			c := dial(t, n.Addr)
+			runID := infoField(c, "server", "run_id")
+			caught := 0
+			for i, vc := range verbCases {
+				if !strings.Contains(vc.name, s.token) {
+					continue
 				}
-				if caught == 0 {
-					t.Errorf("the EMQ_BREAK_%s build passed every %s transcript", s.token, s.token)
+				r := &recorder{TB: t}
+				x := q{t: r, c: c.with(r), name: fmt.Sprintf("b%d", i), runID: runID}
+				if f := runRecorded(r, vc, x); len(f) > 0 {
+					caught++
+					t.Logf("%s caught: %s", vc.name, f[0])
 				}
-			})
-		}
-	})
+			}
+			if caught == 0 {
+				t.Errorf("the EMQ_BREAK_%s build passed every %s transcript", s.token, s.token)
+			}
+		})
+	}
 }

@@ -81,21 +81,21 @@ func (r clockRun) liveTime() bool { return r.t2-r.t1 >= 20 && r.now >= r.t1+20 &
 // EMQ_LIVE_CLOCK build, which ignores the cached clock, must show the live
 // clock on every server: on a cached-clock server its TIMEs are still
 // equal, its now is not.
-func TestClockChoice(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		r, cached := claimInTx(t, srv)
-		t.Logf("cached clock expected %v; TIME %d and %d, the module's now %d", cached, r.t1, r.t2, r.now)
-		switch {
-		case cached && !r.cachedTime():
-			t.Errorf("cached clock: TIMEs %d and %d and the module's now %d must be one time", r.t1, r.t2, r.now)
-		case !cached && !r.liveTime():
-			t.Errorf("live clock: the module's now %d must lie after the 20 ms sleep that follows TIME %d, and by TIME %d", r.now, r.t1, r.t2)
-		}
+func TestClockChoice(t *testing.T) { node.EachServer(t, testClockChoice) }
 
-		live, _ := claimInTx(t, srv, "EMQ_LIVE_CLOCK")
-		t.Logf("EMQ_LIVE_CLOCK build: TIME %d and %d, the module's now %d", live.t1, live.t2, live.now)
-		if live.now < live.t1+20 || cached && live.t1 != live.t2 || !cached && !live.liveTime() {
-			t.Errorf("EMQ_LIVE_CLOCK build: the module's now %d must lie 20 ms or more past TIME %d (TIME after: %d)", live.now, live.t1, live.t2)
-		}
-	})
+func testClockChoice(t *testing.T, srv node.Server) {
+	r, cached := claimInTx(t, srv)
+	t.Logf("cached clock expected %v; TIME %d and %d, the module's now %d", cached, r.t1, r.t2, r.now)
+	switch {
+	case cached && !r.cachedTime():
+		t.Errorf("cached clock: TIMEs %d and %d and the module's now %d must be one time", r.t1, r.t2, r.now)
+	case !cached && !r.liveTime():
+		t.Errorf("live clock: the module's now %d must lie after the 20 ms sleep that follows TIME %d, and by TIME %d", r.now, r.t1, r.t2)
+	}
+
+	live, _ := claimInTx(t, srv, "EMQ_LIVE_CLOCK")
+	t.Logf("EMQ_LIVE_CLOCK build: TIME %d and %d, the module's now %d", live.t1, live.t2, live.now)
+	if live.now < live.t1+20 || cached && live.t1 != live.t2 || !cached && !live.liveTime() {
+		t.Errorf("EMQ_LIVE_CLOCK build: the module's now %d must lie 20 ms or more past TIME %d (TIME after: %d)", live.now, live.t1, live.t2)
+	}
 }

@@ -142,107 +142,107 @@ func lower(s string) string {
 
 // TestRefusals sends every malformed call of every verb and checks the
 // exact error and that nothing was written.
-func TestRefusals(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		_, c := startModule(t, node.Options{Server: srv.Path})
-		seedQueue(c, "a")
-		total := 0
-		for _, s := range shapes {
-			for _, r := range refusals(s, "a") {
-				before, d := snapshot(c), dirty(c)
-				if got := c.do(r.args...); got != errReply(r.want) {
-					t.Errorf("%s %s: %q\n got %q\nwant %q", s.token, r.name, r.args, got, errReply(r.want))
-				}
-				if dirty(c) != d || !equalMap(before, snapshot(c)) {
-					t.Errorf("%s %s: the keyspace changed", s.token, r.name)
-				}
-				total++
+func TestRefusals(t *testing.T) { node.EachServer(t, testRefusals) }
+
+func testRefusals(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
+	seedQueue(c, "a")
+	total := 0
+	for _, s := range shapes {
+		for _, r := range refusals(s, "a") {
+			before, d := snapshot(c), dirty(c)
+			if got := c.do(r.args...); got != errReply(r.want) {
+				t.Errorf("%s %s: %q\n got %q\nwant %q", s.token, r.name, r.args, got, errReply(r.want))
 			}
+			if dirty(c) != d || !equalMap(before, snapshot(c)) {
+				t.Errorf("%s %s: the keyspace changed", s.token, r.name)
+			}
+			total++
 		}
-		t.Logf("%d refusals checked", total)
-	})
+	}
+	t.Logf("%d refusals checked", total)
 }
 
 // TestCheckOrder sends calls with two defects and checks the earlier check
 // in the documented order answers.
-func TestCheckOrder(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		_, c := startModule(t, node.Options{Server: srv.Path})
-		seedQueue(c, "a")
-		c.do("SET", "{emq}:version", "echomq:4.0.0") // every call below also fails the fence
-		for _, tc := range []struct {
-			name string
-			args []string
-			want string
-		}{
-			{"numkeys before shape", []string{"EMQ.EXTEND", "-1", "x"}, "ERR Number of keys can't be negative"},
-			{"keys before values", []string{"EMQ.EXTEND", "1", key("a", "active")}, "EMQWIRE EMQ.EXTEND wants 2 keys, got 1"},
-			{"values before value check", call("EXTEND", []string{key("a", "active"), row("a", "J1")}, []string{"J1", "x", "y"}),
-				"EMQWIRE EMQ.EXTEND wants 2 values, got 3"},
-			{"values in argument order", call("FAIL", []string{key("a", "active"), row("a", "J1"), key("a", "delayed"), key("a", "dead")},
-				[]string{"J1", "e", "x", "y"}), "EMQWIRE EMQ.FAIL value 3 must be an integer"},
-			{"value before row key", call("EXTEND", []string{key("a", "active"), row("a", "J2")}, []string{"J1", "x"}),
-				"EMQWIRE EMQ.EXTEND value 2 must be an integer"},
-			{"row key before layout", call("EXTEND", []string{"emq:{a}:pending", "emq:{a}:job:J2"}, []string{"J1", "5"}),
-				"EMQWIRE EMQ.EXTEND key 2 must be job:<id>"},
-			{"layout in key order", call("COMPLETE", []string{key("b", "pending"), row("b", "J1"), key("a", "active")}, []string{"J1"}),
-				"EMQWIRE EMQ.COMPLETE key 1 must be active"},
-			{"two queues", call("COMPLETE", []string{key("a", "active"), row("a", "J1"), key("b", "done")}, []string{"J1"}),
-				"EMQWIRE EMQ.COMPLETE key 3 must be done"},
-			{"layout before fence", call("PAUSE", []string{key("a", "pending")}, nil), "EMQWIRE EMQ.PAUSE key 1 must be paused"},
-			{"fence last", call("PAUSE", []string{key("a", "paused")}, nil), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"},
-		} {
-			d := dirty(c)
-			if got := c.do(tc.args...); got != errReply(tc.want) {
-				t.Errorf("%s: %q\n got %q\nwant %q", tc.name, tc.args, got, errReply(tc.want))
-			}
-			if dirty(c) != d {
-				t.Errorf("%s: wrote", tc.name)
-			}
+func TestCheckOrder(t *testing.T) { node.EachServer(t, testCheckOrder) }
+
+func testCheckOrder(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
+	seedQueue(c, "a")
+	c.do("SET", "{emq}:version", "echomq:4.0.0") // every call below also fails the fence
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"numkeys before shape", []string{"EMQ.EXTEND", "-1", "x"}, "ERR Number of keys can't be negative"},
+		{"keys before values", []string{"EMQ.EXTEND", "1", key("a", "active")}, "EMQWIRE EMQ.EXTEND wants 2 keys, got 1"},
+		{"values before value check", call("EXTEND", []string{key("a", "active"), row("a", "J1")}, []string{"J1", "x", "y"}),
+			"EMQWIRE EMQ.EXTEND wants 2 values, got 3"},
+		{"values in argument order", call("FAIL", []string{key("a", "active"), row("a", "J1"), key("a", "delayed"), key("a", "dead")},
+			[]string{"J1", "e", "x", "y"}), "EMQWIRE EMQ.FAIL value 3 must be an integer"},
+		{"value before row key", call("EXTEND", []string{key("a", "active"), row("a", "J2")}, []string{"J1", "x"}),
+			"EMQWIRE EMQ.EXTEND value 2 must be an integer"},
+		{"row key before layout", call("EXTEND", []string{"emq:{a}:pending", "emq:{a}:job:J2"}, []string{"J1", "5"}),
+			"EMQWIRE EMQ.EXTEND key 2 must be job:<id>"},
+		{"layout in key order", call("COMPLETE", []string{key("b", "pending"), row("b", "J1"), key("a", "active")}, []string{"J1"}),
+			"EMQWIRE EMQ.COMPLETE key 1 must be active"},
+		{"two queues", call("COMPLETE", []string{key("a", "active"), row("a", "J1"), key("b", "done")}, []string{"J1"}),
+			"EMQWIRE EMQ.COMPLETE key 3 must be done"},
+		{"layout before fence", call("PAUSE", []string{key("a", "pending")}, nil), "EMQWIRE EMQ.PAUSE key 1 must be paused"},
+		{"fence last", call("PAUSE", []string{key("a", "paused")}, nil), "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"},
+	} {
+		d := dirty(c)
+		if got := c.do(tc.args...); got != errReply(tc.want) {
+			t.Errorf("%s: %q\n got %q\nwant %q", tc.name, tc.args, got, errReply(tc.want))
 		}
-	})
+		if dirty(c) != d {
+			t.Errorf("%s: wrote", tc.name)
+		}
+	}
 }
 
 // TestFence runs every verb's valid call against an absent, a foreign and
 // a non-string brand: each is refused and nothing is written.
-func TestFence(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		_, c := startModule(t, node.Options{Server: srv.Path})
-		seedQueue(c, "a")
-		const vk = "{emq}:version"
-		for _, tc := range []struct {
-			name  string
-			setup func()
-			want  string
-		}{
-			{"absent", func() { c.do("DEL", vk) }, "EMQWIRE expected echomq:6.0.0 found nil"},
-			{"legacy", func() { c.do("SET", vk, "echomq:4.0.0") }, "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"},
-			{"near miss", func() { c.do("SET", vk, "echomq:6.0.0 ") }, "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0 "},
-			{"empty", func() { c.do("SET", vk, "") }, "EMQWIRE expected echomq:6.0.0 found "},
-			{"line breaks", func() { c.do("SET", vk, "a\r\nb\x00c") }, "EMQWIRE expected echomq:6.0.0 found a  b c"},
-			{"not a string", func() { c.do("DEL", vk); c.do("RPUSH", vk, "echomq:6.0.0") },
-				"WRONGTYPE Operation against a key holding the wrong kind of value"},
-		} {
-			tc.setup()
-			for _, s := range shapes {
-				args := s.valid("a", "NEW")
-				if s.token == "CLAIM" || s.token == "PROMOTE" || s.token == "REAP" {
-					args = s.valid("a", "J1")
-				}
-				before, d := snapshot(c), dirty(c)
-				if got := c.do(args...); got != errReply(tc.want) {
-					t.Errorf("%s brand, %s: got %q, want %q", tc.name, s.token, got, errReply(tc.want))
-				}
-				if dirty(c) != d || !equalMap(before, snapshot(c)) {
-					t.Errorf("%s brand, %s: the keyspace changed", tc.name, s.token)
-				}
+func TestFence(t *testing.T) { node.EachServer(t, testFence) }
+
+func testFence(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
+	seedQueue(c, "a")
+	const vk = "{emq}:version"
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		want  string
+	}{
+		{"absent", func() { c.do("DEL", vk) }, "EMQWIRE expected echomq:6.0.0 found nil"},
+		{"legacy", func() { c.do("SET", vk, "echomq:4.0.0") }, "EMQWIRE expected echomq:6.0.0 found echomq:4.0.0"},
+		{"near miss", func() { c.do("SET", vk, "echomq:6.0.0 ") }, "EMQWIRE expected echomq:6.0.0 found echomq:6.0.0 "},
+		{"empty", func() { c.do("SET", vk, "") }, "EMQWIRE expected echomq:6.0.0 found "},
+		{"line breaks", func() { c.do("SET", vk, "a\r\nb\x00c") }, "EMQWIRE expected echomq:6.0.0 found a  b c"},
+		{"not a string", func() { c.do("DEL", vk); c.do("RPUSH", vk, "echomq:6.0.0") },
+			"WRONGTYPE Operation against a key holding the wrong kind of value"},
+	} {
+		tc.setup()
+		for _, s := range shapes {
+			args := s.valid("a", "NEW")
+			if s.token == "CLAIM" || s.token == "PROMOTE" || s.token == "REAP" {
+				args = s.valid("a", "J1")
 			}
-			c.do("DEL", vk)
+			before, d := snapshot(c), dirty(c)
+			if got := c.do(args...); got != errReply(tc.want) {
+				t.Errorf("%s brand, %s: got %q, want %q", tc.name, s.token, got, errReply(tc.want))
+			}
+			if dirty(c) != d || !equalMap(before, snapshot(c)) {
+				t.Errorf("%s brand, %s: the keyspace changed", tc.name, s.token)
+			}
 		}
-		// With the brand back, the same enqueue passes: the refusals above were the fence.
-		c.do("SET", vk, "echomq:6.0.0")
-		if got := c.do(shapes[0].valid("a", "NEW")...); got != ":1\r\n" {
-			t.Errorf("enqueue after the brand is back = %q", got)
-		}
-	})
+		c.do("DEL", vk)
+	}
+	// With the brand back, the same enqueue passes: the refusals above were the fence.
+	c.do("SET", vk, "echomq:6.0.0")
+	if got := c.do(shapes[0].valid("a", "NEW")...); got != ":1\r\n" {
+		t.Errorf("enqueue after the brand is back = %q", got)
+	}
 }

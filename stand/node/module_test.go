@@ -47,26 +47,26 @@ func TestBuildModuleIsCachedWhenFresh(t *testing.T) {
 	}
 }
 
-func TestModuleNodeIsInstalled(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		buildOrSkip(t)
-		n := StartT(t, Options{Server: srv.Path, Role: Module})
-		if got := get(t, n, VersionKey); got != "$12\r\nechomq:6.0.0\r\n" {
-			t.Fatalf("brand %q", got)
-		}
-		if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); got != ":0\r\n" {
-			t.Fatalf("second install %q", got)
-		}
-		if err := n.Restart(Options{Role: Scripts, NoBrand: true}); err != nil {
-			t.Fatal(err)
-		}
-		if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
-			t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
-		}
-		// The restart kept the server: Valkey's INFO names it, Redis's not.
-		info := mustRaw(t, n, "INFO", "server")
-		if got := strings.Contains(info, "\r\nvalkey_version:"+srv.Version+"\r\n"); got != (srv.Kind == "valkey") {
-			t.Fatalf("after a restart without Options.Server, INFO server names valkey %s: %v, want %v", srv.Version, got, srv.Kind == "valkey")
-		}
-	})
+func TestModuleNodeIsInstalled(t *testing.T) { EachServer(t, testModuleNodeIsInstalled) }
+
+func testModuleNodeIsInstalled(t *testing.T, srv Server) {
+	buildOrSkip(t)
+	n := StartT(t, Options{Server: srv.Path, Role: Module})
+	if got := get(t, n, VersionKey); got != "$12\r\nechomq:6.0.0\r\n" {
+		t.Fatalf("brand %q", got)
+	}
+	if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); got != ":0\r\n" {
+		t.Fatalf("second install %q", got)
+	}
+	if err := n.Restart(Options{Role: Scripts, NoBrand: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
+		t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
+	}
+	// The restart kept the server: Valkey's INFO names it, Redis's not.
+	info := mustRaw(t, n, "INFO", "server")
+	if got := strings.Contains(info, "\r\nvalkey_version:"+srv.Version+"\r\n"); got != (srv.Kind == "valkey") {
+		t.Fatalf("after a restart without Options.Server, INFO server names valkey %s: %v, want %v", srv.Version, got, srv.Kind == "valkey")
+	}
 }

@@ -33,18 +33,20 @@ func mustRaw(t *testing.T, n *Node, args ...string) string {
 }
 
 func TestScriptsNodeIsBrandedWithLegacyBrand(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path, Role: Scripts})
-		if got := get(t, n, VersionKey); got != "$12\r\necho"+"mq:4.0.0\r\n" {
-			t.Fatalf("brand reply %q", got)
-		}
-		if n.PID() == 0 || !n.Running() {
-			t.Fatalf("node not running: pid %d", n.PID())
-		}
-		if !strings.HasPrefix(n.Addr, "127.0.0.1:") || n.Port == 0 {
-			t.Fatalf("addr %q port %d", n.Addr, n.Port)
-		}
-	})
+	EachServer(t, testScriptsNodeIsBrandedWithLegacyBrand)
+}
+
+func testScriptsNodeIsBrandedWithLegacyBrand(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Scripts})
+	if got := get(t, n, VersionKey); got != "$12\r\necho"+"mq:4.0.0\r\n" {
+		t.Fatalf("brand reply %q", got)
+	}
+	if n.PID() == 0 || !n.Running() {
+		t.Fatalf("node not running: pid %d", n.PID())
+	}
+	if !strings.HasPrefix(n.Addr, "127.0.0.1:") || n.Port == 0 {
+		t.Fatalf("addr %q port %d", n.Addr, n.Port)
+	}
 }
 
 func TestBrandOptions(t *testing.T) {
@@ -67,44 +69,44 @@ func TestBrandOptions(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsAOFData(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		opts := Options{Role: Scripts, AOF: true, Server: srv.Path}
-		n := StartT(t, opts)
-		port, dir, pid := n.Port, n.Dir, n.PID()
-		if got := mustRaw(t, n, "SET", "k", "v"); got != "+OK\r\n" {
-			t.Fatalf("SET: %q", got)
-		}
-		if err := n.Restart(opts); err != nil {
-			t.Fatal(err)
-		}
-		if n.Port != port || n.Dir != dir || n.PID() == pid {
-			t.Fatalf("restart: port %d→%d dir %s→%s pid %d→%d", port, n.Port, dir, n.Dir, pid, n.PID())
-		}
-		if got := get(t, n, "k"); got != "$1\r\nv\r\n" {
-			t.Fatalf("after restart GET k = %q", got)
-		}
+func TestRestartKeepsAOFData(t *testing.T) { EachServer(t, testRestartKeepsAOFData) }
 
-		// A kill loses nothing either: appendfsync always.
-		if got := mustRaw(t, n, "SET", "k2", "w"); got != "+OK\r\n" {
-			t.Fatalf("SET: %q", got)
-		}
-		if err := n.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if n.Running() {
-			t.Fatal("running after Kill")
-		}
-		if err := n.Restart(opts); err != nil {
-			t.Fatal(err)
-		}
-		if got := get(t, n, "k2"); got != "$1\r\nw\r\n" {
-			t.Fatalf("after kill and restart GET k2 = %q", got)
-		}
-		if got := get(t, n, VersionKey); got != "$12\r\nechomq:4.0.0\r\n" {
-			t.Fatalf("brand after restart %q", got)
-		}
-	})
+func testRestartKeepsAOFData(t *testing.T, srv Server) {
+	opts := Options{Role: Scripts, AOF: true, Server: srv.Path}
+	n := StartT(t, opts)
+	port, dir, pid := n.Port, n.Dir, n.PID()
+	if got := mustRaw(t, n, "SET", "k", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	if err := n.Restart(opts); err != nil {
+		t.Fatal(err)
+	}
+	if n.Port != port || n.Dir != dir || n.PID() == pid {
+		t.Fatalf("restart: port %d→%d dir %s→%s pid %d→%d", port, n.Port, dir, n.Dir, pid, n.PID())
+	}
+	if got := get(t, n, "k"); got != "$1\r\nv\r\n" {
+		t.Fatalf("after restart GET k = %q", got)
+	}
+
+	// A kill loses nothing either: appendfsync always.
+	if got := mustRaw(t, n, "SET", "k2", "w"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if n.Running() {
+		t.Fatal("running after Kill")
+	}
+	if err := n.Restart(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, n, "k2"); got != "$1\r\nw\r\n" {
+		t.Fatalf("after kill and restart GET k2 = %q", got)
+	}
+	if got := get(t, n, VersionKey); got != "$12\r\nechomq:4.0.0\r\n" {
+		t.Fatalf("brand after restart %q", got)
+	}
 }
 
 func TestRestartWithoutAOFStartsEmpty(t *testing.T) {
@@ -138,131 +140,131 @@ func TestStopIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestPasswordAndACL(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path,
-			Role:     Scripts,
-			Password: "pw",
-			ACL:      []string{"alice on >apw ~emq:{a}:* +@all"},
-		})
-		if got := mustRaw(t, n, "PING"); !strings.HasPrefix(got, "-NOAUTH") {
-			t.Fatalf("unauthenticated PING = %q", got)
-		}
-		c := n.Client(t)
-		ctx := context.Background()
-		if v, err := c.Do(ctx, c.B().Get().Key(VersionKey).Build()).ToString(); err != nil || v != DefaultBrand {
-			t.Fatalf("brand %q %v", v, err)
-		}
-		rc, err := dialRaw(n.Addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.close()
-		if got, _ := rc.do("AUTH", "alice", "apw"); string(got) != "+OK\r\n" {
-			t.Fatalf("AUTH alice: %q", got)
-		}
-		if got, _ := rc.do("SET", "other", "1"); !strings.HasPrefix(string(got), "-NOPERM") {
-			t.Fatalf("alice SET outside her keys: %q", got)
-		}
-		if got, _ := rc.do("SET", "emq:{a}:x", "1"); string(got) != "+OK\r\n" {
-			t.Fatalf("alice SET inside her keys: %q", got)
-		}
+func TestPasswordAndACL(t *testing.T) { EachServer(t, testPasswordAndACL) }
+
+func testPasswordAndACL(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path,
+		Role:     Scripts,
+		Password: "pw",
+		ACL:      []string{"alice on >apw ~emq:{a}:* +@all"},
 	})
+	if got := mustRaw(t, n, "PING"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("unauthenticated PING = %q", got)
+	}
+	c := n.Client(t)
+	ctx := context.Background()
+	if v, err := c.Do(ctx, c.B().Get().Key(VersionKey).Build()).ToString(); err != nil || v != DefaultBrand {
+		t.Fatalf("brand %q %v", v, err)
+	}
+	rc, err := dialRaw(n.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.close()
+	if got, _ := rc.do("AUTH", "alice", "apw"); string(got) != "+OK\r\n" {
+		t.Fatalf("AUTH alice: %q", got)
+	}
+	if got, _ := rc.do("SET", "other", "1"); !strings.HasPrefix(string(got), "-NOPERM") {
+		t.Fatalf("alice SET outside her keys: %q", got)
+	}
+	if got, _ := rc.do("SET", "emq:{a}:x", "1"); string(got) != "+OK\r\n" {
+		t.Fatalf("alice SET inside her keys: %q", got)
+	}
 }
 
-func TestFreezeThaw(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path, Role: Bare})
-		if err := n.Freeze(); err != nil {
-			t.Fatal(err)
-		}
-		c, err := dialRaw(n.Addr, 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err) // the kernel still accepts on a frozen server
-		}
-		if _, err := c.do("PING"); err == nil {
-			t.Fatal("frozen node answered")
-		}
-		c.close()
-		if err := n.Thaw(); err != nil {
-			t.Fatal(err)
-		}
-		if got := mustRaw(t, n, "PING"); got != "+PONG\r\n" {
-			t.Fatalf("PING after thaw %q", got)
-		}
-	})
+func TestFreezeThaw(t *testing.T) { EachServer(t, testFreezeThaw) }
+
+func testFreezeThaw(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialRaw(n.Addr, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err) // the kernel still accepts on a frozen server
+	}
+	if _, err := c.do("PING"); err == nil {
+		t.Fatal("frozen node answered")
+	}
+	c.close()
+	if err := n.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRaw(t, n, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING after thaw %q", got)
+	}
 }
 
-func TestRawDoFramesOneReply(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path, Role: Bare})
-		cases := []struct {
-			args []string
-			want string
-		}{
-			{[]string{"PING"}, "+PONG\r\n"},
-			{[]string{"GET", "missing"}, "$-1\r\n"},
-			{[]string{"EVAL", "return {1,{2,'x'},false,''}", "0"}, "*4\r\n:1\r\n*2\r\n:2\r\n$1\r\nx\r\n$-1\r\n$0\r\n\r\n"},
-			{[]string{"EVAL", "return {}", "0"}, "*0\r\n"},
-			{[]string{"EVAL", "return redis.error_reply('EMQWIRE x')", "0"}, "-EMQWIRE x\r\n"},
-			{[]string{"INCRBY", "n", "-7"}, ":-7\r\n"},
+func TestRawDoFramesOneReply(t *testing.T) { EachServer(t, testRawDoFramesOneReply) }
+
+func testRawDoFramesOneReply(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"PING"}, "+PONG\r\n"},
+		{[]string{"GET", "missing"}, "$-1\r\n"},
+		{[]string{"EVAL", "return {1,{2,'x'},false,''}", "0"}, "*4\r\n:1\r\n*2\r\n:2\r\n$1\r\nx\r\n$-1\r\n$0\r\n\r\n"},
+		{[]string{"EVAL", "return {}", "0"}, "*0\r\n"},
+		{[]string{"EVAL", "return redis.error_reply('EMQWIRE x')", "0"}, "-EMQWIRE x\r\n"},
+		{[]string{"INCRBY", "n", "-7"}, ":-7\r\n"},
+	}
+	for _, tc := range cases {
+		if got := mustRaw(t, n, tc.args...); got != tc.want {
+			t.Errorf("%q: got %q want %q", tc.args, got, tc.want)
 		}
-		for _, tc := range cases {
-			if got := mustRaw(t, n, tc.args...); got != tc.want {
-				t.Errorf("%q: got %q want %q", tc.args, got, tc.want)
-			}
-		}
-	})
+	}
 }
 
-func TestReadReplyRESP3(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path, Role: Bare})
-		c, err := dialRaw(n.Addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
+func TestReadReplyRESP3(t *testing.T) { EachServer(t, testReadReplyRESP3) }
+
+func testReadReplyRESP3(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
+	c, err := dialRaw(n.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	hello, err := c.do("HELLO", "3")
+	if err != nil || hello[0] != '%' {
+		t.Fatalf("HELLO 3: %q %v", hello, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"GET", "missing"}, "_\r\n"},
+		{[]string{"EVAL", "redis.setresp(3); return {double=1.5}", "0"}, ",1.5\r\n"},
+		{[]string{"HSET", "h", "a", "1"}, ":1\r\n"},
+		{[]string{"HGETALL", "h"}, "%1\r\n$1\r\na\r\n$1\r\n1\r\n"},
+		{[]string{"PING"}, "+PONG\r\n"},
+	} {
+		got, err := c.do(tc.args...)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%q: got %q %v want %q", tc.args, got, err, tc.want)
 		}
-		defer c.close()
-		hello, err := c.do("HELLO", "3")
-		if err != nil || hello[0] != '%' {
-			t.Fatalf("HELLO 3: %q %v", hello, err)
-		}
-		for _, tc := range []struct {
-			args []string
-			want string
-		}{
-			{[]string{"GET", "missing"}, "_\r\n"},
-			{[]string{"EVAL", "redis.setresp(3); return {double=1.5}", "0"}, ",1.5\r\n"},
-			{[]string{"HSET", "h", "a", "1"}, ":1\r\n"},
-			{[]string{"HGETALL", "h"}, "%1\r\n$1\r\na\r\n$1\r\n1\r\n"},
-			{[]string{"PING"}, "+PONG\r\n"},
-		} {
-			got, err := c.do(tc.args...)
-			if err != nil || string(got) != tc.want {
-				t.Errorf("%q: got %q %v want %q", tc.args, got, err, tc.want)
-			}
-		}
-	})
+	}
 }
 
-func TestCommandStats(t *testing.T) {
-	EachServer(t, func(t *testing.T, srv Server) {
-		n := StartT(t, Options{Server: srv.Path, Role: Bare})
-		c := n.Client(t)
-		ctx := context.Background()
-		for i := 0; i < 3; i++ {
-			if err := c.Do(ctx, c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		stats, err := CommandStats(ctx, c)
-		if err != nil {
+func TestCommandStats(t *testing.T) { EachServer(t, testCommandStats) }
+
+func testCommandStats(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
+	c := n.Client(t)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if err := c.Do(ctx, c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if stats["set"] != 3 {
-			t.Fatalf("set calls = %d, want 3 (%v)", stats["set"], stats)
-		}
-	})
+	}
+	stats, err := CommandStats(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats["set"] != 3 {
+		t.Fatalf("set calls = %d, want 3 (%v)", stats["set"], stats)
+	}
 }
 
 func TestParseCommandStats(t *testing.T) {
