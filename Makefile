@@ -10,7 +10,17 @@ FUZZTIME  ?= 10s
 # unbounded minimization that straddles the end is reported as a failure).
 FUZZFLAGS ?= -fuzztime $(FUZZTIME) -fuzzminimizetime 1s
 
-.PHONY: all deps module build run test fuzz lint bench demo clean
+# The tests run on every server of the stand's table: Debian's redis-server,
+# and Valkey when VALKEY_SERVER names a valkey-server or VALKEY_TARBALL a
+# Valkey source tarball (built once per machine into ~/.cache/emqproxy, not
+# into the repository). With neither, the Valkey leg is skipped with one
+# line. Relative paths are taken from the repository root. Both are passed
+# to the tests through the environment, as make passes command-line
+# variables:
+#   make test VALKEY_TARBALL=../shared/vendor/valkey-8.0.1.tar.gz
+#   make test VALKEY_SERVER=/usr/local/bin/valkey-server
+
+.PHONY: all deps module valkey build run test fuzz lint bench demo clean
 
 all: build
 
@@ -20,18 +30,26 @@ deps:
 module: deps
 	@$(MAKE) --no-print-directory -C stand/module
 
+# Builds (or finds) the Valkey of VALKEY_TARBALL once, before the test
+# packages start, so they never build it concurrently; says which Valkey the
+# tests will use, or why its leg is skipped.
+valkey: deps
+	@./scripts/valkey.sh
+
 build: deps module
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/emqproxy
 
 # Starts a local module node (127.0.0.1:6390) and the proxy in front of it
 # (127.0.0.1:6380) with deploy/examples/local.yaml. Ctrl-C stops both.
+# NODE_SERVER=/path/to/valkey-server runs the node on that server instead
+# of Debian's redis-server.
 run: build
 	@./scripts/run-local.sh
 
 # The whole suite against real servers the tests start themselves: vet,
 # unit and integration tests, the race detector on the concurrent packages,
 # and each fuzz target for a bounded time. CI runs exactly this.
-test: deps module
+test: deps module valkey
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) ./proxy/... ./fence/... ./admin/... ./stand/legacy/... ./e2e/...

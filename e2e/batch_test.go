@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // mixed queues n calls of every kind on queue q, job ids counting from
@@ -52,9 +54,11 @@ func noErrors(t testing.TB, rs []legacy.Result, err error, n int) {
 // TestPipelinesIntegration sends pipelines of 1 to 1000 mixed calls
 // (legacy Batch: one round trip for the pause reads, one for the lines),
 // and a pipeline whose claims hit a paused queue and are not sent.
-func TestPipelinesIntegration(t *testing.T) {
+func TestPipelinesIntegration(t *testing.T) { node.EachServer(t, testPipelinesIntegration) }
+
+func testPipelinesIntegration(t *testing.T, server node.Server) {
 	const q = "pipe"
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect", func() { c = tr.Dial("pipe-worker") })
@@ -90,9 +94,11 @@ func TestPipelinesIntegration(t *testing.T) {
 // transactions here are built so that this reordering cannot change a
 // reply (every cold line of a block is cold on both paths, or is a read
 // placed last), and the scripts the mixed blocks use are warm before them.
-func TestTransactionsIntegration(t *testing.T) {
+func TestTransactionsIntegration(t *testing.T) { node.EachServer(t, testTransactionsIntegration) }
+
+func testTransactionsIntegration(t *testing.T, server node.Server) {
 	const q = "tx"
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect", func() { c = tr.Dial("tx-worker") })

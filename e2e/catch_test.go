@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestCatchesBrokenVerbsIntegration proves the suite can fail: the
@@ -13,11 +15,15 @@ import (
 // every one must be told apart from the scripts node, by an assertion of
 // the scenario or by the comparison.
 func TestCatchesBrokenVerbsIntegration(t *testing.T) {
+	node.EachServer(t, testCatchesBrokenVerbsIntegration)
+}
+
+func testCatchesBrokenVerbsIntegration(t *testing.T, server node.Server) {
 	if testing.Short() {
 		t.Skip("skipped in -short: builds and starts one module node per broken verb")
 	}
 	m := LoadMap(t)
-	ref := NewTranscript(t, testCtx(t), StartScripts(t, m))
+	ref := NewTranscript(t, testCtx(t), StartScripts(t, server, m))
 	lifecycle(t, ref)
 	ref.Finish()
 	for _, s := range m.Scripts {
@@ -26,7 +32,7 @@ func TestCatchesBrokenVerbsIntegration(t *testing.T) {
 		}
 		t.Run(s.Verb, func(t *testing.T) {
 			pr := &probe{TB: t}
-			tr := NewTranscript(pr, testCtx(t), StartProxied(t, m, "EMQ_BREAK_"+s.Verb))
+			tr := NewTranscript(pr, testCtx(t), StartProxied(t, server, m, "EMQ_BREAK_"+s.Verb))
 			pr.run(func() {
 				lifecycle(pr, tr)
 				tr.Finish()

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestManyClientsIntegration runs 20 clients at once on one queue: each
@@ -14,13 +16,15 @@ import (
 // is empty. Every job is claimed exactly once across the clients, and the
 // replies (as a multiset: which client got which job differs from run to
 // run) and the keys are the same on both paths.
-func TestManyClientsIntegration(t *testing.T) {
+func TestManyClientsIntegration(t *testing.T) { node.EachServer(t, testManyClientsIntegration) }
+
+func testManyClientsIntegration(t *testing.T, server node.Server) {
 	const (
 		q       = "crowd"
 		clients = 20
 		jobs    = 200
 	)
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		cs := make([]*legacy.Client, clients)
 		tr.Together("connect 20 clients", func() {
@@ -100,9 +104,11 @@ func eachClient(cs []*legacy.Client, fn func(i int, c *legacy.Client) error) []e
 // notice. (On the scripts path that step has nothing to drop: the client's
 // connection is the node's only one, and killing it under a client that
 // never retries may fail the next call, which the scenario does not test.)
-func TestReconnectIntegration(t *testing.T) {
+func TestReconnectIntegration(t *testing.T) { node.EachServer(t, testReconnectIntegration) }
+
+func testReconnectIntegration(t *testing.T, server node.Server) {
 	const q = "flaky"
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect, enqueue, claim", func() {

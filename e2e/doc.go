@@ -15,6 +15,10 @@
 // on every row the client leased and then masked). Any difference is
 // printed key by key.
 //
+// The tests run every scenario on each server of the stand's table
+// (node.EachServer: Debian's redis-server, and Valkey when the machine has
+// one), both paths on the same server, as subtests named by the server.
+//
 // The package owns the two paths (StartScripts, StartProxied), the
 // transcript, the snapshot of a queue's keys and the comparison. It must
 // not change the proxy, the rewrite rules or the stand: a difference it

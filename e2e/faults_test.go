@@ -245,9 +245,13 @@ func firstSuccess(t *testing.T, addr string) time.Duration {
 }
 
 func TestFaultUpstreamKilledUnderLoad(t *testing.T) {
+	node.EachServer(t, testFaultUpstreamKilledUnderLoad)
+}
+
+func testFaultUpstreamKilledUnderLoad(t *testing.T, server node.Server) {
 	m := LoadMap(t)
 	opts := node.Options{Role: node.Module, AOF: true}
-	n := node.StartT(t, opts)
+	n := node.StartT(t, withServer(opts, server))
 	f, fences := faultFront(t, m, n)
 	l := startLoad(t, m, f.addr, "killed")
 	l.waitCalls(t, 200)
@@ -279,9 +283,13 @@ func TestFaultUpstreamKilledUnderLoad(t *testing.T) {
 }
 
 func TestFaultUpstreamFrozenPastTheTimeout(t *testing.T) {
+	node.EachServer(t, testFaultUpstreamFrozenPastTheTimeout)
+}
+
+func testFaultUpstreamFrozenPastTheTimeout(t *testing.T, server node.Server) {
 	m := LoadMap(t)
 	opts := node.Options{Role: node.Module, AOF: true}
-	n := node.StartT(t, opts)
+	n := node.StartT(t, withServer(opts, server))
 	f, _ := faultFront(t, m, n)
 	l := startLoad(t, m, f.addr, "frozen")
 	l.waitCalls(t, 200)
@@ -322,6 +330,10 @@ func TestFaultUpstreamFrozenPastTheTimeout(t *testing.T) {
 }
 
 func TestFaultUpstreamReplacedUnderLoad(t *testing.T) {
+	node.EachServer(t, testFaultUpstreamReplacedUnderLoad)
+}
+
+func testFaultUpstreamReplacedUnderLoad(t *testing.T, server node.Server) {
 	m := LoadMap(t)
 	for _, repl := range []struct {
 		name  string
@@ -333,7 +345,7 @@ func TestFaultUpstreamReplacedUnderLoad(t *testing.T) {
 		{"unbranded bare node", node.Options{Role: node.Bare, NoBrand: true}, map[string]int64{}, map[string]string{}},
 	} {
 		t.Run(repl.name, func(t *testing.T) {
-			n := node.StartT(t, node.Options{Role: node.Module})
+			n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
 			f, _ := faultFront(t, m, n)
 			l := startLoad(t, m, f.addr, "replaced")
 			l.waitCalls(t, 100)

@@ -87,16 +87,20 @@ func nodeKeys(t testing.TB, n *node.Node) map[string]string {
 }
 
 // clientCommands is the commandstats delta without the commands the
-// proxy's own fence and the test's reads run.
+// proxy's own fence and the test's reads run. The test's valkey-go client
+// asks for the topology with CLUSTER SLOTS on Redis 7.0 and CLUSTER SHARDS
+// on Valkey 8: both are the test's own.
 func clientCommands(d map[string]int64) map[string]int64 {
 	out := maps.Clone(d)
-	for _, c := range []string{"emq.version", "get", "info", "keys", "type", "hello", "ping", "client|setinfo", "command|docs", "command", "cluster|slots"} {
+	for _, c := range []string{"emq.version", "get", "info", "keys", "type", "hello", "ping", "client|setinfo", "command|docs", "command", "cluster|slots", "cluster|shards"} {
 		delete(out, c)
 	}
 	return out
 }
 
-func TestLegacyFenceThroughTheProxy(t *testing.T) {
+func TestLegacyFenceThroughTheProxy(t *testing.T) { node.EachServer(t, testLegacyFenceThroughTheProxy) }
+
+func testLegacyFenceThroughTheProxy(t *testing.T, server node.Server) {
 	m := LoadMap(t)
 	type upstream struct {
 		name    string
@@ -118,7 +122,7 @@ func TestLegacyFenceThroughTheProxy(t *testing.T) {
 		{name: "unbranded module node, install on", opts: node.Options{Role: node.Module, NoBrand: true}, install: true, passes: true, after: fence.ModuleBrand},
 	} {
 		t.Run(u.name, func(t *testing.T) {
-			n := node.StartT(t, u.opts)
+			n := node.StartT(t, withServer(u.opts, server))
 			if u.brand != "" {
 				if _, err := node.RawDo(n.Addr, "SET", legacy.VersionKey, u.brand); err != nil {
 					t.Fatal(err)
@@ -185,8 +189,12 @@ func TestLegacyFenceThroughTheProxy(t *testing.T) {
 }
 
 func TestWire6SessionReadsTheTrueBrand(t *testing.T) {
+	node.EachServer(t, testWire6SessionReadsTheTrueBrand)
+}
+
+func testWire6SessionReadsTheTrueBrand(t *testing.T, server node.Server) {
 	m := LoadMap(t)
-	n := node.StartT(t, node.Options{Role: node.Module})
+	n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
 	f := startFront(t, m, n.Addr, false, nil)
 	wire4, err := node.RawDo(f.addr, "GET", legacy.VersionKey)
 	if err != nil || string(wire4) != "$12\r\nechomq:4.0.0\r\n" {
@@ -214,8 +222,12 @@ func TestWire6SessionReadsTheTrueBrand(t *testing.T) {
 }
 
 func TestUpstreamReplacedByAScriptsNodeAndBack(t *testing.T) {
+	node.EachServer(t, testUpstreamReplacedByAScriptsNodeAndBack)
+}
+
+func testUpstreamReplacedByAScriptsNodeAndBack(t *testing.T, server node.Server) {
 	m := LoadMap(t)
-	n := node.StartT(t, node.Options{Role: node.Module})
+	n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
 	f := startFront(t, m, n.Addr, false, nil)
 	c, err := legacy.Dial(testCtx(t), legacy.Options{Addr: f.addr, Map: m})
 	if err != nil {

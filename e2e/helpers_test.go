@@ -17,19 +17,19 @@ import (
 type scenario func(t testing.TB, tr *Transcript)
 
 // runBoth runs sc on a fresh scripts node (directly) and on a fresh module
-// node behind a fresh proxy, then compares the two transcripts. It also
+// node behind a fresh proxy, both on srv, then compares the two transcripts. It also
 // checks that no Lua write reached the module node. It returns both
 // transcripts for checks of their own.
-func runBoth(t *testing.T, sc scenario) (scripts, proxied *Transcript) {
+func runBoth(t *testing.T, srv node.Server, sc scenario) (scripts, proxied *Transcript) {
 	t.Helper()
 	m := LoadMap(t)
 	t.Run(ScriptsPath, func(t *testing.T) {
-		scripts = NewTranscript(t, testCtx(t), StartScripts(t, m))
+		scripts = NewTranscript(t, testCtx(t), StartScripts(t, srv, m))
 		sc(t, scripts)
 		scripts.Finish()
 	})
 	t.Run(ProxyPath, func(t *testing.T) {
-		proxied = NewTranscript(t, testCtx(t), StartProxied(t, m))
+		proxied = NewTranscript(t, testCtx(t), StartProxied(t, srv, m))
 		sc(t, proxied)
 		proxied.Finish()
 		noLuaWrites(t, proxied)
@@ -182,4 +182,10 @@ func score(t testing.TB, tr *Transcript, key, member string, w int64) {
 	if err != nil || got != w {
 		t.Fatalf("%s path: ZSCORE %s %s = %d (err %v), want %d", tr.Path.Name, key, member, got, err, w)
 	}
+}
+
+// withServer returns opts running on srv.
+func withServer(opts node.Options, srv node.Server) node.Options {
+	opts.Server = srv.Path
+	return opts
 }

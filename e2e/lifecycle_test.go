@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestLifecycleIntegration takes jobs through every scripted token
@@ -11,7 +13,9 @@ import (
 // cancel, promote, reap, pause/resume, remove) and the reads stats and
 // peek, each branch that answers differently (not active, already done,
 // existing row) included.
-func TestLifecycleIntegration(t *testing.T) { runBoth(t, lifecycle) }
+func TestLifecycleIntegration(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, server node.Server) { runBoth(t, server, lifecycle) })
+}
 
 // lifecycle is the scenario of TestLifecycleIntegration.
 func lifecycle(t testing.TB, tr *Transcript) {

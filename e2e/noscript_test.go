@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestNoScriptIntegration runs a session on cold script caches. Directly
@@ -14,9 +16,11 @@ import (
 // unchanged and gets NOSCRIPT on the fresh module node, and the client's
 // SCRIPT LOAD fallback works through the proxy. The client sees the same
 // replies either way.
-func TestNoScriptIntegration(t *testing.T) {
+func TestNoScriptIntegration(t *testing.T) { node.EachServer(t, testNoScriptIntegration) }
+
+func testNoScriptIntegration(t *testing.T, server node.Server) {
 	const q = "cold"
-	scripts, proxied := runBoth(t, func(t testing.TB, tr *Transcript) {
+	scripts, proxied := runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect", func() { c = tr.Dial("cold-worker") })

@@ -4,15 +4,19 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestPausedQueueIntegration claims from a paused queue: the client reads
 // the pause flag in a round trip of its own and answers empty, and neither
 // line is sent: the node's INFO commandstats show the flag read and no
 // EVALSHA (scripts node) and no EMQ.CLAIM (module node) for that claim.
-func TestPausedQueueIntegration(t *testing.T) {
+func TestPausedQueueIntegration(t *testing.T) { node.EachServer(t, testPausedQueueIntegration) }
+
+func testPausedQueueIntegration(t *testing.T, server node.Server) {
 	const q = "held"
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect, enqueue, pause", func() {

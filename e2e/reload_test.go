@@ -22,7 +22,9 @@ import (
 // TestReloadUnderLoad swaps the map while clients keep sending rewritten
 // calls: no command is lost, and each connection's audit records carry the
 // old map's digest up to the swap and the new one after it, never back.
-func TestReloadUnderLoad(t *testing.T) {
+func TestReloadUnderLoad(t *testing.T) { node.EachServer(t, testReloadUnderLoad) }
+
+func testReloadUnderLoad(t *testing.T, server node.Server) {
 	const (
 		clients = 8
 		jobs    = 400
@@ -43,7 +45,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatal("the two maps have one digest")
 	}
 
-	n := node.StartT(t, node.Options{Role: node.Module})
+	n := node.StartT(t, node.Options{Server: server.Path, Role: node.Module})
 	sink := &AuditSink{}
 	srv, addr := ServeProxy(t, proxy.Options{
 		Upstream: proxy.UpstreamOptions{Name: "module", Address: n.Addr},

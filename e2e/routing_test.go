@@ -31,12 +31,12 @@ type routedStand struct {
 
 // startRouted starts both nodes and the proxy; every upstream connection
 // passes its role's fence (wire-6 on the module node, wire-4 against the
-// map's legacy brand on the scripts node).
-func startRouted(t *testing.T, m *shamap.Map) *routedStand {
+// map's legacy brand on the scripts node), both nodes on server.
+func startRouted(t *testing.T, server node.Server, m *shamap.Map) *routedStand {
 	t.Helper()
 	ctx := testCtx(t)
-	mod := node.StartT(t, node.Options{Role: node.Module})
-	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand})
+	mod := node.StartT(t, node.Options{Role: node.Module, Server: server.Path})
+	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand, Server: server.Path})
 	rs := &routedStand{audit: &AuditSink{}}
 	rs.Module = &Path{Name: ProxyPath, Node: mod, Direct: mod.Client(t), Map: m}
 	rs.Scripts = &Path{Name: ScriptsPath, Node: scr, Direct: scr.Client(t), Map: m}
@@ -109,13 +109,13 @@ func queueWork(q string) scenario {
 	}
 }
 
-// runRouted runs sc on a fresh scripts node directly and on path (through
+// runRouted runs sc on a fresh scripts node of server directly and on path (through
 // the routing proxy), and compares the two runs reply by reply and key by
 // key (time scores masked to their steps' windows, lease_epoch checked
 // against the module node's run_id).
-func runRouted(t *testing.T, m *shamap.Map, path *Path, sc scenario) *Transcript {
+func runRouted(t *testing.T, server node.Server, m *shamap.Map, path *Path, sc scenario) *Transcript {
 	t.Helper()
-	ref := NewTranscript(t, testCtx(t), StartScripts(t, m))
+	ref := NewTranscript(t, testCtx(t), StartScripts(t, server, m))
 	sc(t, ref)
 	ref.Finish()
 	got := NewTranscript(t, testCtx(t), path)
@@ -134,14 +134,16 @@ func runRouted(t *testing.T, m *shamap.Map, path *Path, sc scenario) *Transcript
 // queue billing (scripts node) through one proxy address with the legacy
 // client, refuses what cannot be split, splits a pipeline that spans both,
 // then moves billing to the module node by a route swap.
-func TestRoutingByQueueIntegration(t *testing.T) {
+func TestRoutingByQueueIntegration(t *testing.T) { node.EachServer(t, testRoutingByQueueIntegration) }
+
+func testRoutingByQueueIntegration(t *testing.T, server node.Server) {
 	m := LoadMap(t)
-	rs := startRouted(t, m)
+	rs := startRouted(t, server, m)
 	ctx := testCtx(t)
 
 	// Each queue's calls equal what a scripts node would do with them.
-	runRouted(t, m, rs.Module, queueWork(quotes))
-	runRouted(t, m, rs.Scripts, queueWork(billing))
+	runRouted(t, server, m, rs.Module, queueWork(quotes))
+	runRouted(t, server, m, rs.Scripts, queueWork(billing))
 	onlyQueue(t, ctx, rs.Module, quotes)
 	onlyQueue(t, ctx, rs.Scripts, billing)
 	noModuleLua(t, rs.Module)

@@ -4,12 +4,16 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestSeedTransitionIntegration is the seed's own case: enqueue
 // JOB0KHTOWnGLuC on quotes, then claim it with a 30000 ms lease, and check
 // after each move exactly what the seed says the node holds.
-func TestSeedTransitionIntegration(t *testing.T) {
+func TestSeedTransitionIntegration(t *testing.T) { node.EachServer(t, testSeedTransitionIntegration) }
+
+func testSeedTransitionIntegration(t *testing.T, server node.Server) {
 	const (
 		q     = "quotes"
 		id    = "JOB0KHTOWnGLuC"
@@ -18,7 +22,7 @@ func TestSeedTransitionIntegration(t *testing.T) {
 	payload := `{"symbol":"EMQ","bid":"101.25","ask":"101.40"}`
 	rowKey, pending, active := legacy.JobKey(q, id), legacy.Key(q, "pending"), legacy.Key(q, "active")
 
-	runBoth(t, func(t testing.TB, tr *Transcript) {
+	runBoth(t, server, func(t testing.TB, tr *Transcript) {
 		ctx := testCtx(t)
 		var c *legacy.Client
 		tr.Step("connect", func() { c = tr.Dial("quotes-worker") })

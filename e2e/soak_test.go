@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // Soak sizes: EMQ_SOAK_JOBS overrides the number of jobs; -short runs a
@@ -44,12 +46,14 @@ func soakJobs(t *testing.T) int {
 // claimed, and reconnects at random every few hundred calls. At the end no
 // job is lost (every one is done, once) and none was duplicated (no claim
 // ever answered a job another client held, and each job completed once).
-func TestSoakIntegration(t *testing.T) {
+func TestSoakIntegration(t *testing.T) { node.EachServer(t, testSoakIntegration) }
+
+func testSoakIntegration(t *testing.T, server node.Server) {
 	jobs := soakJobs(t)
 	m := LoadMap(t)
-	t.Run(ScriptsPath, func(t *testing.T) { soak(t, StartScripts(t, m), jobs) })
+	t.Run(ScriptsPath, func(t *testing.T) { soak(t, StartScripts(t, server, m), jobs) })
 	t.Run(ProxyPath, func(t *testing.T) {
-		p := StartProxied(t, m)
+		p := StartProxied(t, server, m)
 		soak(t, p, jobs)
 		noLuaWrites(t, &Transcript{Path: p, EndStats: commandStats(t, p.Direct)})
 	})

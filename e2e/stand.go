@@ -73,22 +73,23 @@ func LoadMap(t testing.TB) *shamap.Map {
 	return m
 }
 
-// StartScripts starts a scripts node (branded with the legacy brand, cold
-// script cache) and returns the path of a client talking to it directly.
-func StartScripts(t testing.TB, m *shamap.Map) *Path {
+// StartScripts starts a scripts node on srv (branded with the legacy brand,
+// cold script cache) and returns the path of a client talking to it
+// directly.
+func StartScripts(t testing.TB, srv node.Server, m *shamap.Map) *Path {
 	t.Helper()
-	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand})
+	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand, Server: srv.Path})
 	return &Path{Name: ScriptsPath, Addr: n.Addr, Node: n, Direct: n.Client(t), Map: m}
 }
 
-// StartProxied starts a module node (branded by EMQ.INSTALL) and a proxy in
+// StartProxied starts a module node on srv (branded by EMQ.INSTALL) and a proxy in
 // front of it with the pinned map, and returns the path of a client talking
 // to the proxy. Every upstream connection the proxy opens passes the
 // wire-6 fence (fence.CheckModule, install off) first. Both are stopped at cleanup. defs are
 // extra -D flags of the module build (test builds with a broken verb).
-func StartProxied(t testing.TB, m *shamap.Map, defs ...string) *Path {
+func StartProxied(t testing.TB, server node.Server, m *shamap.Map, defs ...string) *Path {
 	t.Helper()
-	n := node.StartT(t, node.Options{Role: node.Module, ModuleDefs: defs})
+	n := node.StartT(t, node.Options{Role: node.Module, ModuleDefs: defs, Server: server.Path})
 	p := &Path{Name: ProxyPath, Node: n, Direct: n.Client(t), Map: m, fences: new(atomic.Int64)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -64,8 +64,10 @@ func do(t *testing.T, c Conn, args ...string) Reply {
 	return r
 }
 
-func TestModuleNodeIntegration(t *testing.T) {
-	n := moduleNode(t, node.Options{})
+func TestModuleNodeIntegration(t *testing.T) { node.EachServer(t, testModuleNodeIntegration) }
+
+func testModuleNodeIntegration(t *testing.T, srv node.Server) {
+	n := moduleNode(t, node.Options{Server: srv.Path})
 	c := FromValkey(n.Client(t))
 	res, err := CheckModule(ctxT(t), c, standMap(t), false)
 	if err != nil {
@@ -85,7 +87,11 @@ func TestModuleNodeIntegration(t *testing.T) {
 }
 
 func TestModuleNodeUnbrandedIntegration(t *testing.T) {
-	n := moduleNode(t, node.Options{NoBrand: true})
+	node.EachServer(t, testModuleNodeUnbrandedIntegration)
+}
+
+func testModuleNodeUnbrandedIntegration(t *testing.T, srv node.Server) {
+	n := moduleNode(t, node.Options{Server: srv.Path, NoBrand: true})
 	c := FromValkey(n.Client(t))
 	m := standMap(t)
 
@@ -121,7 +127,11 @@ func TestModuleNodeUnbrandedIntegration(t *testing.T) {
 }
 
 func TestModuleNodeForeignBrandIntegration(t *testing.T) {
-	n := moduleNode(t, node.Options{NoBrand: true})
+	node.EachServer(t, testModuleNodeForeignBrandIntegration)
+}
+
+func testModuleNodeForeignBrandIntegration(t *testing.T, srv node.Server) {
+	n := moduleNode(t, node.Options{Server: srv.Path, NoBrand: true})
 	c := FromValkey(n.Client(t))
 	do(t, c, "SET", VersionKey, "echomq:4.0.0")
 	for _, install := range []bool{false, true} {
@@ -145,8 +155,10 @@ func TestModuleNodeForeignBrandIntegration(t *testing.T) {
 	}
 }
 
-func TestScriptsNodeIntegration(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestScriptsNodeIntegration(t *testing.T) { node.EachServer(t, testScriptsNodeIntegration) }
+
+func testScriptsNodeIntegration(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	c := FromValkey(n.Client(t))
 
 	res, err := CheckModule(ctxT(t), c, standMap(t), true)
@@ -176,8 +188,10 @@ func TestScriptsNodeIntegration(t *testing.T) {
 	}
 }
 
-func TestBareNodeIntegration(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Bare})
+func TestBareNodeIntegration(t *testing.T) { node.EachServer(t, testBareNodeIntegration) }
+
+func testBareNodeIntegration(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	c := FromValkey(n.Client(t))
 
 	if ins, err := Inspect(ctxT(t), c); err != nil || ins.Kind != Unbranded || ins.Module() {
@@ -202,8 +216,10 @@ func TestBareNodeIntegration(t *testing.T) {
 	}
 }
 
-func TestForeignNodesIntegration(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: "acme:1"})
+func TestForeignNodesIntegration(t *testing.T) { node.EachServer(t, testForeignNodesIntegration) }
+
+func testForeignNodesIntegration(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts, Brand: "acme:1"})
 	c := FromValkey(n.Client(t))
 	if ins, err := Inspect(ctxT(t), c); err != nil || ins.Kind != Foreign || ins.Brand != "acme:1" {
 		t.Errorf("Inspect = %+v, %v", ins, err)
@@ -262,8 +278,10 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
-func TestRunCheckIntegration(t *testing.T) {
-	scripts := node.StartT(t, node.Options{Role: node.Scripts})
+func TestRunCheckIntegration(t *testing.T) { node.EachServer(t, testRunCheckIntegration) }
+
+func testRunCheckIntegration(t *testing.T, srv node.Server) {
+	scripts := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	var out bytes.Buffer
 	if code := RunCheck(ctxT(t), &out, scripts.Addr, "", ""); code != ExitUnfenced {
 		t.Errorf("scripts node: exit %d\n%s", code, out.String())
@@ -272,7 +290,7 @@ func TestRunCheckIntegration(t *testing.T) {
 		t.Errorf("scripts node summary:\n%s", out.String())
 	}
 
-	gone := node.StartT(t, node.Options{Role: node.Bare})
+	gone := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	addr := gone.Addr
 	if err := gone.Stop(); err != nil {
 		t.Fatal(err)
@@ -282,7 +300,7 @@ func TestRunCheckIntegration(t *testing.T) {
 		t.Errorf("stopped node: exit %d\n%s", code, out.String())
 	}
 
-	mod := moduleNode(t, node.Options{NoBrand: true, Password: "pw"})
+	mod := moduleNode(t, node.Options{Server: srv.Path, NoBrand: true, Password: "pw"})
 	out.Reset()
 	if code := RunCheck(ctxT(t), &out, mod.Addr, "", "pw"); code != ExitUnfenced ||
 		!strings.Contains(out.String(), "unbranded node") {

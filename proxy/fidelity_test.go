@@ -162,9 +162,11 @@ func runCorpus(t *testing.T, c *client, steps []step, proxied bool) [][]byte {
 	return out
 }
 
-func TestFidelityDirectVersusProxy(t *testing.T) {
-	direct := node.StartT(t, node.Options{Role: node.Module})
-	n := node.StartT(t, node.Options{Role: node.Module})
+func TestFidelityDirectVersusProxy(t *testing.T) { node.EachServer(t, testFidelityDirectVersusProxy) }
+
+func testFidelityDirectVersusProxy(t *testing.T, srv node.Server) {
+	direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	h := startProxy(t, n, nil)
 	steps := fidelityCorpus(t, h)
 	if len(steps) < 80 {
@@ -203,8 +205,12 @@ func TestFidelityDirectVersusProxy(t *testing.T) {
 }
 
 func TestFidelityExecAfterFailedWatch(t *testing.T) {
-	direct := node.StartT(t, node.Options{Role: node.Bare})
-	n := node.StartT(t, node.Options{Role: node.Bare})
+	node.EachServer(t, testFidelityExecAfterFailedWatch)
+}
+
+func testFidelityExecAfterFailedWatch(t *testing.T, srv node.Server) {
+	direct := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	h := startProxy(t, n, nil)
 	run := func(a, b *client) []string {
 		var out []string

@@ -24,8 +24,10 @@ func rawSetup(t *testing.T, addr string) *setupConn {
 
 // TestKeyPositionsMatchGetkeys holds the key positions the proxy computes
 // from a module node's COMMAND table to the node's own COMMAND GETKEYS.
-func TestKeyPositionsMatchGetkeys(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Module})
+func TestKeyPositionsMatchGetkeys(t *testing.T) { node.EachServer(t, testKeyPositionsMatchGetkeys) }
+
+func testKeyPositionsMatchGetkeys(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	sc := rawSetup(t, n.Addr)

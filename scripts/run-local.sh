@@ -4,9 +4,14 @@
 # Both stop on Ctrl-C. Data, logs and the audit log live under .run/.
 # NODE_PORT moves the node (default 6390); every key of the proxy's
 # configuration can be moved with its EMQPROXY_ variable (EMQPROXY_LISTEN,
-# EMQPROXY_ADMIN_LISTEN, ...).
+# EMQPROXY_ADMIN_LISTEN, ...). NODE_SERVER runs the node on another server
+# binary than Debian's redis-server, e.g. a valkey-server.
 set -euo pipefail
 NODE_PORT=${NODE_PORT:-6390}
+server_args=()
+if [ -n "${NODE_SERVER:-}" ]; then
+  server_args=(--server "$NODE_SERVER")
+fi
 export EMQPROXY_UPSTREAMS_MODULE_A_ADDRESS=127.0.0.1:$NODE_PORT
 listen=${EMQPROXY_LISTEN:-127.0.0.1:6380}
 admin=${EMQPROXY_ADMIN_LISTEN:-127.0.0.1:9121}
@@ -14,7 +19,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .run/node
 go build -o bin/emqnode ./stand/cmd/emqnode
 
-./bin/emqnode --role module --port "$NODE_PORT" --dir "$PWD/.run/node" --no-brand >.run/node.log 2>&1 &
+./bin/emqnode --role module --port "$NODE_PORT" --dir "$PWD/.run/node" --no-brand "${server_args[@]}" >.run/node.log 2>&1 &
 node_pid=$!
 trap 'kill $node_pid 2>/dev/null; wait $node_pid 2>/dev/null || true' EXIT
 
@@ -25,7 +30,7 @@ for _ in $(seq 1 100); do
 done
 
 cat <<MSG
-module node: 127.0.0.1:$NODE_PORT (log .run/node.log)
+module node: 127.0.0.1:$NODE_PORT on ${NODE_SERVER:-redis-server} (log .run/node.log)
 emqproxy:    $listen  ->  connect with: redis-cli -p ${listen##*:}
 audit log:   .run/audit.log
 admin:       http://$admin/readyz  /metrics

@@ -13,6 +13,23 @@ func expiredRow(id, deadline, attempts string) []Op {
 	return []Op{row(id, "state", "active", "attempts", attempts, "payload", "p-"+id), zadd("active", deadline, id)}
 }
 
+// atNowScript writes a row in the given state and puts its id in a time
+// set at a score equal to the server's now, read with TIME: run in the
+// lease-exact transaction, on a server with a cached clock, that is the
+// very time the calls after it read. KEYS: the set, the row; ARGV: the id,
+// the state.
+const atNowScript = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[2], 'state', ARGV[2], 'attempts', '1', 'payload', 'p-' .. ARGV[1])
+redis.call('ZADD', KEYS[1], string.format('%d', now), ARGV[1])
+return now`
+
+// atNow puts id in set (delayed or active, with the row's state to match)
+// at a score equal to now.
+func atNow(set, id string) []Op {
+	return []Op{raw("EVAL", atNowScript, "2", "@"+set, "@job:"+id, id, set)}
+}
+
 func retryCases() []testCase {
 	t := "RETRY"
 	return []testCase{
@@ -58,6 +75,9 @@ func promoteCases() []testCase {
 		{Token: t, Name: "limit 2^53-1", Setup: three, Call: promote("9007199254740991"), Want: rInt(3)},
 		{Token: t, Name: "orphan counts toward the limit", Setup: ops([]Op{zadd("delayed", "1000", "J0")}, delayedRow("J1", "2000")), Call: promote("1"), Want: rInt(0)},
 		{Token: t, Name: "orphan dropped, the rest promoted", Setup: ops([]Op{zadd("delayed", "1000", "J0")}, delayedRow("J1", "2000")), Call: promote("10"), Want: rInt(1)},
+		{Token: t, Name: "lease-exact", Exact: true, Setup: ops(delayedFail("J1", "0"), delayedFail("J2", "600000")), Call: promote("10"), Want: rInt(1)},
+		// Due means run-at <= now: a run-at of exactly now is promoted.
+		{Token: t, Name: "lease-exact: run-at equal to now", Exact: true, AtNow: atNow("delayed", "J1"), Call: promote("10"), Want: rInt(1)},
 	}
 }
 
@@ -80,6 +100,10 @@ func reapCases() []testCase {
 		{Token: t, Name: "orphan counts toward the limit", Setup: ops([]Op{zadd("active", "1000", "J0")}, expiredRow("J1", "2000", "1")), Call: reap("1", "3"), Want: rInt(0)},
 		{Token: t, Name: "orphan dropped, the rest reaped", Setup: ops([]Op{zadd("active", "1000", "J0")}, expiredRow("J1", "2000", "1")), Call: reap("10", "3"), Want: rInt(1)},
 		{Token: t, Name: "limit and max 2^53-1", Setup: three, Call: reap("9007199254740991", "9007199254740991"), Want: rInt(3)},
+		{Token: t, Name: "lease-exact: to dead", Exact: true, Setup: []Op{enq("J1", "p"), claim("0")}, Call: reap("10", "1"), Want: rInt(1)},
+		{Token: t, Name: "lease-exact: to pending", Exact: true, Setup: []Op{enq("J1", "p"), claim("0")}, Call: reap("10", "3"), Want: rInt(1)},
+		// Expired means deadline < now: a lease ending exactly now is kept.
+		{Token: t, Name: "lease-exact: deadline equal to now", Exact: true, AtNow: atNow("active", "J1"), Call: reap("10", "3"), Want: rInt(0)},
 	}
 }
 

@@ -22,6 +22,12 @@
 // redis_version of 7.2 or later. Only then can the lease-exact cases (script,
 // command and TIME in one MULTI/EXEC) demand equal scores; on older servers
 // they are held to the window rule and reported as skipped with the reason.
+// The lease-exact cases cover every verb that reads the clock for a score
+// or a due check (CLAIM, EXTEND, COMPLETE, FAIL with backoff and dead,
+// REAP, PROMOTE); two of them also set a score equal to now inside the same
+// transaction, the boundary REAP (deadline < now) and PROMOTE (run-at <=
+// now) turn on, which only a cached clock can make exact, so they do not
+// run without one. The report's second line names the mode the run used.
 //
 // The package owns the case tables, the comparison and the report. It must
 // not be pointed at a production node: it writes queues named v<tag>A<n> and

@@ -140,9 +140,10 @@ func (e *executor) run(ctx context.Context, s side, q string, op Op) (stepResult
 
 // runExact runs the script call on qa, the native call on qb and a TIME in
 // one MULTI/EXEC (after the script side's host step, outside the
-// transaction). It returns both step results sharing one window, and the
+// transaction); the atNow ops run first in the same transaction, on qa and
+// then on qb. It returns both step results sharing one window, and the
 // TIME read inside the transaction.
-func (e *executor) runExact(ctx context.Context, qa, qb string, op Op) (a, b stepResult, inTx int64, err error) {
+func (e *executor) runExact(ctx context.Context, qa, qb string, op Op, atNow []Op) (a, b stepResult, inTx int64, err error) {
 	a, b = stepResult{Op: op, Timed: true}, stepResult{Op: op, Timed: true}
 	lo, err := e.serverTime(ctx)
 	if err != nil {
@@ -157,14 +158,17 @@ func (e *executor) runExact(ctx context.Context, qa, qb string, op Op) (a, b ste
 	build := func(args []string) valkey.Completed {
 		return e.c.B().Arbitrary(args[0]).Args(args[1:]...).Build()
 	}
+	cmds := valkey.Commands{e.c.B().Multi().Build()}
+	for _, q := range []string{qa, qb} {
+		for _, s := range atNow {
+			cmds = append(cmds, build(expandAll(s.Raw, q)))
+		}
+	}
+	cmds = append(cmds, build(e.line(scriptSide, qa, op)), build(e.line(nativeSide, qb, op)),
+		e.c.B().Time().Build(), e.c.B().Exec().Build())
 	var res []valkey.ValkeyResult
 	err = e.c.Dedicated(func(d valkey.DedicatedClient) error {
-		res = d.DoMulti(ctx,
-			d.B().Multi().Build(),
-			build(e.line(scriptSide, qa, op)),
-			build(e.line(nativeSide, qb, op)),
-			d.B().Time().Build(),
-			d.B().Exec().Build())
+		res = d.DoMulti(ctx, cmds...)
 		return nil
 	})
 	if err != nil {
@@ -174,11 +178,17 @@ func (e *executor) runExact(ctx context.Context, qa, qb string, op Op) (a, b ste
 	if err != nil {
 		return a, b, 0, err
 	}
-	if execReply.Kind != KindArray || len(execReply.Elems) != 3 {
+	n := 2 * len(atNow)
+	if execReply.Kind != KindArray || len(execReply.Elems) != n+3 {
 		return a, b, 0, fmt.Errorf("%w: EXEC replied %s", ErrServer, execReply)
 	}
-	a.Reply, b.Reply = execReply.Elems[0], execReply.Elems[1]
-	tr := execReply.Elems[2]
+	for i, r := range execReply.Elems[:n] {
+		if r.IsError() {
+			return a, b, 0, fmt.Errorf("%w: %s in the transaction replied %s", ErrServer, atNow[i%len(atNow)], r)
+		}
+	}
+	a.Reply, b.Reply = execReply.Elems[n], execReply.Elems[n+1]
+	tr := execReply.Elems[n+2]
 	if tr.Kind != KindArray || len(tr.Elems) != 2 {
 		return a, b, 0, fmt.Errorf("%w: TIME in EXEC replied %s", ErrServer, tr)
 	}

@@ -45,6 +45,18 @@ type TokenSummary struct {
 	First     *CaseResult // the first differing case, if any
 }
 
+// LeaseExactMode says how the run judged its lease-exact cases: on a
+// server with a cached module clock, script, command and TIME ran in one
+// MULTI/EXEC and their scores had to be equal; without one, the scores were
+// held to the window of server time around the call, and the cases are
+// reported skipped (they ran, but could not make the check they exist for).
+func (r Report) LeaseExactMode() string {
+	if r.CachedClock {
+		return "lease-exact mode: equal scores (script, command and TIME in one MULTI/EXEC share the server's cached clock)"
+	}
+	return "lease-exact mode: window (" + r.Server + " has no cached module clock, so the lease-exact cases hold scores to the window of server time and are reported skipped)"
+}
+
 // Tokens summarises the cases per token, in contract order, reads last.
 func (r Report) Tokens() []TokenSummary {
 	var order []string
@@ -124,6 +136,7 @@ func (r Report) OK() bool { return r.Differing() == 0 }
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server %s, run_id %s, cached module clock: %v\n", r.Server, r.RunID, r.CachedClock)
+	b.WriteString(r.LeaseExactMode() + "\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "token\tcases\tequal\tdiffering\tskipped\tdeclared\t")
 	var total TokenSummary

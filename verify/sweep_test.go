@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/shamap"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // Every EMQ_BREAK_<TOKEN> build of the module must be reported as that
@@ -17,7 +18,7 @@ func TestEveryBrokenVerbIsCaughtIntegration(t *testing.T) {
 	}
 	for _, tok := range shamap.Tokens {
 		t.Run(tok, func(t *testing.T) {
-			rep := runHarness(t, "EMQ_BREAK_"+tok)
+			rep := runHarness(t, node.Redis(), "EMQ_BREAK_"+tok)
 			if got := rep.DifferingTokens(); !slices.Equal(got, []string{tok}) {
 				t.Errorf("EMQ_BREAK_%s: differing tokens %v, want [%s]", tok, got, tok)
 			}

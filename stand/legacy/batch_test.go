@@ -9,8 +9,10 @@ import (
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-func TestPipeline(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestPipeline(t *testing.T) { node.EachServer(t, testPipeline) }
+
+func testPipeline(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, rec := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
@@ -54,8 +56,10 @@ func TestPipeline(t *testing.T) {
 	wantEq(t, "recorded pause reads", len(rec.ops("paused")), 1)
 }
 
-func TestTx(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestTx(t *testing.T) { node.EachServer(t, testTx) }
+
+func testTx(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, rec := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)

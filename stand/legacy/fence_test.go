@@ -9,7 +9,11 @@ import (
 )
 
 func TestFenceClaimsBrandOnUnbrandedNode(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts, NoBrand: true})
+	node.EachServer(t, testFenceClaimsBrandOnUnbrandedNode)
+}
+
+func testFenceClaimsBrandOnUnbrandedNode(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts, NoBrand: true})
 	_, rec := dial(t, legacy.Options{Addr: n.Addr})
 
 	var got []string
@@ -33,8 +37,10 @@ func TestFenceClaimsBrandOnUnbrandedNode(t *testing.T) {
 	}
 }
 
-func TestFenceRefusesModuleBrand(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: "echomq:6.0.0"})
+func TestFenceRefusesModuleBrand(t *testing.T) { node.EachServer(t, testFenceRefusesModuleBrand) }
+
+func testFenceRefusesModuleBrand(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts, Brand: "echomq:6.0.0"})
 	c, err := legacy.Dial(testCtx(t), legacy.Options{Addr: n.Addr})
 	if err == nil {
 		c.Close()
@@ -56,8 +62,10 @@ func TestFenceRefusesModuleBrand(t *testing.T) {
 	}
 }
 
-func TestFenceOwnBrandOnly(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts, Brand: "echomq:4.1.0"})
+func TestFenceOwnBrandOnly(t *testing.T) { node.EachServer(t, testFenceOwnBrandOnly) }
+
+func testFenceOwnBrandOnly(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts, Brand: "echomq:4.1.0"})
 	dial(t, legacy.Options{Addr: n.Addr, Brand: "echomq:4.1.0"})
 	_, err := legacy.Dial(testCtx(t), legacy.Options{Addr: n.Addr})
 	var fe *legacy.FenceError
@@ -81,8 +89,10 @@ func TestFenceErrorText(t *testing.T) {
 	}
 }
 
-func TestBootCommandsRunBeforeFence(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts, Password: "s3cret"})
+func TestBootCommandsRunBeforeFence(t *testing.T) { node.EachServer(t, testBootCommandsRunBeforeFence) }
+
+func testBootCommandsRunBeforeFence(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts, Password: "s3cret"})
 	c, rec := dial(t, legacy.Options{Addr: n.Addr, Password: "s3cret", ClientName: "worker-1"})
 
 	var order []string

@@ -13,13 +13,15 @@ import (
 
 // TestShasMatchThePinnedMap: the client sends exactly the shas stand/map.yaml
 // pins, and refuses to start with a map whose pin does not match a body.
-func TestShasMatchThePinnedMap(t *testing.T) {
+func TestShasMatchThePinnedMap(t *testing.T) { node.EachServer(t, testShasMatchThePinnedMap) }
+
+func testShasMatchThePinnedMap(t *testing.T, srv node.Server) {
 	path := filepath.Join(node.RepoRoot(), "stand", "map.yaml")
 	m, err := shamap.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	c, _ := dial(t, legacy.Options{Addr: n.Addr, Map: m})
 	for _, name := range legacy.ScriptNames {
 		pin, ok := m.ByName(name)
@@ -43,11 +45,13 @@ func TestShasMatchThePinnedMap(t *testing.T) {
 
 // TestModuleNodeStopsTheClient: the wire-4 connector stops on the module's
 // brand, so it never sends a script to a module node directly.
-func TestModuleNodeStopsTheClient(t *testing.T) {
+func TestModuleNodeStopsTheClient(t *testing.T) { node.EachServer(t, testModuleNodeStopsTheClient) }
+
+func testModuleNodeStopsTheClient(t *testing.T, srv node.Server) {
 	if _, err := node.BuildModule(); err != nil {
 		t.Skipf("module not buildable here: %v", err)
 	}
-	n := node.StartT(t, node.Options{Role: node.Module})
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	_, err := legacy.Dial(testCtx(t), legacy.Options{Addr: n.Addr})
 	var fe *legacy.FenceError
 	if !errors.As(err, &fe) || fe.Got != "echomq:6.0.0" {

@@ -10,8 +10,10 @@ import (
 // TestNoScriptLoadsOnce: on a fresh node the first call gets NOSCRIPT, the
 // client sends SCRIPT LOAD once and the same line again; the next call of the
 // same script is one EVALSHA.
-func TestNoScriptLoadsOnce(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestNoScriptLoadsOnce(t *testing.T) { node.EachServer(t, testNoScriptLoadsOnce) }
+
+func testNoScriptLoadsOnce(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, rec := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
@@ -37,14 +39,16 @@ func TestNoScriptLoadsOnce(t *testing.T) {
 
 // TestNoScriptInPipelineAndTx: a cold cache inside a pipeline and inside
 // MULTI/EXEC loads each script once and answers every call.
-func TestNoScriptInPipelineAndTx(t *testing.T) {
+func TestNoScriptInPipelineAndTx(t *testing.T) { node.EachServer(t, testNoScriptInPipelineAndTx) }
+
+func testNoScriptInPipelineAndTx(t *testing.T, srv node.Server) {
 	for _, tx := range []bool{false, true} {
 		name := "pipeline"
 		if tx {
 			name = "tx"
 		}
 		t.Run(name, func(t *testing.T) {
-			n := node.StartT(t, node.Options{Role: node.Scripts})
+			n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 			vc := n.Client(t)
 			c, _ := dial(t, legacy.Options{Addr: n.Addr})
 			ctx := testCtx(t)

@@ -66,8 +66,10 @@ func wantEq[T comparable](t *testing.T, what string, got, want T) {
 
 // TestSeedTransition runs the seed's enqueue-then-claim of JOB0KHTOWnGLuC on
 // quotes with a 30000 ms lease and checks what the node holds after each.
-func TestSeedTransition(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestSeedTransition(t *testing.T) { node.EachServer(t, testSeedTransition) }
+
+func testSeedTransition(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, rec := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
@@ -117,8 +119,10 @@ func TestSeedTransition(t *testing.T) {
 
 // TestOperations runs every operation's success path (and its "nothing to
 // do" answer) against a scripts node.
-func TestOperations(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestOperations(t *testing.T) { node.EachServer(t, testOperations) }
+
+func testOperations(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, _ := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
@@ -220,8 +224,10 @@ func TestOperations(t *testing.T) {
 
 // TestErrorReplies checks that a refused call is an error wrapping
 // ErrRefused and that Eval returns it as a reply.
-func TestErrorReplies(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestErrorReplies(t *testing.T) { node.EachServer(t, testErrorReplies) }
+
+func testErrorReplies(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	c, _ := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
 	_, err := c.Extend(ctx, "q", "a", -1)

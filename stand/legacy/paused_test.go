@@ -9,8 +9,10 @@ import (
 
 // TestPausedClaimSendsNoScript: on a paused queue Claim reads the flag in
 // its own round trip and answers empty; no EVALSHA reaches the server.
-func TestPausedClaimSendsNoScript(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestPausedClaimSendsNoScript(t *testing.T) { node.EachServer(t, testPausedClaimSendsNoScript) }
+
+func testPausedClaimSendsNoScript(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, rec := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)

@@ -49,8 +49,10 @@ func untilAnswer(t *testing.T, c *legacy.Client) error {
 	}
 }
 
-func TestReconnectRerunsFence(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+func TestReconnectRerunsFence(t *testing.T) { node.EachServer(t, testReconnectRerunsFence) }
+
+func testReconnectRerunsFence(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	vc := n.Client(t)
 	c, _ := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
@@ -114,7 +116,11 @@ func TestReconnectRerunsFence(t *testing.T) {
 }
 
 func TestReconnectUnderConcurrentCalls(t *testing.T) {
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+	node.EachServer(t, testReconnectUnderConcurrentCalls)
+}
+
+func testReconnectUnderConcurrentCalls(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
 	c, _ := dial(t, legacy.Options{Addr: n.Addr})
 	ctx := testCtx(t)
 	errs := make(chan error, 4)

@@ -47,7 +47,9 @@
  *
  * Test builds: -DEMQ_BREAK_<TOKEN> makes that one verb subtly wrong (see
  * the BREAK notes next to each verb), to prove a differential check catches
- * a broken verb. Never ship such a build.
+ * a broken verb. -DEMQ_LIVE_CLOCK ignores the server's cached clock (see
+ * emq_api_init), to prove the tests of the clock choice can fail. Never ship
+ * such a build.
  */
 #include "emq.h"
 

@@ -158,8 +158,20 @@ static int emq_api_init(EmqCtx *ctx) {
     EMQ_NEED(Alloc);
     EMQ_NEED(Free);
 #undef EMQ_NEED
-    if (getapi("RedisModule_CachedMicroseconds", (void *)&EMQ_CachedMicroseconds) != 0)
+    /* The cached clock is optional and chosen here, at load, not at build
+     * time: one emq.so serves Redis 7.0 (no cached clock: now is the live
+     * clock) and Valkey / Redis 7.2+ (now is the command's cached time, the
+     * value TIME reports, shared by a whole MULTI/EXEC or script). Valkey
+     * exports its API under both prefixes; its own name is tried second so
+     * a future Valkey that drops the Redis alias still gives the cached
+     * clock. The test build EMQ_LIVE_CLOCK skips the lookup, so the tests
+     * can show that the clock check tells the two apart on every server. */
+    EMQ_CachedMicroseconds = NULL;
+#ifndef EMQ_LIVE_CLOCK
+    if (getapi("RedisModule_CachedMicroseconds", (void *)&EMQ_CachedMicroseconds) != 0 &&
+        getapi("ValkeyModule_CachedMicroseconds", (void *)&EMQ_CachedMicroseconds) != 0)
         EMQ_CachedMicroseconds = NULL;
+#endif
     return missing ? EMQ_ERR : EMQ_OK;
 }
 

@@ -32,8 +32,10 @@ func readAOF(t *testing.T, dir string) []byte {
 // the plain commands the handlers called, with absolute scores, that no
 // EMQ.* record is written, and that a restart loading the AOF gives back
 // the same keyspace.
-func TestAOFHoldsPlainCommands(t *testing.T) {
-	n, c := startModule(t, node.Options{AOF: true})
+func TestAOFHoldsPlainCommands(t *testing.T) { node.EachServer(t, testAOFHoldsPlainCommands) }
+
+func testAOFHoldsPlainCommands(t *testing.T, srv node.Server) {
+	n, c := startModule(t, node.Options{Server: srv.Path, AOF: true})
 	x := q{t: t, c: c, name: "quotes"}
 	x.expect(":1\r\n", x.enqueue("J1", "p1")...)
 	x.expect(":1\r\n", x.enqueue("J2", "p2")...)

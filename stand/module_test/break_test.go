@@ -48,13 +48,15 @@ func runRecorded(r *recorder, vc verbCase, x q) (failures []string) {
 // TestBrokenBuildsAreCaught builds the module with -DEMQ_BREAK_<TOKEN> for
 // each token and checks that the verb transcripts notice: the proof that
 // the transcripts can fail, and that each test build is really broken.
-func TestBrokenBuildsAreCaught(t *testing.T) {
+func TestBrokenBuildsAreCaught(t *testing.T) { node.EachServer(t, testBrokenBuildsAreCaught) }
+
+func testBrokenBuildsAreCaught(t *testing.T, srv node.Server) {
 	if testing.Short() {
 		t.Skip("builds the module fourteen times; skipped with -short")
 	}
 	for _, s := range shapes {
 		t.Run(s.token, func(t *testing.T) {
-			n := node.StartT(t, node.Options{Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_" + s.token}})
+			n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_" + s.token}})
 			c := dial(t, n.Addr)
 			runID := infoField(c, "server", "run_id")
 			caught := 0

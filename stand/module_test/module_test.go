@@ -7,8 +7,10 @@ import (
 )
 
 // TestVersionReply checks EMQ.VERSION byte for byte.
-func TestVersionReply(t *testing.T) {
-	_, c := startModule(t, node.Options{NoBrand: true})
+func TestVersionReply(t *testing.T) { node.EachServer(t, testVersionReply) }
+
+func testVersionReply(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path, NoBrand: true})
 	verbs := make([]string, len(shapes))
 	for i, s := range shapes {
 		verbs[i] = bulk(s.token)
@@ -25,8 +27,10 @@ func TestVersionReply(t *testing.T) {
 
 // TestInstall runs EMQ.INSTALL on each of the four values of the version
 // key, and on malformed calls.
-func TestInstall(t *testing.T) {
-	_, c := startModule(t, node.Options{NoBrand: true})
+func TestInstall(t *testing.T) { node.EachServer(t, testInstall) }
+
+func testInstall(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path, NoBrand: true})
 	const vk = "{emq}:version"
 	install := []string{"EMQ.INSTALL", "1", vk}
 
@@ -96,8 +100,10 @@ func TestInstall(t *testing.T) {
 
 // TestGetKeys checks that the key specs let the server find every verb's
 // keys (COMMAND GETKEYS, and so ACL and cluster slots).
-func TestGetKeys(t *testing.T) {
-	_, c := startModule(t, node.Options{})
+func TestGetKeys(t *testing.T) { node.EachServer(t, testGetKeys) }
+
+func testGetKeys(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
 	for _, s := range shapes {
 		keys := s.keys("quotes", "JOB0KHTOWnGLuC")
 		args := append([]string{"COMMAND", "GETKEYS"}, s.valid("quotes", "JOB0KHTOWnGLuC")...)

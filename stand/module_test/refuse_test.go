@@ -142,8 +142,10 @@ func lower(s string) string {
 
 // TestRefusals sends every malformed call of every verb and checks the
 // exact error and that nothing was written.
-func TestRefusals(t *testing.T) {
-	_, c := startModule(t, node.Options{})
+func TestRefusals(t *testing.T) { node.EachServer(t, testRefusals) }
+
+func testRefusals(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
 	seedQueue(c, "a")
 	total := 0
 	for _, s := range shapes {
@@ -163,8 +165,10 @@ func TestRefusals(t *testing.T) {
 
 // TestCheckOrder sends calls with two defects and checks the earlier check
 // in the documented order answers.
-func TestCheckOrder(t *testing.T) {
-	_, c := startModule(t, node.Options{})
+func TestCheckOrder(t *testing.T) { node.EachServer(t, testCheckOrder) }
+
+func testCheckOrder(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
 	seedQueue(c, "a")
 	c.do("SET", "{emq}:version", "echomq:4.0.0") // every call below also fails the fence
 	for _, tc := range []struct {
@@ -201,8 +205,10 @@ func TestCheckOrder(t *testing.T) {
 
 // TestFence runs every verb's valid call against an absent, a foreign and
 // a non-string brand: each is refused and nothing is written.
-func TestFence(t *testing.T) {
-	_, c := startModule(t, node.Options{})
+func TestFence(t *testing.T) { node.EachServer(t, testFence) }
+
+func testFence(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
 	seedQueue(c, "a")
 	const vk = "{emq}:version"
 	for _, tc := range []struct {

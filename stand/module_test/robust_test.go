@@ -12,8 +12,10 @@ import (
 // shapes (numkeys strings, queue keys, row keys, integers, binary junk) a
 // few thousand times, then checks the server still answers and still
 // serves a well-formed call.
-func TestRandomInput(t *testing.T) {
-	n, c := startModule(t, node.Options{})
+func TestRandomInput(t *testing.T) { node.EachServer(t, testRandomInput) }
+
+func testRandomInput(t *testing.T, srv node.Server) {
+	n, c := startModule(t, node.Options{Server: srv.Path})
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))

@@ -395,8 +395,10 @@ var verbCases = []verbCase{
 }
 
 // TestVerbs runs every verb transcript on one module node.
-func TestVerbs(t *testing.T) {
-	_, c := startModule(t, node.Options{})
+func TestVerbs(t *testing.T) { node.EachServer(t, testVerbs) }
+
+func testVerbs(t *testing.T, srv node.Server) {
+	_, c := startModule(t, node.Options{Server: srv.Path})
 	runID := infoField(c, "server", "run_id")
 	for i, vc := range verbCases {
 		t.Run(vc.name, func(t *testing.T) {

@@ -4,8 +4,9 @@ import "errors"
 
 // Sentinel errors of the package; every returned error wraps one of them.
 var (
-	// ErrNoServer means redis-server was found neither in PATH nor in /usr/bin.
-	ErrNoServer = errors.New("node: redis-server not found")
+	// ErrNoServer means a server binary was not found or does not run:
+	// redis-server neither in PATH nor in /usr/bin, or no usable Valkey.
+	ErrNoServer = errors.New("node: server not available")
 	// ErrNoModuleSource means stand/module/emq.c does not exist yet.
 	ErrNoModuleSource = errors.New("node: module source missing")
 	// ErrBuild means the module build failed.

@@ -52,7 +52,7 @@ func BuildModule(defs ...string) (string, error) {
 	}
 	unlock, err := lockFile(filepath.Join(outDir, ".lock"))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %v", ErrBuild, err)
 	}
 	defer unlock()
 	fresh, err := isFresh(out, dir) // another process may have built it meanwhile
@@ -124,11 +124,11 @@ func isFresh(out, srcDir string) (bool, error) {
 func lockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%w: lock: %v", ErrBuild, err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: lock: %v", ErrBuild, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

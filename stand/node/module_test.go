@@ -47,9 +47,11 @@ func TestBuildModuleIsCachedWhenFresh(t *testing.T) {
 	}
 }
 
-func TestModuleNodeIsInstalled(t *testing.T) {
+func TestModuleNodeIsInstalled(t *testing.T) { EachServer(t, testModuleNodeIsInstalled) }
+
+func testModuleNodeIsInstalled(t *testing.T, srv Server) {
 	buildOrSkip(t)
-	n := StartT(t, Options{Role: Module})
+	n := StartT(t, Options{Server: srv.Path, Role: Module})
 	if got := get(t, n, VersionKey); got != "$12\r\nechomq:6.0.0\r\n" {
 		t.Fatalf("brand %q", got)
 	}
@@ -61,5 +63,10 @@ func TestModuleNodeIsInstalled(t *testing.T) {
 	}
 	if got := mustRaw(t, n, "EMQ.INSTALL", "1", VersionKey); !strings.HasPrefix(got, "-ERR unknown command") {
 		t.Fatalf("scripts node knows EMQ.INSTALL: %q", got)
+	}
+	// The restart kept the server: Valkey's INFO names it, Redis's not.
+	info := mustRaw(t, n, "INFO", "server")
+	if got := strings.Contains(info, "\r\nvalkey_version:"+srv.Version+"\r\n"); got != (srv.Kind == "valkey") {
+		t.Fatalf("after a restart without Options.Server, INFO server names valkey %s: %v, want %v", srv.Version, got, srv.Kind == "valkey")
 	}
 }

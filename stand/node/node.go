@@ -67,7 +67,10 @@ type Options struct {
 	Port       int      // 0 = pick a free loopback port
 	Dir        string   // "" = a new temp dir
 	ModuleDefs []string // extra -D flags for the module build (test builds)
-	Args       []string // extra redis-server arguments
+	Args       []string // extra server arguments
+	// Server is the server binary (Server.Path of an entry of Servers);
+	// "" runs Debian's redis-server, the stand's default.
+	Server string
 }
 
 // Timeouts of the lifecycle steps.
@@ -109,7 +112,9 @@ func Start(opts Options) (*Node, error) {
 
 // Restart stops the node (if running) and starts it again on the same port
 // and dir with opts, possibly in another role. The data survives when the
-// previous run wrote an AOF and opts.AOF is set.
+// previous run wrote an AOF and opts.AOF is set. An empty opts.Server keeps
+// the server binary of the previous run: a restart is the same node, and a
+// test over the table of servers must not fall back to the default one.
 func (n *Node) Restart(opts Options) error {
 	if n.running() {
 		if err := n.Stop(); err != nil {
@@ -118,6 +123,11 @@ func (n *Node) Restart(opts Options) error {
 	}
 	opts.Port = n.Port
 	opts.Dir = n.Dir
+	if opts.Server == "" {
+		n.mu.Lock()
+		opts.Server = n.Opts.Server
+		n.mu.Unlock()
+	}
 	return n.start(opts)
 }
 
@@ -125,7 +135,7 @@ func (n *Node) start(opts Options) error {
 	if opts.Role == Scripts && opts.Brand == "" {
 		opts.Brand = DefaultBrand
 	}
-	bin, err := serverPath()
+	bin, err := opts.serverBinary()
 	if err != nil {
 		return err
 	}
@@ -419,6 +429,14 @@ func (n *Node) wait(d time.Duration) bool {
 	}
 }
 
+// serverBinary is the binary opts run: Server, or Debian's redis-server.
+func (o Options) serverBinary() (string, error) {
+	if o.Server != "" {
+		return o.Server, nil
+	}
+	return serverPath()
+}
+
 // serverPath finds redis-server in PATH or /usr/bin.
 func serverPath() (string, error) {
 	if p, err := exec.LookPath("redis-server"); err == nil {
@@ -427,7 +445,7 @@ func serverPath() (string, error) {
 	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
 		return "/usr/bin/redis-server", nil
 	}
-	return "", ErrNoServer
+	return "", fmt.Errorf("%w: redis-server is neither in PATH nor in /usr/bin", ErrNoServer)
 }
 
 // freePort asks the kernel for a free loopback port and releases it.

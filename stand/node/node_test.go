@@ -33,7 +33,11 @@ func mustRaw(t *testing.T, n *Node, args ...string) string {
 }
 
 func TestScriptsNodeIsBrandedWithLegacyBrand(t *testing.T) {
-	n := StartT(t, Options{Role: Scripts})
+	EachServer(t, testScriptsNodeIsBrandedWithLegacyBrand)
+}
+
+func testScriptsNodeIsBrandedWithLegacyBrand(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Scripts})
 	if got := get(t, n, VersionKey); got != "$12\r\necho"+"mq:4.0.0\r\n" {
 		t.Fatalf("brand reply %q", got)
 	}
@@ -65,8 +69,10 @@ func TestBrandOptions(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsAOFData(t *testing.T) {
-	opts := Options{Role: Scripts, AOF: true}
+func TestRestartKeepsAOFData(t *testing.T) { EachServer(t, testRestartKeepsAOFData) }
+
+func testRestartKeepsAOFData(t *testing.T, srv Server) {
+	opts := Options{Role: Scripts, AOF: true, Server: srv.Path}
 	n := StartT(t, opts)
 	port, dir, pid := n.Port, n.Dir, n.PID()
 	if got := mustRaw(t, n, "SET", "k", "v"); got != "+OK\r\n" {
@@ -134,8 +140,10 @@ func TestStopIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestPasswordAndACL(t *testing.T) {
-	n := StartT(t, Options{
+func TestPasswordAndACL(t *testing.T) { EachServer(t, testPasswordAndACL) }
+
+func testPasswordAndACL(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path,
 		Role:     Scripts,
 		Password: "pw",
 		ACL:      []string{"alice on >apw ~emq:{a}:* +@all"},
@@ -164,8 +172,10 @@ func TestPasswordAndACL(t *testing.T) {
 	}
 }
 
-func TestFreezeThaw(t *testing.T) {
-	n := StartT(t, Options{Role: Bare})
+func TestFreezeThaw(t *testing.T) { EachServer(t, testFreezeThaw) }
+
+func testFreezeThaw(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
 	if err := n.Freeze(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +195,10 @@ func TestFreezeThaw(t *testing.T) {
 	}
 }
 
-func TestRawDoFramesOneReply(t *testing.T) {
-	n := StartT(t, Options{Role: Bare})
+func TestRawDoFramesOneReply(t *testing.T) { EachServer(t, testRawDoFramesOneReply) }
+
+func testRawDoFramesOneReply(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
 	cases := []struct {
 		args []string
 		want string
@@ -205,8 +217,10 @@ func TestRawDoFramesOneReply(t *testing.T) {
 	}
 }
 
-func TestReadReplyRESP3(t *testing.T) {
-	n := StartT(t, Options{Role: Bare})
+func TestReadReplyRESP3(t *testing.T) { EachServer(t, testReadReplyRESP3) }
+
+func testReadReplyRESP3(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
 	c, err := dialRaw(n.Addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +247,10 @@ func TestReadReplyRESP3(t *testing.T) {
 	}
 }
 
-func TestCommandStats(t *testing.T) {
-	n := StartT(t, Options{Role: Bare})
+func TestCommandStats(t *testing.T) { EachServer(t, testCommandStats) }
+
+func testCommandStats(t *testing.T, srv Server) {
+	n := StartT(t, Options{Server: srv.Path, Role: Bare})
 	c := n.Client(t)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {

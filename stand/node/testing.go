@@ -81,3 +81,24 @@ func ParseCommandStats(text string) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// EachServer runs f once per server of the table (Servers), each as a
+// subtest named by the server ("redis-7.0.15", "valkey-8.0.1"), so one test
+// body covers every server and its output says which server each run used.
+// Valkey is optional on a test machine: when it cannot run here, its
+// subtest is skipped with the reason, so a leg that did not run never reads
+// as passed. Debian's redis-server is required: its absence fails the test.
+func EachServer(t *testing.T, f func(t *testing.T, s Server)) {
+	t.Helper()
+	for _, s := range Servers() {
+		t.Run(s.Name, func(t *testing.T) {
+			if !s.Available() {
+				if s.Kind == "redis" {
+					t.Fatalf("%s: %v", s.Name, s.Err)
+				}
+				t.Skipf("%s leg skipped: %v", s.Kind, s.Err)
+			}
+			f(t, s)
+		})
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // goodValues are well-formed values for each script, for job id "J1".
@@ -54,8 +56,10 @@ func (w *wire) refuses(s Shape, q queue, keys, values []string, want string) {
 	}
 }
 
-func TestShapeErrors(t *testing.T) {
-	w := newWire(t)
+func TestShapeErrors(t *testing.T) { node.EachServer(t, testShapeErrors) }
+
+func testShapeErrors(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("shape")
 	for _, s := range Shapes {
 		t.Run(s.Name, func(t *testing.T) {
@@ -74,8 +78,10 @@ func TestShapeErrors(t *testing.T) {
 	}
 }
 
-func TestValueErrors(t *testing.T) {
-	w := newWire(t)
+func TestValueErrors(t *testing.T) { node.EachServer(t, testValueErrors) }
+
+func testValueErrors(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("value")
 	bad := []string{"", "1.5", "1e3", " 1", "1 ", "+1", "-1", "0x10", "9007199254740992", "0009007199254740992", "99999999999999999999", "one"}
 	for _, s := range Shapes {
@@ -117,8 +123,10 @@ func TestValueErrors(t *testing.T) {
 
 func isError(v any) bool { _, ok := v.(replyError); return ok }
 
-func TestRowKeyErrors(t *testing.T) {
-	w := newWire(t)
+func TestRowKeyErrors(t *testing.T) { node.EachServer(t, testRowKeyErrors) }
+
+func testRowKeyErrors(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("rowkey")
 	for _, s := range Shapes {
 		i, ok := rowKey[s.Name]
@@ -153,8 +161,10 @@ func TestRowKeyErrors(t *testing.T) {
 
 // TestIDsWithColons checks that an id or a queue name holding ':' still
 // derives its row key correctly.
-func TestIDsWithColons(t *testing.T) {
-	w := newWire(t)
+func TestIDsWithColons(t *testing.T) { node.EachServer(t, testIDsWithColons) }
+
+func testIDsWithColons(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("a:b")
 	w.enqueue(q, "x:y", "p")
 	w.expect(w.claim(q), []any{"x:y", "p", int64(1)}, "claim")

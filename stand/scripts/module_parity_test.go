@@ -13,14 +13,16 @@ import (
 // TestMalformedCallsMatchModule sends the same malformed calls as EVALSHA to
 // a scripts node and as EMQ.<TOKEN> to a module node: shape, value and
 // row-key refusals must be byte-identical on both.
-func TestMalformedCallsMatchModule(t *testing.T) {
+func TestMalformedCallsMatchModule(t *testing.T) { node.EachServer(t, testMalformedCallsMatchModule) }
+
+func testMalformedCallsMatchModule(t *testing.T, srv node.Server) {
 	if _, err := node.BuildModule(); errors.Is(err, node.ErrNoModuleSource) {
 		t.Skipf("no module to compare with: %v", err)
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	sn := node.StartT(t, node.Options{Role: node.Scripts})
-	mn := node.StartT(t, node.Options{Role: node.Module})
+	sn := node.StartT(t, node.Options{Server: srv.Path, Role: node.Scripts})
+	mn := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	for _, name := range Names() {
 		if _, err := node.RawDo(sn.Addr, "SCRIPT", "LOAD", string(Body(name))); err != nil {
 			t.Fatal(err)

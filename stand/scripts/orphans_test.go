@@ -1,12 +1,18 @@
 package scripts
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
 
 // TestOrphansOfAddressedIDs: an id found in its set with no row is dropped
 // from that set, no row is written, and the call replies as if the id were
 // not there.
-func TestOrphansOfAddressedIDs(t *testing.T) {
-	w := newWire(t)
+func TestOrphansOfAddressedIDs(t *testing.T) { node.EachServer(t, testOrphansOfAddressedIDs) }
+
+func testOrphansOfAddressedIDs(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("orphan")
 	cases := []struct {
 		script string

@@ -3,6 +3,8 @@ package scripts
 import (
 	"strconv"
 	"testing"
+
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 const lease = 30000
@@ -19,8 +21,10 @@ func (w *wire) claim(q queue) any {
 	return w.call("claim2", q.keys("claim2", ""), strconv.Itoa(lease))
 }
 
-func TestEnqueue(t *testing.T) {
-	w := newWire(t)
+func TestEnqueue(t *testing.T) { node.EachServer(t, testEnqueue) }
+
+func testEnqueue(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("enq")
 	w.enqueue(q, "J1", "p1")
 	w.expect(w.row(q.job("J1")), map[string]string{"state": "pending", "attempts": "0", "payload": "p1"}, "row")
@@ -34,8 +38,10 @@ func TestEnqueue(t *testing.T) {
 	w.expect(w.score(q.pending(), "J1"), int64(-1), "cancelled id stays out of pending")
 }
 
-func TestClaim(t *testing.T) {
-	w := newWire(t)
+func TestClaim(t *testing.T) { node.EachServer(t, testClaim) }
+
+func testClaim(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("claim")
 	w.expect(w.claim(q), []any{}, "claim on an empty queue")
 
@@ -63,8 +69,10 @@ func TestClaim(t *testing.T) {
 	w.expect(w.do("EXISTS", q.pending()), int64(0), "orphans dropped")
 }
 
-func TestClaimCountsAttempts(t *testing.T) {
-	w := newWire(t)
+func TestClaimCountsAttempts(t *testing.T) { node.EachServer(t, testClaimCountsAttempts) }
+
+func testClaimCountsAttempts(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("attempts")
 	w.enqueue(q, "J1", "p")
 	for attempt := int64(1); attempt <= 3; attempt++ {
@@ -75,8 +83,10 @@ func TestClaimCountsAttempts(t *testing.T) {
 	}
 }
 
-func TestExtend(t *testing.T) {
-	w := newWire(t)
+func TestExtend(t *testing.T) { node.EachServer(t, testExtend) }
+
+func testExtend(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("extend")
 	w.enqueue(q, "J1", "p")
 	w.expect(w.call("extend", q.keys("extend", "J1"), "J1", "5000"), int64(0), "extend a pending job")
@@ -88,8 +98,10 @@ func TestExtend(t *testing.T) {
 	w.expect(w.row(q.job("J1")), map[string]string{"state": "active", "attempts": "1", "payload": "p"}, "row untouched")
 }
 
-func TestComplete(t *testing.T) {
-	w := newWire(t)
+func TestComplete(t *testing.T) { node.EachServer(t, testComplete) }
+
+func testComplete(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("complete")
 	w.enqueue(q, "J1", "p")
 	w.expect(w.call("complete", q.keys("complete", "J1"), "J1"), int64(0), "complete a pending job")
@@ -102,8 +114,10 @@ func TestComplete(t *testing.T) {
 	w.expect(w.call("complete", q.keys("complete", "J1"), "J1"), int64(0), "complete twice")
 }
 
-func TestFail(t *testing.T) {
-	w := newWire(t)
+func TestFail(t *testing.T) { node.EachServer(t, testFail) }
+
+func testFail(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("fail")
 	w.enqueue(q, "J1", "p")
 	w.expect(w.call("fail", q.keys("fail", "J1"), "J1", "e", "3", "100"), int64(-1), "fail a pending job")
@@ -128,8 +142,10 @@ func TestFail(t *testing.T) {
 	w.expect(w.do("EXISTS", q.delayed()), int64(0), "not delayed")
 }
 
-func TestRetry(t *testing.T) {
-	w := newWire(t)
+func TestRetry(t *testing.T) { node.EachServer(t, testRetry) }
+
+func testRetry(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("retry")
 	w.enqueue(q, "J1", "p")
 	w.expect(w.call("retry", q.keys("retry", "J1"), "J1"), int64(0), "retry a pending job")
@@ -141,8 +157,10 @@ func TestRetry(t *testing.T) {
 	w.expect(w.do("EXISTS", q.dead()), int64(0), "dead emptied")
 }
 
-func TestCancel(t *testing.T) {
-	w := newWire(t)
+func TestCancel(t *testing.T) { node.EachServer(t, testCancel) }
+
+func testCancel(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("cancel")
 	w.enqueue(q, "P1", "p")
 	w.expect(w.call("cancel", q.keys("cancel", "P1"), "P1"), int64(1), "cancel pending")
@@ -163,8 +181,10 @@ func TestCancel(t *testing.T) {
 	w.expect(w.row(q.job("A1"))["state"], "active", "active job untouched")
 }
 
-func TestPromote(t *testing.T) {
-	w := newWire(t)
+func TestPromote(t *testing.T) { node.EachServer(t, testPromote) }
+
+func testPromote(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("promote")
 	now := w.now()
 	for _, j := range []struct {
@@ -187,8 +207,10 @@ func TestPromote(t *testing.T) {
 	w.expect(w.call("promote", q.keys("promote", ""), "10"), int64(0), "nothing due")
 }
 
-func TestReap(t *testing.T) {
-	w := newWire(t)
+func TestReap(t *testing.T) { node.EachServer(t, testReap) }
+
+func testReap(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("reap")
 	now := w.now()
 	for _, j := range []struct {
@@ -214,8 +236,10 @@ func TestReap(t *testing.T) {
 	w.expect(w.call("reap", q.keys("reap", ""), "10", "3"), int64(0), "nothing expired")
 }
 
-func TestPauseResume(t *testing.T) {
-	w := newWire(t)
+func TestPauseResume(t *testing.T) { node.EachServer(t, testPauseResume) }
+
+func testPauseResume(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("pause")
 	k := q.keys("pause", "")
 	w.expect(w.call("resume", k), int64(0), "resume a running queue")
@@ -226,8 +250,10 @@ func TestPauseResume(t *testing.T) {
 	w.expect(w.do("EXISTS", q.paused()), int64(0), "flag gone")
 }
 
-func TestRemove(t *testing.T) {
-	w := newWire(t)
+func TestRemove(t *testing.T) { node.EachServer(t, testRemove) }
+
+func testRemove(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("remove")
 	w.enqueue(q, "J1", "p")
 	w.enqueue(q, "J2", "p")
@@ -244,8 +270,10 @@ func TestRemove(t *testing.T) {
 	w.expect(w.do("EXISTS", q.dead()), int64(0), "dead emptied")
 }
 
-func TestStats(t *testing.T) {
-	w := newWire(t)
+func TestStats(t *testing.T) { node.EachServer(t, testStats) }
+
+func testStats(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("stats")
 	k := q.keys("stats", "")
 	w.expect(w.read("stats", k), []any{int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}, "empty queue")
@@ -263,8 +291,10 @@ func TestStats(t *testing.T) {
 	w.expect(w.read("stats", k), []any{int64(1), int64(1), int64(0), int64(1), int64(1), int64(1)}, "stats")
 }
 
-func TestPeek(t *testing.T) {
-	w := newWire(t)
+func TestPeek(t *testing.T) { node.EachServer(t, testPeek) }
+
+func testPeek(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("peek")
 	w.expect(w.read("peek", q.keys("peek", "J1")), []any{}, "no row")
 	w.enqueue(q, "J1", "p1")
@@ -274,7 +304,11 @@ func TestPeek(t *testing.T) {
 }
 
 func TestReadsRunReadOnlyAndWritesDoNot(t *testing.T) {
-	w := newWire(t)
+	node.EachServer(t, testReadsRunReadOnlyAndWritesDoNot)
+}
+
+func testReadsRunReadOnlyAndWritesDoNot(t *testing.T, srv node.Server) {
+	w := newWire(t, srv)
 	q := queue("ro")
 	got := w.read("enqueue", q.keys("enqueue", "J1"), "J1", "p")
 	if _, ok := got.(replyError); !ok {

@@ -26,9 +26,10 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 
-func newWire(t *testing.T) *wire {
+// newWire starts a scripts node on srv with every script loaded.
+func newWire(t *testing.T, srv node.Server) *wire {
 	t.Helper()
-	n := node.StartT(t, node.Options{Role: node.Scripts})
+	n := node.StartT(t, node.Options{Role: node.Scripts, Server: srv.Path})
 	conn, err := net.Dial("tcp", n.Addr)
 	if err != nil {
 		t.Fatal(err)

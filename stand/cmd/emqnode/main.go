@@ -5,6 +5,14 @@
 //	emqnode --role module --port 6390 --dir .run/node
 //
 // Without --dir the node lives in a temporary directory removed at exit.
+// --server runs another server binary than Debian's redis-server (a
+// valkey-server; `make run NODE_SERVER=...`).
+//
+//	emqnode --build-valkey ../shared/vendor/valkey-8.0.1.tar.gz
+//
+// builds Valkey from a source tarball into the stand's cache (or finds it
+// there), prints the binary's path and exits; `make test` runs it once
+// before the tests when given VALKEY_TARBALL, retrying a recorded failure.
 package main
 
 import (
@@ -36,8 +44,18 @@ func run(args []string) error {
 	noBrand := fs.Bool("no-brand", false, "leave {emq}:version absent")
 	password := fs.String("password", "", "requirepass for the default user")
 	defs := fs.String("module-defs", "", "comma-separated extra -D flags for the module build")
+	server := fs.String("server", "", "server binary (default: redis-server from PATH)")
+	buildValkey := fs.String("build-valkey", "", "build Valkey from this source tarball (cached), print the binary's path and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *buildValkey != "" {
+		bin, err := node.BuildValkey(*buildValkey, true)
+		if err != nil {
+			return err
+		}
+		fmt.Println(bin)
+		return nil
 	}
 	r, err := node.ParseRole(*role)
 	if err != nil {
@@ -45,7 +63,7 @@ func run(args []string) error {
 	}
 	opts := node.Options{
 		Role: r, Port: *port, AOF: *aof, Brand: *brand, NoBrand: *noBrand,
-		Password: *password, Args: fs.Args(),
+		Password: *password, Args: fs.Args(), Server: *server,
 	}
 	if *defs != "" {
 		opts.ModuleDefs = strings.Split(*defs, ",")
