@@ -435,11 +435,17 @@ func (p *pipe) readBatch(b *batch) error {
 		}
 		var over bool
 		var err error
+		start := len(b.replies)
 		b.replies, over, err = p.rr.read(b.replies, b.max)
 		if err != nil {
 			return err
 		}
 		b.over = b.over || over
+		if len(b.replies) > start && b.replies[start] == '>' {
+			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
+			// reaches the client before the reply that follows it.
+			continue
+		}
 		b.ends = append(b.ends, len(b.replies))
 	}
 	return nil

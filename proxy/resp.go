@@ -83,16 +83,37 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 	return dst, over, nil
 }
 
-// buffered reports whether the bytes already read hold n complete replies,
-// so that reading them cannot block. It frames as read does; bytes read
-// frames as an error count as incomplete (read then reports the error).
+// buffered reports whether the bytes already read hold n complete replies
+// (RESP3 pushes between them are no replies), so that reading them cannot
+// block. It frames as read does; bytes read frames as an error count as
+// incomplete (read then reports the error).
 func (r *replyReader) buffered(n int) bool {
 	buf, _ := r.br.Peek(r.br.Buffered())
-	pending, i := n, 0
-	for pending > 0 {
+	i := 0
+	for n > 0 {
+		if i >= len(buf) {
+			return false
+		}
+		push := buf[i] == '>'
+		next, ok := skipFrame(buf, i)
+		if !ok {
+			return false
+		}
+		if !push {
+			n--
+		}
+		i = next
+	}
+	return true
+}
+
+// skipFrame returns where the complete frame at buf[i:] ends; ok is false
+// when buf holds only part of it (or bytes that do not frame).
+func skipFrame(buf []byte, i int) (next int, ok bool) {
+	for pending := 1; pending > 0; {
 		j := bytes.IndexByte(buf[i:], '\n')
 		if j < 2 {
-			return false
+			return 0, false
 		}
 		line := buf[i : i+j+1]
 		i += j + 1
@@ -101,7 +122,7 @@ func (r *replyReader) buffered(n int) bool {
 		case '$', '!', '=', '*', '~', '>', '%', '|':
 			m, ok := rewrite.ParseInt(line[1 : len(line)-2])
 			if !ok || m > int64(len(buf)) {
-				return false
+				return 0, false
 			}
 			switch line[0] {
 			case '$', '!', '=':
@@ -116,11 +137,11 @@ func (r *replyReader) buffered(n int) bool {
 				pending += int(max(m, 0))
 			}
 			if i > len(buf) {
-				return false
+				return 0, false
 			}
 		}
 	}
-	return true
+	return i, true
 }
 
 // line returns the next line, with its "\r\n". The slice is valid until the

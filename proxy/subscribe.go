@@ -201,6 +201,18 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
+	if sub.resp3 {
+		// The barrier of a bridged RESP3 client is CLIENT GETNAME on its
+		// connection, named with the nonce first (its +OK dropped): unlike
+		// PING, a CLIENT command leaves a CLIENT CACHING YES in force for
+		// the client's next command, and the connection is the client's
+		// own (its CLIENT SETNAME is answered by the proxy).
+		setname := "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n"
+		sub.first = append([]byte(setname), sub.first...)
+		sub.swap(nil)
+		sub.ping = []byte("*2\r\n$6\r\nCLIENT\r\n$7\r\nGETNAME\r\n")
+		sub.pongSub = sub.pongPlain
+	}
 	s.sub = sub
 }
 

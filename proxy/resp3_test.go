@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// resp3Steps produce every RESP3 reply type: map, set, double, big number,
+// verbatim string, null, boolean and attribute (DEBUG PROTOCOL, with the
+// debug command enabled on the node and the deny list opened), and the
+// ordinary ones. Pushes are TestRESP3TrackingAndPubSubMatchTheServer's:
+// they belong to a bridged connection (DEBUG PROTOCOL push on a shared one
+// is not supported: Valkey sends the push after the reply, where no client
+// waits for it).
+var resp3Steps = [][]string{
+	cmd("HELLO", "3"),
+	cmd("SET", "k", "v"), cmd("GET", "k"), cmd("GET", "missing"),
+	cmd("HSET", "h", "f", "1"), cmd("HGETALL", "h"),
+	cmd("SADD", "s", "m"), cmd("SMEMBERS", "s"),
+	cmd("ZADD", "z", "1.5", "m"), cmd("ZSCORE", "z", "m"), cmd("ZSCORE", "z", "nope"),
+	cmd("LPOP", "nolist", "2"), cmd("INCR", "n"),
+	cmd("DEBUG", "PROTOCOL", "string"), cmd("DEBUG", "PROTOCOL", "integer"),
+	cmd("DEBUG", "PROTOCOL", "double"), cmd("DEBUG", "PROTOCOL", "bignum"),
+	cmd("DEBUG", "PROTOCOL", "null"), cmd("DEBUG", "PROTOCOL", "array"),
+	cmd("DEBUG", "PROTOCOL", "set"), cmd("DEBUG", "PROTOCOL", "map"),
+	cmd("DEBUG", "PROTOCOL", "attrib"),
+	cmd("DEBUG", "PROTOCOL", "verbatim"), cmd("DEBUG", "PROTOCOL", "true"),
+	cmd("DEBUG", "PROTOCOL", "false"),
+	cmd("MULTI"), cmd("INCR", "n"), cmd("HGETALL", "h"), cmd("EXEC"),
+	cmd("HELLO", "2"), cmd("GET", "missing"), cmd("HGETALL", "h"),
+	cmd("HELLO", "3"), cmd("GET", "missing"), cmd("RESET"), cmd("GET", "missing"),
+}
+
+// TestRESP3RepliesMatchTheServer: a RESP3 client gets every reply type
+// byte for byte as from the node directly (HELLO with the proxy's session
+// id), HELLO 2 and RESET switch back, and the commands travel on RESP3
+// upstream connections kept apart from the RESP2 ones.
+func TestRESP3RepliesMatchTheServer(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		opts := node.Options{Role: node.Bare, Server: srv.Path, Args: []string{"--enable-debug-command", "yes"}}
+		direct := node.StartT(t, opts)
+		behind := node.StartT(t, opts)
+		h := startProxy(t, behind, func(o *Options) { o.Policy.Deny = map[string]bool{} })
+		run := func(addr string) []string {
+			c := dial(t, addr)
+			var out []string
+			for _, st := range resp3Steps {
+				r := string(c.do(st...).got)
+				out = append(out, helloIDField.ReplaceAllString(r, "id#"))
+			}
+			return out
+		}
+		want, got := run(direct.Addr), run(h.addr)
+		for i := range resp3Steps {
+			if want[i] != got[i] {
+				t.Errorf("%q:\n direct %q\n proxy  %q", resp3Steps[i], want[i], got[i])
+			}
+		}
+		// A RESP2 client on the same proxy is unaffected.
+		c := h.dial()
+		c.do("HGETALL", "h").is("*2\r\n$1\r\nf\r\n$1\r\n1\r\n")
+		c.do("GET", "missing").is("$-1\r\n")
+	})
+}
+
+// TestRESP3LocalReplies: the replies the proxy makes itself take their
+// RESP3 form (a nil is `_`, CLIENT INFO a verbatim string); the version
+// key, rewrites' shape errors and refusals behave as over RESP2.
+func TestRESP3LocalReplies(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("HELLO", "3").hasPrefix("%7\r\n")
+	c.do("CLIENT", "GETNAME").is("_\r\n")
+	c.do("CLIENT", "SETNAME", "w1").is("+OK\r\n")
+	c.do("CLIENT", "GETNAME").is("$2\r\nw1\r\n")
+	if r := string(c.do("CLIENT", "INFO").got); !strings.HasPrefix(r, "=") || !strings.Contains(r, "txt:id=") || !strings.Contains(r, " resp=3\n") {
+		t.Errorf("CLIENT INFO in RESP3: %q", r)
+	}
+	c.do("GET", "{emq}:version").is("$12\r\nechomq:4.0.0\r\n")
+	c.do("SET", "{emq}:version", "echomq:4.0.0", "NX").is("_\r\n")
+	c.do("EVALSHA", strings.Repeat("0", 40), "0").hasPrefix("-EMQREFUSED ")
+	c.do("HELLO", "4").is("-NOPROTO unsupported protocol version\r\n")
+	// CLIENT TRACKING over RESP2 is refused with the reason.
+	d := h.dial()
+	d.do("CLIENT", "TRACKING", "ON").hasPrefix("-EMQREFUSED emqproxy serves CLIENT TRACKING to RESP3 clients only")
+}
+
+// bridgedSteps run on a RESP3 client that tracks and subscribes; other
+// writes and publishes happen between the marked steps.
+func bridgedRun(t *testing.T, addr string) string {
+	c := dial(t, addr)
+	o := dial(t, addr)
+	c.do("HELLO", "3")
+	var b strings.Builder
+	send := func(cmds ...[]string) {
+		c.send(cmds...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	send(cmd("CLIENT", "TRACKING", "ON"), cmd("SET", "tk", "1"), cmd("GET", "tk"),
+		cmd("SUBSCRIBE", "ch"), cmd("GET", "tk"), cmd("MULTI"), cmd("INCR", "tk"), cmd("EXEC"))
+	o.do("SET", "tk", "5")
+	o.do("PUBLISH", "ch", "hi")
+	time.Sleep(100 * time.Millisecond)
+	send(cmd("PING"), cmd("UNSUBSCRIBE"), cmd("GET", "tk"), cmd("PING"))
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := c.br.Read(buf)
+		b.Write(buf[:n])
+		if err != nil || strings.HasSuffix(b.String(), "$1\r\n5\r\n+PONG\r\n") {
+			break
+		}
+	}
+	return b.String()
+}
+
+// TestRESP3TrackingAndPubSubMatchTheServer: a RESP3 client that tracks
+// keys and subscribes keeps sending ordinary commands on the same
+// connection; replies, invalidations and messages arrive byte for byte in
+// the server's order.
+func TestRESP3TrackingAndPubSubMatchTheServer(t *testing.T) {
+	direct := node.StartT(t, node.Options{Role: node.Bare})
+	behind := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, behind, nil)
+	want, got := bridgedRun(t, direct.Addr), bridgedRun(t, h.addr)
+	if want != got {
+		t.Errorf("bridged RESP3 client:\n direct %q\n proxy  %q", want, got)
+	}
+	if !strings.Contains(got, ">2\r\n$10\r\ninvalidate\r\n") || !strings.Contains(got, ">3\r\n$7\r\nmessage\r\n") {
+		t.Errorf("no invalidation or message pushed: %q", got)
+	}
+}
+
+// TestRESP3BridgedDecisions: a bridged client's commands are still decided:
+// a pinned verb is rewritten, an unknown script refused in its place among
+// the server's replies, and a refusal inside MULTI makes EXEC answer
+// EXECABORT with nothing run.
+func TestRESP3BridgedDecisions(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	h := startProxy(t, n, nil)
+	c := h.dial()
+	c.do("HELLO", "3")
+	c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n")
+	c.do("SET", "a", "1").is("+OK\r\n")
+	c.do("EVALSHA", strings.Repeat("0", 40), "0").hasPrefix("-EMQREFUSED ")
+	c.do("GET", "{emq}:version").is("$12\r\nechomq:4.0.0\r\n")
+	c.do("MULTI").is("+OK\r\n")
+	c.do("INCR", "a").is("+QUEUED\r\n")
+	c.do("EVALSHA", strings.Repeat("0", 40), "0").hasPrefix("-EMQREFUSED ")
+	c.do("EXEC").is("-EXECABORT Transaction discarded because of previous errors.\r\n")
+	c.do("GET", "a").is("$1\r\n1\r\n")
+	c.do("MULTI").is("+OK\r\n")
+	c.do("INCR", "a").is("+QUEUED\r\n")
+	c.do("EXEC").is("*1\r\n:2\r\n")
+	c.read().hasPrefix(">2\r\n$10\r\ninvalidate\r\n") // a, read above, changed
+	c.do("HELLO", "2").hasPrefix("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol")
+	c.do("RESET").is("+RESET\r\n")
+	c.do("GET", "missing").is("$-1\r\n") // RESP2 again
+}
+
+// TestValkeyGoDefaults: valkey-go with its defaults (RESP3, client-side
+// caching) connects through the proxy and runs plain commands, a cached
+// read that is invalidated, a transaction and pub/sub.
+func TestValkeyGoDefaults(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	h := startProxy(t, n, nil)
+	vc, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{h.addr}})
+	if err != nil {
+		t.Fatalf("valkey-go with defaults: %v", err)
+	}
+	defer vc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := vc.Do(ctx, vc.B().Set().Key("vk").Value("1").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := vc.DoCache(ctx, vc.B().Get().Key("vk").Cache(), time.Minute).ToString()
+	if err != nil || v != "1" {
+		t.Fatalf("cached GET: %q %v", v, err)
+	}
+	if err := vc.Do(ctx, vc.B().Set().Key("vk").Value("2").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err = vc.DoCache(ctx, vc.B().Get().Key("vk").Cache(), time.Minute).ToString()
+		if err == nil && v == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cached GET was never invalidated: %q %v", v, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rs := vc.DoMulti(ctx, vc.B().Multi().Build(), vc.B().Incr().Key("vn").Build(), vc.B().Incr().Key("vn").Build(), vc.B().Exec().Build())
+	if a, err := rs[3].ToArray(); err != nil || len(a) != 2 {
+		t.Fatalf("transaction: %v %v", a, err)
+	} else if n, _ := a[1].AsInt64(); n != 2 {
+		t.Fatalf("transaction result %d, want 2", n)
+	}
+	got := make(chan string, 1)
+	subCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = vc.Receive(subCtx, vc.B().Subscribe().Channel("vch").Build(), func(m valkey.PubSubMessage) {
+			select {
+			case got <- m.Message:
+			default:
+			}
+		})
+	}()
+	for {
+		if err := vc.Do(ctx, vc.B().Publish().Channel("vch").Message("hello").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			if m != "hello" {
+				t.Fatalf("message %q", m)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("no message through the proxy")
+		}
+	}
+}
