@@ -318,6 +318,9 @@ func (s *session) command(f frame) {
 	if d.Reason == rewrite.ReasonWrongPass {
 		s.authFailed() // authlimit.go
 	}
+	if s.st.InMulti {
+		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	}
 	s.routed = s.routeDecision(f.args, &d)
 	s.srv.met.command(&d)
 	s.kind = max(s.kind, kindOf(&d))
