@@ -107,6 +107,11 @@ func fidelityCorpus(t testing.TB, h *harness) []step {
 		{direct: cmd("MULTI"), pipelined: true}, {direct: cmd("INCR", "tx"), pipelined: true},
 		{direct: cmd("NOSUCHCOMMAND"), pipelined: true}, {direct: cmd("EXEC"), pipelined: true},
 		same("EXEC"), same("DISCARD"),
+		// Queue-time errors, sequential: the server's error for each, and
+		// EXECABORT (a nested MULTI alone does not abort).
+		same("MULTI"), same("NOSUCHCOMMAND", "a"), same("SET", "tx", "2"), same("CONFIG", "NOPE"), same("GET"),
+		same("SAVE"), same("MULTI"), same("EXEC"), same("GET", "tx"),
+		same("MULTI"), same("MULTI"), same("INCR", "tx"), same("EXEC"),
 		// Scripts: a read script passes; before it is loaded, NOSCRIPT.
 		same("EVALSHA", peek.SHA, "1", q("pending")),
 		same("SCRIPT", "LOAD", string(scripts.Body("peek"))),

@@ -11,7 +11,8 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// The server's key positions.
+// The server's key positions (and, for queue-time checks inside MULTI,
+// its command names, arities and no-multi flags: queuecheck.go).
 //
 // Routing needs the keys of every forwarded command. The proxy asks each
 // upstream once, on its first connection, for its command table (COMMAND)
@@ -47,6 +48,14 @@ type cmdKeys struct {
 	// ask: a spec is unknown or incomplete; COMMAND GETKEYS answers.
 	ask  bool
 	subs map[string]*cmdKeys // lower-case subcommand (container commands)
+
+	// What the server checks before it queues a command inside MULTI
+	// (queuecheck.go): the name as COMMAND gives it (the server's
+	// fullname, "container|sub" for a subcommand), the arity (negative: at
+	// least that many arguments, the name included) and the no-multi flag.
+	name    string
+	arity   int
+	noMulti bool
 }
 
 // keyTable maps lower-case command names to their key specs.
@@ -201,7 +210,13 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 		return "", nil
 	}
 	name := strings.ToLower(e.Elems[0].Str)
-	ck := &cmdKeys{}
+	ck := &cmdKeys{
+		name:  e.Elems[0].Str,
+		arity: int(e.Elems[1].Int),
+		// Redis 7 and Valkey spell it no_multi; accept the no-multi of
+		// the command JSON files too.
+		noMulti: hasFlag(e.Elems[2], "no_multi") || hasFlag(e.Elems[2], "no-multi"),
+	}
 	if len(e.Elems) > 8 {
 		for _, s := range e.Elems[8].Elems {
 			sp, ok := parseKeySpec(s)

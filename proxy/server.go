@@ -33,7 +33,7 @@ type Server struct {
 	ups    []*Upstream          // every upstream, in Options order
 	byName map[string]*Upstream // by name
 	routes atomic.Pointer[router]
-	keys   keyStore // the upstreams' key positions (only with several upstreams)
+	keys   keyStore // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
 
 	metLatency bool
@@ -98,12 +98,11 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	s.SwapPolicy(opts.Policy)
 	s.byName = make(map[string]*Upstream, len(opts.Upstreams))
 	for _, uo := range opts.Upstreams {
-		// Key positions are needed only to choose between upstreams.
-		var keys *keyStore
-		if len(opts.Upstreams) > 1 {
-			keys = &s.keys
-		}
-		u := newUpstream(uo, uo.OnConnect, keys, s.log, met)
+		// Every upstream loads its command table, even alone: key
+		// positions choose between upstreams, and inside MULTI the names,
+		// arities and flags give a command the server's own queue-time
+		// error (queuecheck.go).
+		u := newUpstream(uo, uo.OnConnect, &s.keys, s.log, met)
 		s.ups = append(s.ups, u)
 		s.byName[u.name] = u
 	}

@@ -320,6 +320,9 @@ func (s *session) command(f frame) {
 	if d.Reason == rewrite.ReasonWrongPass {
 		s.authFailed() // authlimit.go
 	}
+	if s.st.InMulti {
+		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	}
 	s.routed = s.routeDecision(f.args, &d)
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local {
 		// The server's own reply, with the session's id (dial.go). The

@@ -21,9 +21,11 @@ var (
 // local +OK/+QUEUED replies are replaced by the server's own replies to
 // MULTI and each queued command, so the client sees exactly what the server
 // said. Otherwise the server's replies to MULTI and the queued commands are
-// read and dropped: a command the server would refuse at queue time (for
-// example an unknown command) got +QUEUED from the proxy, and EXEC then
-// answers the server's EXECABORT.
+// read and dropped. A command the server refuses at queue time (unknown,
+// wrong arity, no-multi) is never queued: the proxy answers the server's
+// error from its command table and EXEC answers EXECABORT (queuecheck.go).
+// What that table cannot tell (the upstream user's ACL, say) gets +QUEUED,
+// and EXEC the server's own answer.
 type transaction struct {
 	buf   []byte // MULTI and the queued commands, encoded
 	n     int    // queued commands
