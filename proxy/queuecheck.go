@@ -49,11 +49,15 @@ var replyNoMulti = []byte("-ERR Command not allowed inside a transaction\r\n")
 // connection has passed the fence) means no check: the command is queued
 // and EXEC gets the server's own EXECABORT, as before the table existed.
 func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
-	if (d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !s.queueable(d) {
+	// rewrite/ answers a nested MULTI as Redis 7.0 does; a server whose
+	// table flags MULTI no-multi (Valkey 8) refuses it as such instead, and
+	// discards the transaction.
+	nested := d.Action == rewrite.Refuse && d.Effect == rewrite.NoEffect && len(args) == 1 && foldEq(args[0], "MULTI")
+	if !nested && ((d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !s.queueable(d)) {
 		return
 	}
 	reply, reason := s.srv.keys.queueError(args)
-	if reply == nil {
+	if reply == nil || (nested && reason != ReasonNoMulti) {
 		return
 	}
 	*d = rewrite.Decision{

@@ -485,6 +485,9 @@ func (s *session) bridged(f frame, out *[]byte) error {
 	}
 	s.st.Fenced = s.srv.fenced()
 	d := rewrite.Decide(f.args, &s.st, s.pol)
+	if s.st.InMulti {
+		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	}
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
 		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
 	}
