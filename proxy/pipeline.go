@@ -141,8 +141,8 @@ const readBufSize = 256 * 1024
 
 // maxCombinedWrites bounds the writes a session makes in the writer's role
 // before it hands the rest of the queue to a goroutine and goes back to its
-// own client.
-const maxCombinedWrites = 4
+// own client. (A variable for the tests.)
+var maxCombinedWrites = 4
 
 // errIdleClosed is send's error for a connection found closed while idle:
 // the batch was not written.
@@ -300,7 +300,19 @@ func (p *pipe) writeQueued(limit int) {
 		if p.closed || len(p.queue) == 0 {
 			p.writing = false
 			p.idle.Broadcast()
+			// The reader's role may have been dropped while batches this
+			// write took along were still queued, and their sessions
+			// already wait for a signal (this writer may be the goroutine
+			// below, which awaits nothing): the role goes to the oldest.
+			var next *batch
+			if !p.closed && !p.bg && !p.reading && p.head < len(p.inflight) {
+				p.reading = true
+				next = p.inflight[p.head]
+			}
 			p.mu.Unlock()
+			if next != nil {
+				next.done <- sigLead
+			}
 			return
 		}
 		if n == limit {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,48 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 	c.do("GET", "k").is("$1\r\nv\r\n")
 	if cur := h.srv.up.slots[0].cur.Load(); cur != p {
 		t.Error("the shared connection was replaced")
+	}
+}
+
+// TestSharedConnectionUnderContention: many clients send pipelines of
+// random depth at once on one shared upstream connection, so the writer's
+// and the reader's roles pass between sessions (and to the writer's
+// goroutine past maxCombinedWrites, here 1) all the time; every reply
+// reaches the client that asked, in its order.
+func TestSharedConnectionUnderContention(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Bare})
+	was := maxCombinedWrites
+	maxCombinedWrites = 1
+	t.Cleanup(func() { maxCombinedWrites = was }) // after the proxy's shutdown
+	h := startProxy(t, n, nil)
+	const clients, rounds = 32, 150
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			c := h.dial()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			key, seq := fmt.Sprintf("contention:%d", i), 0
+			for r := range rounds {
+				depth := 1 + rng.IntN(8)
+				var cmds [][]string
+				for range depth {
+					cmds = append(cmds, cmd("INCR", key))
+				}
+				c.send(cmds...)
+				for k := range depth {
+					seq++
+					if got, want := string(c.read().got), fmt.Sprintf(":%d\r\n", seq); got != want {
+						errs <- fmt.Errorf("client %d round %d reply %d: %q, want %q", i, r, k, got, want)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
