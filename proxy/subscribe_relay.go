@@ -67,8 +67,11 @@ func (sub *subscriber) relay() {
 			}
 			chunk = chunk[:0]
 			sub.barrierOut.Store(false)
+			// Read before the session learns the outcome: once it does, it
+			// may set stopAfter for its next barrier.
+			stop := !subscribed || sub.stopAfter.Load()
 			sub.barrier <- subscribed
-			if !subscribed || sub.stopAfter.Load() {
+			if stop {
 				return
 			}
 			continue
