@@ -75,6 +75,34 @@ func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
 // MULTI, in the order the server checks (command, subcommand, arity,
 // no-multi), or nil when it would queue it or no table is loaded.
 func (ks *keyStore) queueError(args [][]byte) ([]byte, rewrite.Reason) {
+	if reply, reason := ks.commandError(args); reply != nil {
+		return reply, reason
+	}
+	var buf [maxCmdName]byte
+	if c := ks.lookupEntry(buf[:0], args); c != nil && c.noMulti {
+		return replyNoMulti, ReasonNoMulti
+	}
+	return nil, ""
+}
+
+// lookupEntry is args' entry in the table (its subcommand's for a
+// container with a known subcommand), or nil.
+func (ks *keyStore) lookupEntry(buf []byte, args [][]byte) *cmdKeys {
+	t := ks.tab.Load()
+	if t == nil || len(args) == 0 {
+		return nil
+	}
+	c := (*t)[string(rewrite.LowerInto(buf, args[0]))]
+	if c != nil && c.subs != nil && len(args) > 1 {
+		c = c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]
+	}
+	return c
+}
+
+// commandError is the server's error for a command it does not know, or
+// calls with the wrong number of arguments: the checks the server makes
+// before any other, authentication included (Redis 7 processCommand).
+func (ks *keyStore) commandError(args [][]byte) ([]byte, rewrite.Reason) {
 	t := ks.tab.Load()
 	if t == nil || len(args) == 0 {
 		return nil, ""
@@ -95,9 +123,6 @@ func (ks *keyStore) queueError(args [][]byte) ([]byte, rewrite.Reason) {
 	}
 	if argc := len(args); (c.arity > 0 && c.arity != argc) || argc < -c.arity {
 		return serverError("wrong number of arguments for '" + c.name + "' command"), rewrite.ReasonArity
-	}
-	if c.noMulti {
-		return replyNoMulti, ReasonNoMulti
 	}
 	return nil, ""
 }

@@ -232,3 +232,44 @@ func TestValkeyGoDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestRESP3BadInputMatchesTheServer: RESP3 frame types sent as requests,
+// HELLO with a protocol the server does not speak or a wrong password, and
+// HELLO 3 before authentication get the server's own answers, and the
+// connection lives on as the server's does.
+func TestRESP3BadInputMatchesTheServer(t *testing.T) {
+	users := node.Options{Role: node.Bare, Password: "pw"}
+	direct := node.StartT(t, users)
+	behind := node.StartT(t, users)
+	h := startProxy(t, behind, func(o *Options) { o.Policy.Users = map[string]string{"default": "pw"} })
+	inputs := []string{
+		"%1\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+		"~1\r\n",
+		"_\r\n",
+		"HELLO 4\r\n",
+		"HELLO 3\r\n",
+		"HELLO 3 AUTH default wrong\r\n",
+		"HELLO 3 AUTH default pw\r\n",
+	}
+	run := func(addr string) []string {
+		var out []string
+		for _, in := range inputs {
+			// Each on a connection of its own, then AUTH and PING: the
+			// replies up to PING's are the input's and AUTH's.
+			c := dial(t, addr)
+			c.write([]byte(in + "AUTH pw\r\nPING\r\n"))
+			var b strings.Builder
+			for !strings.HasSuffix(b.String(), "+PONG\r\n") {
+				b.Write(c.read().got)
+			}
+			out = append(out, helloIDField.ReplaceAllString(b.String(), "id#"))
+		}
+		return out
+	}
+	want, got := run(direct.Addr), run(h.addr)
+	for i := range inputs {
+		if want[i] != got[i] {
+			t.Errorf("%q:\n direct %q\n proxy  %q", inputs[i], want[i], got[i])
+		}
+	}
+}

@@ -320,6 +320,13 @@ func (s *session) command(f frame) {
 	if d.Reason == rewrite.ReasonWrongPass {
 		s.authFailed() // authlimit.go
 	}
+	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
+		// The server rejects an unknown command or a wrong number of
+		// arguments before it asks for authentication (queuecheck.go).
+		if reply, reason := s.srv.keys.commandError(f.args); reply != nil {
+			d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
+		}
+	}
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
