@@ -14,6 +14,11 @@ const (
 	Legacy Mode = "legacy"
 	// Native sends EMQ.* commands with valkey-go to a module node.
 	Native Mode = "native"
+	// Get sends plain GETs with valkey-go configured as the legacy client
+	// configures it, three round trips per cycle in place of enqueue, claim
+	// and complete: what any hop adds to the same client's round trip
+	// (twemproxy carries it; it carries neither mode above).
+	Get Mode = "get"
 )
 
 // Config describes one run.
@@ -46,8 +51,8 @@ const (
 )
 
 func (c Config) validate() (Config, error) {
-	if c.Mode != Legacy && c.Mode != Native {
-		return c, fmt.Errorf("%w: mode %q (legacy or native)", ErrConfig, c.Mode)
+	if c.Mode != Legacy && c.Mode != Native && c.Mode != Get {
+		return c, fmt.Errorf("%w: mode %q (legacy, native or get)", ErrConfig, c.Mode)
 	}
 	if c.Addr == "" {
 		return c, fmt.Errorf("%w: no address", ErrConfig)

@@ -44,8 +44,34 @@ func newWorker(ctx context.Context, cfg Config, q string) (worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmix: connect %s: %w", cfg.Addr, err)
 	}
+	if cfg.Mode == Get {
+		return &getWorker{vc: vc, key: legacy.Key(q, "get")}, nil
+	}
 	return &nativeWorker{vc: vc, q: q, payload: payload, pauseRead: cfg.PauseRead}, nil
 }
+
+// getWorker sends one GET per step (Mode Get).
+type getWorker struct {
+	vc  valkey.Client
+	key string
+}
+
+func (w *getWorker) close() { w.vc.Close() }
+
+func (w *getWorker) get(ctx context.Context, n int) error {
+	for range n {
+		if err := w.vc.Do(ctx, w.vc.B().Get().Key(w.key).Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
+			return fmt.Errorf("%w: GET: %w", ErrMix, err)
+		}
+	}
+	return nil
+}
+
+func (w *getWorker) enqueue(ctx context.Context, ids []string) error { return w.get(ctx, len(ids)) }
+
+func (w *getWorker) claim(ctx context.Context, n int) ([]string, error) { return nil, w.get(ctx, n) }
+
+func (w *getWorker) complete(ctx context.Context, ids []string) error { return w.get(ctx, 1) }
 
 // legacyWorker drives the wire-4 client.
 type legacyWorker struct {

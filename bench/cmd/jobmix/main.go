@@ -30,7 +30,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("jobmix", flag.ContinueOnError)
-	mode := fs.String("mode", "legacy", "legacy (wire-4 client, EVALSHA) | native (EMQ.* with valkey-go)")
+	mode := fs.String("mode", "legacy", "legacy (wire-4 client, EVALSHA) | native (EMQ.* with valkey-go) | get (GETs with valkey-go)")
 	addr := fs.String("addr", "127.0.0.1:6380", "host:port to drive (loopback)")
 	clients := fs.Int("clients", 50, "concurrent clients, one connection and one queue each")
 	pipeline := fs.Int("pipeline", 1, "calls per round trip")
