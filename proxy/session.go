@@ -79,6 +79,7 @@ type session struct {
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
+	cap       capState    // records waiting for their replies (capture.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -339,6 +340,7 @@ func (s *session) command(f frame) {
 		}
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(f, &d, audit)
+		s.captureCommand(f, &d) // capture.go
 	}
 	s.apply(f, &d)
 }
