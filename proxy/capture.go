@@ -253,10 +253,7 @@ func (cs *captureState) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	counter := func(name, help string, v *atomic.Int64, labels prometheus.Labels) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
-			func() float64 { return float64(v.Load()) })
-	}
+	value := func(v *atomic.Int64) func() float64 { return func() float64 { return float64(v.Load()) } }
 	const dropHelp = "Capture records not written, by reason."
 	cs2 := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "emqproxy_capture_active", Help: "1 while a capture runs."},
@@ -266,12 +263,18 @@ func (cs *captureState) registerMetrics(reg prometheus.Registerer) error {
 				}
 				return 0
 			}),
-		counter("emqproxy_capture_records_total", "Capture records written.", &cs.counters.Records, nil),
-		counter("emqproxy_capture_bytes_total", "Capture bytes written.", &cs.counters.Bytes, nil),
-		counter("emqproxy_capture_files_total", "Capture files opened.", &cs.counters.Files, nil),
-		counter("emqproxy_capture_dropped_total", dropHelp, &cs.counters.DroppedFull, prometheus.Labels{"reason": "queue_full"}),
-		counter("emqproxy_capture_dropped_total", dropHelp, &cs.counters.DroppedMax, prometheus.Labels{"reason": "max_bytes"}),
-		counter("emqproxy_capture_dropped_total", dropHelp, &cs.counters.DroppedError, prometheus.Labels{"reason": "write_error"}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_records_total", Help: "Capture records written."},
+			value(&cs.counters.Records)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_bytes_total", Help: "Capture bytes written."},
+			value(&cs.counters.Bytes)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_files_total", Help: "Capture files opened."},
+			value(&cs.counters.Files)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_dropped_total", Help: dropHelp,
+			ConstLabels: prometheus.Labels{"reason": "queue_full"}}, value(&cs.counters.DroppedFull)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_dropped_total", Help: dropHelp,
+			ConstLabels: prometheus.Labels{"reason": "max_bytes"}}, value(&cs.counters.DroppedMax)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "emqproxy_capture_dropped_total", Help: dropHelp,
+			ConstLabels: prometheus.Labels{"reason": "write_error"}}, value(&cs.counters.DroppedError)),
 	}
 	for _, c := range cs2 {
 		if err := reg.Register(c); err != nil {
