@@ -42,6 +42,7 @@ type runner struct {
 	ptEvidence                          map[string]evidence
 	mixRes                              map[string][]mixResult
 	latency                             map[string]mixResult
+	replay                              replayResult
 	idle                                idleResult
 	profiles                            []namedText // name, file
 	variants                            []ptVariant
@@ -172,6 +173,14 @@ func run() error {
 	}
 	tw.stop()
 
+	// 6. A proxy that captures every queue (its cost against the same
+	// binary without; its capture is replayed below).
+	capDir := filepath.Join(r.tmp, "capture")
+	pxCap, err := r.startProxy(proxySpec{name: mixCapture, kind: kind, audit: auditFile(mixCapture), capture: capDir})
+	if err != nil {
+		return err
+	}
+
 	// 2 and 4. The job mix, and the audit log on and off.
 	pdOn, err := r.startProxy(proxySpec{name: "proxyd audit file", kind: kindProxyd, audit: auditFile("proxyd")})
 	if err != nil {
@@ -190,11 +199,16 @@ func run() error {
 		{name: mixAuditOn, mode: jobmix.Legacy, addr: pdOn.addr, pid: pdOn.pid(), server: r.module},
 		{name: mixAuditOff, mode: jobmix.Legacy, addr: pdOff.addr, pid: pdOff.pid(), server: r.module},
 	}
+	if kind == kindBinary {
+		r.mixTargets = append(r.mixTargets, mixTarget{name: mixCapture, mode: jobmix.Legacy, addr: pxCap.addr, pid: pxCap.pid(), server: r.module})
+	}
 	if err := r.mix(ctx, r.pipelines, r.mixTargets); err != nil {
 		return err
 	}
 	pdOn.stop()
 	pdOff.stop()
+	pxCap.stop() // writes what it has queued
+	r.replay = r.replayCapture(ctx, capDir)
 
 	// 5. CPU profiles of the proxy under the job mix.
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
@@ -235,4 +249,5 @@ const (
 	mixNative   = "EMQ.* directly on the module node"
 	mixAuditOn  = "proxyd, audit to a file"
 	mixAuditOff = "proxyd, audit off"
+	mixCapture  = "emqproxy capturing every queue"
 )
