@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +156,52 @@ func TestReplayExitCodes(t *testing.T) {
 				t.Errorf("%s node got %s on bad input (%d -> %d)", []string{"scripts", "module"}[i], cmd, before[i][cmd], calls)
 			}
 		}
+	}
+}
+
+// POST /capture starts and stops a capture with the configured directory;
+// the capture holds the calls sent meanwhile, redacted, and the metrics
+// count them.
+func TestServeCaptureOverTheAdminPort(t *testing.T) {
+	up := node.StartT(t, node.Options{Role: node.Module})
+	capDir := filepath.Join(t.TempDir(), "capture")
+	p := startProxy(t, up.Addr, "capture:\n  dir: "+strconv.Quote(capDir)+"\n")
+	post := func(query string) (int, string) {
+		resp, err := http.Post("http://"+p.admin+"/capture?"+query, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("action=start"); code != 422 || !strings.Contains(body, "no queues") {
+		t.Errorf("start without queues: %d %q", code, body)
+	}
+	if code, body := post("action=start&queues=cq"); code != 200 || !strings.Contains(body, `"running":true`) {
+		t.Fatalf("start: %d %q", code, body)
+	}
+	m, err := shamap.Load(filepath.Join(node.RepoRoot(), "stand", "map.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := m.ByName("enqueue")
+	if got := rawCommand(t, p.listen, "EVALSHA", enq.SHA, "2", "emq:{cq}:job:J1", "emq:{cq}:pending", "J1", "secret"); got != ":1\r\n" {
+		t.Fatalf("enqueue: %q", got)
+	}
+	rawCommand(t, p.listen, "GET", "emq:{other}:paused")
+	if code, body := post("action=stop"); code != 200 || !strings.Contains(body, `"records":1`) {
+		t.Fatalf("stop: %d %q", code, body)
+	}
+	if v := p.metric(t, "emqproxy_capture_records_total"); v != 1 {
+		t.Errorf("emqproxy_capture_records_total %v", v)
+	}
+	files, err := capture.Read(capDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := files[0].Records[0]
+	if len(files[0].Records) != 1 || r.Token != "ENQUEUE" || string(r.Args[6]) == "secret" || len(r.Args[6]) != len("secret") || !files[0].Header.Redacted {
+		t.Errorf("capture: %d records, first %q", len(files[0].Records), r.Args)
 	}
 }
