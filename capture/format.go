@@ -216,6 +216,12 @@ func appendFrame(b, body []byte) []byte {
 	return append(b, body...)
 }
 
+// putFrameHead writes the length and checksum of body into frame[:frameHead].
+func putFrameHead(frame, body []byte) {
+	binary.BigEndian.PutUint32(frame, uint32(len(body)))
+	binary.BigEndian.PutUint32(frame[4:], crc32.Checksum(body, castagnoli))
+}
+
 // fileHead is the magic and version every file starts with.
 func fileHead() []byte {
 	return binary.BigEndian.AppendUint16([]byte(Magic), Version)

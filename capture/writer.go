@@ -71,7 +71,8 @@ type Stats struct {
 type Writer struct {
 	o       Options
 	c       *Counters
-	ch      chan *Record
+	ch      chan []*Record
+	queued  atomic.Int64 // records on ch
 	quit    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
@@ -111,7 +112,7 @@ func Open(o Options) (*Writer, error) {
 	w := &Writer{
 		o:       o,
 		c:       o.Counters,
-		ch:      make(chan *Record, o.QueueLen),
+		ch:      make(chan []*Record, o.QueueLen),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 		started: time.Now(),
@@ -130,21 +131,36 @@ func Open(o Options) (*Writer, error) {
 // Add queues r for writing and returns at once; false when r was dropped
 // (the queue is full, or the writer stopped or is closed). The writer owns
 // r and its slices from then on.
-func (w *Writer) Add(r *Record) bool {
-	if w.closed.Load() {
+func (w *Writer) Add(r *Record) bool { return w.AddBatch([]*Record{r}) }
+
+// AddBatch queues the records of rs (one hand-over for all of them: the
+// writer wakes once per batch, not per record) and returns at once; false
+// when they were dropped, all of them (the queue would hold more than
+// QueueLen records, or the writer stopped or is closed). The writer owns
+// rs and the records from then on.
+func (w *Writer) AddBatch(rs []*Record) bool {
+	n := int64(len(rs))
+	if w.closed.Load() || n == 0 {
 		return false
 	}
 	if w.stopped.Load() != nil {
-		w.dropped.Add(1)
-		w.c.DroppedMax.Add(1)
+		w.dropped.Add(n)
+		w.c.DroppedMax.Add(n)
+		return false
+	}
+	if w.queued.Add(n) > int64(w.o.QueueLen) {
+		w.queued.Add(-n)
+		w.dropped.Add(n)
+		w.c.DroppedFull.Add(n)
 		return false
 	}
 	select {
-	case w.ch <- r:
+	case w.ch <- rs:
 		return true
 	default:
-		w.dropped.Add(1)
-		w.c.DroppedFull.Add(1)
+		w.queued.Add(-n)
+		w.dropped.Add(n)
+		w.c.DroppedFull.Add(n)
 		return false
 	}
 }
@@ -182,15 +198,15 @@ func (w *Writer) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-w.ch:
-			w.write(r)
+		case rs := <-w.ch:
+			w.writeAll(rs)
 		case <-tick.C:
 			w.flush()
 		case <-w.quit:
 			for {
 				select {
-				case r := <-w.ch:
-					w.write(r)
+				case rs := <-w.ch:
+					w.writeAll(rs)
 					continue
 				default:
 				}
@@ -221,6 +237,13 @@ func (w *Writer) stop(why string, err error) {
 	}
 }
 
+func (w *Writer) writeAll(rs []*Record) {
+	w.queued.Add(-int64(len(rs)))
+	for _, r := range rs {
+		w.write(r)
+	}
+}
+
 func (w *Writer) write(r *Record) {
 	if w.stopped.Load() != nil {
 		w.dropped.Add(1)
@@ -234,9 +257,11 @@ func (w *Writer) write(r *Record) {
 	if w.o.Redact {
 		redact(r)
 	}
-	body := r.AppendBinary(w.buf[:0])
-	w.buf = body
-	size := int64(frameHead + len(body))
+	// The frame is built in one reused buffer: its head, then the body.
+	frame := r.AppendBinary(append(w.buf[:0], make([]byte, frameHead)...))
+	w.buf = frame
+	body := frame[frameHead:]
+	size := int64(len(frame))
 	if w.total.Load()+size > w.o.MaxBytes {
 		w.stop(fmt.Sprintf("capture stopped: max_bytes (%d) reached", w.o.MaxBytes), nil)
 		w.dropped.Add(1)
@@ -251,7 +276,8 @@ func (w *Writer) write(r *Record) {
 			return
 		}
 	}
-	if err := w.put(appendFrame(nil, body)); err != nil {
+	putFrameHead(frame, body)
+	if err := w.put(frame); err != nil {
 		w.stop("capture stopped: write failed", err)
 		w.dropped.Add(1)
 		w.c.DroppedError.Add(1)

@@ -142,6 +142,8 @@ func (s *session) captureReplies() {
 		return
 	}
 	now := time.Now()
+	var batch []*capture.Record // handed over at once: the writer wakes once per segment
+	var to *capturer
 	for _, p := range s.cap.pend {
 		if p.slot >= len(s.slots) {
 			continue
@@ -156,7 +158,18 @@ func (s *session) captureReplies() {
 		}
 		p.rec.Reply = append([]byte(nil), b.reply(sl.idx)...)
 		p.rec.Latency = now.Sub(p.rec.Time)
-		p.c.w.Add(p.rec)
+		if to != p.c && len(batch) > 0 {
+			to.w.AddBatch(batch)
+			batch = nil
+		}
+		if batch == nil {
+			batch = make([]*capture.Record, 0, len(s.cap.pend))
+		}
+		to = p.c
+		batch = append(batch, p.rec)
+	}
+	if len(batch) > 0 {
+		to.w.AddBatch(batch)
 	}
 	clear(s.cap.pend)
 	s.cap.pend = s.cap.pend[:0]
