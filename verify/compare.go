@@ -315,11 +315,23 @@ func compareValue(k string, va, vb Value, sa, sb map[string]stamp) []Diff {
 			}
 			return out
 		}
-		if !slices.Equal(names(va), names(vb)) {
+		na, nb := names(va), names(vb)
+		if sa != nil || sb != nil {
+			// A time set: its order follows the times, which differ
+			// between the sides within their windows; compare members as
+			// a set, each score by its stamp.
+			slices.Sort(na)
+			slices.Sort(nb)
+		}
+		if !slices.Equal(na, nb) {
 			return []Diff{{Where: "key " + k + " members", Want: va.String(), Got: vb.String()}}
 		}
-		for i, m := range va.Members {
-			x, y := stamp{Lit: score(m.Score)}, stamp{Lit: score(vb.Members[i].Score)}
+		scoreB := make(map[string]float64, len(vb.Members))
+		for _, m := range vb.Members {
+			scoreB[m.Name] = m.Score
+		}
+		for _, m := range va.Members {
+			x, y := stamp{Lit: score(m.Score)}, stamp{Lit: score(scoreB[m.Name])}
 			if sa != nil {
 				x = sa[m.Name]
 			}

@@ -84,8 +84,14 @@ type ReplayConfig struct {
 // file, an unknown format version, a sha the map does not pin, no calls.
 var ErrInput = errors.New("verify: bad capture")
 
-// locateMax bounds how far into a queue a divergence is located call by call.
-const locateMax = 5000
+// locateMax bounds how far into a queue a divergence is located call by
+// call, and locateKeys how large the queue may grow meanwhile (each step
+// reads the whole queue on both nodes): past either, the divergence is
+// reported where the fast pass found it.
+const (
+	locateMax  = 5000
+	locateKeys = 2000
+)
 
 // ReplayReport is the outcome of a replay.
 type ReplayReport struct {
@@ -548,7 +554,7 @@ func (r *replayer) queue(ctx context.Context, q string, calls []*replayCall) (Qu
 		steps[scriptSide] = append(steps[scriptSide], got[scriptSide]...)
 		steps[nativeSide] = append(steps[nativeSide], got[nativeSide]...)
 	}
-	diffs, err := r.compareQueue(ctx, q, steps)
+	diffs, err := r.compareQueue(ctx, q, steps, 0)
 	if err != nil {
 		return res, err
 	}
@@ -573,14 +579,20 @@ func (r *replayer) queue(ctx context.Context, q string, calls []*replayCall) (Qu
 	return res, nil
 }
 
+// errTooLarge stops locate on a queue grown past locateKeys.
+var errTooLarge = errors.New("verify: queue too large to locate call by call")
+
 // compareQueue compares the queue's keys on both nodes, masked by the
-// steps that ran.
-func (r *replayer) compareQueue(ctx context.Context, q string, steps [2][]stepResult) ([]Diff, error) {
+// steps that ran (errTooLarge past maxKeys keys, when maxKeys > 0).
+func (r *replayer) compareQueue(ctx context.Context, q string, steps [2][]stepResult, maxKeys int) ([]Diff, error) {
 	var snaps [2]Snapshot
 	for s := range 2 {
 		snap, err := snapshotQueue(ctx, r.c[s], q)
 		if err != nil {
 			return nil, fmt.Errorf("%s node: %w", side(s), err)
+		}
+		if maxKeys > 0 && len(snap) > maxKeys {
+			return nil, errTooLarge
 		}
 		snaps[s] = snap
 	}
@@ -636,7 +648,10 @@ func (r *replayer) locate(ctx context.Context, q string, calls []*replayCall) (*
 		steps[nativeSide] = append(steps[nativeSide], got[nativeSide]...)
 		sa, sb := got[scriptSide][0], got[nativeSide][0]
 		diffs := callDiffs(rc, sa, sb)
-		state, err := r.compareQueue(ctx, q, steps)
+		state, err := r.compareQueue(ctx, q, steps, locateKeys)
+		if errors.Is(err, errTooLarge) {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -789,8 +804,12 @@ func (r ReplayReport) String() string {
 			q.First.print(&b)
 		} else if len(q.Keyspace) > 0 {
 			fmt.Fprintf(&b, "queue %s: every reply equal, but the keys differ at the end (scripts | module):\n", q.Queue)
-			for _, d := range q.Keyspace {
-				fmt.Fprintf(&b, "  %s\n", d)
+			for i, d := range q.Keyspace {
+				if i == maxDiffs {
+					fmt.Fprintf(&b, "  ... %d more\n", len(q.Keyspace)-maxDiffs)
+					break
+				}
+				fmt.Fprintf(&b, "  %s\n", cut(d.String()))
 			}
 		}
 		if q.ProductionFirst != nil {
@@ -804,7 +823,24 @@ func (r ReplayReport) String() string {
 func (d *Divergence) print(b *strings.Builder) {
 	fmt.Fprintf(b, "  call %d (%s, seq %d, %s): %s\n", d.Index, d.Token, d.Seq, d.Time.UTC().Format(time.RFC3339Nano), d.Call)
 	fmt.Fprintf(b, "  scripts: %s\n  module: %s\n  production: %s\n", d.Scripts, d.Module, d.Prod)
-	for _, x := range d.Diffs {
-		fmt.Fprintf(b, "  %s\n", x)
+	for i, x := range d.Diffs {
+		if i == maxDiffs {
+			fmt.Fprintf(b, "  ... %d more\n", len(d.Diffs)-maxDiffs)
+			break
+		}
+		fmt.Fprintf(b, "  %s\n", cut(x.String()))
 	}
+}
+
+// maxDiffs and maxDiffText bound what the report prints of one divergence.
+const (
+	maxDiffs    = 12
+	maxDiffText = 600
+)
+
+func cut(s string) string {
+	if len(s) <= maxDiffText {
+		return s
+	}
+	return s[:maxDiffText] + fmt.Sprintf("... (%d bytes)", len(s))
 }
