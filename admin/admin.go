@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +22,18 @@ type Options struct {
 	Ready func() error
 	// Reload re-reads the map and routes; nil disables POST /reload.
 	Reload func() error
+	// Capture starts (start true, with queues replacing the configured
+	// ones when given) or stops a capture, and returns its status as JSON;
+	// nil disables /capture. Status (start false, status true) only reads.
+	Capture func(req CaptureRequest) ([]byte, error)
 	// Pprof mounts net/http/pprof under /debug/pprof/.
 	Pprof bool
+}
+
+// CaptureRequest is one call of /capture.
+type CaptureRequest struct {
+	Action string   // "start", "stop" or "status"
+	Queues []string // start: queue globs replacing the configured ones
 }
 
 // Handler returns the admin endpoints as one handler.
@@ -55,6 +66,37 @@ func Handler(o Options) http.Handler {
 				return
 			}
 			_, _ = w.Write([]byte("reloaded\n"))
+		})
+	}
+	if o.Capture != nil {
+		capture := func(w http.ResponseWriter, req CaptureRequest) {
+			body, err := o.Capture(req)
+			if err != nil {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				_, _ = w.Write([]byte("capture " + req.Action + " refused: " + err.Error() + "\n"))
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(append(body, '\n'))
+		}
+		mux.HandleFunc("GET /capture", func(w http.ResponseWriter, _ *http.Request) {
+			capture(w, CaptureRequest{Action: "status"})
+		})
+		mux.HandleFunc("POST /capture", func(w http.ResponseWriter, r *http.Request) {
+			req := CaptureRequest{Action: r.FormValue("action")}
+			if req.Action != "start" && req.Action != "stop" {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte("action must be start or stop\n"))
+				return
+			}
+			for _, q := range strings.Split(r.FormValue("queues"), ",") {
+				if q = strings.TrimSpace(q); q != "" {
+					req.Queues = append(req.Queues, q)
+				}
+			}
+			capture(w, req)
 		})
 	}
 	if o.Pprof {

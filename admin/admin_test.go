@@ -52,3 +52,32 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("pprof mounted without being asked: %d", code)
 	}
 }
+
+func TestCaptureEndpoint(t *testing.T) {
+	var got []CaptureRequest
+	h := Handler(Options{Capture: func(r CaptureRequest) ([]byte, error) {
+		got = append(got, r)
+		if r.Action == "stop" {
+			return nil, errors.New("no capture is running")
+		}
+		return []byte(`{"running":true}`), nil
+	}})
+	if code, body := get(t, h, "POST", "/capture?action=start&queues=orders,+mail*"); code != 200 || body != "{\"running\":true}\n" {
+		t.Errorf("start = %d %q", code, body)
+	}
+	if code, body := get(t, h, "POST", "/capture?action=stop"); code != 422 || !strings.Contains(body, "no capture is running") {
+		t.Errorf("stop = %d %q", code, body)
+	}
+	if code, _ := get(t, h, "POST", "/capture?action=pause"); code != 400 {
+		t.Errorf("bad action = %d", code)
+	}
+	if code, _ := get(t, h, "GET", "/capture"); code != 200 {
+		t.Errorf("status = %d", code)
+	}
+	if len(got) != 3 || strings.Join(got[0].Queues, ",") != "orders,mail*" || got[2].Action != "status" {
+		t.Errorf("requests %+v", got)
+	}
+	if code, _ := get(t, Handler(Options{}), "POST", "/capture?action=start"); code != 404 && code != 405 {
+		t.Errorf("capture without a handler = %d", code)
+	}
+}

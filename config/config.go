@@ -32,6 +32,7 @@ type Config struct {
 	Limits    Limits              `mapstructure:"limits"`
 	Timeouts  Timeouts            `mapstructure:"timeouts"`
 	Audit     Audit               `mapstructure:"audit"`
+	Capture   Capture             `mapstructure:"capture"`
 	Log       Log                 `mapstructure:"log"`
 	Admin     Admin               `mapstructure:"admin"`
 	Runtime   Runtime             `mapstructure:"runtime"`
@@ -138,6 +139,21 @@ type Audit struct {
 	Passthrough bool   `mapstructure:"passthrough"`
 }
 
+// Capture configures the capture of job-core calls for a replay
+// (`emqproxy verify --replay`). Queues empty: no capture at start; POST
+// /capture on the admin port starts one at run time.
+type Capture struct {
+	// Queues are globs over queue names, as routes take them.
+	Queues []string `mapstructure:"queues"`
+	// Dir receives the capture files (rotated by size).
+	Dir string `mapstructure:"dir"`
+	// MaxBytes bounds the files of one capture; past it the capture stops,
+	// logged and counted, and the data path never waits for it.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// Redact replaces each payload value by a same-length stand-in.
+	Redact bool `mapstructure:"redact"`
+}
+
 // Log configures the operational log.
 type Log struct {
 	Level  string `mapstructure:"level"`  // debug | info | warn | error
@@ -188,6 +204,10 @@ func Defaults() map[string]any {
 		"auth.max_failures":       10,
 		"audit.sink":              "stderr",
 		"audit.passthrough":       false,
+		"capture.queues":          []string{},
+		"capture.dir":             "",
+		"capture.max_bytes":       int64(1 << 30),
+		"capture.redact":          true,
 		"log.level":               "info",
 		"log.format":              "json",
 		"admin.listen":            "127.0.0.1:9121",
@@ -282,6 +302,7 @@ func (c *Config) Validate() error {
 	if c.Audit.Sink == "" {
 		p.bad("audit.sink", "is empty (stderr, stdout or a file path)")
 	}
+	c.validateCapture(&p)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -397,6 +418,19 @@ func (c *Config) validateLimits(p *problems) {
 	if c.Timeouts.Idle < 0 {
 		p.bad("timeouts.idle", "%v is negative (0 = never)", c.Timeouts.Idle)
 	}
+}
+
+// validateCapture checks the capture section.
+func (c *Config) validateCapture(p *problems) {
+	for i, q := range c.Capture.Queues {
+		if !validGlob(q) {
+			p.bad(fmt.Sprintf("capture.queues[%d]", i), "%q is not a valid pattern", q)
+		}
+	}
+	if len(c.Capture.Queues) > 0 && c.Capture.Dir == "" {
+		p.bad("capture.dir", "is empty but capture.queues is set")
+	}
+	p.positive("capture.max_bytes", c.Capture.MaxBytes)
 }
 
 // upstreamKeys are the keys of one upstream, for environment overrides.

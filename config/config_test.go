@@ -127,3 +127,32 @@ func TestLocalExampleIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCaptureSection(t *testing.T) {
+	c, err := Load(writeConfig(t, minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Capture.Queues) != 0 || c.Capture.MaxBytes != 1<<30 || !c.Capture.Redact {
+		t.Errorf("capture defaults: %+v", c.Capture)
+	}
+	t.Setenv("EMQPROXY_CAPTURE_QUEUES", "orders,mail*")
+	t.Setenv("EMQPROXY_CAPTURE_DIR", "/tmp/cap")
+	t.Setenv("EMQPROXY_CAPTURE_REDACT", "false")
+	c, err = Load(writeConfig(t, minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Capture.Queues, " ") != "orders mail*" || c.Capture.Dir != "/tmp/cap" || c.Capture.Redact {
+		t.Errorf("capture overrides: %+v", c.Capture)
+	}
+	t.Setenv("EMQPROXY_CAPTURE_QUEUES", "")
+	t.Setenv("EMQPROXY_CAPTURE_DIR", "")
+	t.Setenv("EMQPROXY_CAPTURE_MAX_BYTES", "0")
+	_, err = Load(writeConfig(t, minimal+"capture:\n  queues: [\"[\"]\n"), nil)
+	for _, key := range []string{"capture.queues[0]", "capture.dir", "capture.max_bytes"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("bad capture section: %v; want %s named", err, key)
+		}
+	}
+}

@@ -15,7 +15,8 @@
 // (keys.go), subscribe mode bridged over a connection of the client's own
 // (subscribe.go, subscribe_relay.go), the per-connection limit on failed
 // authentications (authlimit.go), the server lifecycle (server.go), the
-// audit records (audit.go) and the data-path metrics (metrics.go).
+// audit records (audit.go), the capture of chosen queues' commands for a
+// replay (capture.go) and the data-path metrics (metrics.go).
 //
 // It must not decide anything itself (that is rewrite's job), must never
 // decode and re-encode a reply, must never resend a command that may have

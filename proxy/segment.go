@@ -98,6 +98,7 @@ func (s *session) flush() {
 		}
 		s.over = s.over || pt.b.over
 	}
+	s.captureReplies() // capture.go
 	s.emit()
 	if s.unpin {
 		s.closePinned()

@@ -35,6 +35,7 @@ type Server struct {
 	routes atomic.Pointer[router]
 	keys   keyStore // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
+	cap    captureState // the running capture, if any (capture.go)
 
 	metLatency bool
 
@@ -117,6 +118,16 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	s.routes.Store(r)
+	if err := s.cap.registerMetrics(opts.Registry); err != nil {
+		s.closeUpstreams()
+		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
+	}
+	if c := opts.Capture; c != nil && len(c.Queues) > 0 {
+		if err := s.StartCapture(*c); err != nil {
+			s.closeUpstreams()
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+	}
 	return s, nil
 }
 
@@ -309,6 +320,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.closeUpstreams()
 	<-done
+	_, _, _ = s.StopCapture() // writes what is queued; the log has the outcome
 	return err
 }
 

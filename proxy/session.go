@@ -81,6 +81,7 @@ type session struct {
 	btx       []byte      // a bridged RESP3 client's queued transaction (subscribe.go)
 	btxN      int         // its commands
 	authFails int         // failed AUTHs on this connection (authlimit.go)
+	cap       capState    // records waiting for their replies (capture.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -363,6 +364,7 @@ func (s *session) command(f frame) {
 		}
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(f, &d, audit)
+		s.captureCommand(f, &d) // capture.go
 	}
 	s.apply(f, &d)
 }

@@ -213,3 +213,29 @@ func (m *Map) VerifyBodies(dir string) []Mismatch {
 	}
 	return out
 }
+
+// Payload lists the positions of a script's calls and replies that carry
+// job data rather than structure: what a capture must not keep in clear
+// (capture's redaction). Values are 1-based positions among the call's
+// values (after the keys); Reply are 1-based elements of its array reply.
+type Payload struct {
+	Values []int
+	Reply  []int
+}
+
+// Payload returns the payload positions of the script's shape. They follow
+// from the job-core contract, by token: ENQUEUE's payload (value 2), FAIL's
+// error text (value 2) and CLAIM's payload (reply element 2); of the
+// declared reads, the row read "peek" replies the payload as element 3.
+// Every other position is structure (keys, ids, integers, counts).
+func (s *Script) Payload() Payload {
+	switch {
+	case s.Verb == "ENQUEUE", s.Verb == "FAIL":
+		return Payload{Values: []int{2}}
+	case s.Verb == "CLAIM":
+		return Payload{Reply: []int{2}}
+	case s.Read && s.Name == "peek":
+		return Payload{Reply: []int{3}}
+	}
+	return Payload{}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -22,10 +23,18 @@ func (d Diff) String() string { return d.Where + ": " + d.Want + " | " + d.Got }
 // timeSets are the zsets whose scores are times.
 var timeSets = map[string]bool{"active": true, "delayed": true, "done": true, "dead": true}
 
-// timeRef names a time a step wrote: the step's "now" plus an offset.
+// timeRef names a time a step wrote: the step's "now" plus an offset. It
+// covers the steps Step..Last that wrote with that offset and whose windows
+// all hold the time (one step, unless several calls shared a millisecond).
 type timeRef struct {
 	Step int
+	Last int
 	Off  int64
+}
+
+// overlaps reports whether two refs name a common step time.
+func (r timeRef) overlaps(o timeRef) bool {
+	return r.Off == o.Off && r.Step <= o.Last && o.Step <= r.Last
 }
 
 // stamp is a masked score or reply integer: a literal, or the set of step
@@ -41,7 +50,11 @@ func (s stamp) String() string {
 	}
 	parts := make([]string, len(s.Refs))
 	for i, r := range s.Refs {
-		parts[i] = fmt.Sprintf("now(step %d)+%d", r.Step+1, r.Off)
+		if r.Last != r.Step {
+			parts[i] = fmt.Sprintf("now(step %d..%d)+%d", r.Step+1, r.Last+1, r.Off)
+		} else {
+			parts[i] = fmt.Sprintf("now(step %d)+%d", r.Step+1, r.Off)
+		}
 	}
 	return s.Lit + "=" + strings.Join(parts, "|")
 }
@@ -53,8 +66,10 @@ func (s stamp) same(o stamp) bool {
 		return s.Refs == nil && o.Refs == nil && s.Lit == o.Lit
 	}
 	for _, r := range s.Refs {
-		if slices.Contains(o.Refs, r) {
-			return true
+		for _, q := range o.Refs {
+			if r.overlaps(q) {
+				return true
+			}
 		}
 	}
 	return false
@@ -64,11 +79,23 @@ func (s stamp) same(o stamp) bool {
 type stamper struct {
 	steps    []stepResult
 	literals map[string]bool // scores written literally by raw setup steps
+	offs     []int64         // the offsets the timed steps write, in order
+	byOff    map[int64]*offIndex
+}
+
+// offIndex lists the timed steps that write one offset, with their
+// windows. When the windows never go back (the steps ran one after the
+// other), the steps whose window holds a time are a run found by binary
+// search: a replay of many calls is masked in O(log n) per score.
+type offIndex struct {
+	steps  []int
+	lo, hi []int64
+	mono   bool
 }
 
 func newStamper(steps []stepResult) stamper {
-	st := stamper{steps: steps, literals: map[string]bool{}}
-	for _, s := range steps {
+	st := stamper{steps: steps, literals: map[string]bool{}, byOff: map[int64]*offIndex{}}
+	for i, s := range steps {
 		if len(s.Op.Raw) > 0 && strings.EqualFold(s.Op.Raw[0], "ZADD") {
 			for _, a := range s.Op.Raw[2:] {
 				if f, err := strconv.ParseFloat(a, 64); err == nil {
@@ -76,7 +103,25 @@ func newStamper(steps []stepResult) stamper {
 				}
 			}
 		}
+		if !s.Timed {
+			continue
+		}
+		for _, off := range s.Op.offsets() {
+			ix := st.byOff[off]
+			if ix == nil {
+				ix = &offIndex{mono: true}
+				st.byOff[off] = ix
+				st.offs = append(st.offs, off)
+			}
+			if n := len(ix.lo); n > 0 && (s.Win.Lo < ix.lo[n-1] || s.Win.Hi < ix.hi[n-1]) {
+				ix.mono = false
+			}
+			ix.steps = append(ix.steps, i)
+			ix.lo = append(ix.lo, s.Win.Lo)
+			ix.hi = append(ix.hi, s.Win.Hi)
+		}
 	}
+	slices.Sort(st.offs)
 	return st
 }
 
@@ -85,15 +130,33 @@ func newStamper(steps []stepResult) stamper {
 // the zset stores them: past 2^53 a deadline is rounded to the nearest
 // double on both sides, and rounding keeps the order.
 func (st stamper) refs(v float64, only int) []timeRef {
+	in := func(lo, hi, off int64) bool { return v >= float64(lo+off) && v <= float64(hi+off) }
 	var out []timeRef
-	for i, s := range st.steps {
-		if !s.Timed || (only >= 0 && i != only) {
+	if only >= 0 {
+		s := st.steps[only]
+		if s.Timed {
+			for _, off := range s.Op.offsets() {
+				if in(s.Win.Lo, s.Win.Hi, off) {
+					out = append(out, timeRef{only, only, off})
+				}
+			}
+		}
+		return out
+	}
+	for _, off := range st.offs {
+		ix := st.byOff[off]
+		if !ix.mono {
+			for k, i := range ix.steps {
+				if in(ix.lo[k], ix.hi[k], off) {
+					out = append(out, timeRef{i, i, off})
+				}
+			}
 			continue
 		}
-		for _, off := range s.Op.offsets() {
-			if v >= float64(s.Win.Lo+off) && v <= float64(s.Win.Hi+off) {
-				out = append(out, timeRef{i, off})
-			}
+		first := sort.Search(len(ix.hi), func(k int) bool { return float64(ix.hi[k]+off) >= v })
+		last := sort.Search(len(ix.lo), func(k int) bool { return float64(ix.lo[k]+off) > v }) - 1
+		if first <= last {
+			out = append(out, timeRef{ix.steps[first], ix.steps[last], off})
 		}
 	}
 	return out
@@ -252,11 +315,23 @@ func compareValue(k string, va, vb Value, sa, sb map[string]stamp) []Diff {
 			}
 			return out
 		}
-		if !slices.Equal(names(va), names(vb)) {
+		na, nb := names(va), names(vb)
+		if sa != nil || sb != nil {
+			// A time set: its order follows the times, which differ
+			// between the sides within their windows; compare members as
+			// a set, each score by its stamp.
+			slices.Sort(na)
+			slices.Sort(nb)
+		}
+		if !slices.Equal(na, nb) {
 			return []Diff{{Where: "key " + k + " members", Want: va.String(), Got: vb.String()}}
 		}
-		for i, m := range va.Members {
-			x, y := stamp{Lit: score(m.Score)}, stamp{Lit: score(vb.Members[i].Score)}
+		scoreB := make(map[string]float64, len(vb.Members))
+		for _, m := range vb.Members {
+			scoreB[m.Name] = m.Score
+		}
+		for _, m := range va.Members {
+			x, y := stamp{Lit: score(m.Score)}, stamp{Lit: score(scoreB[m.Name])}
 			if sa != nil {
 				x = sa[m.Name]
 			}

@@ -29,6 +29,11 @@
 // now) turn on, which only a cached clock can make exact, so they do not
 // run without one. The report's second line names the mode the run used.
 //
+// Replay (replay.go) is the second tool: it runs a capture of production
+// traffic (package capture) on a scripts node and a module node and holds
+// them to each other with the same comparison; its doc comment gives its
+// decisions.
+//
 // The package owns the case tables, the comparison and the report. It must
 // not be pointed at a production node: it writes queues named v<tag>A<n> and
 // v<tag>B<n>, temporarily removes and rewrites the brand key for the fence

@@ -34,6 +34,7 @@ type stepResult struct {
 	Win   window
 	Timed bool     // Win is set (verb and read calls)
 	After Snapshot // the queue after a setup step (differential cases)
+	Row   *Reply   // the call's row read right after it (replay)
 }
 
 // executor runs ops against the server on behalf of one side.

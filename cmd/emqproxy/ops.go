@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -71,15 +72,32 @@ func newVerifyCmd() *cobra.Command {
 		mapPath string
 		bodies  string
 		force   bool
+		replay  string
+		scripts string
+		module  string
 	)
 	cmd := &cobra.Command{
-		Use:   "verify --scratch ADDR --map FILE --bodies DIR",
-		Short: "Run the differential harness (scripts vs module) against a scratch module node",
-		Long: "Runs every pinned script body with EVAL and its EMQ.* verb with the same tail on two " +
+		Use:   "verify (--scratch ADDR | --replay DIR_OR_FILE --scripts ADDR --module ADDR) --map FILE --bodies DIR",
+		Short: "Hold a module build to the scripts: the differential harness, or a replay of captured traffic",
+		Long: "With --scratch: runs every pinned script body with EVAL and its EMQ.* verb with the same tail on two " +
 			"fresh queues of a scratch module node, and compares replies and keys. It refuses a node " +
-			"whose keyspace holds anything but {emq}:version unless --force. Exit 1 when any case differs.",
+			"whose keyspace holds anything but {emq}:version unless --force. Exit 1 when any case differs.\n\n" +
+			"With --replay: runs a capture's calls (capture.* keys of the proxy) in their recorded order, queue by " +
+			"queue, as EVALSHA on the scripts node and as EMQ.<TOKEN> on the module node, and compares every reply " +
+			"and each queue's keys by the contract, and each reply with production's. Both nodes must be empty " +
+			"scratch nodes. Exit 1 when the nodes differ; exit 2, with nothing sent, on a corrupt, foreign or " +
+			"unknown-version capture, a sha the map does not pin, a capture without calls, or unfit nodes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if replay != "" {
+				return runReplay(cmd, verify.ReplayConfig{
+					Capture: replay, Scripts: scripts, Module: module,
+					Username: a.user, Password: a.password(), BodiesDir: bodies, Out: cmd.OutOrStdout(),
+				}, mapPath)
+			}
+			if scratch == "" {
+				return fmt.Errorf("verify: --scratch ADDR or --replay DIR_OR_FILE is required")
+			}
 			m, err := shamap.Load(mapPath)
 			if err != nil {
 				return err
@@ -100,10 +118,39 @@ func newVerifyCmd() *cobra.Command {
 	}
 	a.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&scratch, "scratch", "", "scratch module node, host:port (required)")
+	f.StringVar(&scratch, "scratch", "", "scratch module node, host:port (the differential harness)")
+	f.StringVar(&replay, "replay", "", "a capture file or directory to replay")
+	f.StringVar(&scripts, "scripts", "", "with --replay: the scratch scripts node, host:port")
+	f.StringVar(&module, "module", "", "with --replay: the scratch module node, host:port")
 	f.StringVar(&mapPath, "map", "stand/map.yaml", "pinned map")
 	f.StringVar(&bodies, "bodies", "stand/scripts", "folder of <name>.lua bodies")
-	f.BoolVar(&force, "force", false, "run even when the node's keyspace is not empty")
-	_ = cmd.MarkFlagRequired("scratch")
+	f.BoolVar(&force, "force", false, "run even when the node's keyspace is not empty (--scratch only)")
+	cmd.MarkFlagsMutuallyExclusive("scratch", "replay")
 	return cmd
+}
+
+// runReplay is `verify --replay`: exit 2 when nothing could be measured,
+// 1 when the nodes differ.
+func runReplay(cmd *cobra.Command, cfg verify.ReplayConfig, mapPath string) error {
+	fail := func(err error) error {
+		fmt.Fprintln(cmd.ErrOrStderr(), "emqproxy: verify --replay:", err)
+		return exitCode(2)
+	}
+	m, err := shamap.Load(mapPath)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Map = m
+	rep, err := verify.Replay(cmd.Context(), cfg)
+	if err != nil {
+		if errors.Is(err, verify.ErrServer) && rep.ModuleNode != "" {
+			fmt.Fprint(cmd.OutOrStdout(), rep.String())
+		}
+		return fail(err)
+	}
+	if !rep.OK() {
+		return exitCode(1)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), "verify: every call equal")
+	return nil
 }

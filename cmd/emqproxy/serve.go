@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/admin"
+	"github.com/emqproxy/emqproxy/capture"
 	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
@@ -122,6 +124,7 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 			Registry: reg,
 			Ready:    d.srv.Readiness,
 			Reload:   d.reload,
+			Capture:  d.captureControl,
 			Pprof:    cfg.Admin.Pprof,
 		})
 		if err != nil {
@@ -221,8 +224,54 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 		AuthFailDelay:    cfg.Auth.FailDelay,
 		MaxAuthFailures:  cfg.Auth.MaxFailures,
 		AuditPassthrough: cfg.Audit.Passthrough,
+		Capture:          captureOptions(cfg, cfg.Capture.Queues),
 		Registry:         reg,
 	}, nil
+}
+
+// captureOptions is the capture section with queues (nil when none).
+func captureOptions(cfg *config.Config, queues []string) *proxy.CaptureOptions {
+	if len(queues) == 0 {
+		return nil
+	}
+	return &proxy.CaptureOptions{Queues: queues, Dir: cfg.Capture.Dir, MaxBytes: cfg.Capture.MaxBytes, Redact: cfg.Capture.Redact}
+}
+
+// captureControl is POST /capture (start, stop) and GET /capture (status):
+// start uses the capture section, with the request's queues when given.
+func (d *daemon) captureControl(req admin.CaptureRequest) ([]byte, error) {
+	type status struct {
+		Running bool `json:"running"`
+		capture.Stats
+	}
+	var st status
+	var err error
+	switch req.Action {
+	case "start":
+		queues := req.Queues
+		if len(queues) == 0 {
+			queues = d.cfg.Capture.Queues
+		}
+		o := captureOptions(d.cfg, queues)
+		if o == nil {
+			return nil, errors.New("no queues: set capture.queues or pass queues=")
+		}
+		if o.Dir == "" {
+			return nil, errors.New("capture.dir is not configured")
+		}
+		if err = d.srv.StartCapture(*o); err != nil {
+			return nil, err
+		}
+		st.Stats, st.Running = d.srv.CaptureStats()
+	case "stop":
+		st.Stats, _, err = d.srv.StopCapture()
+	default:
+		st.Stats, st.Running = d.srv.CaptureStats()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(st)
 }
 
 // upstreamOptions returns every configured upstream, by name, with the

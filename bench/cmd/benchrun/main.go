@@ -46,6 +46,7 @@ type runner struct {
 	latGets                             map[string][]latPoint  // by clients and target (latency.go)
 	latLoops                            map[string][]mixResult // by clients and target
 	latLoopTargets                      []mixTarget            // the direct path first
+	replay                              replayResult
 	idle                                idleResult
 	profiles                            []namedText // name, file
 	variants                            []ptVariant
@@ -188,6 +189,14 @@ func run() error {
 	}
 	tw.stop()
 
+	// 6. A proxy that captures every queue (its cost against the same
+	// binary without; its capture is replayed below).
+	capDir := filepath.Join(r.tmp, "capture")
+	pxCap, err := r.startProxy(proxySpec{name: mixCapture, kind: kind, audit: auditFile(mixCapture), capture: capDir})
+	if err != nil {
+		return err
+	}
+
 	// 2 and 4. The job mix, and the audit log on and off.
 	pdOn, err := r.startProxy(proxySpec{name: "proxyd audit file", kind: kindProxyd, audit: auditFile("proxyd")})
 	if err != nil {
@@ -206,11 +215,16 @@ func run() error {
 		{name: mixAuditOn, mode: jobmix.Legacy, addr: pdOn.addr, pid: pdOn.pid(), server: r.module},
 		{name: mixAuditOff, mode: jobmix.Legacy, addr: pdOff.addr, pid: pdOff.pid(), server: r.module},
 	}
+	if kind == kindBinary {
+		r.mixTargets = append(r.mixTargets, mixTarget{name: mixCapture, mode: jobmix.Legacy, addr: pxCap.addr, pid: pxCap.pid(), server: r.module})
+	}
 	if err := r.mix(ctx, r.pipelines, r.mixTargets); err != nil {
 		return err
 	}
 	pdOn.stop()
 	pdOff.stop()
+	pxCap.stop() // writes what it has queued
+	r.replay = r.replayCapture(ctx, capDir)
 
 	// 5. CPU profiles of the proxy under the job mix.
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
@@ -251,4 +265,5 @@ const (
 	mixNative   = "EMQ.* directly on the module node"
 	mixAuditOn  = "proxyd, audit to a file"
 	mixAuditOff = "proxyd, audit off"
+	mixCapture  = "emqproxy capturing every queue"
 )

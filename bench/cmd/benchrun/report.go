@@ -99,6 +99,17 @@ func (r *runner) checks() []check {
 		}
 		cs = append(cs, check{fmt.Sprintf("audit log costs ≤ 10%% at P%d", p), fmt.Sprintf("%.1f%%", 100*cost), off > 0 && cost <= 0.10})
 	}
+	for _, p := range r.pipelines {
+		on, off := r.mixMedian(p, mixCapture), r.mixMedian(p, mixProxy)
+		if on == 0 {
+			continue
+		}
+		cost := 1 - on/off
+		cs = append(cs, check{fmt.Sprintf("capture costs ≤ 10%% at P%d", p), fmt.Sprintf("%.1f%%", 100*cost), off > 0 && cost <= 0.10})
+	}
+	if rr := r.replay; rr.calls > 0 {
+		cs = append(cs, check{"replay ≥ 20k calls/s per side", fmt.Sprintf("%.0f", rr.perSecond()), rr.err == nil && rr.perSecond() >= 20000})
+	}
 	return cs
 }
 
@@ -283,5 +294,21 @@ func (r *runner) writeMix(w func(string, ...any)) {
 		son, soff := r.mixSpend(p, mixAuditOn), r.mixSpend(p, mixAuditOff)
 		w("| %d | %s | %s | %s | %.2f | %.2f | %.2f |\n", p, kops(on), kops(off), cost,
 			son.us(son.path), soff.us(soff.path), son.us(son.path)-soff.us(soff.path))
+	}
+	w("\n## 6. Capture and replay (job mix, 50 clients)\n\n")
+	w("\"on\" is the binary with `capture.queues: [\"*\"]` (redaction on, a buffered file per 64 MiB), \"off\" the same binary without a capture (%s). The replay runs the capture's first file with `verify --replay` on two fresh nodes (a scripts node and a module node), queues in parallel.\n\n", mixProxy)
+	w("| pipeline | capture on | capture off | cost |\n|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		on, off := r.mixMedian(p, mixCapture), r.mixMedian(p, mixProxy)
+		cost := "n/a"
+		if off > 0 && on > 0 {
+			cost = fmt.Sprintf("%.1f%%", 100*(1-on/off))
+		}
+		w("| %d | %s | %s | %s |\n", p, kops(on), kops(off), cost)
+	}
+	if rr := r.replay; rr.err != nil {
+		w("\nreplay: not measured: %v\n", rr.err)
+	} else {
+		w("\nreplay: %d calls in %v: %.0f calls/s per side (nodes agree: %v)\n", rr.calls, rr.elapsed.Round(time.Millisecond), rr.perSecond(), rr.ok)
 	}
 }

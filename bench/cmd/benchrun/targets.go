@@ -23,6 +23,7 @@ type proxySpec struct {
 	gomaxprocs int    // 0 = Go's default
 	audit      string // a file path, or "off" (proxyd only)
 	pprof      bool
+	capture    string // a capture directory: every queue captured (binary only)
 }
 
 // binaryServes reports whether the emqproxy binary has a working serve command.
@@ -63,6 +64,9 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 			fmt.Fprintf(&b, "admin:\n  listen: %q\n  pprof: true\n", admin)
 		} else {
 			fmt.Fprintf(&b, "admin:\n  listen: \"\"\n")
+		}
+		if s.capture != "" {
+			fmt.Fprintf(&b, "capture:\n  queues: [\"*\"]\n  dir: %q\n  max_bytes: %d\n", s.capture, int64(8)<<30)
 		}
 		if s.gomaxprocs > 0 {
 			fmt.Fprintf(&b, "runtime:\n  gomaxprocs: %d\n", s.gomaxprocs)

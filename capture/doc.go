@@ -1,0 +1,54 @@
+// Package capture records the job-core calls a proxy forwards for chosen
+// queues, and reads them back for a replay (verify.Replay).
+//
+// A capture is a directory of files, each named
+// capture-<UTC start>-<file number>.emqcap and written append-only. A file
+// is:
+//
+//	magic    8 bytes  "EMQCAP\r\n"
+//	version  2 bytes  big-endian format version (Version, 1)
+//	frames   ...      the header frame, then one frame per record
+//
+// and every frame is
+//
+//	length   4 bytes  big-endian length n of the body (n > 0)
+//	crc      4 bytes  big-endian CRC-32C (Castagnoli) of the body
+//	body     n bytes
+//
+// The header frame's body is JSON (Header: the map digest, whether values
+// were redacted, when the capture started, the file's number). A record's
+// body is binary (Record.MarshalBinary): a kind byte (1, a call), then
+// uvarints and length-prefixed byte strings: sequence number, time (unix
+// µs), latency (µs), client connection id, flags (1 redacted, 2 the reply
+// was kept as a shape only), queue, script name, token, the arguments as
+// the client sent them, and the reply as the upstream sent it (RESP).
+//
+// Decisions:
+//
+//   - Append-only with a length and a checksum per frame, so a crash leaves
+//     at most one incomplete frame at the end of the last file. The reader
+//     skips an incomplete last frame (and a zero-filled tail, which some
+//     file systems leave after a crash) and reports where it was cut; any
+//     other damage is an error naming the file, the offset and the record.
+//     A file that does not start with the magic is foreign, and a version
+//     this package does not know is refused: the reader never guesses.
+//   - The writer never blocks the data path: Add puts a record on a
+//     bounded queue and returns at once; a full queue drops the record and
+//     counts it. One goroutine redacts, encodes and writes (buffered),
+//     rotating to a new file past FileBytes. Past MaxBytes in all files it
+//     stops writing for good, logs that once, and counts every later
+//     record as dropped: a capture never fills a disk.
+//   - Redaction (Options.Redact) replaces each payload value (the positions
+//     shamap.Script.Payload names, in the call and in its reply) with a
+//     stand-in of the same length derived from its SHA-1 (StandIn), so the
+//     same payload always gets the same stand-in and a replay of redacted
+//     calls still matches: the ENQUEUE that wrote it and the CLAIM that
+//     returned it agree. A plain command's values after a "payload" or
+//     "error" argument are replaced the same way, and every bulk string of
+//     its reply too; that reply then keeps only its shape (types, lengths,
+//     integers, errors), which is all a replay compares of it.
+//   - Sequence numbers are given when the proxy decides a command, so the
+//     order of one queue's records is the order the proxy forwarded them.
+//
+// The package does no network I/O and knows nothing of the proxy.
+package capture
