@@ -35,6 +35,7 @@ type Server struct {
 	routes atomic.Pointer[router]
 	keys   keyStore // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
+	ctl    *controller // the control table's loop; nil when off (control.go)
 
 	metLatency bool
 
@@ -117,6 +118,13 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	s.routes.Store(r)
+	if opts.Control != nil {
+		if s.ctl, err = newController(s, *opts.Control); err != nil {
+			s.closeUpstreams()
+			return nil, err
+		}
+		s.ctl.run()
+	}
 	return s, nil
 }
 
@@ -307,6 +315,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	s.cancel()
+	if s.ctl != nil {
+		s.ctl.stop()
+	}
 	s.closeUpstreams()
 	<-done
 	return err
