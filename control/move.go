@@ -280,7 +280,11 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 			return rep, err
 		}
 	} else if rec.step == StepCopied || rec.step == StepFlipping {
-		// The copy was verified before it was recorded; count what is there.
+		// The copy was verified before it was recorded; count what is
+		// there, and which proxies acknowledged the hold (a check again).
+		if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
+			return rep, err
+		}
 		if err := m.copyReport(ctx, src, rep); err != nil {
 			return rep, err
 		}

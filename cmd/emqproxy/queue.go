@@ -75,6 +75,7 @@ func newQueueCmd() *cobra.Command {
 			}
 			if err != nil {
 				if errors.Is(err, control.ErrStopped) {
+					<-ctx.Done() // wait to be killed, as a mover killed at that step
 					return exitCode(3)
 				}
 				return err
@@ -91,7 +92,7 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
-	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (held, copied, flipping), as if killed")
+	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (held, copied, flipping) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
 
 	var spath string
