@@ -53,7 +53,6 @@ func (r *routed) waitApplied(t *testing.T, n *node.Node, epoch int) {
 	})
 }
 
-
 // timed runs one command through c and returns its reply and duration.
 func timed(c *client, args ...string) (reply, time.Duration) {
 	t0 := time.Now()
