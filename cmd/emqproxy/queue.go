@@ -51,6 +51,9 @@ func newQueueCmd() *cobra.Command {
 				return err
 			}
 			defer closeNodes(nodes)
+			if !cfg.Control.Enabled {
+				return fmt.Errorf("control.enabled is false in %s: proxies running it would not see the move (turn it on in every proxy first)", path)
+			}
 			m, err := shamap.Load(cfg.Map)
 			if err != nil {
 				return err
