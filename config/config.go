@@ -36,6 +36,19 @@ type Config struct {
 	Log       Log                 `mapstructure:"log"`
 	Admin     Admin               `mapstructure:"admin"`
 	Runtime   Runtime             `mapstructure:"runtime"`
+	Control   Control             `mapstructure:"control"`
+}
+
+// Control configures the control table of moved queues (package control):
+// off, routes come from the file alone.
+type Control struct {
+	// Enabled makes every proxy hold a lease on every upstream node and
+	// read the moved queues' owners from the nodes (`emqproxy queue move`).
+	Enabled bool `mapstructure:"enabled"`
+	// Poll is how often leases are renewed and tables read.
+	Poll time.Duration `mapstructure:"poll"`
+	// Lease is the expiry of a proxy's lease on a node; at least twice Poll.
+	Lease time.Duration `mapstructure:"lease"`
 }
 
 // ListenerTLS configures TLS on the client listener. Enabled when CertFile is set.
@@ -131,6 +144,9 @@ type Timeouts struct {
 	Probe time.Duration `mapstructure:"probe"`
 	// Idle closes a client that sends nothing for this long; 0 = never.
 	Idle time.Duration `mapstructure:"idle"`
+	// Hold is the longest a command for a moving queue waits (control
+	// table on); then it gets -TRYAGAIN and nothing is sent.
+	Hold time.Duration `mapstructure:"hold"`
 }
 
 // Audit configures the audit log.
@@ -200,6 +216,10 @@ func Defaults() map[string]any {
 		"timeouts.drain":          "10s",
 		"timeouts.probe":          "1s",
 		"timeouts.idle":           "0s",
+		"timeouts.hold":           "5s",
+		"control.enabled":         false,
+		"control.poll":            "250ms",
+		"control.lease":           "2s",
 		"auth.fail_delay":         "100ms",
 		"auth.max_failures":       10,
 		"audit.sink":              "stderr",
@@ -312,6 +332,12 @@ func (c *Config) Validate() error {
 	case "json", "console":
 	default:
 		p.bad("log.format", "%q is not json or console", c.Log.Format)
+	}
+	p.positive("timeouts.hold", int64(c.Timeouts.Hold))
+	p.positive("control.poll", int64(c.Control.Poll))
+	p.positive("control.lease", int64(c.Control.Lease))
+	if c.Control.Poll > 0 && c.Control.Lease < 2*c.Control.Poll {
+		p.bad("control.lease", "%v must be at least twice control.poll (%v): a lease renewed every poll must survive one missed renewal", c.Control.Lease, c.Control.Poll)
 	}
 	if c.Runtime.GOMAXPROCS < 0 {
 		p.bad("runtime.gomaxprocs", "%d is negative", c.Runtime.GOMAXPROCS)

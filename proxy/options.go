@@ -65,6 +65,9 @@ type Options struct {
 	// wins, and the last route must match every queue ("*"). Empty: every
 	// command goes to the first upstream. SwapRoutes replaces them.
 	Routes []Route
+	// Control, when not nil, turns on the control table (control.go):
+	// moved queues' owners read from the nodes, leases, held commands.
+	Control *ControlOptions
 
 	// Policy is the decision policy (map, deny list, users). Required.
 	// SwapPolicy replaces it at run time.

@@ -273,3 +273,21 @@ func TestRESP3BadInputMatchesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestRESP3BridgedRouting: a bridged client is served by the upstream it
+// was bridged to; a command for a queue routed elsewhere is refused with
+// the reason, and nothing of it is sent.
+func TestRESP3BridgedRouting(t *testing.T) {
+	r := startRouted(t)
+	c := r.dial()
+	c.do("HELLO", "3")
+	c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to module-a, the default route
+	c.do("SET", "emq:{quotes}:x", "1").is("+OK\r\n")
+	c.do("SET", "emq:{billing}:x", "1").hasPrefix("-CROSSROUTE queue billing routes to upstream scripts-b")
+	if got := nodeDo(t, r.scripts, "EXISTS", "emq:{billing}:x"); got != ":0\r\n" {
+		t.Errorf("the refused SET reached the scripts node: %q", got)
+	}
+	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$1\r\n1\r\n" {
+		t.Errorf("the module node holds %q", got)
+	}
+}

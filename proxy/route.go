@@ -74,9 +74,10 @@ type Route struct {
 // router is one compiled set of routes. It is never modified once built.
 type router struct {
 	routes []compiledRoute
-	def    *Upstream // the last route's upstream
-	single bool      // every route leads to def: no key needs looking at
-	spec   []Route   // the routes as given
+	def    *Upstream            // the last route's upstream
+	single bool                 // every route leads to def: no key needs looking at
+	spec   []Route              // the routes as given
+	exact  map[string]*Upstream // moved queues' owners from the control table (control.go)
 }
 
 // compiledRoute is one route with its upstream resolved.
@@ -131,6 +132,11 @@ func (s *Server) compileRoutes(rs []Route) (*router, error) {
 
 // forQueue returns the upstream of the first route matching queue.
 func (r *router) forQueue(queue []byte) *Upstream {
+	if r.exact != nil {
+		if u := r.exact[string(queue)]; u != nil {
+			return u
+		}
+	}
 	if r.single {
 		return r.def
 	}
@@ -158,7 +164,11 @@ func (s *Server) SwapRoutes(rs []Route) error {
 	if err != nil {
 		return err
 	}
-	s.routes.Store(r)
+	if s.ctl != nil {
+		s.ctl.setRoutes(r) // control.go: the moved queues' owners stay
+	} else {
+		s.routes.Store(r)
+	}
 	s.log.Info("routes in use", zap.String("routes", FormatRoutes(r.spec)))
 	return nil
 }

@@ -36,6 +36,7 @@ type Server struct {
 	keys   keyStore // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
 	cap    captureState // the running capture, if any (capture.go)
+	ctl    *controller  // the control table's loop; nil when off (control.go)
 
 	metLatency bool
 
@@ -127,6 +128,13 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 			s.closeUpstreams()
 			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
+	}
+	if opts.Control != nil {
+		if s.ctl, err = newController(s, *opts.Control); err != nil {
+			s.closeUpstreams()
+			return nil, err
+		}
+		s.ctl.run()
 	}
 	return s, nil
 }
@@ -318,6 +326,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	s.cancel()
+	if s.ctl != nil {
+		s.ctl.stop()
+	}
 	s.closeUpstreams()
 	<-done
 	_, _, _ = s.StopCapture() // writes what is queued; the log has the outcome

@@ -80,8 +80,10 @@ type session struct {
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	btx       []byte      // a bridged RESP3 client's queued transaction (subscribe.go)
 	btxN      int         // its commands
+	btxQueues [][]byte    // and their queues (copies), admitted at EXEC
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 	cap       capState    // records waiting for their replies (capture.go)
+	adm       admission   // commands admitted under the control table (hold.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -235,6 +237,9 @@ func (s *session) round() (served int, err error) {
 			s.log.Error("panic serving a client; closing it", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			served, err = 0, fmt.Errorf("panic: %v", r)
 		}
+		if len(s.adm.states) > 0 {
+			s.release() // hold.go: the round's replies are in
+		}
 	}()
 	s.pol = s.srv.policy.Load()
 	s.fr.reset()
@@ -330,6 +335,9 @@ func (s *session) command(f frame) {
 	}
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	}
+	if s.srv.ctl != nil {
+		s.hold(f.args, &d) // hold.go: a queue that is moving waits
 	}
 	s.routed = s.routeDecision(f.args, &d)
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local {

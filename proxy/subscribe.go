@@ -478,7 +478,7 @@ var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 cl
 // the queued commands and EXEC as one unit after a barrier: the relay then
 // drops the server's replies to MULTI and the queued commands, which the
 // client already had from the proxy, and passes EXEC's on.
-func (s *session) bridged(f frame, out *[]byte) error {
+func (s *session) bridged(f frame, out *[]byte) (err error) {
 	sub := s.sub
 	if s.began.IsZero() {
 		s.began = time.Now()
@@ -494,6 +494,35 @@ func (s *session) bridged(f frame, out *[]byte) error {
 	s.srv.met.command(&d)
 	audit := s.auditFor(f.args, &d)
 	forwarded := d.Action == rewrite.Pass || d.Action == rewrite.Rewrite
+	var admitted *ctlState
+	if forwarded && (len(s.srv.ups) > 1 || s.srv.ctl != nil) {
+		qs := s.commandQueues(f.args)
+		if s.st.InMulti && d.Effect != rewrite.Exec {
+			// Checked now for routing, and again at EXEC, when it is sent.
+			for _, q := range qs {
+				s.btxQueues = append(s.btxQueues, append([]byte(nil), q...))
+			}
+		} else if d.Effect == rewrite.Exec {
+			qs = append(qs, s.btxQueues...)
+		}
+		if admitted = s.bridgeAdmit(qs, &d); d.Action == rewrite.Refuse {
+			forwarded = false
+		}
+		if admitted != nil && s.st.InMulti && d.Effect != rewrite.Exec {
+			admitted.inflight.Add(-1) // queued, not sent: admitted at EXEC
+			admitted = nil
+		}
+	}
+	if admitted != nil {
+		// Counted in flight until its reply is in: the control loop
+		// acknowledges a hold only once nothing admitted before it waits.
+		defer admitted.inflight.Add(-1)
+		defer func() {
+			if err == nil {
+				err = s.bridgeBarrier(out)
+			}
+		}()
+	}
 	switch {
 	case s.st.InMulti && forwarded && d.Effect == rewrite.Exec:
 		// Every reply before the unit is relayed first; then the relay
@@ -526,7 +555,7 @@ func (s *session) bridged(f frame, out *[]byte) error {
 	switch d.Effect {
 	case rewrite.Multi:
 		s.st.InMulti, s.st.MultiAborted = true, false
-		s.btx, s.btxN = s.btx[:0], 0
+		s.btx, s.btxN, s.btxQueues = s.btx[:0], 0, s.btxQueues[:0]
 	case rewrite.AbortMulti:
 		s.st.MultiAborted = true
 	case rewrite.Discard:
@@ -537,6 +566,54 @@ func (s *session) bridged(f frame, out *[]byte) error {
 	return nil
 }
 
+// bridgeAdmit applies routing and the control table to a bridged client's
+// forwarded command: it is served by the upstream the client was bridged
+// to only, so a command for a queue routed elsewhere is refused; with the
+// control table on, a command for a held queue (or one whose node's lease
+// lapsed) gets TRYAGAIN at once, without waiting (a bridged client's
+// connection cannot wait without holding its pushes back), and an admitted
+// one is returned's state, counted in flight (the caller uncounts it).
+func (s *session) bridgeAdmit(qs [][]byte, d *rewrite.Decision) *ctlState {
+	refuse := func(text string, reason rewrite.Reason) {
+		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
+			Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+		if s.st.InMulti {
+			d.Effect = rewrite.AbortMulti
+		}
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	r := s.srv.routes.Load()
+	for _, q := range qs {
+		if u := r.forQueue(q); u != s.sub.u {
+			refuse("CROSSROUTE queue "+string(q)+" routes to upstream "+u.name+
+				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only", ReasonCrossRoute)
+			return nil
+		}
+	}
+	c := s.srv.ctl
+	if c == nil {
+		return nil
+	}
+	for {
+		st := c.state.Load()
+		if q, up := s.blocked(st, qs); q != nil {
+			text := "TRYAGAIN queue " + string(q) + " is moving"
+			if up != nil {
+				text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.name
+			}
+			refuse(text, ReasonHeld)
+			return nil
+		}
+		st.inflight.Add(1)
+		if c.state.Load() == st {
+			return st
+		}
+		st.inflight.Add(-1) // a new state came in between: admit under it
+	}
+}
+
 // endBridgedMulti ends a bridged client's transaction.
 func (s *session) endBridgedMulti() {
 	s.st.InMulti, s.st.MultiAborted = false, false
@@ -544,6 +621,7 @@ func (s *session) endBridgedMulti() {
 		s.btx = nil
 	}
 	s.btx, s.btxN = s.btx[:0], 0
+	s.btxQueues = s.btxQueues[:0]
 }
 
 // relayed notes on an audit record that the server's reply went to the

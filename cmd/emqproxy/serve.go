@@ -211,6 +211,7 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 		TLSConfig:        ltls,
 		Upstreams:        ups,
 		Routes:           routesOf(cfg),
+		Control:          controlOptions(cfg),
 		Policy:           policyFor(cfg, m, db),
 		MaxClients:       cfg.Limits.MaxClients,
 		MaxMultibulk:     cfg.Limits.MaxMultibulk,
@@ -313,6 +314,14 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 		return nil, fmt.Errorf("upstreams: every upstream must use the same db (SELECT is answered by the proxy)")
 	}
 	return out, nil
+}
+
+// controlOptions turns on the control table (control.enabled).
+func controlOptions(cfg *config.Config) *proxy.ControlOptions {
+	if !cfg.Control.Enabled {
+		return nil
+	}
+	return &proxy.ControlOptions{Poll: cfg.Control.Poll, Lease: cfg.Control.Lease, Hold: cfg.Timeouts.Hold}
 }
 
 // routesOf returns the configured routes in the proxy's terms.

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/emqproxy/emqproxy/config"
+	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/shamap"
+)
+
+func init() { extraCommands = append(extraCommands, newQueueCmd) }
+
+// newQueueCmd is `emqproxy queue`: moving a queue between the upstreams of
+// a configuration with every proxy running (package control), and the
+// control table's status.
+func newQueueCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "queue", Short: "Move queues between upstreams online; show the control table"}
+	var (
+		path, to, stopAfter                  string
+		resume, abort, replace, deleteSource bool
+		wait                                 time.Duration
+	)
+	move := &cobra.Command{
+		Use:   "move QUEUE --to UPSTREAM --config FILE",
+		Short: "Move a queue, with its jobs, to another upstream while every proxy keeps serving",
+		Long: "Holds the queue on its node (every proxy acknowledges, or its lease expires), copies and " +
+			"verifies every key under its hashtag on the target, then gives the queue to the target on " +
+			"both nodes; the proxies release the held commands to the target. The proxies must run with " +
+			"control.enabled. --resume completes a move that was stopped; --abort rolls one back before " +
+			"its flip. Exit 1 on any refusal or failure, with the reason.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if resume && abort {
+				return fmt.Errorf("--resume and --abort exclude each other")
+			}
+			if !resume && !abort && to == "" {
+				return fmt.Errorf("--to UPSTREAM is required to start a move")
+			}
+			cfg, nodes, down, err := controlNodes(path)
+			if err != nil {
+				return err
+			}
+			defer closeNodes(nodes)
+			if !cfg.Control.Enabled {
+				return fmt.Errorf("control.enabled is false in %s: proxies running it would not see the move (turn it on in every proxy first)", path)
+			}
+			m, err := shamap.Load(cfg.Map)
+			if err != nil {
+				return err
+			}
+			if wait == 0 {
+				wait = 2*cfg.Control.Lease + cfg.Timeouts.Hold
+			}
+			mv := &control.Mover{
+				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: cfg.RouteFor,
+				CheckTarget: func(ctx context.Context, n *control.Node) error { return checkRole(ctx, cfg, m, n) },
+				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
+			}
+			ctx := cmd.Context()
+			if abort {
+				return mv.Abort(ctx)
+			}
+			var rep *control.Report
+			if resume {
+				rep, err = mv.Resume(ctx)
+			} else {
+				rep, err = mv.Run(ctx)
+			}
+			if err != nil {
+				if errors.Is(err, control.ErrStopped) {
+					<-ctx.Done() // wait to be killed, as a mover killed at that step
+					return exitCode(3)
+				}
+				return err
+			}
+			printReport(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	mf := move.Flags()
+	mf.StringVar(&path, "config", "", "the proxies' configuration file (YAML)")
+	mf.StringVar(&to, "to", "", "the upstream the queue moves to")
+	mf.BoolVar(&resume, "resume", false, "complete the move in progress of QUEUE")
+	mf.BoolVar(&abort, "abort", false, "roll back the move in progress of QUEUE (before its flip)")
+	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
+	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
+	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
+	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (held, copied, flipping) and wait to be killed")
+	_ = mf.MarkHidden("stop-after")
+
+	var spath string
+	status := &cobra.Command{
+		Use:   "status --config FILE",
+		Short: "Print the control table of every upstream: epochs, moved queues, proxies and their leases, moves in progress",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, nodes, down, err := controlNodes(spath)
+			if err != nil {
+				return err
+			}
+			defer closeNodes(nodes)
+			for _, name := range slices.Sorted(maps.Keys(down)) {
+				fmt.Fprintf(cmd.OutOrStdout(), "upstream %s: unreachable: %v\n\n", name, down[name])
+			}
+			_, err = control.Status(cmd.Context(), cmd.OutOrStdout(), nodes)
+			return err
+		},
+	}
+	status.Flags().StringVar(&spath, "config", "", "the proxies' configuration file (YAML)")
+	cmd.AddCommand(move, status)
+	return cmd
+}
+
+// controlNodes loads the configuration and dials every upstream (a node
+// that cannot be dialed is left out; the mover names it when it needs it).
+func controlNodes(path string) (*config.Config, map[string]*control.Node, map[string]error, error) {
+	if path == "" {
+		return nil, nil, nil, fmt.Errorf("--config FILE is required: the proxies' configuration names the upstreams")
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nodes := map[string]*control.Node{}
+	down := map[string]error{}
+	var unreachable []string
+	for _, name := range cfg.UpstreamNames() {
+		u := cfg.Upstreams[name]
+		t, err := upstreamTLS(name, u.TLS)
+		if err != nil {
+			closeNodes(nodes)
+			return nil, nil, nil, err
+		}
+		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Username: u.Username,
+			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial})
+		if err != nil {
+			unreachable = append(unreachable, err.Error())
+			down[name] = err
+			continue
+		}
+		nodes[name] = n
+	}
+	if len(nodes) == 0 {
+		return nil, nil, nil, fmt.Errorf("no upstream reachable: %s", strings.Join(unreachable, "; "))
+	}
+	return cfg, nodes, down, nil
+}
+
+func closeNodes(nodes map[string]*control.Node) {
+	for _, n := range nodes {
+		n.Close()
+	}
+}
+
+// checkRole runs the fence of the role the configuration names for n,
+// writing nothing: the wire-6 check on a module node, the legacy brand on a
+// scripts node.
+func checkRole(ctx context.Context, cfg *config.Config, m *shamap.Map, n *control.Node) error {
+	role := cfg.Upstreams[n.Name].Role
+	var err error
+	if role == config.RoleScripts {
+		_, err = fence.CheckScripts(ctx, fence.FromValkey(n.C), m.LegacyBrand, false)
+	} else {
+		_, err = fence.CheckModule(ctx, fence.FromValkey(n.C), m, false)
+	}
+	if err != nil {
+		return fmt.Errorf("not fenced as a %s node (its configured role): %w", role, err)
+	}
+	return nil
+}
+
+// printReport prints what a move did.
+func printReport(w io.Writer, r *control.Report) {
+	fmt.Fprintf(w, "moved %s from %s to %s: held at epoch %d, flipped at epoch %d, held for %v\n",
+		r.Queue, r.From, r.To, r.HoldEpoch, r.FlipEpoch, r.Held.Round(time.Millisecond))
+	fmt.Fprintf(w, "keys copied: %d\n", r.Keys)
+	var states []string
+	for _, s := range slices.Sorted(maps.Keys(r.Jobs)) {
+		states = append(states, fmt.Sprintf("%s %d", s, r.Jobs[s]))
+	}
+	if len(states) == 0 {
+		states = []string{"none"}
+	}
+	fmt.Fprintf(w, "jobs: %s\n", strings.Join(states, ", "))
+	if len(r.Other) > 0 {
+		fmt.Fprintf(w, "other keys (not job-core, copied too): %s\n", strings.Join(r.Other, ", "))
+	}
+	fmt.Fprintf(w, "proxies acknowledged: %d %s\n", len(r.Acked), strings.Join(r.Acked, " "))
+	fmt.Fprintf(w, "proxies waited out (lease expired): %d %s\n", len(r.WaitedOut), strings.Join(r.WaitedOut, " "))
+	if r.SourceDeleted {
+		fmt.Fprintf(w, "source keys deleted\n")
+	} else {
+		fmt.Fprintf(w, "source keys kept on %s (--delete-source deletes them)\n", r.From)
+	}
+}

@@ -1,0 +1,33 @@
+// Package control is the control table of moved queues, kept on the nodes
+// themselves, and the mover that changes it (`emqproxy queue move`).
+//
+// Every node (module or scripts) holds, under the reserved hashtag
+// {emqproxy} so that all of it lives in one slot:
+//
+//	{emqproxy}:epoch          the node's table epoch (an integer)
+//	{emqproxy}:queues         hash: queue -> "<epoch> <state> <owner>"
+//	                          state "held" (commands for the queue wait) or
+//	                          "owned" (the queue is served by upstream <owner>)
+//	{emqproxy}:proxies        hash: proxy id -> its registration (JSON: the
+//	                          epoch it applied, when it renewed, its lease)
+//	{emqproxy}:lease:<id>     a proxy's lease on the node: a key with an expiry
+//	{emqproxy}:move:<queue>   a move in progress (hash: from, to, epoch, step)
+//
+// Decisions:
+//
+//   - The table holds only queues that were moved (or are moving); every
+//     other queue goes where the configuration's routes say. A proxy reads
+//     the table of every node it writes to and, queue by queue, the entry
+//     with the highest epoch wins: the mover writes the target's entry
+//     before the source's, so a proxy never sees the flip half done.
+//   - A move's epochs are above every epoch of every reachable node, so an
+//     entry left over from an older move of the same queue never wins.
+//   - A proxy renews its lease and reads the node's table in one MULTI: a
+//     mover that marked a queue held and then lists the proxies either finds
+//     the proxy registered (and waits for its acknowledgement or the expiry
+//     of its lease) or the proxy's renewal saw the held entry.
+//   - Owners are upstream names of the shared configuration: every proxy
+//     and the mover read one file.
+//
+// The package speaks to nodes with valkey-go, the project's client.
+package control

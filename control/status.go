@@ -1,0 +1,80 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Status prints, for every node: its epoch and table, the proxies
+// registered there with the epoch each applied and the age of its lease,
+// and the moves in progress; then the merged table the proxies apply.
+// Unreachable nodes are named. It returns the merged table.
+func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, error) {
+	var tables []Table
+	now := time.Now().UnixMilli()
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		n := nodes[name]
+		t, err := n.ReadTable(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "upstream %s: %v\n\n", name, err)
+			if t.Queues == nil {
+				continue
+			}
+		}
+		tables = append(tables, t)
+		fmt.Fprintf(w, "upstream %s: epoch %d\n", name, t.Epoch)
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		if len(t.Queues) > 0 {
+			fmt.Fprintln(tw, "  QUEUE\tEPOCH\tSTATE\tOWNER")
+			for _, q := range slices.Sorted(maps.Keys(t.Queues)) {
+				e := t.Queues[q]
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", q, e.Epoch, e.State, e.Owner)
+			}
+		}
+		regs, err := n.Proxies(ctx)
+		if err != nil {
+			fmt.Fprintf(tw, "  proxies: %v\n", err)
+		}
+		if len(regs) > 0 {
+			slices.SortFunc(regs, func(a, b Registration) int { return cmpString(a.ID, b.ID) })
+			fmt.Fprintln(tw, "  PROXY\tAPPLIED\tLEASE AGE\tLEASE")
+			for _, r := range regs {
+				live := "expired"
+				if r.Live {
+					live = "live"
+				}
+				fmt.Fprintf(tw, "  %s\t%d\t%v\t%s\n", r.ID, r.Applied, time.Duration(now-r.Renewed)*time.Millisecond, live)
+			}
+		}
+		for _, q := range slices.Sorted(maps.Keys(t.Queues)) {
+			if rec, err := readRecord(ctx, n, q); err == nil && rec != nil {
+				fmt.Fprintf(tw, "  MOVE %s: %s -> %s, step %s, held at epoch %d since %v\n", q, rec.from, rec.to, rec.step, rec.epoch,
+					time.Duration(now-rec.started)*time.Millisecond)
+			}
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	m := Merge(tables...)
+	fmt.Fprintf(w, "table: epoch %d, %d moved or moving queue(s)\n", m.Epoch, len(m.Queues))
+	for _, q := range slices.Sorted(maps.Keys(m.Queues)) {
+		e := m.Queues[q]
+		fmt.Fprintf(w, "  %s: %s %s (epoch %d)\n", q, e.State, e.Owner, e.Epoch)
+	}
+	return m, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,288 @@
+package control
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// The keys of the control table on every node.
+const (
+	KeyEpoch   = "{emqproxy}:epoch"
+	KeyQueues  = "{emqproxy}:queues"
+	KeyProxies = "{emqproxy}:proxies"
+	keyLease   = "{emqproxy}:lease:"
+	keyMove    = "{emqproxy}:move:"
+)
+
+// LeaseKey is the key of proxy id's lease on a node.
+func LeaseKey(id string) string { return keyLease + id }
+
+// MoveKey is the key of the record of a move of queue in progress.
+func MoveKey(queue string) string { return keyMove + queue }
+
+// ErrTable is wrapped by errors about a node's control table that cannot be
+// read (a malformed entry).
+var ErrTable = errors.New("control: bad table")
+
+// States of a queue's entry.
+const (
+	Held  = "held"  // the queue's commands wait (a move is copying it)
+	Owned = "owned" // the queue is served by Owner
+)
+
+// Entry is one queue's line of the table.
+type Entry struct {
+	Epoch int64
+	State string // Held or Owned
+	Owner string // an upstream name
+}
+
+// String encodes the entry as it is stored: "<epoch> <state> <owner>".
+func (e Entry) String() string { return strconv.FormatInt(e.Epoch, 10) + " " + e.State + " " + e.Owner }
+
+// ParseEntry decodes a stored entry.
+func ParseEntry(s string) (Entry, error) {
+	f := strings.Fields(s)
+	if len(f) != 3 {
+		return Entry{}, fmt.Errorf("%w: entry %q is not \"<epoch> <state> <owner>\"", ErrTable, s)
+	}
+	ep, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || ep <= 0 {
+		return Entry{}, fmt.Errorf("%w: entry %q: epoch %q is not a positive integer", ErrTable, s, f[0])
+	}
+	if f[1] != Held && f[1] != Owned {
+		return Entry{}, fmt.Errorf("%w: entry %q: state %q is neither held nor owned", ErrTable, s, f[1])
+	}
+	return Entry{Epoch: ep, State: f[1], Owner: f[2]}, nil
+}
+
+// Table is one node's control table.
+type Table struct {
+	Epoch  int64
+	Queues map[string]Entry
+}
+
+// Merge combines the tables of several nodes: queue by queue the entry of
+// the highest epoch wins; the epoch is the highest of all. Bad entries are
+// skipped (they are reported where the table is read).
+func Merge(tables ...Table) Table {
+	out := Table{Queues: map[string]Entry{}}
+	for _, t := range tables {
+		out.Epoch = max(out.Epoch, t.Epoch)
+		for q, e := range t.Queues {
+			if cur, ok := out.Queues[q]; !ok || e.Epoch > cur.Epoch {
+				out.Queues[q] = e
+			}
+		}
+	}
+	return out
+}
+
+// Registration is a proxy's line in {emqproxy}:proxies.
+type Registration struct {
+	ID      string `json:"-"`
+	Applied int64  `json:"applied"`  // the node epoch the proxy applied
+	Renewed int64  `json:"renewed"`  // unix ms of its last renewal, its clock
+	LeaseMs int64  `json:"lease_ms"` // its lease
+	Host    string `json:"host,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	// Live is set when read: the proxy's lease key exists on the node.
+	Live bool `json:"-"`
+}
+
+// NodeOptions says how to reach a node.
+type NodeOptions struct {
+	Name     string
+	Address  string
+	Username string
+	Password string
+	DB       int
+	TLS      *tls.Config
+	Timeout  time.Duration // dial and reply timeout (default 2s)
+}
+
+// Node is a valkey-go client to one node, for the control table.
+type Node struct {
+	Name string
+	C    valkey.Client
+}
+
+// Dial connects to a node. The client is single-connection, without client
+// side caching.
+func Dial(o NodeOptions) (*Node, error) {
+	to := o.Timeout
+	if to <= 0 {
+		to = 2 * time.Second
+	}
+	c, err := valkey.NewClient(valkey.ClientOption{
+		InitAddress:       []string{o.Address},
+		Username:          o.Username,
+		Password:          o.Password,
+		SelectDB:          o.DB,
+		TLSConfig:         o.TLS,
+		DisableCache:      true,
+		ForceSingleClient: true,
+		DisableRetry:      true,
+		Dialer:            net.Dialer{Timeout: to},
+		ConnWriteTimeout:  to,
+		BlockingPoolSize:  1,
+		PipelineMultiplex: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s (%s): %w", o.Name, o.Address, err)
+	}
+	return &Node{Name: o.Name, C: c}, nil
+}
+
+// Close closes the client.
+func (n *Node) Close() { n.C.Close() }
+
+// ReadTable reads the node's table.
+func (n *Node) ReadTable(ctx context.Context) (Table, error) {
+	rs := n.C.DoMulti(ctx, n.C.B().Get().Key(KeyEpoch).Build(), n.C.B().Hgetall().Key(KeyQueues).Build())
+	return parseTable(rs[0], rs[1])
+}
+
+// parseTable decodes the replies of GET epoch and HGETALL queues.
+func parseTable(epoch, queues valkey.ValkeyResult) (Table, error) {
+	t := Table{Queues: map[string]Entry{}}
+	s, err := epoch.ToString()
+	switch {
+	case valkey.IsValkeyNil(err):
+	case err != nil:
+		return t, err
+	default:
+		if t.Epoch, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return t, fmt.Errorf("%w: %s is %q, not an integer", ErrTable, KeyEpoch, s)
+		}
+	}
+	m, err := queues.AsStrMap()
+	if err != nil && !valkey.IsValkeyNil(err) {
+		return t, err
+	}
+	var bad error
+	for q, v := range m {
+		e, err := ParseEntry(v)
+		if err != nil {
+			bad = fmt.Errorf("queue %q: %w", q, err)
+			continue
+		}
+		t.Queues[q] = e
+	}
+	return t, bad
+}
+
+// Renew renews proxy reg's lease on the node and reads the node's table, in
+// one transaction: the table read is the one in force when the lease began.
+func (n *Node) Renew(ctx context.Context, reg Registration, lease time.Duration) (Table, error) {
+	b, _ := json.Marshal(reg)
+	c := n.C
+	rs := c.DoMulti(ctx,
+		c.B().Multi().Build(),
+		c.B().Set().Key(LeaseKey(reg.ID)).Value(strconv.FormatInt(reg.Applied, 10)).Px(lease).Build(),
+		c.B().Hset().Key(KeyProxies).FieldValue().FieldValue(reg.ID, string(b)).Build(),
+		c.B().Get().Key(KeyEpoch).Build(),
+		c.B().Hgetall().Key(KeyQueues).Build(),
+		c.B().Exec().Build(),
+	)
+	for _, r := range rs[:5] {
+		if err := r.Error(); err != nil {
+			return Table{}, err
+		}
+	}
+	arr, err := rs[5].ToArray()
+	if err != nil {
+		return Table{}, err
+	}
+	if len(arr) != 4 {
+		return Table{}, fmt.Errorf("%w: renewal transaction answered %d replies", ErrTable, len(arr))
+	}
+	return parseTableMsgs(arr[2], arr[3])
+}
+
+// parseTableMsgs is parseTable over the messages of an EXEC reply.
+func parseTableMsgs(epoch, queues valkey.ValkeyMessage) (Table, error) {
+	t := Table{Queues: map[string]Entry{}}
+	if !epoch.IsNil() {
+		s, err := epoch.ToString()
+		if err != nil {
+			return t, err
+		}
+		if t.Epoch, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return t, fmt.Errorf("%w: %s is %q, not an integer", ErrTable, KeyEpoch, s)
+		}
+	}
+	m, err := queues.AsStrMap()
+	if err != nil {
+		return t, err
+	}
+	var bad error
+	for q, v := range m {
+		e, err := ParseEntry(v)
+		if err != nil {
+			bad = fmt.Errorf("queue %q: %w", q, err)
+			continue
+		}
+		t.Queues[q] = e
+	}
+	return t, bad
+}
+
+// Ack records that proxy reg applied the node's epoch reg.Applied.
+func (n *Node) Ack(ctx context.Context, reg Registration) error {
+	b, _ := json.Marshal(reg)
+	return n.C.Do(ctx, n.C.B().Hset().Key(KeyProxies).FieldValue().FieldValue(reg.ID, string(b)).Build()).Error()
+}
+
+// Deregister removes proxy id's lease and registration (a clean shutdown).
+func (n *Node) Deregister(ctx context.Context, id string) error {
+	c := n.C
+	for _, r := range c.DoMulti(ctx, c.B().Del().Key(LeaseKey(id)).Build(), c.B().Hdel().Key(KeyProxies).Field(id).Build()) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Proxies lists the proxies registered on the node, each with whether its
+// lease key still exists.
+func (n *Node) Proxies(ctx context.Context) ([]Registration, error) {
+	m, err := n.C.Do(ctx, n.C.B().Hgetall().Key(KeyProxies).Build()).AsStrMap()
+	if err != nil {
+		return nil, err
+	}
+	var out []Registration
+	for id, v := range m {
+		var r Registration
+		if err := json.Unmarshal([]byte(v), &r); err != nil {
+			return nil, fmt.Errorf("%w: proxy %q: %v", ErrTable, id, err)
+		}
+		r.ID = id
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	cmds := make(valkey.Commands, len(out))
+	for i, r := range out {
+		cmds[i] = n.C.B().Exists().Key(LeaseKey(r.ID)).Build()
+	}
+	for i, res := range n.C.DoMulti(ctx, cmds...) {
+		k, err := res.AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		out[i].Live = k == 1
+	}
+	return out, nil
+}

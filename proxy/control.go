@@ -1,0 +1,347 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// The control loop: routes of moved queues read from the nodes.
+//
+// With Options.Control set, the proxy keeps a lease on every upstream node
+// and reads that node's control table (package control) with each renewal,
+// every ControlOptions.Poll. The tables of all nodes are merged (per queue,
+// the highest epoch wins) into a ctlState: the queues that are held, and the
+// owner of every moved queue, which overrides the routes of the file
+// (router.exact). A new state is applied in this order:
+//
+//  1. the router with the new owners is stored (s.routes), then the state;
+//  2. the loop waits until no command admitted under an older state is in
+//     flight (ctlState.inflight: a session counts a command when it admits
+//     it, hold.go, and uncounts it once its reply is read);
+//  3. only then the node's epoch is acknowledged on the node.
+//
+// So when a proxy acknowledges the epoch at which a queue became held,
+// none of its commands for that queue is in flight, and no later one is sent
+// until the queue is released. A session checks the state before it loads
+// the router, and the router is stored before the state that needs it, so a
+// command admitted under a state is routed by that state's owners or later.
+//
+// A lease is valid from when its renewal was sent, for ControlOptions.Lease
+// less one poll: always before the node's key expires. A command for a
+// queue routed to a node whose lease is not valid is held (hold.go) until a
+// renewal succeeds; a renewal applies the node's table before the lease
+// counts again, so a proxy paused past its lease sees every move made
+// meanwhile before it writes again. Without Options.Control, none of this
+// runs and the data path pays one nil check per command.
+
+// ControlOptions turns on the control table. Zero durations take the
+// defaults: Poll 250ms, Lease 2s, Hold 5s.
+type ControlOptions struct {
+	// Poll is how often every lease is renewed and every table read.
+	Poll time.Duration
+	// Lease is the expiry of the proxy's lease key on each node.
+	Lease time.Duration
+	// Hold is the longest a command waits for its queue; then it gets
+	// -TRYAGAIN and nothing is sent.
+	Hold time.Duration
+	// ID names the proxy in the nodes' registries (default
+	// <host>-<pid>-<random>).
+	ID string
+}
+
+// ReasonHeld is the refusal reason of a command whose queue stayed held
+// past ControlOptions.Hold.
+const ReasonHeld rewrite.Reason = "held"
+
+// controller runs the control loop of one server.
+type controller struct {
+	srv   *Server
+	opts  ControlOptions
+	log   *zap.Logger
+	nodes []*ctlNode
+	byUp  map[*Upstream]*ctlNode
+	state atomic.Pointer[ctlState]
+	start time.Time // the monotonic origin of ctlNode.valid
+	host  string
+
+	mu   sync.Mutex // orders router stores: apply and SwapRoutes
+	base *router    // the routes of the file, without owners
+
+	heldNow  prometheus.Gauge
+	holdSecs prometheus.Observer
+	epoch    prometheus.Gauge
+	leaseOK  *prometheus.GaugeVec
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// ctlNode is the control loop's view of one upstream node.
+type ctlNode struct {
+	up      *Upstream
+	cn      *control.Node // nil until dialed
+	valid   atomic.Int64  // the lease is valid until start+valid (ns); 0: no lease
+	table   control.Table
+	have    bool  // table was read at least once
+	applied int64 // the node epoch acknowledged
+}
+
+// ctlState is one applied merged table. It is never modified once stored,
+// except inflight.
+type ctlState struct {
+	epoch    int64
+	held     map[string]bool
+	owner    map[string]*Upstream
+	inflight atomic.Int64  // commands admitted under this state, not yet answered
+	changed  chan struct{} // closed when a newer state is stored
+}
+
+// newController prepares the control loop; start runs it.
+func newController(s *Server, o ControlOptions) (*controller, error) {
+	if o.Poll <= 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+	if o.Lease <= 0 {
+		o.Lease = 2 * time.Second
+	}
+	if o.Hold <= 0 {
+		o.Hold = 5 * time.Second
+	}
+	if o.Lease < 2*o.Poll {
+		return nil, fmt.Errorf("%w: control lease %v must be at least twice the poll %v", ErrOptions, o.Lease, o.Poll)
+	}
+	host, _ := os.Hostname()
+	if o.ID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	c := &controller{srv: s, opts: o, log: s.log.Named("control").With(zap.String("proxy", o.ID)),
+		byUp: map[*Upstream]*ctlNode{}, start: time.Now(), host: host, base: s.routes.Load()}
+	for _, u := range s.ups {
+		n := &ctlNode{up: u}
+		c.nodes = append(c.nodes, n)
+		c.byUp[u] = n
+	}
+	c.state.Store(&ctlState{held: map[string]bool{}, owner: map[string]*Upstream{}, changed: make(chan struct{})})
+	c.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_held_commands",
+		Help: "Commands waiting now for a queue that is moving or a node whose lease lapsed."})
+	hold := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "emqproxy_control_hold_seconds",
+		Help: "How long held commands waited (released or refused).", Buckets: []float64{.001, .005, .025, .1, .25, .5, 1, 2, 5, 10}})
+	c.holdSecs = hold
+	c.epoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_epoch",
+		Help: "The epoch of the control table the proxy applied (the highest of its nodes)."})
+	c.leaseOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "emqproxy_control_lease",
+		Help: "1 while the proxy holds a lease on the upstream."}, []string{"upstream"})
+	if reg := s.opts.Registry; reg != nil {
+		for _, col := range []prometheus.Collector{c.heldNow, hold, c.epoch, c.leaseOK} {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// run starts the loop.
+func (c *controller) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(c.opts.Poll)
+		defer t.Stop()
+		for {
+			c.round(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	c.log.Info("control table on", zap.Duration("poll", c.opts.Poll), zap.Duration("lease", c.opts.Lease), zap.Duration("hold", c.opts.Hold))
+}
+
+// stop ends the loop and gives up the leases.
+func (c *controller) stop() {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, n := range c.nodes {
+		if n.cn != nil {
+			_ = n.cn.Deregister(ctx, c.opts.ID)
+			n.cn.Close()
+		}
+	}
+}
+
+// round renews every lease, reading every table, applies the merged table
+// when it changed, then acknowledges and validates the leases.
+func (c *controller) round(ctx context.Context) {
+	type renewed struct {
+		ok   bool
+		sent time.Time
+		t    control.Table
+	}
+	res := make([]renewed, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			t, err := c.renew(ctx, n)
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.name), zap.Error(err))
+				}
+				return
+			}
+			res[i] = renewed{ok: true, sent: sent, t: t}
+		}()
+	}
+	wg.Wait()
+	var tables []control.Table
+	for i, n := range c.nodes {
+		if res[i].ok {
+			n.table, n.have = res[i].t, true
+		}
+		if n.have {
+			tables = append(tables, n.table)
+		}
+	}
+	c.apply(control.Merge(tables...))
+	for i, n := range c.nodes {
+		if !res[i].ok {
+			if c.leaseLeft(n, time.Now()) <= 0 {
+				c.leaseOK.WithLabelValues(n.up.name).Set(0)
+			}
+			continue
+		}
+		n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
+		c.leaseOK.WithLabelValues(n.up.name).Set(1)
+		if n.table.Epoch != n.applied {
+			n.applied = n.table.Epoch
+			if err := n.cn.Ack(ctx, c.registration(n)); err != nil && ctx.Err() == nil {
+				c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.name), zap.Error(err))
+			}
+		}
+	}
+}
+
+// renew renews the lease on n and reads its table, dialing first if needed.
+func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, error) {
+	if n.cn == nil {
+		o := n.up.opts
+		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Username: o.Username,
+			Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
+		if err != nil {
+			return control.Table{}, err
+		}
+		n.cn = cn
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.Lease/2)
+	defer cancel()
+	return n.cn.Renew(rctx, c.registration(n), c.opts.Lease)
+}
+
+// registration is the proxy's line on n.
+func (c *controller) registration(n *ctlNode) control.Registration {
+	return control.Registration{ID: c.opts.ID, Applied: n.applied, Renewed: time.Now().UnixMilli(),
+		LeaseMs: c.opts.Lease.Milliseconds(), Host: c.host, PID: os.Getpid()}
+}
+
+// leaseLeft is how long n's lease is still valid at now (<= 0: lapsed).
+func (c *controller) leaseLeft(n *ctlNode, now time.Time) time.Duration {
+	v := n.valid.Load()
+	if v == 0 {
+		return 0
+	}
+	return time.Duration(v) - now.Sub(c.start)
+}
+
+// apply installs the merged table t when it differs from the state in
+// force, then waits until nothing admitted under the old state is in
+// flight.
+func (c *controller) apply(t control.Table) {
+	cur := c.state.Load()
+	st := &ctlState{epoch: t.Epoch, held: map[string]bool{}, owner: map[string]*Upstream{}, changed: make(chan struct{})}
+	for q, e := range t.Queues {
+		if e.State == control.Held {
+			st.held[q] = true
+			continue
+		}
+		u := c.srv.byName[e.Owner]
+		if u == nil {
+			c.log.Error("control table names an upstream this proxy does not have; the file's route stays",
+				zap.String("queue", q), zap.String("owner", e.Owner))
+			continue
+		}
+		st.owner[q] = u
+	}
+	if st.epoch == cur.epoch && maps.Equal(st.held, cur.held) && maps.Equal(st.owner, cur.owner) {
+		return
+	}
+	c.mu.Lock()
+	c.srv.routes.Store(c.base.withOwners(st.owner))
+	c.state.Store(st)
+	c.mu.Unlock()
+	close(cur.changed)
+	for cur.inflight.Load() != 0 {
+		time.Sleep(200 * time.Microsecond)
+	}
+	c.epoch.Set(float64(st.epoch))
+	c.log.Info("control table applied", zap.Int64("epoch", st.epoch), zap.Int("held", len(st.held)), zap.Int("moved", len(st.owner)))
+}
+
+// setRoutes replaces the file's routes (a reload), keeping the owners.
+func (c *controller) setRoutes(r *router) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.base = r
+	c.srv.routes.Store(r.withOwners(c.state.Load().owner))
+}
+
+// withOwners returns r with the moved queues' owners in front of its
+// routes, or r itself when there are none.
+func (r *router) withOwners(owner map[string]*Upstream) *router {
+	if len(owner) == 0 {
+		return r
+	}
+	nr := *r
+	nr.exact = maps.Clone(owner)
+	for _, u := range owner {
+		if u != r.def {
+			nr.single = false
+		}
+	}
+	return &nr
+}
+
+// ControlID returns the proxy's id in the nodes' registries ("" without
+// the control table).
+func (s *Server) ControlID() string {
+	if s.ctl == nil {
+		return ""
+	}
+	return s.ctl.opts.ID
+}

@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// startControlled is startRouted (billing* on scripts-b, the rest on
+// module-a) with the control table on: poll 50ms, lease 400ms, hold 600ms.
+func startControlled(t *testing.T) *routed {
+	t.Helper()
+	pol := testPolicy(t)
+	mod := node.StartT(t, node.Options{Role: node.Module})
+	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand})
+	opts := Options{
+		Policy: pol,
+		Upstreams: []UpstreamOptions{
+			{Name: "module-a", Address: mod.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
+				_, err := fence.CheckModule(ctx, c, pol.Map, false)
+				return err
+			}},
+			{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
+				_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
+				return err
+			}},
+		},
+		Routes:  []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
+		Control: &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"},
+	}
+	srv, addr := serveProxy(t, opts, zap.NewNop(), nil)
+	h := &harness{t: t, node: mod, srv: srv, addr: addr}
+	h.waitReady()
+	r := &routed{harness: h, module: mod, scripts: scr}
+	r.waitApplied(t, scr, 0)
+	return r
+}
+
+// waitApplied waits until the proxy acknowledged epoch on n.
+func (r *routed) waitApplied(t *testing.T, n *node.Node, epoch int) {
+	t.Helper()
+	want := `"applied":` + strconv.Itoa(epoch) + `,`
+	poll(t, "acknowledgement of epoch "+strconv.Itoa(epoch), func() bool {
+		return strings.Contains(nodeDo(t, n, "HGET", "{emqproxy}:proxies", "p1"), want) &&
+			nodeDo(t, n, "EXISTS", "{emqproxy}:lease:p1") == ":1\r\n"
+	})
+}
+
+// timed runs one command through c and returns its reply and duration.
+func timed(c *client, args ...string) (reply, time.Duration) {
+	t0 := time.Now()
+	r := c.do(args...)
+	return r, time.Since(t0)
+}
+
+// TestHeldQueueWaitsThenGetsTryAgain: a queue held in a node's table holds
+// its commands, for at most the hold, then refuses them with nothing sent;
+// other queues pass; a flip releases held commands to the new owner.
+func TestHeldQueueWaitsThenGetsTryAgain(t *testing.T) {
+	r := startControlled(t)
+	c := r.dial()
+	c.do("SET", "emq:{billing}:x", "before").is("+OK\r\n")
+	nodeDo(t, r.scripts, "HSET", "{emqproxy}:queues", "billing", "3 held scripts-b")
+	nodeDo(t, r.scripts, "SET", "{emqproxy}:epoch", "3")
+	r.waitApplied(t, r.scripts, 3)
+
+	rep, took := timed(c, "SET", "emq:{billing}:x", "held")
+	rep.is("-TRYAGAIN queue billing is moving\r\n")
+	if took < 550*time.Millisecond || took > 2*time.Second {
+		t.Errorf("held for %v, want about the hold (600ms)", took)
+	}
+	if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$6\r\nbefore\r\n" {
+		t.Errorf("the refused SET reached the node: %q", got)
+	}
+	rep, took = timed(c, "SET", "emq:{quotes}:x", "1")
+	rep.is("+OK\r\n")
+	if took > 500*time.Millisecond {
+		t.Errorf("another queue waited %v", took)
+	}
+
+	// Released by the flip, to the new owner.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		nodeDo(t, r.module, "HSET", "{emqproxy}:queues", "billing", "4 owned module-a")
+		nodeDo(t, r.module, "SET", "{emqproxy}:epoch", "4")
+		nodeDo(t, r.scripts, "HSET", "{emqproxy}:queues", "billing", "4 owned module-a")
+		nodeDo(t, r.scripts, "SET", "{emqproxy}:epoch", "4")
+	}()
+	rep, took = timed(c, "SET", "emq:{billing}:x", "after")
+	rep.is("+OK\r\n")
+	if took < 150*time.Millisecond {
+		t.Errorf("released after %v, before the flip", took)
+	}
+	if got := nodeDo(t, r.module, "GET", "emq:{billing}:x"); got != "$5\r\nafter\r\n" {
+		t.Errorf("module-a has %q", got)
+	}
+	if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$6\r\nbefore\r\n" {
+		t.Errorf("scripts-b has %q", got)
+	}
+	// billing2 still follows the file's route.
+	c.do("SET", "emq:{billing2}:x", "1").is("+OK\r\n")
+	if got := nodeDo(t, r.scripts, "EXISTS", "emq:{billing2}:x"); got != ":1\r\n" {
+		t.Errorf("billing2 left its route: %q", got)
+	}
+	// A reload keeps the moved queue's owner.
+	if err := r.srv.SwapRoutes([]Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.srv.RouteFor("billing"); got != "module-a" {
+		t.Errorf("after a reload billing routes to %s", got)
+	}
+}
+
+// TestLapsedLeaseHoldsThatNodesQueues: a proxy that cannot renew its lease
+// on a node holds the commands for the queues routed there.
+func TestLapsedLeaseHoldsThatNodesQueues(t *testing.T) {
+	r := startControlled(t)
+	c := r.dial()
+	if err := r.scripts.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = r.scripts.Thaw()
+		}
+	}
+	defer thaw()
+	time.Sleep(500 * time.Millisecond) // past the lease
+	rep, _ := timed(c, "SET", "emq:{billing}:x", "1")
+	rep.is("-TRYAGAIN queue billing has no lease on upstream scripts-b\r\n")
+	rep, took := timed(c, "SET", "emq:{quotes}:x", "1")
+	rep.is("+OK\r\n")
+	if took > 500*time.Millisecond {
+		t.Errorf("a queue on the other node waited %v", took)
+	}
+	thaw()
+	r.waitApplied(t, r.scripts, 0)
+	c.do("SET", "emq:{billing}:x", "2").is("+OK\r\n")
+}
