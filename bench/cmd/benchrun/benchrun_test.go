@@ -67,16 +67,14 @@ func TestChecks(t *testing.T) {
 
 func TestLatChecks(t *testing.T) {
 	run := func(proxyGet, proxyEnq latPoint) map[string]bool {
-		r := &runner{latGets: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
+		r := &runner{latGets: map[string][]latPoint{}, latEnq: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
 		r.ptTargets = []target{{name: "direct"}, {name: "emqproxy"}, {name: "g1"}, {name: "twemproxy"}}
 		r.latLoopTargets = []mixTarget{{name: "native"}, {name: "emqproxy"}}
 		for name, p := range map[string]latPoint{"direct": {50, 100}, "emqproxy": proxyGet, "g1": proxyGet, "twemproxy": {90, 200}} {
 			r.latGets[key2("1", name)] = []latPoint{p}
 		}
-		for name, p := range map[string]latPoint{"native": {40, 80}, "emqproxy": proxyEnq} {
-			var m mixResult
-			m.EnqueueP50us, m.EnqueueP99us = p.p50, p.p99
-			r.latLoops[key2("1", name)] = []mixResult{m}
+		for name, p := range map[string]latPoint{"direct": {40, 80}, "emqproxy": proxyEnq, "g1": proxyEnq} {
+			r.latEnq[key2("1", name)] = []latPoint{p}
 		}
 		out := map[string]bool{}
 		for _, c := range r.latChecks() {
@@ -87,8 +85,8 @@ func TestLatChecks(t *testing.T) {
 	// twemproxy adds 40 µs at p50 and 100 µs at p99.
 	good := run(latPoint{90, 250}, latPoint{80, 230})
 	bad := run(latPoint{91, 251}, latPoint{81, 231})
-	if len(good) != 6 || len(bad) != 6 {
-		t.Fatalf("checks: %d and %d, want 6", len(good), len(bad))
+	if len(good) != 8 || len(bad) != 8 {
+		t.Fatalf("checks: %d and %d, want 8", len(good), len(bad))
 	}
 	for what, ok := range good {
 		if !ok {

@@ -44,6 +44,7 @@ type runner struct {
 	mixRes                              map[string][]mixResult
 	latency                             map[string]mixResult
 	latGets                             map[string][]latPoint  // by clients and target (latency.go)
+	latEnq                              map[string][]latPoint  // by clients and target
 	latLoops                            map[string][]mixResult // by clients and target
 	latLoopTargets                      []mixTarget            // the direct path first
 	replay                              replayResult
@@ -77,7 +78,7 @@ func main() {
 func run() error {
 	r := &runner{started: time.Now(), admin: map[string]string{}, pt: map[string][]ptResult{},
 		ptEvidence: map[string]evidence{}, mixRes: map[string][]mixResult{}, latency: map[string]mixResult{},
-		latGets: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
+		latGets: map[string][]latPoint{}, latEnq: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
 	flag.StringVar(&r.root, "root", ".", "repository root")
 	flag.StringVar(&r.out, "out", "bench/results", "results folder")
 	flag.StringVar(&r.proxyBin, "emqproxy", "bin/emqproxy", "the emqproxy binary")
