@@ -134,17 +134,14 @@ func (d *decoder) uvarint(what string) uint64 {
 	return v
 }
 
+// varint is uvarint's zig-zag decoding, as binary.Varint does it.
 func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
+	ux := d.uvarint(what)
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad " + what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
 
 func (d *decoder) bytes(what string) []byte {

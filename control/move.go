@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // ErrMove is wrapped by every refusal and failure of a move.
@@ -541,7 +543,7 @@ func multi(ctx context.Context, c valkey.Client, cmds ...valkey.Completed) error
 // scanQueue returns the keys under the queue's hashtag on n (at most limit
 // when limit > 0).
 func scanQueue(ctx context.Context, n *Node, queue string, limit int) ([]string, error) {
-	pattern := "emq:{" + globEscape(queue) + "}:*"
+	pattern := "emq:{" + rewrite.GlobEscape(queue) + "}:*"
 	var out []string
 	var cursor uint64
 	for {
@@ -570,16 +572,4 @@ func unlink(ctx context.Context, n *Node, keys []string) error {
 		}
 	}
 	return nil
-}
-
-// globEscape escapes the glob characters of SCAN MATCH.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

@@ -154,31 +154,14 @@ func (n *Node) ReadTable(ctx context.Context) (Table, error) {
 
 // parseTable decodes the replies of GET epoch and HGETALL queues.
 func parseTable(epoch, queues valkey.ValkeyResult) (Table, error) {
-	t := Table{Queues: map[string]Entry{}}
-	s, err := epoch.ToString()
-	switch {
-	case valkey.IsValkeyNil(err):
-	case err != nil:
-		return t, err
-	default:
-		if t.Epoch, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return t, fmt.Errorf("%w: %s is %q, not an integer", ErrTable, KeyEpoch, s)
+	for _, r := range []valkey.ValkeyResult{epoch, queues} {
+		if err := r.NonValkeyError(); err != nil {
+			return Table{Queues: map[string]Entry{}}, err
 		}
 	}
-	m, err := queues.AsStrMap()
-	if err != nil && !valkey.IsValkeyNil(err) {
-		return t, err
-	}
-	var bad error
-	for q, v := range m {
-		e, err := ParseEntry(v)
-		if err != nil {
-			bad = fmt.Errorf("queue %q: %w", q, err)
-			continue
-		}
-		t.Queues[q] = e
-	}
-	return t, bad
+	em, _ := epoch.ToMessage()
+	qm, _ := queues.ToMessage()
+	return parseTableMsgs(em, qm)
 }
 
 // Renew renews proxy reg's lease on the node and reads the node's table, in

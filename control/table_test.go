@@ -1,6 +1,8 @@
 package control
 
 import (
+	"github.com/emqproxy/emqproxy/rewrite"
+
 	"errors"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ func TestMergeHighestEpochWins(t *testing.T) {
 }
 
 func TestGlobEscape(t *testing.T) {
-	if got := globEscape(`a*b?[c]\d`); got != `a\*b\?\[c\]\\d` {
+	if got := rewrite.GlobEscape(`a*b?[c]\d`); got != `a\*b\?\[c\]\\d` {
 		t.Fatal(got)
 	}
 }

@@ -1,15 +1,11 @@
 package proxy
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -17,29 +13,10 @@ import (
 // module-a) with the control table on: poll 50ms, lease 400ms, hold 600ms.
 func startControlled(t *testing.T) *routed {
 	t.Helper()
-	pol := testPolicy(t)
-	mod := node.StartT(t, node.Options{Role: node.Module})
-	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand})
-	opts := Options{
-		Policy: pol,
-		Upstreams: []UpstreamOptions{
-			{Name: "module-a", Address: mod.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckModule(ctx, c, pol.Map, false)
-				return err
-			}},
-			{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
-				return err
-			}},
-		},
-		Routes:  []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
-		Control: &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"},
-	}
-	srv, addr := serveProxy(t, opts, zap.NewNop(), nil)
-	h := &harness{t: t, node: mod, srv: srv, addr: addr}
-	h.waitReady()
-	r := &routed{harness: h, module: mod, scripts: scr}
-	r.waitApplied(t, scr, 0)
+	r := startRoutedWith(t, func(o *Options) {
+		o.Control = &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"}
+	})
+	r.waitApplied(t, r.scripts, 0)
 	return r
 }
 
@@ -145,4 +122,26 @@ func TestLapsedLeaseHoldsThatNodesQueues(t *testing.T) {
 	thaw()
 	r.waitApplied(t, r.scripts, 0)
 	c.do("SET", "emq:{billing}:x", "2").is("+OK\r\n")
+}
+
+// TestHeldQueueHoldsAnEarlierQueuedTransaction: a transaction queued before
+// its queue was held is admitted at EXEC, when it is sent: held, then
+// TRYAGAIN, and nothing of it reaches the node.
+func TestHeldQueueHoldsAnEarlierQueuedTransaction(t *testing.T) {
+	r := startControlled(t)
+	c := r.dial()
+	c.do("SET", "emq:{billing}:x", "before").is("+OK\r\n")
+	c.do("MULTI").is("+OK\r\n")
+	c.do("SET", "emq:{billing}:x", "in-tx").is("+QUEUED\r\n")
+	nodeDo(t, r.scripts, "HSET", "{emqproxy}:queues", "billing", "3 held scripts-b")
+	nodeDo(t, r.scripts, "SET", "{emqproxy}:epoch", "3")
+	r.waitApplied(t, r.scripts, 3)
+	rep, took := timed(c, "EXEC")
+	rep.is("-TRYAGAIN queue billing is moving\r\n")
+	if took < 550*time.Millisecond {
+		t.Errorf("EXEC answered after %v, without waiting for the hold", took)
+	}
+	if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$6\r\nbefore\r\n" {
+		t.Errorf("the held transaction reached the node: %q", got)
+	}
 }

@@ -23,10 +23,11 @@ import (
 // round that sent it has its replies; the control loop waits for that count
 // before it acknowledges a new epoch.
 //
+// A transaction is admitted at EXEC, when it is sent, by the queues of the
+// commands it queued (whatever round queued them).
+//
 // Not covered: a command whose keys only COMMAND GETKEYS can find (the
-// routing asks the node; the hold check does not), and a MULTI whose EXEC
-// comes in a later round than its queued commands (they were admitted when
-// queued).
+// routing asks the node; the hold check does not).
 
 // admission is a session's hold state: the states it admitted commands
 // under in the current round, and scratch space for a command's queues.
@@ -43,6 +44,10 @@ func (s *session) hold(args [][]byte, d *rewrite.Decision) {
 	}
 	c := s.srv.ctl
 	qs := s.commandQueues(args)
+	if d.Effect == rewrite.Exec && s.st.InMulti {
+		// The queued commands leave now, whatever round queued them.
+		qs = append(qs, s.tx.queues...)
+	}
 	if len(qs) == 0 {
 		return
 	}

@@ -193,10 +193,7 @@ func (p *pipe) send(b *batch) error {
 		p.mu.Unlock()
 		return err
 	}
-	if err := p.checkIdleLocked(); err != nil {
-		p.reading = true // nobody reads an idle connection: the role is free
-		p.mu.Unlock()
-		p.teardown(err)
+	if err := p.tearIdleLocked(); err != nil {
 		return fmt.Errorf("%w: %w", errIdleClosed, err)
 	}
 	p.queue = append(p.queue, b)
@@ -218,15 +215,24 @@ func (p *pipe) checkIdle() bool {
 		p.mu.Unlock()
 		return false
 	}
+	if p.tearIdleLocked() == nil {
+		p.mu.Unlock()
+	}
+	return p.failed() != nil
+}
+
+// tearIdleLocked is checkIdleLocked, and on an error the teardown: it is
+// called with mu held and returns with mu released when it returns an
+// error (nobody reads an idle connection, so the reader's role is free).
+func (p *pipe) tearIdleLocked() error {
 	err := p.checkIdleLocked()
 	if err == nil {
-		p.mu.Unlock()
-		return false
+		return nil
 	}
 	p.reading = true
 	p.mu.Unlock()
 	p.teardown(err)
-	return true
+	return err
 }
 
 // checkIdleLocked looks, without blocking, at an idle connection (no

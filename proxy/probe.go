@@ -34,20 +34,11 @@ const DefaultProbeInterval = time.Second
 
 // probe runs the periodic fence check until the upstream closes.
 func (u *Upstream) probe(every time.Duration) {
-	defer u.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-u.ctx.Done():
-			return
-		case <-t.C:
+	u.every(every, func() {
+		if u.Up() { // else the reconnect loop fences every new connection itself
+			u.probeOnce()
 		}
-		if !u.Up() {
-			continue // the reconnect loop fences every new connection itself
-		}
-		u.probeOnce()
-	}
+	})
 }
 
 // probeOnce dials, boots and fences one connection, closes it, and acts on

@@ -25,16 +25,19 @@ type routed struct {
 }
 
 // startRouted starts both nodes and the proxy.
-func startRouted(t *testing.T) *routed {
+func startRouted(t *testing.T) *routed { return startRoutedWith(t, nil) }
+
+// startRoutedWith is startRouted with mod applied to the proxy's options.
+func startRoutedWith(t *testing.T, mod func(*Options)) *routed {
 	t.Helper()
 	pol := testPolicy(t)
-	mod := node.StartT(t, node.Options{Role: node.Module})
+	mn := node.StartT(t, node.Options{Role: node.Module})
 	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand})
 	logs := &syncBuffer{}
 	opts := Options{
 		Policy: pol,
 		Upstreams: []UpstreamOptions{
-			{Name: "module-a", Address: mod.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
+			{Name: "module-a", Address: mn.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
 				_, err := fence.CheckModule(ctx, c, pol.Map, false)
 				return err
 			}},
@@ -45,10 +48,13 @@ func startRouted(t *testing.T) *routed {
 		},
 		Routes: []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
 	}
+	if mod != nil {
+		mod(&opts)
+	}
 	srv, addr := serveProxy(t, opts, zap.NewNop(), jsonAudit(logs))
-	h := &harness{t: t, node: mod, srv: srv, addr: addr}
+	h := &harness{t: t, node: mn, srv: srv, addr: addr}
 	h.waitReady()
-	return &routed{harness: h, module: mod, scripts: scr, audit: logs}
+	return &routed{harness: h, module: mn, scripts: scr, audit: logs}
 }
 
 // verbLine builds an EVALSHA of a pinned script with its pinned shape,

@@ -37,6 +37,9 @@ type transaction struct {
 	// first queued command with keys (or script call); nil while none.
 	// A queued command routed elsewhere is refused (route_session.go).
 	up *Upstream
+	// queues are the queued commands' queues (copies), kept with the
+	// control table on: EXEC is admitted by them (hold.go).
+	queues [][]byte
 }
 
 // begin starts a transaction; MULTI's local reply is the session's last slot.
@@ -58,6 +61,7 @@ func (t *transaction) clear() {
 	t.slots = t.slots[:0]
 	t.sameSegment = false
 	t.up = nil
+	t.queues = t.queues[:0]
 }
 
 // queue adds a command decided inside MULTI.
@@ -81,6 +85,13 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	}
 	t.buf = encode(t.buf, f, d)
 	t.n++
+	if s.srv.ctl != nil {
+		// The control table admits the transaction at EXEC, when it is
+		// sent, by the queues of what it queued (hold.go).
+		for _, q := range s.commandQueues(f.args) {
+			t.queues = append(t.queues, append([]byte(nil), q...))
+		}
+	}
 	s.addLocal(replyQueued, audit)
 	s.slots[len(s.slots)-1].target = s.route()
 	t.slots = append(t.slots, len(s.slots)-1)

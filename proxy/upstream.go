@@ -292,8 +292,20 @@ const watchInterval = 100 * time.Millisecond
 // watch checks the idle shared connections every interval until the
 // upstream closes.
 func (u *Upstream) watch(every time.Duration) {
+	u.every(every, func() {
+		for _, s := range u.allSlots() {
+			if p := s.cur.Load(); p != nil {
+				p.checkIdle()
+			}
+		}
+	})
+}
+
+// every runs f every interval until the upstream closes; the caller added
+// to u.wg.
+func (u *Upstream) every(interval time.Duration, f func()) {
 	defer u.wg.Done()
-	t := time.NewTicker(every)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -301,11 +313,7 @@ func (u *Upstream) watch(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, s := range u.allSlots() {
-			if p := s.cur.Load(); p != nil {
-				p.checkIdle()
-			}
-		}
+		f()
 	}
 }
 

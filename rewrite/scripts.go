@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -215,4 +216,18 @@ func decideScriptCmd(args [][]byte, p *Policy) Decision {
 			ReasonProtocol)
 	}
 	return Decision{Action: Pass}
+}
+
+// GlobEscape escapes the glob characters of s for a SCAN MATCH pattern (a
+// queue name inside a pattern of its keys: the mover and the replay scan
+// with it).
+func GlobEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -670,7 +671,7 @@ func (r *replayer) locate(ctx context.Context, q string, calls []*replayCall) (*
 // dropQueue deletes every key of queue q on side s (keys the replay wrote).
 func (r *replayer) dropQueue(ctx context.Context, s side, q string) error {
 	c := r.c[s]
-	keys, err := scanKeys(ctx, c, "*{"+globEscape(q)+"}*")
+	keys, err := scanKeys(ctx, c, "*{"+rewrite.GlobEscape(q)+"}*")
 	if err != nil {
 		return err
 	}
@@ -680,17 +681,6 @@ func (r *replayer) dropQueue(ctx context.Context, s side, q string) error {
 		}
 	}
 	return nil
-}
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 func divergence(i int, rc *replayCall, sa, sb stepResult, diffs []Diff) *Divergence {

@@ -72,9 +72,14 @@ func enqueueAndClaim(t *testing.T) []*capture.Record {
 func runReplayBinary(t *testing.T, capDir string, sn, mn *node.Node) (string, int) {
 	t.Helper()
 	root := node.RepoRoot()
-	cmd := exec.Command(binary, "verify", "--replay", capDir, "--scripts", sn.Addr, "--module", mn.Addr,
+	return runBinary(t, "verify", "--replay", capDir, "--scripts", sn.Addr, "--module", mn.Addr,
 		"--map", filepath.Join(root, "stand", "map.yaml"), "--bodies", filepath.Join(root, "stand", "scripts"))
-	out, err := cmd.CombinedOutput()
+}
+
+// runBinary runs the binary with args and returns its output and exit code.
+func runBinary(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(binary, args...).CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return string(out), ee.ExitCode()

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,17 +19,8 @@ func TestVerifyReportsTheBrokenVerbOnly(t *testing.T) {
 func testVerifyReportsTheBrokenVerbOnly(t *testing.T, srv node.Server) {
 	root := node.RepoRoot()
 	run := func(n *node.Node) (string, int) {
-		cmd := exec.Command(binary, "verify", "--scratch", n.Addr,
+		return runBinary(t, "verify", "--scratch", n.Addr,
 			"--map", filepath.Join(root, "stand", "map.yaml"), "--bodies", filepath.Join(root, "stand", "scripts"))
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return string(out), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
 	}
 
 	broken := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module, ModuleDefs: []string{"EMQ_BREAK_COMPLETE"}})
