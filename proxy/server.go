@@ -105,6 +105,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		// arities and flags give a command the server's own queue-time
 		// error (queuecheck.go).
 		u := newUpstream(uo, uo.OnConnect, &s.keys, s.log, met)
+		u.clients = &s.clients
 		s.ups = append(s.ups, u)
 		s.byName[u.name] = u
 	}

@@ -41,6 +41,8 @@ type Upstream struct {
 
 	probes atomic.Int64 // probes that passed the fence (probe.go)
 
+	clients *atomic.Int64 // the server's client connections (pipe.spinFor)
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -177,6 +179,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 		}
 		wait = backoffMin
 		p := newPipe(u.name, nc, br, u.opts.Timeout, nil, false)
+		p.clients = u.clients
 		s.cur.Store(p)
 		u.mu.Lock()
 		close(u.swapped)
