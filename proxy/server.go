@@ -104,8 +104,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		// positions choose between upstreams, and inside MULTI the names,
 		// arities and flags give a command the server's own queue-time
 		// error (queuecheck.go).
-		u := newUpstream(uo, uo.OnConnect, &s.keys, s.log, met)
-		u.clients = &s.clients
+		u := newUpstream(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
 		s.ups = append(s.ups, u)
 		s.byName[u.name] = u
 	}

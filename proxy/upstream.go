@@ -56,7 +56,7 @@ type slot struct {
 // newUpstream starts connecting the shared connections in the background.
 // With keys set, the first connection that passes the fence also loads the
 // node's command table into it (keys.go).
-func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *zap.Logger, met *metrics) *Upstream {
+func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clients *atomic.Int64, log *zap.Logger, met *metrics) *Upstream {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{
 		name:    opts.Name,
@@ -65,6 +65,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, log *
 		opts:    opts,
 		log:     log.With(zap.String("upstream", opts.Name)),
 		met:     met,
+		clients: clients,
 		slots:   make([]*slot, opts.Conns),
 		ctx:     ctx,
 		cancel:  cancel,
