@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,6 +21,15 @@ const (
 
 // flushEvery is how often buffered records reach the file.
 const flushEvery = time.Second
+
+// The data path hands records over without waking the writer: it takes
+// them every drainEvery, or as soon as wakeAt are waiting. A wake-up per
+// record (per client round trip at pipeline 1) cost the data path's one P
+// a goroutine switch each; this way one switch serves hundreds.
+const (
+	drainEvery = 5 * time.Millisecond
+	wakeAt     = 256
+)
 
 // Options configures a Writer.
 type Options struct {
@@ -71,8 +81,10 @@ type Stats struct {
 type Writer struct {
 	o       Options
 	c       *Counters
-	ch      chan []*Record
-	queued  atomic.Int64 // records on ch
+	mu      sync.Mutex
+	pend    []*Record     // records waiting for the writer (under mu)
+	wake    chan struct{} // the writer is woken early: wakeAt records wait
+	queued  atomic.Int64  // records waiting
 	quit    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
@@ -112,7 +124,7 @@ func Open(o Options) (*Writer, error) {
 	w := &Writer{
 		o:       o,
 		c:       o.Counters,
-		ch:      make(chan []*Record, o.QueueLen),
+		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 		started: time.Now(),
@@ -154,15 +166,26 @@ func (w *Writer) AddBatch(rs []*Record) bool {
 		w.c.DroppedFull.Add(n)
 		return false
 	}
-	select {
-	case w.ch <- rs:
-		return true
-	default:
-		w.queued.Add(-n)
-		w.dropped.Add(n)
-		w.c.DroppedFull.Add(n)
-		return false
+	w.mu.Lock()
+	w.pend = append(w.pend, rs...)
+	full := len(w.pend) >= wakeAt
+	w.mu.Unlock()
+	if full {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
+	return true
+}
+
+// take returns the records waiting and empties the list.
+func (w *Writer) take() []*Record {
+	w.mu.Lock()
+	rs := w.pend
+	w.pend = nil
+	w.mu.Unlock()
+	return rs
 }
 
 // Close writes what is queued, closes the file and stops the writer. It
@@ -196,22 +219,20 @@ func (w *Writer) run() {
 	defer close(w.done)
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
+	drain := time.NewTicker(drainEvery)
+	defer drain.Stop()
 	for {
 		select {
-		case rs := <-w.ch:
-			w.writeAll(rs)
+		case <-w.wake:
+			w.writeAll(w.take())
+		case <-drain.C:
+			if rs := w.take(); len(rs) > 0 {
+				w.writeAll(rs)
+			}
 		case <-tick.C:
 			w.flush()
 		case <-w.quit:
-			for {
-				select {
-				case rs := <-w.ch:
-					w.writeAll(rs)
-					continue
-				default:
-				}
-				break
-			}
+			w.writeAll(w.take())
 			w.flush()
 			if w.f != nil {
 				if err := w.f.Close(); err != nil && w.err == nil {
