@@ -53,14 +53,8 @@ func (s *session) hold(args [][]byte, d *rewrite.Decision) {
 	}
 	var began, deadline time.Time
 	for {
-		st := c.state.Load()
-		q, up := s.blocked(st, qs)
+		st, q, up := s.admit(qs)
 		if q == nil {
-			st.inflight.Add(1)
-			if c.state.Load() != st { // a new state came in between: admit under it
-				st.inflight.Add(-1)
-				continue
-			}
 			s.adm.states = append(s.adm.states, st)
 			if !began.IsZero() {
 				c.heldNow.Dec()
@@ -78,15 +72,7 @@ func (s *session) hold(args [][]byte, d *rewrite.Decision) {
 		if !now.Before(deadline) {
 			c.heldNow.Dec()
 			c.holdSecs.Observe(now.Sub(began).Seconds())
-			text := "TRYAGAIN queue " + string(q) + " is moving"
-			if up != nil {
-				text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.name
-			}
-			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: ReasonHeld,
-				Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
-			if s.st.InMulti {
-				d.Effect = rewrite.AbortMulti
-			}
+			s.refuseHeld(d, q, up)
 			return
 		}
 		t := time.NewTimer(min(deadline.Sub(now), c.opts.Poll/5+time.Millisecond))
@@ -96,6 +82,47 @@ func (s *session) hold(args [][]byte, d *rewrite.Decision) {
 		case <-s.srv.ctx.Done():
 		}
 		t.Stop()
+	}
+}
+
+// admit counts a command for queues qs in flight under the current state
+// and returns that state, or, when one of qs may not be sent, returns that
+// queue (and the node whose lease lapsed, if that is why) with st the state
+// that blocks it.
+func (s *session) admit(qs [][]byte) (st *ctlState, q []byte, up *Upstream) {
+	c := s.srv.ctl
+	for {
+		st = c.state.Load()
+		if q, up = s.blocked(st, qs); q != nil {
+			return st, q, up
+		}
+		st.inflight.Add(1)
+		if c.state.Load() == st {
+			return st, nil, nil
+		}
+		st.inflight.Add(-1) // a new state came in between: admit under it
+	}
+}
+
+// refuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
+// held (up nil) or on a node whose lease lapsed (up).
+func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
+	text := "TRYAGAIN queue " + string(q) + " is moving"
+	if up != nil {
+		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.name
+	}
+	s.refuseWith(d, text, ReasonHeld)
+}
+
+// refuseWith turns d into a refusal the proxy decides from its routes or
+// the control table (CROSSROUTE, TRYAGAIN), with the error text and
+// reason, keeping what the audit record needs; inside MULTI it discards
+// the transaction.
+func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
+	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
+		Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+	if s.st.InMulti {
+		d.Effect = rewrite.AbortMulti
 	}
 }
 

@@ -213,17 +213,12 @@ func (p *pipe) send(b *batch) error {
 }
 
 // checkIdle tears the connection down when it is idle and the server has
-// closed it (or sent what nobody asked for). It reports whether it did.
-func (p *pipe) checkIdle() bool {
+// closed it (or sent what nobody asked for).
+func (p *pipe) checkIdle() {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return false
-	}
-	if p.tearIdleLocked() == nil {
+	if p.closed || p.tearIdleLocked() == nil {
 		p.mu.Unlock()
 	}
-	return p.failed() != nil
 }
 
 // tearIdleLocked is checkIdleLocked, and on an error the teardown: it is
@@ -250,33 +245,46 @@ func (p *pipe) checkIdleLocked() error {
 	if p.rr.br.Buffered() > 0 {
 		return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
 	}
-	var n int
-	var rerr error
-	peek := func(fd uintptr) bool {
-		var one [1]byte
-		n, _, rerr = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // never wait: a peek, not a read
-	}
-	err := p.raw.Read(peek)
+	n, err := p.peek()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The reply deadline left armed after the last reply has passed:
 		// nothing waits, so it is no timeout. Clear it (the next write
 		// sets a new one) and look again.
 		p.rdl = time.Time{}
 		_ = p.nc.SetReadDeadline(time.Time{})
-		err = p.raw.Read(peek)
+		n, err = p.peek()
 	}
 	switch {
 	case err != nil:
 		return err
-	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
+	case n < 0:
 		return nil
-	case rerr != nil:
-		return rerr
 	case n == 0:
 		return errors.New("closed by the server")
 	}
 	return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+}
+
+// peek looks at the socket without blocking or consuming: n < 0 when
+// nothing is there yet, 0 when the server closed it, 1 when bytes wait.
+func (p *pipe) peek() (n int, err error) {
+	var one [1]byte
+	rerr := p.raw.Read(func(fd uintptr) bool {
+		for {
+			n, _, err = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		if err == syscall.EAGAIN {
+			n, err = -1, nil
+		}
+		return true // never wait: a peek, not a read
+	})
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, err
 }
 
 // close breaks the connection; waiting batches get the lost error.
@@ -397,6 +405,12 @@ func (p *pipe) await(b *batch) {
 // the connection down, which answers own too.
 func (p *pipe) lead(own *batch) {
 	ownDone := false
+	fail := func(err error) {
+		p.teardown(err) // answers own too, unless it was already complete
+		if !ownDone {
+			<-own.done
+		}
+	}
 	for {
 		if ownDone {
 			p.mu.Lock()
@@ -412,28 +426,25 @@ func (p *pipe) lead(own *batch) {
 				return
 			}
 			p.mu.Unlock()
-		} else if p.spinFor(own); false {
-		} else if _, err := p.rr.br.Peek(1); err != nil {
+		} else {
+			p.spinFor(own)
 			// own may still be queued behind another session's write:
 			// the first reply bytes show it was moved to inflight.
-			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
-				continue
+			if _, err := p.rr.br.Peek(1); err != nil {
+				if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
+					continue
+				}
+				fail(err)
+				return
 			}
-			p.teardown(err)
-			<-own.done
-			return
 		}
 		b := p.front()
 		if b == nil {
-			p.teardown(fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol))
-			<-own.done
+			fail(fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol))
 			return
 		}
 		if err := p.readBatch(b); err != nil {
-			p.teardown(err)
-			if !ownDone {
-				<-own.done
-			}
+			fail(err)
 			return
 		}
 		p.mu.Lock()
@@ -465,15 +476,8 @@ func (p *pipe) spinFor(own *batch) {
 		return
 	}
 	end := time.Now().Add(spinWindow)
-	var one [1]byte
 	for {
-		ready := false
-		err := p.raw.Read(func(fd uintptr) bool {
-			n, _, e := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			ready = n > 0 || (e != nil && e != syscall.EAGAIN && e != syscall.EINTR) || (e == nil && n == 0)
-			return true
-		})
-		if ready || err != nil || time.Now().After(end) {
+		if n, err := p.peek(); n >= 0 || err != nil || time.Now().After(end) {
 			return
 		}
 	}
@@ -484,7 +488,7 @@ func (p *pipe) spinFor(own *batch) {
 func (p *pipe) readBatch(b *batch) error {
 	for len(b.ends) < b.n {
 		if _, err := p.rr.br.Peek(1); err != nil {
-			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.deadlineAhead() {
+			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
 				continue
 			}
 			return err
@@ -505,13 +509,6 @@ func (p *pipe) readBatch(b *batch) error {
 		b.ends = append(b.ends, len(b.replies))
 	}
 	return nil
-}
-
-// deadlineAhead reports whether the read deadline now set is still ahead.
-func (p *pipe) deadlineAhead() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rdl.After(time.Now())
 }
 
 // front returns the oldest batch waiting for replies, or nil.

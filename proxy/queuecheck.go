@@ -75,56 +75,48 @@ func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
 // MULTI, in the order the server checks (command, subcommand, arity,
 // no-multi), or nil when it would queue it or no table is loaded.
 func (ks *keyStore) queueError(args [][]byte) ([]byte, rewrite.Reason) {
-	if reply, reason := ks.commandError(args); reply != nil {
-		return reply, reason
-	}
-	var buf [maxCmdName]byte
-	if c := ks.lookupEntry(buf[:0], args); c != nil && c.noMulti {
+	c, reply, reason := ks.entry(args)
+	if reply == nil && c != nil && c.noMulti {
 		return replyNoMulti, ReasonNoMulti
 	}
-	return nil, ""
-}
-
-// lookupEntry is args' entry in the table (its subcommand's for a
-// container with a known subcommand), or nil.
-func (ks *keyStore) lookupEntry(buf []byte, args [][]byte) *cmdKeys {
-	t := ks.tab.Load()
-	if t == nil || len(args) == 0 {
-		return nil
-	}
-	c := (*t)[string(rewrite.LowerInto(buf, args[0]))]
-	if c != nil && c.subs != nil && len(args) > 1 {
-		c = c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]
-	}
-	return c
+	return reply, reason
 }
 
 // commandError is the server's error for a command it does not know, or
 // calls with the wrong number of arguments: the checks the server makes
 // before any other, authentication included (Redis 7 processCommand).
 func (ks *keyStore) commandError(args [][]byte) ([]byte, rewrite.Reason) {
+	_, reply, reason := ks.entry(args)
+	return reply, reason
+}
+
+// entry looks args up in the table: its entry (its subcommand's, for a
+// container with an argument), or the server's error for an unknown
+// command or subcommand or a wrong number of arguments. Nothing when the
+// table is not loaded.
+func (ks *keyStore) entry(args [][]byte) (*cmdKeys, []byte, rewrite.Reason) {
 	t := ks.tab.Load()
 	if t == nil || len(args) == 0 {
-		return nil, ""
+		return nil, nil, ""
 	}
 	var buf [maxCmdName]byte
 	c := (*t)[string(rewrite.LowerInto(buf[:0], args[0]))]
 	if c == nil {
-		return unknownCommand(args), ReasonUnknownCommand
+		return nil, unknownCommand(args), ReasonUnknownCommand
 	}
 	// A container command alone is checked as itself (its arity); with an
 	// argument, that argument must be one of its subcommands.
 	if c.subs != nil && len(args) > 1 {
 		sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]
 		if sc == nil {
-			return unknownSubcommand(args), ReasonUnknownCommand
+			return nil, unknownSubcommand(args), ReasonUnknownCommand
 		}
 		c = sc
 	}
 	if argc := len(args); (c.arity > 0 && c.arity != argc) || argc < -c.arity {
-		return serverError("wrong number of arguments for '" + c.name + "' command"), rewrite.ReasonArity
+		return c, serverError("wrong number of arguments for '" + c.name + "' command"), rewrite.ReasonArity
 	}
-	return nil, ""
+	return c, nil, ""
 }
 
 // unknownCommand is the server's text for an unknown command: the name, and

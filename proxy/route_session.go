@@ -81,17 +81,7 @@ func whatSplit(why string) string {
 
 // crossRoute turns d into the CROSSROUTE refusal with text.
 func (s *session) crossRoute(d *rewrite.Decision, text string) {
-	*d = rewrite.Decision{
-		Action: rewrite.Refuse,
-		Reason: ReasonCrossRoute,
-		Reply:  []byte("-CROSSROUTE " + oneLine(text) + "\r\n"),
-		Script: d.Script,
-		SHA:    d.SHA,
-		Queue:  d.Queue,
-	}
-	if s.st.InMulti {
-		d.Effect = rewrite.AbortMulti
-	}
+	s.refuseWith(d, "CROSSROUTE "+text, ReasonCrossRoute)
 }
 
 // keysRoute routes a command by its keys: u is the upstream of its first

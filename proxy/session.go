@@ -78,9 +78,6 @@ type session struct {
 	blockerUp *Upstream // its upstream
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
-	btx       []byte      // a bridged RESP3 client's queued transaction (subscribe.go)
-	btxN      int         // its commands
-	btxQueues [][]byte    // and their queues (copies), admitted at EXEC
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 	cap       capState    // records waiting for their replies (capture.go)
 	adm       admission   // commands admitted under the control table (hold.go)

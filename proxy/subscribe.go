@@ -473,8 +473,9 @@ var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 cl
 // appends what goes to the server to *out, or sends what is there and
 // hands a local reply to the writer in its place.
 //
-// A transaction is queued by the proxy, as in normal service (each +OK and
-// +QUEUED after a barrier, so it keeps its place), and EXEC sends MULTI,
+// A transaction is queued by the proxy in the session's transaction, as in
+// normal service (each +OK and +QUEUED after a barrier, so it keeps its
+// place), and EXEC sends MULTI,
 // the queued commands and EXEC as one unit after a barrier: the relay then
 // drops the server's replies to MULTI and the queued commands, which the
 // client already had from the proxy, and passes EXEC's on.
@@ -499,11 +500,9 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		qs := s.commandQueues(f.args)
 		if s.st.InMulti && d.Effect != rewrite.Exec {
 			// Checked now for routing, and again at EXEC, when it is sent.
-			for _, q := range qs {
-				s.btxQueues = append(s.btxQueues, append([]byte(nil), q...))
-			}
+			s.tx.noteQueues(qs)
 		} else if d.Effect == rewrite.Exec {
-			qs = append(qs, s.btxQueues...)
+			qs = append(qs, s.tx.queues...)
 		}
 		if admitted = s.bridgeAdmit(qs, &d); d.Action == rewrite.Refuse {
 			forwarded = false
@@ -530,18 +529,17 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		for range s.btxN + 1 {
+		for range s.tx.n + 1 {
 			sub.swap(nil)
 		}
-		*out = append(*out, replyMultiHead...)
-		*out = append(*out, s.btx...)
+		*out = append(*out, s.tx.buf...) // MULTI and the queued commands
 		*out = append(*out, f.raw...)
 		s.endBridgedMulti()
 		s.relayed(audit)
 		return nil
 	case s.st.InMulti && forwarded:
-		s.btx = encode(s.btx, f, &d)
-		s.btxN++
+		s.tx.buf = encode(s.tx.buf, f, &d)
+		s.tx.n++
 		s.relayed(audit)
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
@@ -555,7 +553,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	switch d.Effect {
 	case rewrite.Multi:
 		s.st.InMulti, s.st.MultiAborted = true, false
-		s.btx, s.btxN, s.btxQueues = s.btx[:0], 0, s.btxQueues[:0]
+		s.tx.begin(s)
 	case rewrite.AbortMulti:
 		s.st.MultiAborted = true
 	case rewrite.Discard:
@@ -574,54 +572,32 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 // connection cannot wait without holding its pushes back), and an admitted
 // one is returned's state, counted in flight (the caller uncounts it).
 func (s *session) bridgeAdmit(qs [][]byte, d *rewrite.Decision) *ctlState {
-	refuse := func(text string, reason rewrite.Reason) {
-		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-			Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
-		if s.st.InMulti {
-			d.Effect = rewrite.AbortMulti
-		}
-	}
 	if len(qs) == 0 {
 		return nil
 	}
 	r := s.srv.routes.Load()
 	for _, q := range qs {
 		if u := r.forQueue(q); u != s.sub.u {
-			refuse("CROSSROUTE queue "+string(q)+" routes to upstream "+u.name+
-				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only", ReasonCrossRoute)
+			s.crossRoute(d, "queue "+string(q)+" routes to upstream "+u.name+
+				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only")
 			return nil
 		}
 	}
-	c := s.srv.ctl
-	if c == nil {
+	if s.srv.ctl == nil {
 		return nil
 	}
-	for {
-		st := c.state.Load()
-		if q, up := s.blocked(st, qs); q != nil {
-			text := "TRYAGAIN queue " + string(q) + " is moving"
-			if up != nil {
-				text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.name
-			}
-			refuse(text, ReasonHeld)
-			return nil
-		}
-		st.inflight.Add(1)
-		if c.state.Load() == st {
-			return st
-		}
-		st.inflight.Add(-1) // a new state came in between: admit under it
+	st, q, up := s.admit(qs)
+	if q != nil {
+		s.refuseHeld(d, q, up)
+		return nil
 	}
+	return st
 }
 
 // endBridgedMulti ends a bridged client's transaction.
 func (s *session) endBridgedMulti() {
 	s.st.InMulti, s.st.MultiAborted = false, false
-	if cap(s.btx) > 1<<20 {
-		s.btx = nil
-	}
-	s.btx, s.btxN = s.btx[:0], 0
-	s.btxQueues = s.btxQueues[:0]
+	s.tx.clear()
 }
 
 // relayed notes on an audit record that the server's reply went to the

@@ -49,6 +49,7 @@ func (t *transaction) begin(s *session) {
 	t.slots = append(t.slots[:0], len(s.slots)-1)
 	t.sameSegment = true
 	t.up = nil
+	t.queues = t.queues[:0]
 }
 
 // clear drops the transaction.
@@ -88,15 +89,20 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	if s.srv.ctl != nil {
 		// The control table admits the transaction at EXEC, when it is
 		// sent, by the queues of what it queued (hold.go).
-		for _, q := range s.commandQueues(f.args) {
-			t.queues = append(t.queues, append([]byte(nil), q...))
-		}
+		t.noteQueues(s.commandQueues(f.args))
 	}
 	s.addLocal(replyQueued, audit)
 	s.slots[len(s.slots)-1].target = s.route()
 	t.slots = append(t.slots, len(s.slots)-1)
 	if d.Effect == rewrite.Wire6 {
 		s.st.Wire6 = true
+	}
+}
+
+// noteQueues keeps copies of a queued command's queues.
+func (t *transaction) noteQueues(qs [][]byte) {
+	for _, q := range qs {
+		t.queues = append(t.queues, append([]byte(nil), q...))
 	}
 }
 

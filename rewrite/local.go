@@ -50,10 +50,11 @@ func authenticate(user, pw []byte, p *Policy) bool {
 // the server does: protocol 2 or 3 (others get NOPROTO), the reply in the
 // protocol the session speaks from now on.
 func decideHello(args [][]byte, st *State, p *Policy) Decision {
-	proto := st.Proto
-	if proto != 3 {
-		proto = 2
+	cur := st.Proto
+	if cur != 3 {
+		cur = 2
 	}
+	proto := cur
 	if len(args) >= 2 {
 		ver, ok := ParseInt(args[1])
 		if !ok {
@@ -81,10 +82,6 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 		default:
 			return refuse(errReply("ERR Syntax error in HELLO option '"+string(args[j])+"'"), ReasonProtocol)
 		}
-	}
-	cur := st.Proto
-	if cur != 3 {
-		cur = 2
 	}
 	if proto != cur && st.Watching {
 		// The WATCH lives on a connection of the client's own, which

@@ -122,19 +122,17 @@ func (r *runner) latGet(ctx context.Context, t target, c int, args ...string) (l
 }
 
 // latGetMedian is the median GET p50 and p99 at c clients through tgt.
-func (r *runner) latGetMedian(c int, tgt string) latPoint {
-	var p50, p99 []float64
-	for _, p := range r.latGets[key2(itoa(c), tgt)] {
-		p50, p99 = append(p50, p.p50), append(p99, p.p99)
-	}
-	return latPoint{median(p50), median(p99)}
-}
+func (r *runner) latGetMedian(c int, tgt string) latPoint { return latMedian(r.latGets, c, tgt) }
 
 // latEnqMedian is the median enqueue p50 and p99 (redis-benchmark) at c
 // clients through tgt.
-func (r *runner) latEnqMedian(c int, tgt string) latPoint {
+func (r *runner) latEnqMedian(c int, tgt string) latPoint { return latMedian(r.latEnq, c, tgt) }
+
+// latMedian is the median p50 and p99 of the runs in m at c clients
+// through tgt.
+func latMedian(m map[string][]latPoint, c int, tgt string) latPoint {
 	var p50, p99 []float64
-	for _, p := range r.latEnq[key2(itoa(c), tgt)] {
+	for _, p := range m[key2(itoa(c), tgt)] {
 		p50, p99 = append(p50, p.p50), append(p99, p.p99)
 	}
 	return latPoint{median(p50), median(p99)}
