@@ -2,6 +2,8 @@ package capture
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -31,7 +33,8 @@ import (
 //
 // A stand-in has the length of its value and is made of hex digits from
 // HMAC-SHA256 of the value under a secret drawn at random for each capture
-// and never written anywhere: equal values get equal stand-ins within one
+// and never written anywhere (expanded, for a long value, by AES-CTR keyed
+// with that HMAC): equal values get equal stand-ins within one
 // capture (the ENQUEUE that wrote a payload and the CLAIM that returned it
 // agree, so a replay still matches), a stand-in tells nothing of its value
 // without the secret (however short the value), and two captures give the
@@ -40,9 +43,10 @@ import (
 // redactor replaces a capture's job data by stand-ins. It is used by the
 // writer's goroutine only.
 type redactor struct {
-	mac  hash.Hash
-	sum  []byte
-	keep []bool
+	mac      hash.Hash
+	sum      []byte
+	raw, hex []byte // standIn's buffers
+	keep     []bool
 }
 
 // newRedactor draws the capture's secret.
@@ -52,23 +56,31 @@ func newRedactor() *redactor {
 	return &redactor{mac: hmac.New(sha256.New, key)}
 }
 
-// standIn returns the stand-in of v: as long as v, the hex of its HMAC
-// (past 64 bytes, of the SHA-256 of the previous block, and so on).
+// standIn returns the stand-in of v: as long as v, the hex of its HMAC, and
+// past 64 bytes the hex of an AES-256-CTR keystream keyed by that HMAC (a
+// pseudorandom expansion of it at memory speed).
 func (z *redactor) standIn(v []byte) []byte {
-	out := make([]byte, 0, len(v))
+	out := make([]byte, len(v))
 	z.mac.Reset()
 	z.mac.Write(v)
 	z.sum = z.mac.Sum(z.sum[:0])
-	var block [2 * sha256.Size]byte
-	for {
+	if len(v) <= hex.EncodedLen(len(z.sum)) {
+		var block [2 * sha256.Size]byte
 		hex.Encode(block[:], z.sum)
-		out = append(out, block[:min(len(block), len(v)-len(out))]...)
-		if len(out) == len(v) {
-			return out
-		}
-		next := sha256.Sum256(z.sum)
-		z.sum = append(z.sum[:0], next[:]...)
+		copy(out, block[:])
+		return out
 	}
+	blk, err := aes.NewCipher(z.sum)
+	if err != nil {
+		panic(err) // a 32-byte key is always an AES-256 key
+	}
+	n := (len(v) + 1) / 2
+	z.raw = append(z.raw[:0], make([]byte, n)...)
+	cipher.NewCTR(blk, make([]byte, aes.BlockSize)).XORKeyStream(z.raw, z.raw)
+	z.hex = append(z.hex[:0], make([]byte, 2*n)...)
+	hex.Encode(z.hex, z.raw)
+	copy(out, z.hex)
+	return out
 }
 
 // redact replaces the record's job data with stand-ins, in its arguments
