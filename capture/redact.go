@@ -157,6 +157,9 @@ func (z *redactor) redactPlain(r *Record) {
 func (z *redactor) keepArgs(r *Record) []bool {
 	z.keep = append(z.keep[:0], make([]bool, len(r.Args))...)
 	keep := z.keep
+	if len(r.Args) == 0 {
+		return keep
+	}
 	for i := range min(max(r.name, 1), len(r.Args)) {
 		keep[i] = true
 	}
