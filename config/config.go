@@ -163,10 +163,14 @@ type Capture struct {
 	Queues []string `mapstructure:"queues"`
 	// Dir receives the capture files (rotated by size).
 	Dir string `mapstructure:"dir"`
-	// MaxBytes bounds the files of one capture; past it the capture stops,
-	// logged and counted, and the data path never waits for it.
+	// MaxBytes bounds all the capture files in Dir, those of earlier
+	// captures and runs included: a start with no room left is refused,
+	// and past it a capture stops, logged and counted; the data path never
+	// waits for it.
 	MaxBytes int64 `mapstructure:"max_bytes"`
-	// Redact replaces each payload value by a same-length stand-in.
+	// Redact replaces the job data of every recorded call and command (and
+	// of their replies) by same-length stand-ins keyed by a secret of each
+	// capture's own (package capture).
 	Redact bool `mapstructure:"redact"`
 }
 
@@ -180,6 +184,15 @@ type Log struct {
 type Admin struct {
 	Listen string `mapstructure:"listen"` // "" disables it
 	Pprof  bool   `mapstructure:"pprof"`
+	// Token is the credential of the state-changing endpoints (POST
+	// /reload, POST /capture, pprof), sent as "Authorization: Bearer
+	// <token>"; required on every listener once set, and without it those
+	// endpoints are served on a loopback-only listener only (package
+	// admin). Prefer EMQPROXY_ADMIN_TOKEN or TokenFile to the file.
+	Token string `mapstructure:"token"`
+	// TokenFile is a file holding the token (a mounted Secret, a
+	// credentials file); its trailing newline is dropped. Not with Token.
+	TokenFile string `mapstructure:"token_file"`
 }
 
 // Runtime tunes the Go runtime.
@@ -232,6 +245,8 @@ func Defaults() map[string]any {
 		"log.format":              "json",
 		"admin.listen":            "127.0.0.1:9121",
 		"admin.pprof":             false,
+		"admin.token":             "",
+		"admin.token_file":        "",
 		"runtime.gomaxprocs":      1,
 	}
 }
@@ -323,6 +338,7 @@ func (c *Config) Validate() error {
 		p.bad("audit.sink", "is empty (stderr, stdout or a file path)")
 	}
 	c.validateCapture(&p)
+	c.validateAdmin(&p)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

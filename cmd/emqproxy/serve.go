@@ -115,6 +115,10 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 		zap.Int("scripts", len(m.Scripts)), zap.String("legacy_brand", m.LegacyBrand), zap.String("source", m.Source))
 	audit.Info("map", zap.String("map", m.Digest), zap.String("path", cfg.Map), zap.String("source", m.Source))
 
+	adminToken, err := cfg.AdminToken()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -126,12 +130,18 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 			Reload:   d.reload,
 			Capture:  d.captureControl,
 			Pprof:    cfg.Admin.Pprof,
+			Token:    adminToken,
 		})
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("admin.listen: %w", err)
 		}
-		log.Info("admin listening", zap.String("addr", d.admin.Addr()))
+		log.Info("admin listening", zap.String("addr", d.admin.Addr()), zap.Bool("token", adminToken != ""),
+			zap.Bool("loopback_only", d.admin.LoopbackOnly()))
+		if adminToken == "" && !d.admin.LoopbackOnly() {
+			log.Warn("admin: POST /reload, POST /capture and pprof are refused (403): the admin listener is not loopback-only and no admin.token is set",
+				zap.String("addr", d.admin.Addr()))
+		}
 	}
 
 	served := make(chan error, 1)
