@@ -276,7 +276,7 @@ func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) 
 	for k, val := range Defaults() {
 		v.SetDefault(k, val)
 	}
-	b := &binder{v: v, raw: raw, env: environment(environ), vars: map[string]string{}}
+	b := &binder{raw: raw, env: environment(environ), vars: map[string]string{}}
 	walkKeys(configType, "", b.names, b.visit)
 	b.unknownVariables()
 	if err := errors.Join(b.errs...); err != nil {

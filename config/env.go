@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
 )
 
@@ -21,11 +20,10 @@ import (
 // counts as unset. A variable that names no key is an error: a misspelt
 // EMQPROXY_AUTH_PASWORD must not start a proxy without authentication.
 
-// binder binds every key of one load to its variable, reading the table
-// variables into the file's settings as it goes.
+// binder reads every key's variable of one load into the file's settings,
+// replacing the file's value: the flags, bound above the file, still win.
 type binder struct {
-	v    *viper.Viper
-	raw  map[string]any    // the file's settings, table variables applied
+	raw  map[string]any    // the file's settings, variables applied
 	env  map[string]string // the EMQPROXY_ variables and their values
 	vars map[string]string // variable -> the key it sets
 	errs []error
@@ -59,7 +57,9 @@ func (b *binder) names(path string) []string {
 	return slices.Compact(names)
 }
 
-// visit binds one key to its variable.
+// visit reads one key's variable, when it is set. The walk visits a map
+// before its entries, so an entry's variable replaces what the table
+// variable gave.
 func (b *binder) visit(path string, t reflect.Type) {
 	name := EnvName(path)
 	if other, taken := b.vars[name]; taken {
@@ -67,14 +67,12 @@ func (b *binder) visit(path string, t reflect.Type) {
 		return
 	}
 	b.vars[name] = path
-	if kindOf(t) != kindTable {
-		if err := b.v.BindEnv(path, name); err != nil {
-			b.bad(path, "%v", err)
-		}
-		return
-	}
 	val := b.env[name]
 	if val == "" {
+		return
+	}
+	if kindOf(t) != kindTable {
+		store(b.raw, path, val) // decoded by the key's type (decodeHook)
 		return
 	}
 	var parsed any
