@@ -69,7 +69,8 @@ func (r rawReply) denied(command string) {
 // policy.deny is in force after a reload, on a connection kept open across
 // it; a file that also changes listen is refused naming listen, over
 // POST /reload and SIGHUP, and the running configuration (its deny list
-// included) keeps serving; the refusal is counted.
+// included) keeps serving; the refusal is counted. An empty list is the
+// built-in one.
 func TestServeReloadAppliesPolicyDenyOrRefusesTheWholeFile(t *testing.T) {
 	up := node.StartT(t, node.Options{Role: node.Module})
 	p := startProxy(t, up.Addr, "policy:\n  deny: [FLUSHALL]\n")
@@ -121,6 +122,15 @@ func TestServeReloadAppliesPolicyDenyOrRefusesTheWholeFile(t *testing.T) {
 	if got := p.metric(t, `emqproxy_config_last_reload_successful`); got != 1 {
 		t.Errorf("emqproxy_config_last_reload_successful = %v after an applied reload, want 1", got)
 	}
+
+	// An empty deny list is the built-in one (as the production example
+	// says), not an empty one: FLUSHDB stays refused.
+	editConfig(t, p, "[FLUSHALL]", "[]")
+	if code, body := p.postReload(t); code != 200 {
+		t.Fatalf("POST /reload = %d %q", code, body)
+	}
+	kept.do("FLUSHDB").denied("FLUSHDB")
+	kept.do("SET", "k", "6").is("+OK\r\n")
 }
 
 // TestServeReloadAppliesAuth: a password added by a reload is required on
