@@ -47,12 +47,14 @@ func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 // running configuration kept whole, when the file does not load or
 // validate, when it changes a key a reload cannot apply (named in the
 // error), when the map does not load or changes what a pinned sha means
-// without a new source, or when the routes do not compile.
+// without a new source, or when the routes do not compile. A refusal is
+// logged, audited (map_refused) and counted; POST /reload also answers it.
 func (d *daemon) reload() error {
 	d.reloading.Lock()
 	defer d.reloading.Unlock()
 	changed, err := d.reloadLocked()
 	if err != nil {
+		d.log.Error("reload refused; the running configuration stays", zap.Error(err))
 		d.reloads.total.WithLabelValues("refused").Inc()
 		d.reloads.last.Set(0)
 		d.audit.Info("map_refused", zap.String("map", d.fenceMap.Load().Digest), zap.String("path", d.running.Map), zap.String("error", err.Error()))
