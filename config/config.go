@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -307,22 +306,6 @@ func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) 
 		c.Upstreams[name] = u
 	}
 	return &c, nil
-}
-
-// decodeHook turns a string (an environment variable) into a duration or
-// a list of strings (comma-separated) where the key takes one.
-func decodeHook(from, to reflect.Type, data any) (any, error) {
-	s, ok := data.(string)
-	if !ok || from.Kind() != reflect.String {
-		return data, nil
-	}
-	switch {
-	case to == reflect.TypeFor[time.Duration]():
-		return time.ParseDuration(s)
-	case to.Kind() == reflect.Slice && to.Elem().Kind() == reflect.String:
-		return splitList(s), nil
-	}
-	return data, nil
 }
 
 // Validate checks every value and names the key of each bad one.

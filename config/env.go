@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -105,6 +106,22 @@ func (b *binder) unknownVariables() {
 		}
 		b.errs = append(b.errs, fmt.Errorf("%w: %s: "+msg, ErrInvalid, name, ErrUnknownVariable))
 	}
+}
+
+// decodeHook turns a string (an environment variable) into a duration or
+// a list of strings (comma-separated) where the key takes one.
+func decodeHook(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || from.Kind() != reflect.String {
+		return data, nil
+	}
+	switch {
+	case to == reflect.TypeFor[time.Duration]():
+		return time.ParseDuration(s)
+	case to.Kind() == reflect.Slice && to.Elem().Kind() == reflect.String:
+		return splitList(s), nil
+	}
+	return data, nil
 }
 
 // lookup returns the value at a dotted path of settings, or nil.
