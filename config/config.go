@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -253,25 +254,55 @@ func Defaults() map[string]any {
 
 // Load reads the file at path (may be "" for defaults and environment only),
 // applies environment overrides and the flags that were set, and validates.
+// A key of the file the configuration does not have, and an EMQPROXY_
+// variable that names no key, are errors (env.go).
 func Load(path string, flags *pflag.FlagSet) (*Config, error) {
+	c, err := read(path, flags, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// read is Load without the validation, with the environment given.
+func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) {
+	raw := map[string]any{}
+	if path != "" {
+		fv := viper.New()
+		fv.SetConfigFile(path)
+		fv.SetConfigType("yaml")
+		if err := fv.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+		raw = fv.AllSettings()
+		var errs []error
+		for _, k := range unknownKeys(configType, raw, "") {
+			errs = append(errs, k.errorIn(path))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
 	v := viper.New()
 	for k, val := range Defaults() {
 		v.SetDefault(k, val)
 	}
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
-	v.AutomaticEnv()
-	if path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("config: %s: %w", path, err)
-		}
+	b := &binder{raw: raw, env: environment(environ), vars: map[string]string{}}
+	walkKeys(configType, "", b.names, b.visit)
+	b.unknownVariables()
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, err
+	}
+	if err := v.MergeConfigMap(raw); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	if flags != nil {
 		var bindErr error
 		flags.VisitAll(func(f *pflag.Flag) {
-			if _, known := Defaults()[f.Name]; known || strings.Contains(f.Name, ".") {
+			if _, known := staticKeys[f.Name]; known {
 				if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
 					bindErr = err
 				}
@@ -281,28 +312,13 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 			return nil, fmt.Errorf("config: %w", bindErr)
 		}
 	}
-	// Environment overrides reach only keys viper knows, and the keys under
-	// upstreams.<name> come from the file; give each configured upstream's
-	// every key a default so EMQPROXY_UPSTREAMS_<NAME>_<KEY> works for a key
-	// the file leaves out (a password kept out of the file, say).
-	for name := range v.GetStringMap("upstreams") {
-		for _, k := range upstreamKeys {
-			key := "upstreams." + name + "." + k
-			if !v.InConfig(key) {
-				v.SetDefault(key, upstreamDefault(k))
-			}
-		}
-	}
 	var c Config
-	if err := v.Unmarshal(&c); err != nil {
+	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHook)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for name, u := range c.Upstreams {
 		u.Name = name
 		c.Upstreams[name] = u
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
 	}
 	return &c, nil
 }
@@ -473,24 +489,6 @@ func (c *Config) validateCapture(p *problems) {
 		p.bad("capture.dir", "is empty but capture.queues is set")
 	}
 	p.positive("capture.max_bytes", c.Capture.MaxBytes)
-}
-
-// upstreamKeys are the keys of one upstream, for environment overrides.
-var upstreamKeys = []string{
-	"address", "role", "username", "password", "db", "install", "conns",
-	"tls.enabled", "tls.ca", "tls.cert", "tls.key", "tls.server_name", "tls.insecure_skip_verify",
-}
-
-// upstreamDefault is the default of an upstream key, of the type viper
-// needs to decode an environment override of it.
-func upstreamDefault(key string) any {
-	switch key {
-	case "db", "conns":
-		return 0
-	case "install", "tls.enabled", "tls.insecure_skip_verify":
-		return false
-	}
-	return ""
 }
 
 // validGlob reports whether p is a usable queue pattern: path.Match syntax
