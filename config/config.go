@@ -90,7 +90,8 @@ const (
 	RoleScripts = "scripts"
 )
 
-// Upstream is one named node.
+// Upstream is one named node: a fixed Address, or a master set under
+// Sentinel (exactly one of the two).
 type Upstream struct {
 	Name     string      `mapstructure:"-"`
 	Address  string      `mapstructure:"address"`
@@ -101,6 +102,17 @@ type Upstream struct {
 	Install  bool        `mapstructure:"install"`
 	Conns    int         `mapstructure:"conns"`
 	TLS      UpstreamTLS `mapstructure:"tls"`
+	// Sentinel names a master set whose primary the sentinels give
+	// (package discovery), instead of Address.
+	Sentinel Sentinel `mapstructure:"sentinel"`
+	// FailoverWait is how long a new command waits for the upstream's new
+	// primary while it has none, before it gets an error; 0: at once.
+	FailoverWait time.Duration `mapstructure:"failover_wait"`
+	// AckReplicas, when positive, makes a write's reply wait until
+	// `WAIT AckReplicas AckTimeout` confirms that many replicas have it.
+	AckReplicas int `mapstructure:"ack_replicas"`
+	// AckTimeout bounds that WAIT; required when AckReplicas is positive.
+	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 }
 
 // Route sends the queues matching any of its globs to an upstream.
@@ -382,7 +394,8 @@ func (c *Config) validateUpstreams(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
 		u := c.Upstreams[name]
 		key := "upstreams." + name
-		p.addr(key+".address", u.Address, false)
+		validateSource(p, key, u)
+		validateFailover(p, key, u)
 		if u.Role != RoleModule && u.Role != RoleScripts {
 			p.bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
 		}
@@ -463,16 +476,26 @@ func (c *Config) validateCapture(p *problems) {
 var upstreamKeys = []string{
 	"address", "role", "username", "password", "db", "install", "conns",
 	"tls.enabled", "tls.ca", "tls.cert", "tls.key", "tls.server_name", "tls.insecure_skip_verify",
+	"sentinel.master", "sentinel.addresses", "sentinel.username", "sentinel.password",
+	"sentinel.tls.enabled", "sentinel.tls.ca", "sentinel.tls.cert", "sentinel.tls.key",
+	"sentinel.tls.server_name", "sentinel.tls.insecure_skip_verify",
+	"failover_wait", "ack_replicas", "ack_timeout",
 }
 
 // upstreamDefault is the default of an upstream key, of the type viper
 // needs to decode an environment override of it.
 func upstreamDefault(key string) any {
 	switch key {
-	case "db", "conns":
+	case "db", "conns", "ack_replicas":
 		return 0
-	case "install", "tls.enabled", "tls.insecure_skip_verify":
+	case "install", "tls.enabled", "tls.insecure_skip_verify", "sentinel.tls.enabled", "sentinel.tls.insecure_skip_verify":
 		return false
+	case "sentinel.addresses":
+		return []string{}
+	case "failover_wait":
+		return "5s"
+	case "ack_timeout":
+		return "0s"
 	}
 	return ""
 }
