@@ -90,14 +90,36 @@ func (r *Resolver) ask(sentinel string) (string, error) {
 	return net.JoinHostPort(hp[0], hp[1]), nil
 }
 
-// checkRole connects to a candidate with the node's credentials and checks
-// that it answers ROLE with master. The connection is closed after it.
+// checkRole checks that a candidate answers ROLE with master, on a
+// connection made with the node's credentials. The connection to the last
+// candidate that passed is kept for the next check (the periodic refresh
+// checks the same primary again and again); any other is closed after it.
 func (r *Resolver) checkRole(addr string) error {
-	c, err := valkey.NewClient(r.opts.nodeClientOption(addr))
-	if err != nil {
-		return err
+	c := r.roleClient
+	if c == nil || r.roleAddr != addr {
+		var err error
+		if c, err = valkey.NewClient(r.opts.nodeClientOption(addr)); err != nil {
+			return err
+		}
 	}
-	defer c.Close()
+	err := r.role(c, addr)
+	switch {
+	case err == nil && c != r.roleClient:
+		if r.roleClient != nil {
+			r.roleClient.Close()
+		}
+		r.roleClient, r.roleAddr = c, addr
+	case err != nil && c == r.roleClient:
+		c.Close()
+		r.roleClient, r.roleAddr = nil, ""
+	case err != nil:
+		c.Close()
+	}
+	return err
+}
+
+// role sends ROLE and checks the answer.
+func (r *Resolver) role(c valkey.Client, addr string) error {
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.Timeout)
 	defer cancel()
 	reply, err := c.Do(ctx, c.B().Role().Build()).ToArray()

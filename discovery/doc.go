@@ -33,6 +33,7 @@
 // Options.ClientOption.
 //
 // The package must not touch the data path: it opens connections only to
-// the sentinels and, for the ROLE check, to candidates, sends nothing else
-// to a data node, and keeps no connection to one.
+// the sentinels and, for the ROLE check, to candidates; it sends a data
+// node nothing but ROLE, and keeps one connection, to the primary it last
+// confirmed, for the next check.
 package discovery

@@ -37,8 +37,10 @@ type Resolver struct {
 	refusals  atomic.Uint64
 
 	// Owned by the attempt goroutine.
-	order   []string                 // sentinels, the one that answered last first
-	clients map[string]valkey.Client // a client per sentinel, made when first needed
+	order      []string                 // sentinels, the one that answered last first
+	clients    map[string]valkey.Client // a client per sentinel, made when first needed
+	roleClient valkey.Client            // to roleAddr, the last candidate that passed ROLE
+	roleAddr   string
 }
 
 // New validates opts and starts following the master set: it subscribes
@@ -176,6 +178,9 @@ func (r *Resolver) Close() {
 	r.wg.Wait()
 	for _, c := range r.clients {
 		c.Close()
+	}
+	if r.roleClient != nil {
+		r.roleClient.Close()
 	}
 }
 

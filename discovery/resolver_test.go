@@ -237,9 +237,9 @@ func TestResolveOnDemandIntegration(t *testing.T) { node.EachServer(t, testResol
 
 // testResolveOnDemand follows a failover with no +switch-master message at
 // all: the sentinels' ACL denies the resolvers' user every channel, so
-// their subscriptions fail (and the periodic refresh is off); only asking
-// again finds the new primary. Three resolvers: one asked during the
-// failover, two left alone until it is over.
+// their subscriptions fail; only asking again finds the new primary. Four
+// resolvers: one asked during the failover, two left alone until it is
+// over (their periodic refresh off), one that only refreshes.
 func testResolveOnDemand(t *testing.T, srv node.Server) {
 	h := moduleStand(t, srv)
 	for _, s := range h.Sentinels {
@@ -249,7 +249,10 @@ func testResolveOnDemand(t *testing.T, srv node.Server) {
 	}
 	opts := Options{Master: h.Master, Addresses: h.SentinelAddrs(), Username: "discover", Password: "dpw", Refresh: -1}
 	during, resolved, reported := newResolver(t, opts), newResolver(t, opts), newResolver(t, opts)
-	for _, r := range []*Resolver{during, resolved, reported} {
+	refreshing := opts
+	refreshing.Refresh = 200 * time.Millisecond
+	refreshed := newResolver(t, refreshing)
+	for _, r := range []*Resolver{during, resolved, reported, refreshed} {
 		if got, err := r.Resolve(ctxFor(t, 20*time.Second)); err != nil || got != h.Primary.Addr {
 			t.Fatalf("Resolve = %q, %v", got, err)
 		}
@@ -284,10 +287,10 @@ func testResolveOnDemand(t *testing.T, srv node.Server) {
 	if got, err := resolved.Resolve(ctxFor(t, 10*time.Second)); err != nil || got != h.Replica.Addr {
 		t.Fatalf("Resolve after the failover = %q, %v; want %s", got, err, h.Replica.Addr)
 	}
-	reported.ReportFailure("127.0.0.1:1") // not its primary: nothing to do
 	reported.ReportFailure(h.Primary.Addr)
 	waitUntil(t, 10*time.Second, "the promoted replica after ReportFailure", func() bool { return reported.Primary() == h.Replica.Addr })
-	for _, r := range []*Resolver{during, resolved, reported} {
+	waitUntil(t, 10*time.Second, "the promoted replica by the periodic refresh", func() bool { return refreshed.Primary() == h.Replica.Addr })
+	for _, r := range []*Resolver{during, resolved, reported, refreshed} {
 		if r.Failovers() != 1 {
 			t.Fatalf("Failovers() = %d, want 1", r.Failovers())
 		}
