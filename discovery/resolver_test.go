@@ -94,6 +94,23 @@ func testResolve(t *testing.T, srv node.Server) {
 		}
 	})
 
+	// The sentinel ACL docs/operations.md gives the proxy's user is enough
+	// to ask and to subscribe.
+	t.Run("the documented sentinel ACL", func(t *testing.T) {
+		rule := []string{"ACL", "SETUSER", "emqproxy", "on", ">spw", "+ping", "+hello", "+auth",
+			"+sentinel|get-master-addr-by-name", "+subscribe", "&+switch-master"}
+		for _, s := range h.Sentinels {
+			if got := mustRaw(t, s.Addr, rule...); got != "+OK\r\n" {
+				t.Fatalf("ACL SETUSER on sentinel %s: %q", s.Addr, got)
+			}
+		}
+		r := newResolver(t, Options{Master: h.Master, Addresses: h.SentinelAddrs(), Username: "emqproxy", Password: "spw"})
+		if got, err := r.Resolve(ctxFor(t, 20*time.Second)); err != nil || got != h.Primary.Addr {
+			t.Fatalf("Resolve = %q, %v; want the primary %s", got, err, h.Primary.Addr)
+		}
+		waitUntil(t, 20*time.Second, "subscribed on every sentinel", func() bool { return r.Subscribed() == 3 })
+	})
+
 	t.Run("a sentinel that does not know the master", func(t *testing.T) {
 		r := newResolver(t, Options{Master: "nosuch", Addresses: h.SentinelAddrs()})
 		_, err := r.Resolve(ctxFor(t, 300*time.Millisecond))
