@@ -91,7 +91,8 @@ const (
 	RoleScripts = "scripts"
 )
 
-// Upstream is one named node.
+// Upstream is one named node: a fixed Address, or a master set under
+// Sentinel (exactly one of the two).
 type Upstream struct {
 	Name     string      `mapstructure:"-"`
 	Address  string      `mapstructure:"address"`
@@ -102,6 +103,17 @@ type Upstream struct {
 	Install  bool        `mapstructure:"install"`
 	Conns    int         `mapstructure:"conns"`
 	TLS      UpstreamTLS `mapstructure:"tls"`
+	// Sentinel names a master set whose primary the sentinels give
+	// (package discovery), instead of Address.
+	Sentinel Sentinel `mapstructure:"sentinel"`
+	// FailoverWait is how long a new command waits for the upstream's new
+	// primary while it has none, before it gets an error; 0: at once.
+	FailoverWait time.Duration `mapstructure:"failover_wait"`
+	// AckReplicas, when positive, makes a write's reply wait until
+	// `WAIT AckReplicas AckTimeout` confirms that many replicas have it.
+	AckReplicas int `mapstructure:"ack_replicas"`
+	// AckTimeout bounds that WAIT; required when AckReplicas is positive.
+	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 }
 
 // Route sends the queues matching any of its globs to an upstream.
@@ -318,6 +330,9 @@ func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) 
 	}
 	for name, u := range c.Upstreams {
 		u.Name = name
+		if !v.IsSet("upstreams." + name + ".failover_wait") {
+			u.FailoverWait = DefaultFailoverWait // 0 is a choice: the error at once
+		}
 		c.Upstreams[name] = u
 	}
 	return &c, nil
@@ -414,7 +429,8 @@ func (c *Config) validateUpstreams(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
 		u := c.Upstreams[name]
 		key := "upstreams." + name
-		p.addr(key+".address", u.Address, false)
+		validateSource(p, key, u)
+		validateFailover(p, key, u)
 		if u.Role != RoleModule && u.Role != RoleScripts {
 			p.bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
 		}

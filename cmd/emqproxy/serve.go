@@ -298,6 +298,14 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 	dbs := map[int]bool{}
 	for _, name := range cfg.UpstreamNames() {
 		u := cfg.Upstreams[name]
+		// The data path does not follow a Sentinel master set or wait for
+		// replicas yet: refuse the keys rather than serve without them.
+		if !u.Sentinel.IsZero() {
+			return nil, fmt.Errorf("upstreams.%s.sentinel: this build validates the section but does not serve a master set under Sentinel yet; set address", name)
+		}
+		if u.AckReplicas > 0 {
+			return nil, fmt.Errorf("upstreams.%s.ack_replicas: this build does not wait for replicas yet; set 0", name)
+		}
 		utls, err := upstreamTLS(name, u.TLS)
 		if err != nil {
 			return nil, err
