@@ -40,6 +40,11 @@ type keySpec struct {
 	limit     int
 	keynumidx int
 	firstkey  int
+
+	// write: the spec's keys may be written (flags RW, OW or RM, or not
+	// RO); notKey: they are not keys (SPUBLISH's shard channel). Read by
+	// the rule's protected-key check (rule.go).
+	write, notKey bool
 }
 
 // cmdKeys is what the table knows of one command.
@@ -56,6 +61,15 @@ type cmdKeys struct {
 	name    string
 	arity   int
 	noMulti bool
+
+	// What the shared-connection rule reads (rule.go): the flags and ACL
+	// categories it looks at, the class they put the command in, and the
+	// command's label in refusals and policy.allow ("CONFIG GET"; parent
+	// is "CONFIG" for a subcommand, "" otherwise).
+	traits traits
+	class  ruleClass
+	label  string
+	parent string
 }
 
 // keyTable maps lower-case command names to their key specs.
@@ -89,7 +103,15 @@ func (ks *keyStore) merge(t keyTable) {
 // a container command), or nil.
 func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
 	t := ks.tab.Load()
-	if t == nil || len(args) == 0 || len(args[0]) > maxCmdName {
+	if t == nil {
+		return nil
+	}
+	return t.lookup(args)
+}
+
+// lookup is keyStore.lookup on one table.
+func (t *keyTable) lookup(args [][]byte) *cmdKeys {
+	if len(args) == 0 || len(args[0]) > maxCmdName {
 		return nil
 	}
 	var buf [maxCmdName]byte
@@ -113,52 +135,58 @@ const maxCmdName = 64
 // COMMAND GETKEYS finds them from the specs. Out-of-range positions (a
 // malformed command the server will refuse) are skipped.
 func (c *cmdKeys) positions(args [][]byte, dst []int) []int {
+	for i := range c.specs {
+		dst = c.specs[i].positions(args, dst)
+	}
+	return dst
+}
+
+// positions appends to dst the indices in args of one spec's keys.
+func (sp *keySpec) positions(args [][]byte, dst []int) []int {
 	argc := len(args)
-	for _, sp := range c.specs {
-		first := 0
-		switch sp.bs {
-		case 'i':
-			first = sp.index
-		case 'k':
-			first = keywordStart(args, sp.keyword, sp.startfrom)
-		}
-		if first <= 0 || first >= argc {
-			continue
-		}
-		var last, step int
-		switch sp.fk {
-		case 'r':
-			switch {
-			case sp.lastkey >= 0:
-				last = first + sp.lastkey
-			case sp.limit == 0:
-				last = argc + sp.lastkey
-			default:
-				last = first + ((argc-first)/sp.limit + sp.lastkey)
-			}
-			step = sp.keystep
-		case 'n':
-			at := first + sp.keynumidx
-			if at >= argc {
-				continue
-			}
-			n, ok := rewrite.ParseInt(args[at])
-			if !ok || n < 0 || n > int64(argc) {
-				continue
-			}
-			first += sp.firstkey
-			last = first + int(n) - 1
-			step = sp.keystep
+	first := 0
+	switch sp.bs {
+	case 'i':
+		first = sp.index
+	case 'k':
+		first = keywordStart(args, sp.keyword, sp.startfrom)
+	}
+	if first <= 0 || first >= argc {
+		return dst
+	}
+	var last, step int
+	switch sp.fk {
+	case 'r':
+		switch {
+		case sp.lastkey >= 0:
+			last = first + sp.lastkey
+		case sp.limit == 0:
+			last = argc + sp.lastkey
 		default:
-			continue
+			last = first + ((argc-first)/sp.limit + sp.lastkey)
 		}
-		if step <= 0 {
-			step = 1
+		step = sp.keystep
+	case 'n':
+		at := first + sp.keynumidx
+		if at >= argc {
+			return dst
 		}
-		for i := first; i <= last && i < argc; i += step {
-			if i >= 1 {
-				dst = append(dst, i)
-			}
+		n, ok := rewrite.ParseInt(args[at])
+		if !ok || n < 0 || n > int64(argc) {
+			return dst
+		}
+		first += sp.firstkey
+		last = first + int(n) - 1
+		step = sp.keystep
+	default:
+		return dst
+	}
+	if step <= 0 {
+		step = 1
+	}
+	for i := first; i <= last && i < argc; i += step {
+		if i >= 1 {
+			dst = append(dst, i)
 		}
 	}
 	return dst
@@ -216,6 +244,15 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 		// Redis 7 and Valkey spell it no_multi; accept the no-multi of
 		// the command JSON files too.
 		noMulti: hasFlag(e.Elems[2], "no_multi") || hasFlag(e.Elems[2], "no-multi"),
+		label:   ruleLabel(e.Elems[0].Str),
+	}
+	var cats fence.Reply
+	if len(e.Elems) > 6 {
+		cats = e.Elems[6]
+	}
+	ck.traits = parseTraits(e.Elems[2], cats)
+	if parent, _, ok := strings.Cut(e.Elems[0].Str, "|"); ok {
+		ck.parent = ruleLabel(parent)
 	}
 	if len(e.Elems) > 8 {
 		for _, s := range e.Elems[8].Elems {
@@ -228,7 +265,8 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 		}
 	} else if first := int(e.Elems[3].Int); first > 0 {
 		// A server without key specs: the legacy first, last, step.
-		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int)}}
+		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int),
+			write: ck.traits&tWrite != 0}}
 		if e.Elems[4].Int < 0 {
 			ck.specs[0].lastkey = int(e.Elems[4].Int)
 		}
@@ -243,6 +281,7 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 			}
 		}
 	}
+	ck.class = classify(name, ck.traits)
 	return name, ck
 }
 
@@ -264,6 +303,9 @@ func parseKeySpec(r fence.Reply) (keySpec, bool) {
 	if hasFlag(m["flags"], "incomplete") {
 		return sp, false
 	}
+	kf := m["flags"]
+	sp.notKey = hasFlag(kf, "not_key")
+	sp.write = hasFlag(kf, "RW") || hasFlag(kf, "OW") || hasFlag(kf, "RM") || !hasFlag(kf, "RO") || hasFlag(kf, "variable_flags")
 	bs, fk := flatMap(m["begin_search"]), flatMap(m["find_keys"])
 	bspec, fspec := flatMap(bs["spec"]), flatMap(fk["spec"])
 	switch bs["type"].Str {

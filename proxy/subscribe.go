@@ -489,6 +489,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
+	s.shareRule(f.args, &d) // rule.go: the same rule on the client's own connection
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
 		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
 	}
