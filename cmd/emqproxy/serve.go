@@ -390,10 +390,16 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 	if cfg.Policy.UnknownScripts == config.UnknownReadonly {
 		p.Unknown = rewrite.ReadonlyUnknown
 	}
-	if cfg.Policy.Deny != nil {
+	if len(cfg.Policy.Deny) > 0 { // empty keeps the default list, as the example documents
 		p.Deny = make(map[string]bool, len(cfg.Policy.Deny))
 		for _, c := range cfg.Policy.Deny {
 			p.Deny[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
+		}
+	}
+	if len(cfg.Policy.Allow) > 0 {
+		p.Allow = make(map[string]bool, len(cfg.Policy.Allow))
+		for _, c := range cfg.Policy.Allow {
+			p.Allow[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
 		}
 	}
 	if cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0 {
