@@ -245,7 +245,6 @@ func (t *Table) skip(queue, why string) {
 	t.Skipped[queue] = why
 }
 
-
 // Ack records that proxy reg applied the node's epoch reg.Applied.
 func (n *Node) Ack(ctx context.Context, reg Registration) error {
 	b, _ := json.Marshal(reg)
