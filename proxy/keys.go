@@ -75,10 +75,12 @@ type cmdKeys struct {
 // keyTable maps lower-case command names to their key specs.
 type keyTable map[string]*cmdKeys
 
-// keyStore is the merged table, replaced (never modified) on each merge.
+// keyStore is the merged table, replaced (never modified) on each merge,
+// with its index (stored first: whoever finds the index finds the table).
 type keyStore struct {
 	mu  sync.Mutex
 	tab atomic.Pointer[keyTable]
+	idx atomic.Pointer[keyIndex]
 }
 
 // merge adds the commands of t that the store does not have yet.
@@ -96,30 +98,90 @@ func (ks *keyStore) merge(t keyTable) {
 			next[k] = v
 		}
 	}
+	ks.idx.Store(newKeyIndex(next))
 	ks.tab.Store(&next)
 }
 
 // lookup returns the entry of the command args names (its subcommand's for
 // a container command), or nil.
 func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
-	t := ks.tab.Load()
-	if t == nil {
+	x := ks.idx.Load()
+	if x == nil {
 		return nil
 	}
-	return t.lookup(args)
+	return x.lookup(args)
 }
 
-// lookup is keyStore.lookup on one table.
-func (t *keyTable) lookup(args [][]byte) *cmdKeys {
+// keyIndex is a table's top-level names as an open-addressed hash table
+// on the FNV-1a hash of the lower-case name, computed while lower-casing:
+// every forwarded command is looked up (the rule, rule.go), and Go's map,
+// hashing the name a second time, cost as much again (rewrite/table.go
+// does the same for its own table). At most half full.
+type keyIndex struct {
+	slots []keySlot
+	mask  uint32
+}
+
+type keySlot struct {
+	name string
+	ck   *cmdKeys
+}
+
+// The FNV-1a parameters.
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+// newKeyIndex indexes t.
+func newKeyIndex(t keyTable) *keyIndex {
+	size := 64
+	for size < 2*len(t) {
+		size *= 2
+	}
+	x := &keyIndex{slots: make([]keySlot, size), mask: uint32(size - 1)}
+	for name, ck := range t {
+		var h uint32 = fnvOffset
+		for i := range len(name) {
+			h = (h ^ uint32(name[i])) * fnvPrime
+		}
+		for i := h; ; i++ {
+			if e := &x.slots[i&x.mask]; e.name == "" {
+				*e = keySlot{name, ck}
+				break
+			}
+		}
+	}
+	return x
+}
+
+// lookup is keyStore.lookup on one index.
+func (x *keyIndex) lookup(args [][]byte) *cmdKeys {
 	if len(args) == 0 || len(args[0]) > maxCmdName {
 		return nil
 	}
 	var buf [maxCmdName]byte
-	c := (*t)[string(rewrite.LowerInto(buf[:0], args[0]))]
-	if c == nil || c.subs == nil {
-		return c
+	low := buf[:len(args[0])]
+	var h uint32 = fnvOffset
+	for i, c := range args[0] {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+		h = (h ^ uint32(c)) * fnvPrime
 	}
-	if len(args) < 2 || len(args[1]) > maxCmdName {
+	var c *cmdKeys
+	for i := h; ; i++ {
+		e := &x.slots[i&x.mask]
+		if e.name == "" {
+			return nil
+		}
+		if e.name == string(low) {
+			c = e.ck
+			break
+		}
+	}
+	if c.subs == nil || len(args) < 2 || len(args[1]) > maxCmdName {
 		return c
 	}
 	if sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]; sc != nil {

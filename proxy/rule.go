@@ -223,8 +223,8 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
 		return
 	}
-	t := s.srv.keys.tab.Load()
-	if t == nil {
+	x := s.srv.keys.idx.Load()
+	if x == nil {
 		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
 			Reply: s.srv.routes.Load().def.unavailable()}
 		if s.st.InMulti {
@@ -232,7 +232,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 		}
 		return
 	}
-	ck := t.lookup(args)
+	ck := x.lookup(args)
 	if key, ok := protectedWrite(args, ck); ok {
 		reason := ReasonControlKey
 		if string(key) == rewrite.VersionKey {
