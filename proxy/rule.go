@@ -281,7 +281,7 @@ func classWhy(c ruleClass, ck *cmdKeys) string {
 		if why, ok := replyShape[strings.ToLower(ck.name)]; ok {
 			return "the server does not answer it with exactly one reply (" + why + ")"
 		}
-		return "the server answers it once per channel, and outside subscribe mode it would put a shared connection in subscribe mode"
+		return "the server answers it with one reply per channel"
 	case classSecret:
 		return secretCommands[strings.ToLower(ck.name)]
 	case classBlocking:
