@@ -131,8 +131,14 @@ const (
 // Policy configures decisions.
 type Policy struct {
 	UnknownScripts string `mapstructure:"unknown_scripts"`
-	// Deny replaces the default deny list when set.
+	// Deny replaces the default deny list when set (an empty list keeps it).
 	Deny []string `mapstructure:"deny"`
+	// Allow opens commands the deny list or the shared-connection rule
+	// refuses ("LASTSAVE", "CONFIG SET"): the deny-list entries it names
+	// and the rule's admin, dangerous and noscript classes. The rule's
+	// other classes (reply, secret, blocking, database, protected keys)
+	// never open.
+	Allow []string `mapstructure:"allow"`
 }
 
 // Limits bound what one client may make the proxy hold.
@@ -229,6 +235,7 @@ func Defaults() map[string]any {
 		"tls.min_version":         "1.2",
 		"map":                     "stand/map.yaml",
 		"policy.unknown_scripts":  UnknownRefuse,
+		"policy.allow":            []string{},
 		"limits.max_clients":      10000,
 		"limits.max_multibulk":    1024 * 1024,
 		"limits.max_bulk":         int64(512 << 20),
@@ -362,6 +369,11 @@ func (c *Config) Validate() error {
 	for i, d := range c.Policy.Deny {
 		if strings.TrimSpace(d) == "" {
 			p.bad(fmt.Sprintf("policy.deny[%d]", i), "is empty")
+		}
+	}
+	for i, a := range c.Policy.Allow {
+		if strings.TrimSpace(a) == "" {
+			p.bad(fmt.Sprintf("policy.allow[%d]", i), "is empty")
 		}
 	}
 	c.validateLimits(&p)

@@ -24,6 +24,7 @@ var reloadable = []string{
 	"routes",
 	"policy.unknown_scripts",
 	"policy.deny",
+	"policy.allow",
 	"auth.password",
 	"auth.users",
 	"log.level",

@@ -333,6 +333,7 @@ func (s *session) command(f frame) {
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
+	s.shareRule(f.args, &d) // rule.go: the shared-connection rule
 	if s.srv.ctl != nil {
 		s.hold(f.args, &d) // hold.go: a queue that is moving waits
 	}

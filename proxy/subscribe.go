@@ -489,6 +489,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
+	s.shareRule(f.args, &d) // rule.go: the same rule on the client's own connection
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
 		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
 	}
@@ -541,10 +542,16 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.tx.buf = encode(s.tx.buf, f, &d)
 		s.tx.n++
 		s.relayed(audit)
+		if d.Effect == rewrite.Wire6 {
+			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
+		}
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
 		*out = encode(*out, f, &d)
 		s.relayed(audit)
+		if d.Effect == rewrite.Wire6 {
+			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
+		}
 		return nil
 	}
 	if err := s.bridgeLocal(out, d.Reply, audit); err != nil {

@@ -421,6 +421,12 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 			p.Deny[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
 		}
 	}
+	if len(cfg.Policy.Allow) > 0 {
+		p.Allow = make(map[string]bool, len(cfg.Policy.Allow))
+		for _, c := range cfg.Policy.Allow {
+			p.Allow[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
+		}
+	}
 	if cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0 {
 		p.Users = make(map[string]string, len(cfg.Auth.Users)+1)
 		for u, pw := range cfg.Auth.Users {
