@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // sig is what a batch's owner is woken with.
@@ -27,7 +29,11 @@ const (
 // then only the pipelined connection touches it.
 type batch struct {
 	out []byte // the encoded commands, as they go to the upstream
-	n   int    // how many replies the commands produce
+	// refs are large commands' bytes sent from the client's read buffer
+	// without a copy, each after out[:at] (see encode): the session
+	// neither reads into nor moves that buffer before the batch is done.
+	refs []outRef
+	n    int // how many replies the commands produce
 
 	replies  []byte // the replies' exact bytes, concatenated
 	ends     []int  // ends[i] is where reply i ends in replies
@@ -36,8 +42,26 @@ type batch struct {
 	lost     bool   // some replies are errors made by the proxy
 	finished bool   // every reply is there (under the pipe's mu)
 
+	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
+
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
+
+// outRef is a large command's bytes, sent after out[:at].
+type outRef struct {
+	at int
+	b  []byte
+}
+
+// refMin is the size from which a forwarded command's bytes are sent from
+// the client's read buffer rather than copied: a command that large was
+// read into a buffer of its own (past keptReadBuf), and a copy would
+// double what it holds.
+const refMin = keptReadBuf
+
+// keptBatchBuf is the largest command or reply buffer a batch keeps for
+// reuse; a bigger one (a large reply) is let go when the batch is reset.
+const keptBatchBuf = 4 * DefaultMaxInline
 
 // newBatch returns an empty batch with its signal channel.
 func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
@@ -45,8 +69,16 @@ func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
 // reset empties the batch for reuse, keeping its buffers.
 func (b *batch) reset() {
 	b.out = b.out[:0]
+	if cap(b.out) > keptBatchBuf {
+		b.out = nil
+	}
+	clear(b.refs) // the client's read buffer may go
+	b.refs = b.refs[:0]
 	b.n = 0
 	b.replies = b.replies[:0]
+	if cap(b.replies) > keptBatchBuf {
+		b.replies = nil
+	}
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
 }
@@ -69,6 +101,37 @@ func (b *batch) fill(msg []byte) {
 		b.ends = append(b.ends, len(b.replies))
 	}
 	b.lost = true
+}
+
+// encode appends a forwarded command (see the function encode), its bytes
+// by reference when it is large.
+func (b *batch) encode(f frame, d *rewrite.Decision) {
+	if len(f.raw) < refMin {
+		b.out = encode(b.out, f, d)
+		return
+	}
+	tail := f.raw
+	if d.Action == rewrite.Rewrite {
+		b.out = encodeHead(b.out, f, d)
+		tail = f.tailFrom(d.Replace)
+	}
+	b.refs = append(b.refs, outRef{at: len(b.out), b: tail})
+}
+
+// appendTo appends the batch's bytes, in order, to vec.
+func (b *batch) appendTo(vec net.Buffers) net.Buffers {
+	at := 0
+	for _, r := range b.refs {
+		if r.at > at {
+			vec = append(vec, b.out[at:r.at])
+		}
+		vec = append(vec, r.b)
+		at = r.at
+	}
+	if at < len(b.out) || len(b.refs) == 0 {
+		vec = append(vec, b.out[at:])
+	}
+	return vec
 }
 
 // signal wakes the session waiting on the batch: every reply is there.
@@ -349,7 +412,7 @@ func (p *pipe) writeQueued(limit int) {
 
 		vec := p.vec[:0]
 		for _, b := range q {
-			vec = append(vec, b.out)
+			vec = b.appendTo(vec)
 		}
 		if p.timeout > 0 {
 			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.timeout)
@@ -496,12 +559,24 @@ func (p *pipe) readBatch(b *batch) error {
 		var over bool
 		var err error
 		start := len(b.replies)
+		p.rr.acct = &b.acct
 		b.replies, over, err = p.rr.read(b.replies, b.max)
+		p.rr.acct = nil
 		if err != nil {
 			return err
 		}
+		push := len(b.replies) > start && b.replies[start] == '>'
+		if b.acct.refused {
+			// Over the memory budget: read and dropped (budget.go).
+			b.acct.refused, over = false, false
+			b.acct.dropped++
+			b.replies = b.replies[:start]
+			if !push {
+				b.replies = append(b.replies, replyDroppedForBudget...)
+			}
+		}
 		b.over = b.over || over
-		if len(b.replies) > start && b.replies[start] == '>' {
+		if push {
 			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
 			// reaches the client before the reply that follows it.
 			continue
