@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,7 +31,7 @@ import (
 // The delay holds only the failing client's session (its reply waits; its
 // goroutine sleeps): other clients and the proxy are not slowed. The table
 // holds at most maxAuthAddrs addresses: a full table first forgets the
-// addresses whose count has decayed to nothing, then the one whose last
+// addresses whose count has decayed to nothing, then those whose last
 // failure is oldest. The address is the IP the connection comes from
 // (every port of a host is one address).
 //
@@ -140,23 +142,26 @@ func (t *authTable) failed(addr string, now time.Time, base, ceiling time.Durati
 	return release.Sub(now)
 }
 
-// evictLocked makes room for one address: it forgets those whose count
-// has decayed to nothing and whose replies are all out, or else the one
-// whose last failure is oldest. The caller holds mu.
+// evictLocked makes room in a full table: it forgets the addresses whose
+// count has decayed to nothing and whose replies are all out, and when
+// that is not an eighth of the table, the oldest (by last failure) down to
+// seven eighths, so a table kept full by many addresses is scanned once
+// per maxAuthAddrs/8 new ones. The caller holds mu.
 func (t *authTable) evictLocked(now time.Time) {
-	var oldest string
 	for k, a := range t.addrs {
 		a.decay(now)
 		if a.fails == 0 && !a.next.After(now) {
 			delete(t.addrs, k)
-			continue
-		}
-		if oldest == "" || a.last.Before(t.addrs[oldest].last) {
-			oldest = k
 		}
 	}
-	if len(t.addrs) >= maxAuthAddrs && oldest != "" {
-		delete(t.addrs, oldest)
+	keep := maxAuthAddrs - maxAuthAddrs/8
+	if len(t.addrs) <= keep {
+		return
+	}
+	keys := slices.Collect(maps.Keys(t.addrs))
+	slices.SortFunc(keys, func(x, y string) int { return t.addrs[x].last.Compare(t.addrs[y].last) })
+	for _, k := range keys[:len(keys)-keep] {
+		delete(t.addrs, k)
 	}
 }
 

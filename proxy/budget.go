@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -241,7 +242,9 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
 		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.limit))
 		s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
-		_, _ = s.nc.Write(replyTooLargeForBudget(size, mem.limit))
+		if _, err := s.nc.Write(replyTooLargeForBudget(size, mem.limit)); err == nil {
+			s.lingerClose()
+		}
 		return false, errClose
 	}
 	if charge > 0 {
@@ -264,6 +267,27 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 		mem.done(s.id)
 	}
 	return true, nil
+}
+
+// lingerTimeout is how long a client being closed after an error may go
+// on sending the command the error refused (lingerClose).
+const lingerTimeout = 2 * time.Second
+
+// lingerClose ends the session's side of the connection after an error
+// was written and reads what the client still sends, for at most
+// lingerTimeout, dropping it: closing with unread input would reset the
+// connection, and the client might never read the error.
+func (s *session) lingerClose() {
+	cw, ok := s.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = s.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	for {
+		if _, err := s.nc.Read(s.buf); err != nil {
+			return
+		}
+	}
 }
 
 // releaseMemory gives back everything the session holds (it ends).

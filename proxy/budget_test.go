@@ -180,3 +180,160 @@ func testBufferedBytesBoundTheProcess(t *testing.T, srv node.Server) {
 	// Every client is still served afterwards.
 	ninth.do("STRLEN", "big").is(":" + strconv.Itoa(size) + "\r\n")
 }
+
+// bigCommand encodes a command whose last argument is size bytes of fill.
+func bigCommand(size int, fill byte, args ...string) []byte {
+	b := node.AppendCommand(nil, append(args, strings.Repeat(string(fill), size))...)
+	return b
+}
+
+func TestBudgetRefusals(t *testing.T) { node.EachServer(t, testBudgetRefusals) }
+
+// A command larger than the whole budget gets the budget's error and its
+// client is closed; a reply that does not fit is replaced by an error
+// saying the command ran; a transaction's command that does not fit
+// discards the transaction. Every other client, and the refused reply's
+// own client, is served on.
+func testBudgetRefusals(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	const budget = 4 << 20
+	h := startProxy(t, n, func(o *Options) { o.MaxBuffered = budget })
+	other := h.dial()
+	direct := dial(t, n.Addr)
+
+	// Larger than the budget: refused, closed, nothing written.
+	c := h.dial()
+	c.write(bigCommand(budget+1<<20, 'a', "SET", "huge"))
+	r := c.read()
+	r.hasPrefix("-ERR emqproxy: command too large for the proxy's memory budget (")
+	if !strings.Contains(string(r.got), "limits.buffered_bytes is 4194304") {
+		t.Errorf("the refusal does not name the budget: %q", r.got)
+	}
+	c.closed()
+	direct.do("EXISTS", "huge").is(":0\r\n")
+	other.do("PING").is("+PONG\r\n")
+	if got := readCounter(t, h.srv.met.rejected.WithLabelValues(reasonMemoryBudget)); got != 1 {
+		t.Errorf("memory_budget closes counted %v, want 1", got)
+	}
+
+	// A reply larger than the budget: the command ran, its reply is an
+	// error, the client goes on.
+	direct.write(bigCommand(budget+1<<20, 'b', "SET", "wide"))
+	direct.read().is("+OK\r\n")
+	c = h.dial()
+	c.do("GET", "wide").is(string(replyDroppedForBudget))
+	c.do("STRLEN", "wide").is(":" + strconv.Itoa(budget+1<<20) + "\r\n")
+	c.do("GETDEL", "wide").is(string(replyDroppedForBudget))
+	direct.do("EXISTS", "wide").is(":0\r\n") // it ran
+	c.do("PING").is("+PONG\r\n")
+
+	// A transaction's command that fits the input but not a copy of it
+	// next to the input: refused, and EXEC discards the transaction.
+	c.do("MULTI").is("+OK\r\n")
+	c.do("SET", "tx:1", "v").is("+QUEUED\r\n")
+	c.write(bigCommand(3<<20, 'c', "SET", "tx:2"))
+	c.read().is(string(replyTxOverBudget))
+	c.do("EXEC").is("-EXECABORT Transaction discarded because of previous errors.\r\n")
+	direct.do("EXISTS", "tx:1", "tx:2").is(":0\r\n")
+	c.do("PING").is("+PONG\r\n")
+	other.do("PING").is("+PONG\r\n")
+
+	// Everything was given back.
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+}
+
+func TestBudgetCommandsOfSeveralLargeArguments(t *testing.T) {
+	node.EachServer(t, testBudgetCommandsOfSeveralLargeArguments)
+}
+
+// Clients whose commands each hold part of the budget and need more (an
+// MSET of two large values, each asked for when its length is read) all
+// complete: one of them at a time goes past the budget, so they never wait
+// for each other for good.
+func testBudgetCommandsOfSeveralLargeArguments(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	h := startProxy(t, n, func(o *Options) { o.MaxBuffered = 8 << 20 })
+	const clients, size = 4, 3 << 20
+	var wg sync.WaitGroup
+	replies := make([]string, clients)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.DialTimeout("tcp", h.addr, testTimeout)
+			if err != nil {
+				replies[i] = err.Error()
+				return
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(floodTimeout))
+			val := strings.Repeat(string(rune('a'+i)), size)
+			k := "m:" + strconv.Itoa(i)
+			go func() { _, _ = nc.Write(node.AppendCommand(nil, "MSET", k+":a", val, k+":b", val)) }()
+			b, err := node.ReadReply(bufio.NewReader(nc))
+			if err != nil {
+				replies[i] = err.Error()
+				return
+			}
+			replies[i] = string(b)
+		}()
+	}
+	wg.Wait()
+	direct := dial(t, n.Addr)
+	for i, r := range replies {
+		if r != "+OK\r\n" {
+			t.Errorf("MSET %d answered %q", i, r)
+		}
+		direct.do("STRLEN", "m:"+strconv.Itoa(i)+":b").is(":" + strconv.Itoa(size) + "\r\n")
+	}
+	if _, waits := h.srv.mem.inUse(); waits == 0 {
+		t.Error("no client waited for the budget: the test did not exercise it")
+	}
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+}
+
+func TestBudgetLargeRewrittenCall(t *testing.T) { node.EachServer(t, testBudgetLargeRewrittenCall) }
+
+// A pinned verb call with a payload past refMin goes upstream from the
+// client's read buffer (its head rewritten, its tail referenced): the
+// module node gets the payload byte for byte.
+func testBudgetLargeRewrittenCall(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
+	h := startProxy(t, n, nil)
+	enq, _ := h.srv.Policy().Map.ByName("enqueue")
+	payload := strings.Repeat("p", 3*refMin) + "end"
+	c := h.dial()
+	c.send(cmd("PING"), cmd("EVALSHA", enq.SHA, "2", "emq:{big}:job:J1", "emq:{big}:pending", "J1", payload), cmd("PING"))
+	c.read().is("+PONG\r\n")
+	c.read().is(":1\r\n")
+	c.read().is("+PONG\r\n")
+	dial(t, n.Addr).do("HGET", "emq:{big}:job:J1", "payload").is("$" + strconv.Itoa(len(payload)) + "\r\n" + payload + "\r\n")
+}
+
+func TestBudgetClosesASubscriberThatDoesNotRead(t *testing.T) {
+	node.EachServer(t, testBudgetClosesASubscriberThatDoesNotRead)
+}
+
+// A subscriber that stops reading while messages arrive is closed once
+// the messages waiting for it do not fit in the budget (well before its
+// own max_reply_bytes), and the budget is given back.
+func testBudgetClosesASubscriberThatDoesNotRead(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	h := startProxy(t, n, func(o *Options) { o.MaxBuffered = 1 << 20 })
+	sub := h.dial()
+	sub.do("SUBSCRIBE", "news").is("*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")
+	pub := dial(t, n.Addr)
+	msg := strings.Repeat("m", 256<<10)
+	rejected := h.srv.met.rejected.WithLabelValues(reasonMemoryBudget)
+	// Publish until the proxy lets the subscriber go (the kernel's socket
+	// buffers take a few MiB first).
+	for i := 0; readCounter(t, rejected) == 0; i++ {
+		if i == 4096 {
+			t.Fatal("the subscriber was never closed")
+		}
+		pub.do("PUBLISH", "news", msg).hasPrefix(":")
+	}
+	poll(t, "the subscriber's connection to go", func() bool { return h.srv.clients.Load() == 0 })
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+	h.dial().do("PING").is("+PONG\r\n")
+}
