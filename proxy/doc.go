@@ -13,8 +13,10 @@
 // queue across several named upstreams with their roles (route.go,
 // route_session.go, segment.go) by the servers' own key positions
 // (keys.go), subscribe mode bridged over a connection of the client's own
-// (subscribe.go, subscribe_relay.go), the per-connection limit on failed
-// authentications (authlimit.go), the server lifecycle (server.go), the
+// (subscribe.go, subscribe_relay.go), the process-wide memory budget for
+// what clients make it hold (budget.go), the limits on failed
+// authentications per source address and on the time to authenticate
+// (authlimit.go), the server lifecycle (server.go), the
 // audit records (audit.go), the capture of chosen queues' commands for a
 // replay (capture.go) and the data-path metrics (metrics.go).
 //
