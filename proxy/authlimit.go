@@ -193,7 +193,7 @@ func (s *session) authFailed() {
 		return
 	}
 	cut := false
-	if !s.authBy.IsZero() && !s.st.Authenticated {
+	if s.authPending() {
 		if left := s.authBy.Sub(now); left < wait {
 			wait, cut = max(left, 0), true
 		}
@@ -219,19 +219,29 @@ func (s *session) readDeadline() {
 	if s.srv.opts.IdleTimeout > 0 {
 		dl = time.Now().Add(s.srv.opts.IdleTimeout)
 	}
-	if !s.authBy.IsZero() {
-		if s.st.Authenticated || len(s.srv.policy.Load().Users) == 0 {
-			s.authBy = time.Time{}
-			if dl.IsZero() {
-				_ = s.nc.SetReadDeadline(time.Time{}) // the authentication deadline set before
-			}
-		} else if dl.IsZero() || s.authBy.Before(dl) {
-			dl = s.authBy
+	switch {
+	case s.authBy.IsZero():
+	case s.st.Authenticated:
+		s.authBy = time.Time{}
+		if dl.IsZero() {
+			_ = s.nc.SetReadDeadline(time.Time{}) // the authentication deadline set before
 		}
+	case len(s.srv.policy.Load().Users) == 0:
+		// No authentication required (now): no deadline. Users set
+		// by a reload make a connection that has not authenticated
+		// within AuthTimeout of connecting go at its next read.
+	case dl.IsZero() || s.authBy.Before(dl):
+		dl = s.authBy
 	}
 	if !dl.IsZero() {
 		_ = s.nc.SetReadDeadline(dl)
 	}
+}
+
+// authPending reports whether the client must still authenticate by
+// s.authBy.
+func (s *session) authPending() bool {
+	return !s.authBy.IsZero() && !s.st.Authenticated && len(s.srv.policy.Load().Users) > 0
 }
 
 // authTimedOut closes a client that did not authenticate in time.

@@ -231,8 +231,10 @@ var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits
 // resizeInput replaces the session's read buffer by one of size bytes
 // holding its unread bytes, taking the bytes past keptReadBuf from the
 // budget first (and releasing the old buffer's after). wait: a command
-// needs the room, and the session waits for it; otherwise (a buffer grown
-// to read a pipeline in one go) it is not grown when the budget is short.
+// needs the room, and the session waits for it (as a holder when it holds
+// part of a command or a transaction's queued commands: it must not wait
+// for room it holds itself); otherwise (a buffer grown to read a pipeline
+// in one go) it is not grown when the budget is short.
 // An error ends the session: a command larger than the whole budget (its
 // error is written first), or the server shutting down.
 func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
@@ -252,7 +254,7 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 			if !mem.tryTake(charge) {
 				return false, nil
 			}
-		} else if err := mem.take(s.id, charge, s.inHeld > 0); err != nil {
+		} else if err := mem.take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
 			return false, err
 		}
 	}

@@ -337,3 +337,39 @@ func testBudgetClosesASubscriberThatDoesNotRead(t *testing.T, srv node.Server) {
 	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
 	h.dial().do("PING").is("+PONG\r\n")
 }
+
+func TestBudgetLargeTransactions(t *testing.T) { node.EachServer(t, testBudgetLargeTransactions) }
+
+// A transaction whose queued commands pass refMin goes upstream at EXEC
+// without a copy, in normal service and bridged (a RESP3 client with
+// tracking on), and so does a large command of a bridged client: the node
+// gets every byte.
+func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
+	h := startProxy(t, n, nil)
+	direct := dial(t, n.Addr)
+	a, b := strings.Repeat("a", refMin), strings.Repeat("b", refMin)+"end"
+	check := func(prefix string) {
+		t.Helper()
+		direct.do("GET", prefix+":a").is("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+		direct.do("GET", prefix+":b").is("$" + strconv.Itoa(len(b)) + "\r\n" + b + "\r\n")
+	}
+	c := h.dial()
+	c.send(cmd("MULTI"), cmd("SET", "tx:a", a), cmd("SET", "tx:b", b), cmd("EXEC"), cmd("MULTI"), cmd("SET", "tx2:a", a), cmd("EXEC"))
+	for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n+OK\r\n+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n"} {
+		c.read().is(want)
+	}
+	check("tx")
+	direct.do("STRLEN", "tx2:a").is(":" + strconv.Itoa(len(a)) + "\r\n")
+
+	r3 := h.dial()
+	r3.do("HELLO", "3").hasPrefix("%")
+	r3.do("CLIENT", "TRACKING", "on").is("+OK\r\n")
+	r3.send(cmd("MULTI"), cmd("SET", "br:a", a), cmd("SET", "br:b", b), cmd("EXEC"), cmd("SET", "br1", b), cmd("PING"))
+	for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n+OK\r\n+OK\r\n", "+OK\r\n", "+PONG\r\n"} {
+		r3.read().is(want)
+	}
+	check("br")
+	direct.do("STRLEN", "br1").is(":" + strconv.Itoa(len(b)) + "\r\n")
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+}

@@ -111,9 +111,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.resetState()
-	if len(srv.policy.Load().Users) > 0 {
-		s.authBy = time.Now().Add(srv.opts.AuthTimeout) // authlimit.go
-	}
+	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
 	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
 	return s
 }
@@ -183,7 +181,7 @@ func (s *session) fill() error {
 	if n > 0 {
 		return nil // bytes to frame; an error shows again on the next read
 	}
-	if !s.authBy.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(s.authBy) {
+	if errors.Is(err, os.ErrDeadlineExceeded) && s.authPending() && !time.Now().Before(s.authBy) {
 		s.authTimedOut()
 	}
 	return err

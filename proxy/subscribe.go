@@ -580,7 +580,9 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		for range s.tx.n + 1 {
 			sub.swap(nil)
 		}
-		*out = append(*out, s.tx.buf...) // MULTI and the queued commands
+		if err := s.sub.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+			return err
+		}
 		*out = append(*out, f.raw...)
 		s.endBridgedMulti()
 		s.relayed(audit)

@@ -160,7 +160,17 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	s.target(u, p, ded)
 	b := s.parts[s.cur].b
 	base := b.n
-	b.out = append(b.out, t.buf...)
+	if len(t.buf) >= refMin {
+		// Sent as it is, not copied: the batch owns it now, and so does
+		// the output what it holds of the memory budget (released once
+		// the replies are written, after the batch is done).
+		b.refs = append(b.refs, outRef{at: len(b.out), b: t.buf})
+		t.buf = nil
+		s.outHeld += t.held
+		t.held = 0
+	} else {
+		b.out = append(b.out, t.buf...)
+	}
 	b.out = append(b.out, f.raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
