@@ -14,7 +14,8 @@
 // route_session.go, segment.go) by the servers' own key positions
 // (keys.go), subscribe mode bridged over a connection of the client's own
 // (subscribe.go, subscribe_relay.go), the process-wide memory budget for
-// what clients make it hold (budget.go), the limits on failed
+// what clients make it hold (budget.go) with large commands sent from the
+// client's read buffer without a copy (largecmd.go), the limits on failed
 // authentications per source address and on the time to authenticate
 // (authlimit.go), the server lifecycle (server.go), the
 // audit records (audit.go), the capture of chosen queues' commands for a

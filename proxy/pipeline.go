@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // sig is what a batch's owner is woken with.
@@ -46,22 +44,6 @@ type batch struct {
 
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
-
-// outRef is a large command's bytes, sent after out[:at].
-type outRef struct {
-	at int
-	b  []byte
-}
-
-// refMin is the size from which a forwarded command's bytes are sent from
-// the client's read buffer rather than copied: a command that large was
-// read into a buffer of its own (past keptReadBuf), and a copy would
-// double what it holds.
-const refMin = keptReadBuf
-
-// keptBatchBuf is the largest command or reply buffer a batch keeps for
-// reuse; a bigger one (a large reply) is let go when the batch is reset.
-const keptBatchBuf = 4 * DefaultMaxInline
 
 // newBatch returns an empty batch with its signal channel.
 func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
@@ -101,37 +83,6 @@ func (b *batch) fill(msg []byte) {
 		b.ends = append(b.ends, len(b.replies))
 	}
 	b.lost = true
-}
-
-// encode appends a forwarded command (see the function encode), its bytes
-// by reference when it is large.
-func (b *batch) encode(f frame, d *rewrite.Decision) {
-	if len(f.raw) < refMin {
-		b.out = encode(b.out, f, d)
-		return
-	}
-	tail := f.raw
-	if d.Action == rewrite.Rewrite {
-		b.out = encodeHead(b.out, f, d)
-		tail = f.tailFrom(d.Replace)
-	}
-	b.refs = append(b.refs, outRef{at: len(b.out), b: tail})
-}
-
-// appendTo appends the batch's bytes, in order, to vec.
-func (b *batch) appendTo(vec net.Buffers) net.Buffers {
-	at := 0
-	for _, r := range b.refs {
-		if r.at > at {
-			vec = append(vec, b.out[at:r.at])
-		}
-		vec = append(vec, r.b)
-		at = r.at
-	}
-	if at < len(b.out) || len(b.refs) == 0 {
-		vec = append(vec, b.out[at:])
-	}
-	return vec
 }
 
 // signal wakes the session waiting on the batch: every reply is there.

@@ -391,29 +391,6 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 	}
 }
 
-// add appends a command for the server to *out (encoded as d says; nil:
-// as the client sent it). A large one is not copied: what *out holds is
-// sent, then the command from the client's read buffer.
-func (sub *subscriber) add(out *[]byte, f frame, d *rewrite.Decision) error {
-	if d == nil {
-		d = &rewrite.Decision{Action: rewrite.Pass}
-	}
-	if len(f.raw) < refMin {
-		*out = encode(*out, f, d)
-		return nil
-	}
-	tail := f.raw
-	if d.Action == rewrite.Rewrite {
-		*out = encodeHead(*out, f, d)
-		tail = f.tailFrom(d.Replace)
-	}
-	if err := sub.send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	return sub.send(tail)
-}
-
 // send writes the client's commands to the upstream connection.
 func (sub *subscriber) send(b []byte) error {
 	if len(b) == 0 {
