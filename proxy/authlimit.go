@@ -35,8 +35,9 @@ import (
 // failure is oldest. The address is the IP the connection comes from
 // (every port of a host is one address).
 //
-// Per connection, the MaxAuthFailures-th failure's reply is written and
-// the client is closed (client_rejected{reason="auth_failures"}). And
+// Per connection, the MaxAuthFailures-th failure's reply is written (after
+// its delay) and the client is closed (client_rejected{reason=
+// "auth_failures"}). And
 // while the policy has users, a connection that has not authenticated
 // AuthTimeout after it connected is closed (reason "auth_timeout"),
 // without a reply to a guess still waiting out its delay: a guess is never
@@ -186,8 +187,7 @@ func (s *session) authFailed() {
 			s.srv.met.rejected.WithLabelValues("auth_failures").Inc()
 			s.log.Warn("closing a client after failed authentications", zap.Int("failures", s.authFails))
 		}
-		s.closing = true
-		return
+		s.closing = true // after its reply, delayed as every other
 	}
 	if wait <= 0 {
 		return

@@ -243,8 +243,16 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 	if charge > mem.limit {
 		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
 		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.limit))
-		s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
-		if _, err := s.nc.Write(replyTooLargeForBudget(size, mem.limit)); err == nil {
+		reply := replyTooLargeForBudget(size, mem.limit)
+		var err error
+		if s.sub != nil {
+			// Subscribe mode: after every message relayed so far.
+			err = s.sub.finishWith(new([]byte), reply)
+		} else {
+			s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+			_, err = s.nc.Write(reply)
+		}
+		if err == nil {
 			s.lingerClose()
 		}
 		return false, errClose

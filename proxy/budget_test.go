@@ -216,6 +216,15 @@ func testBudgetRefusals(t *testing.T, srv node.Server) {
 		t.Errorf("memory_budget closes counted %v, want 1", got)
 	}
 
+	// The same from a subscribed client: the error after its messages.
+	sub := h.dial()
+	sub.do("SUBSCRIBE", "news").is("*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")
+	direct.do("PUBLISH", "news", "before").is(":1\r\n")
+	sub.write(bigCommand(budget+1<<20, 'n', "SUBSCRIBE"))
+	sub.read().is("*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$6\r\nbefore\r\n")
+	sub.read().hasPrefix("-ERR emqproxy: command too large for the proxy's memory budget (")
+	sub.closed()
+
 	// A reply larger than the budget: the command ran, its reply is an
 	// error, the client goes on.
 	direct.write(bigCommand(budget+1<<20, 'b', "SET", "wide"))
