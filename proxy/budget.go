@@ -303,8 +303,8 @@ func (s *session) lingerClose() {
 // releaseMemory gives back everything the session holds (it ends).
 func (s *session) releaseMemory() {
 	mem := s.srv.mem
-	mem.give(s.inHeld + s.outHeld + s.tx.held)
-	s.inHeld, s.outHeld, s.tx.held = 0, 0, 0
+	mem.give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
+	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
 	for _, b := range s.spare {
 		mem.give(b.acct.held)
 		b.acct.held = 0
@@ -322,10 +322,11 @@ func (s *session) holdOutput() {
 	}
 }
 
-// releaseOutput gives back s.out's bytes once they are written.
+// releaseOutput gives back s.out's bytes once they are written, and a
+// transaction's sent at EXEC.
 func (s *session) releaseOutput() {
-	s.srv.mem.give(s.outHeld)
-	s.outHeld = 0
+	s.srv.mem.give(s.outHeld + s.sentHeld)
+	s.outHeld, s.sentHeld = 0, 0
 }
 
 // releaseReplies gives back what a batch's replies hold of the budget

@@ -53,9 +53,10 @@ type session struct {
 	readFull   bool // the last read filled the buffer: the client sends more than it holds
 	smallReads int  // reads in a row that used under a quarter of the buffer
 
-	inHeld  int64     // bytes of buf taken from the memory budget (budget.go)
-	outHeld int64     // bytes of out taken from the memory budget
-	authBy  time.Time // close the client unless it authenticates by then (authlimit.go)
+	inHeld   int64     // bytes of buf taken from the memory budget (budget.go)
+	outHeld  int64     // bytes of out taken from the memory budget
+	sentHeld int64     // a transaction's, sent at EXEC, until its replies are written
+	authBy   time.Time // close the client unless it authenticates by then (authlimit.go)
 
 	parts   []segPart // the current segment: one batch per upstream connection
 	cur     int       // the part the command being added goes to

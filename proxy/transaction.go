@@ -161,12 +161,12 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	b := s.parts[s.cur].b
 	base := b.n
 	if len(t.buf) >= refMin {
-		// Sent as it is, not copied: the batch owns it now, and so does
-		// the output what it holds of the memory budget (released once
-		// the replies are written, after the batch is done).
+		// Sent as it is, not copied: the batch owns it now, with what it
+		// holds of the memory budget (released once the replies are
+		// written, after the batch is done).
 		b.refs = append(b.refs, outRef{at: len(b.out), b: t.buf})
 		t.buf = nil
-		s.outHeld += t.held
+		s.sentHeld += t.held
 		t.held = 0
 	} else {
 		b.out = append(b.out, t.buf...)
