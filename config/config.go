@@ -73,6 +73,12 @@ type Auth struct {
 	FailDelay time.Duration `mapstructure:"fail_delay"`
 	// MaxFailures closes a connection after this many failed AUTHs.
 	MaxFailures int `mapstructure:"max_failures"`
+	// MaxFailDelay caps the delay of one failed AUTH's reply. Failures
+	// are counted per source address, across connections.
+	MaxFailDelay time.Duration `mapstructure:"max_fail_delay"`
+	// Timeout closes a connection that has not authenticated this long
+	// after it connected (when a password or users are set).
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 // UpstreamTLS configures TLS to an upstream. Enabled when Enabled is true.
@@ -150,6 +156,10 @@ type Limits struct {
 	MaxPipeline    int   `mapstructure:"max_pipeline"`
 	MaxReplyBytes  int64 `mapstructure:"max_reply_bytes"`
 	MaxQueuedMulti int   `mapstructure:"max_queued_multi"`
+	// BufferedBytes is the process-wide budget of bytes held for clients:
+	// large commands being read, queued transactions, replies and
+	// messages not yet written. Past it a client's input waits.
+	BufferedBytes int64 `mapstructure:"buffered_bytes"`
 }
 
 // Timeouts of the data path.
@@ -243,6 +253,7 @@ func Defaults() map[string]any {
 		"limits.max_pipeline":     1024,
 		"limits.max_reply_bytes":  int64(64 << 20),
 		"limits.max_queued_multi": 10000,
+		"limits.buffered_bytes":   int64(128 << 20),
 		"timeouts.dial":           "2s",
 		"timeouts.upstream":       "5s",
 		"timeouts.write":          "30s",
@@ -255,6 +266,8 @@ func Defaults() map[string]any {
 		"control.lease":           "2s",
 		"auth.fail_delay":         "100ms",
 		"auth.max_failures":       10,
+		"auth.max_fail_delay":     "2s",
+		"auth.timeout":            "10s",
 		"audit.sink":              "stderr",
 		"audit.passthrough":       false,
 		"capture.queues":          []string{},
@@ -492,12 +505,18 @@ func (c *Config) validateLimits(p *problems) {
 	p.positive("limits.max_pipeline", int64(c.Limits.MaxPipeline))
 	p.positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
 	p.positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
+	p.positive("limits.buffered_bytes", c.Limits.BufferedBytes)
 	p.positive("timeouts.dial", int64(c.Timeouts.Dial))
 	p.positive("timeouts.upstream", int64(c.Timeouts.Upstream))
 	p.positive("timeouts.write", int64(c.Timeouts.Write))
 	p.positive("timeouts.drain", int64(c.Timeouts.Drain))
 	p.positive("auth.fail_delay", int64(c.Auth.FailDelay))
 	p.positive("auth.max_failures", int64(c.Auth.MaxFailures))
+	p.positive("auth.max_fail_delay", int64(c.Auth.MaxFailDelay))
+	p.positive("auth.timeout", int64(c.Auth.Timeout))
+	if c.Auth.MaxFailDelay > 0 && c.Auth.FailDelay > c.Auth.MaxFailDelay {
+		p.bad("auth.fail_delay", "%v is above auth.max_fail_delay (%v)", c.Auth.FailDelay, c.Auth.MaxFailDelay)
+	}
 	if c.Timeouts.Probe < 0 {
 		p.bad("timeouts.probe", "%v is negative (0 disables the probe)", c.Timeouts.Probe)
 	}

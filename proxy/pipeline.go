@@ -27,7 +27,11 @@ const (
 // then only the pipelined connection touches it.
 type batch struct {
 	out []byte // the encoded commands, as they go to the upstream
-	n   int    // how many replies the commands produce
+	// refs are large commands' bytes sent from the client's read buffer
+	// without a copy, each after out[:at] (see encode): the session
+	// neither reads into nor moves that buffer before the batch is done.
+	refs []outRef
+	n    int // how many replies the commands produce
 
 	replies  []byte // the replies' exact bytes, concatenated
 	ends     []int  // ends[i] is where reply i ends in replies
@@ -35,6 +39,8 @@ type batch struct {
 	over     bool   // the cap was hit; the client is closed
 	lost     bool   // some replies are errors made by the proxy
 	finished bool   // every reply is there (under the pipe's mu)
+
+	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
 
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
@@ -45,8 +51,16 @@ func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
 // reset empties the batch for reuse, keeping its buffers.
 func (b *batch) reset() {
 	b.out = b.out[:0]
+	if cap(b.out) > keptBatchBuf {
+		b.out = nil
+	}
+	clear(b.refs) // the client's read buffer may go
+	b.refs = b.refs[:0]
 	b.n = 0
 	b.replies = b.replies[:0]
+	if cap(b.replies) > keptBatchBuf {
+		b.replies = nil
+	}
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
 }
@@ -349,7 +363,7 @@ func (p *pipe) writeQueued(limit int) {
 
 		vec := p.vec[:0]
 		for _, b := range q {
-			vec = append(vec, b.out)
+			vec = b.appendTo(vec)
 		}
 		if p.timeout > 0 {
 			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.timeout)
@@ -496,12 +510,24 @@ func (p *pipe) readBatch(b *batch) error {
 		var over bool
 		var err error
 		start := len(b.replies)
+		p.rr.acct = &b.acct
 		b.replies, over, err = p.rr.read(b.replies, b.max)
+		p.rr.acct = nil
 		if err != nil {
 			return err
 		}
+		push := len(b.replies) > start && b.replies[start] == '>'
+		if b.acct.refused {
+			// Over the memory budget: read and dropped (budget.go).
+			b.acct.refused, over = false, false
+			b.acct.dropped++
+			b.replies = b.replies[:start]
+			if !push {
+				b.replies = append(b.replies, replyDroppedForBudget...)
+			}
+		}
 		b.over = b.over || over
-		if len(b.replies) > start && b.replies[start] == '>' {
+		if push {
 			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
 			// reaches the client before the reply that follows it.
 			continue
