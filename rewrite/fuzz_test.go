@@ -129,7 +129,7 @@ func checkRewrite(t *testing.T, args [][]byte, d Decision, p *Policy) {
 		if !ok || n != int64(s.Keys) || len(args)-3-int(n) != s.Values {
 			t.Fatalf("rewrite of %s with shape numkeys=%q args=%d", s.Name, args[2], len(args))
 		}
-	case d.Replace == 1 && p.Unknown == ReadonlyUnknown && d.Script == nil &&
+	case d.Replace == 1 && (p.Unknown == ReadonlyUnknown && d.Script == nil || d.Script != nil && d.Script.Read) &&
 		(d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"):
 	default:
 		t.Fatalf("unexpected rewrite %+v", d)
