@@ -261,6 +261,7 @@ func (s *session) round() (served int, err error) {
 			if served == 0 {
 				s.began = time.Now()
 				s.st.Fenced = s.srv.fenced()
+				s.st.NoSub = s.srv.noSub()
 			}
 			s.start += n
 			served++
@@ -395,6 +396,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.closePinned()
 		s.resetState()
 		s.st.Fenced = s.srv.fenced()
+		s.st.NoSub = s.srv.noSub()
 	case rewrite.Auth:
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:

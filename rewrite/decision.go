@@ -175,4 +175,8 @@ type State struct {
 	// Addr and LocalAddr are the client's and the listener's addresses, as
 	// CLIENT INFO shows them (empty when the session does not set them).
 	Addr, LocalAddr string
+	// NoSub is how the server answers the unsubscribe family outside
+	// subscribe mode: nil when it answers one reply per channel (Redis
+	// 7.0), else its refusals (Valkey 8's NOSUB).
+	NoSub *NoSub
 }
