@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"time"
@@ -129,6 +130,12 @@ func (s *session) emit() {
 			}
 			if sl.audit >= 0 {
 				s.audits[sl.audit].setReply(r, sl.target)
+			}
+			if sl.drop { // CLIENT REPLY OFF or SKIP (clientreply.go)
+				if !sl.local && s.parts[sl.part].b.lost && bytes.HasSuffix(r, lostSuffix) {
+					s.closing = true // the outcome is unknown: as a lost server connection
+				}
+				continue
 			}
 			s.out = append(s.out, r...)
 		}

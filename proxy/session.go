@@ -79,6 +79,8 @@ type session struct {
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
+	rm        replyMode   // CLIENT REPLY (clientreply.go)
+	mute      bool        // the command being added has its reply dropped (rm)
 	cap       capState    // records waiting for their replies (capture.go)
 	adm       admission   // commands admitted under the control table (hold.go)
 }
@@ -90,6 +92,7 @@ type rslot struct {
 	part   int // forwarded reply: reply idx of s.parts[part]
 	idx    int
 	patch  [][]byte  // SCRIPT EXISTS args whose reply is patched
+	drop   bool      // the reply is not for the client (CLIENT REPLY)
 	audit  int       // index in s.audits, or -1
 	target *Upstream // for the audit record
 	_      [0]func() // not comparable
@@ -253,6 +256,7 @@ func (s *session) round() (served int, err error) {
 		case frameIncomplete:
 			s.fr.need = need
 		case frameError:
+			s.mute = s.rm.command(rewrite.NoEffect)
 			s.addLocal(errReply, -1)
 			s.closing = true
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
@@ -352,6 +356,7 @@ func (s *session) command(f frame) {
 	}
 	s.srv.met.command(&d)
 	s.kind = max(s.kind, kindOf(&d))
+	s.mute = s.rm.command(d.Effect)
 	audit := s.auditFor(f.args, &d)
 
 	if s.st.InMulti && s.queueable(&d) {
@@ -453,7 +458,7 @@ func (s *session) setName(d *rewrite.Decision) {
 func (s *session) addLocal(reply []byte, audit int) {
 	lo := len(s.local)
 	s.local = append(s.local, reply...)
-	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit})
+	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit, drop: s.mute})
 	s.simple = false
 }
 
@@ -481,9 +486,12 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	s.target(u, p, ded)
 	b := s.parts[s.cur].b
 	b.out = encode(b.out, f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u}
+	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.args
+		s.simple = false
+	}
+	if s.mute {
 		s.simple = false
 	}
 	if s.cur != 0 || len(s.slots) != b.n {

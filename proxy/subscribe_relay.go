@@ -82,6 +82,9 @@ func (sub *subscriber) relay() {
 			default:
 			}
 		}
+		if sub.muted.Load() && sub.silenced(fr) {
+			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
+		}
 		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
 			if !sub.publish(chunk) {
 				return

@@ -62,13 +62,23 @@ const (
 	// Pass). The session forwards it and passes the upstream's reply
 	// through PatchScriptExists, which answers 1 for every verb sha.
 	ScriptExists
+	// ReplyOn, ReplyOff, ReplySkip: CLIENT REPLY ON|OFF|SKIP (Action Local;
+	// the Reply is +OK for ON, empty for OFF and SKIP). The session keeps
+	// the mode as the server does and drops the replies it silences: OFF
+	// every reply until ON, SKIP the next command's (ignored under OFF); ON
+	// and RESET end both (RESET's own reply is still dropped after a SKIP).
+	// Pushes (messages, subscribe confirmations, invalidations) are never
+	// dropped, as on Redis 7.0.15 and Valkey 8.
+	ReplyOn
+	ReplyOff
+	ReplySkip
 )
 
 // String names the effect for logs.
 func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
-		"abort_multi", "script_exists"}
+		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip"}
 	if int(e) < len(names) {
 		return names[e]
 	}

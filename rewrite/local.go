@@ -257,10 +257,21 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		// elsewhere the server refuses it.
 		return Decision{Action: Pass}, true
 	case equalFold(sub, "REPLY"):
-		var buf [maxName]byte
-		return refuse(errReply("EMQREFUSED emqproxy does not forward 'CLIENT "+
-			string(upperInto(buf[:0], sub))+"': it would change a shared upstream connection"),
-			ReasonProtocol), true
+		// The client's own business: the session silences its replies
+		// (Effect ReplyOn/ReplyOff/ReplySkip); the shared connection never
+		// sees it.
+		if len(args) != 3 {
+			return refuse(arityReply("client|reply"), ReasonArity), true
+		}
+		switch {
+		case equalFold(args[2], "ON"):
+			return local(replyOK, ReplyOn), true
+		case equalFold(args[2], "OFF"):
+			return local(nil, ReplyOff), true
+		case equalFold(args[2], "SKIP"):
+			return local(nil, ReplySkip), true
+		}
+		return refuse(replySyntax, ReasonProtocol), true
 	}
 	return Decision{}, false
 }
