@@ -93,7 +93,13 @@ func (s *session) flush() {
 			continue
 		}
 		if pt.ded {
+			blocking := pt.p == s.blocker
+			if blocking {
+				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
+			}
+			s.view.blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
+			s.view.blocked.Store(false)
 		} else {
 			pt.p.await(pt.b)
 		}

@@ -80,6 +80,8 @@ type session struct {
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 	rm        replyMode   // CLIENT REPLY (clientreply.go)
+	view      clientView  // what CLIENT LIST shows of the session (clientlist.go)
+	lastArgs  [][]byte    // the last command decided (valid until the framer's reset)
 	mute      bool        // the command being added has its reply dropped (rm)
 	cap       capState    // records waiting for their replies (capture.go)
 	adm       admission   // commands admitted under the control table (hold.go)
@@ -108,6 +110,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 		buf:  make([]byte, initialReadBuf),
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
+	s.view.init(nc, time.Now())
 	s.resetState()
 	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
 	return s
@@ -278,6 +281,7 @@ func (s *session) round() (served int, err error) {
 		return 0, nil
 	}
 	s.flush()
+	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
 	s.logAudits()
 	if s.srv.metLatency && !s.began.IsZero() {
@@ -324,6 +328,7 @@ func (s *session) write() error {
 
 // command decides one command and adds it to the current segment.
 func (s *session) command(f frame) {
+	s.lastArgs = f.args
 	d := rewrite.Decide(f.args, &s.st, s.pol)
 	if d.Reason == rewrite.ReasonWrongPass {
 		s.authFailed() // authlimit.go
@@ -353,6 +358,9 @@ func (s *session) command(f frame) {
 		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r
 		}
+	}
+	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
+		d.Reply = s.clientList(d.List) // clientlist.go
 	}
 	s.srv.met.command(&d)
 	s.kind = max(s.kind, kindOf(&d))

@@ -238,6 +238,9 @@ func (s *session) serveSubscribed() (err error) {
 		}
 		sub.stop(abort)
 		s.sub = nil
+		s.view.sub.Store(0)
+		s.view.psub.Store(0)
+		s.view.ssub.Store(0)
 	}()
 	go sub.relay()
 	go sub.write()
@@ -352,6 +355,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		case frameIncomplete:
 			s.fr.need = need
 			s.logAudits() // before the next read reuses the buffer
+			s.publish(time.Now())
 			return false, false, nil
 		case frameError:
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
@@ -360,6 +364,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.finishWith(out, errReply)
 		}
+		s.lastArgs = f.args // CLIENT LIST's cmd
 		kind := subKindOf(f.args[0])
 		if sub.resp3 && kind == subOther {
 			s.start += n
@@ -530,7 +535,11 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.began = time.Now()
 	}
 	s.st.Fenced = s.srv.fenced()
+	s.lastArgs = f.args
 	d := rewrite.Decide(f.args, &s.st, s.pol)
+	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
+		d.Reply = s.clientList(d.List) // clientlist.go
+	}
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}

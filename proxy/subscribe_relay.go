@@ -82,6 +82,7 @@ func (sub *subscriber) relay() {
 			default:
 			}
 		}
+		sub.s.view.noteSubs(fr, sub.resp3) // clientlist.go
 		if sub.muted.Load() && sub.silenced(fr) {
 			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
 		}

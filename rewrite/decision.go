@@ -72,13 +72,18 @@ const (
 	ReplyOn
 	ReplyOff
 	ReplySkip
+	// ClientList: CLIENT LIST or CLIENT INFO (Action Local). Reply is the
+	// answer of a server whose only client is this session; the session
+	// answers instead with its server's clients that List selects, each
+	// line made by AppendClientInfo, in ClientListReply's form.
+	ClientList
 )
 
 // String names the effect for logs.
 func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
-		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip"}
+		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list"}
 	if int(e) < len(names) {
 		return names[e]
 	}
@@ -131,6 +136,8 @@ type Decision struct {
 	// SetsName is true when Arg is a client name to set (SetName, or Hello
 	// with SETNAME); an empty Arg then clears the name.
 	SetsName bool
+	// List selects the clients of a ClientList decision.
+	List *ClientFilter
 }
 
 // UnknownScripts is the policy for scripts the map does not pin.
