@@ -13,7 +13,11 @@
 // queue across several named upstreams with their roles (route.go,
 // route_session.go, segment.go) by the servers' own key positions
 // (keys.go), subscribe mode bridged over a connection of the client's own
-// (subscribe.go, subscribe_relay.go), the per-connection limit on failed
+// (subscribe.go, subscribe_relay.go), the replies it makes from what only
+// it knows: its own clients for CLIENT LIST and CLIENT INFO (clientlist.go)
+// and the upstream's answer to the unsubscribe family outside subscribe
+// mode (unsubscribe.go), a client's CLIENT REPLY mode (clientreply.go),
+// the per-connection limit on failed
 // authentications (authlimit.go), the server lifecycle (server.go), the
 // audit records (audit.go), the capture of chosen queues' commands for a
 // replay (capture.go) and the data-path metrics (metrics.go).
