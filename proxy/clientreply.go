@@ -20,7 +20,9 @@ import "github.com/emqproxy/emqproxy/rewrite"
 // broke in flight ("-UPSTREAM ... may have been applied") closes the
 // client's connection after the replies before it, which is what the
 // client would see of a server connection lost under it, so the loss is
-// never silent. Audit records still carry the replies.
+// never silent. QUIT and a protocol error, silenced, still close the
+// connection (the server leaves such a connection open and never reads it
+// again). Audit records still carry the replies.
 //
 // CLIENT REPLY inside MULTI is refused (rewrite/): the server would
 // silence the rest of EXEC's array under a header that counts it.

@@ -70,6 +70,27 @@ func TestClientReplyMatchesTheServer(t *testing.T) {
 		}
 		// The silenced commands ran: k was incremented by every INCR.
 		dial(t, behind.Addr).do("GET", "k").is(string(dial(t, direct.Addr).do("GET", "k").got))
+		// QUIT is silenced and runs nothing after it; the proxy then closes
+		// the connection (the server leaves it open, never reading it
+		// again, until the client goes).
+		for _, n := range []*node.Node{direct, behind} {
+			c := dial(t, n.Addr)
+			if n == behind {
+				c = h.dial()
+			}
+			c.send(cmd("CLIENT", "REPLY", "OFF"), cmd("SET", "q", "before"), cmd("QUIT"), cmd("SET", "q", "after"))
+			poll(t, "the SET before QUIT", func() bool { return string(dial(t, n.Addr).do("GET", "q").got) == "$6\r\nbefore\r\n" })
+			if n == behind {
+				c.closed()
+			}
+		}
+		dial(t, direct.Addr).do("GET", "q").is("$6\r\nbefore\r\n")
+		// A protocol error's reply is silenced too, and the proxy closes
+		// the connection (the server leaves it open, never reading it again).
+		c := h.dial()
+		c.send(cmd("CLIENT", "REPLY", "SKIP"))
+		c.write([]byte("*1\r\n$x\r\n"))
+		c.closed()
 	})
 }
 
