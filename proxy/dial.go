@@ -118,6 +118,10 @@ type dialer struct {
 	// hello, when set, receives the server's HELLO reply in each protocol,
 	// from the first connection of that protocol.
 	hello *helloStore
+	// unsub, when set, receives the server's answer to the unsubscribe
+	// family outside subscribe mode (unsubscribe.go), from the first
+	// connection that passes the fence.
+	unsub *unsubProbe
 }
 
 // dial returns a connection ready for client traffic in protocol proto (2
@@ -164,6 +168,12 @@ func (d *dialer) dial(ctx context.Context, proto int) (nc net.Conn, br *bufio.Re
 		}
 		d.keys.merge(t)
 		d.keysDone.Store(true)
+	}
+	if d.unsub != nil {
+		if err := d.unsub.probe(ctx, sc); err != nil {
+			_ = nc.Close()
+			return nil, nil, false, err
+		}
 	}
 	if proto == 3 || (d.hello != nil && !d.hello.has(2)) {
 		args := []string{"HELLO"}

@@ -16,11 +16,14 @@
 // commands may travel on a shared connection, the protected keys, the
 // node's credentials and other databases), subscribe mode bridged over a
 // connection of the client's own (subscribe.go, subscribe_relay.go), the
-// process-wide memory budget for what clients make it hold (budget.go)
-// with large commands sent from the client's read buffer without a copy
-// (largecmd.go), the limits on failed authentications per source address
-// and on the time to authenticate (authlimit.go), the server lifecycle
-// (server.go), the
+// replies it makes from what only it knows: its own clients for CLIENT
+// LIST and CLIENT INFO (clientlist.go) and the upstream's answer to the
+// unsubscribe family outside subscribe mode (unsubscribe.go), a client's
+// CLIENT REPLY mode (clientreply.go), the process-wide memory budget for
+// what clients make it hold (budget.go) with large commands sent from the
+// client's read buffer without a copy (largecmd.go), the limits on failed
+// authentications per source address and on the time to authenticate
+// (authlimit.go), the server lifecycle (server.go), the
 // audit records (audit.go), the capture of chosen queues' commands for a
 // replay (capture.go) and the data-path metrics (metrics.go).
 //

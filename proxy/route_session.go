@@ -18,7 +18,11 @@ const ReasonCrossRoute rewrite.Reason = "crossroute"
 //     earlier commands), turn the decision into a CROSSROUTE refusal
 //     (AbortMulti inside MULTI), so nothing of it is sent;
 //   - on a scripts upstream a verb rewrite becomes a pass: the call leaves
-//     as the client's own EVALSHA.
+//     as the client's own EVALSHA. A declared read stays EVALSHA_RO there
+//     too: a read is a read on either node, and a script declared one by
+//     mistake fails on the scripts node, before its queue moves, rather
+//     than on the module node after (every upstream has EVALSHA_RO: the
+//     key specs routing reads from COMMAND are Redis 7.0's).
 //
 // It returns nil for a decision that forwards nothing.
 func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {

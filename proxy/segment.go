@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"time"
@@ -94,7 +95,13 @@ func (s *session) flush() {
 			continue
 		}
 		if pt.ded {
+			blocking := pt.p == s.blocker
+			if blocking {
+				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
+			}
+			s.view.blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
+			s.view.blocked.Store(false)
 		} else {
 			pt.p.await(pt.b)
 		}
@@ -134,6 +141,12 @@ func (s *session) emit() {
 			}
 			if sl.audit >= 0 {
 				s.audits[sl.audit].setReply(r, sl.target)
+			}
+			if sl.drop { // CLIENT REPLY OFF or SKIP (clientreply.go)
+				if !sl.local && s.parts[sl.part].b.lost && bytes.HasSuffix(r, lostSuffix) {
+					s.closing = true // the outcome is unknown: as a lost server connection
+				}
+				continue
 			}
 			s.out = append(s.out, r...)
 		}

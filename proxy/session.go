@@ -85,6 +85,10 @@ type session struct {
 	tx        transaction
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
+	rm        replyMode   // CLIENT REPLY (clientreply.go)
+	view      clientView  // what CLIENT LIST shows of the session (clientlist.go)
+	lastArgs  [][]byte    // the last command decided (valid until the framer's reset)
+	mute      bool        // the command being added has its reply dropped (rm)
 	cap       capState    // records waiting for their replies (capture.go)
 	adm       admission   // commands admitted under the control table (hold.go)
 }
@@ -96,6 +100,7 @@ type rslot struct {
 	part   int // forwarded reply: reply idx of s.parts[part]
 	idx    int
 	patch  [][]byte  // SCRIPT EXISTS args whose reply is patched
+	drop   bool      // the reply is not for the client (CLIENT REPLY)
 	audit  int       // index in s.audits, or -1
 	target *Upstream // for the audit record
 	_      [0]func() // not comparable
@@ -111,6 +116,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 		buf:  make([]byte, initialReadBuf),
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
+	s.view.init(nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
 	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
@@ -274,6 +280,7 @@ func (s *session) round() (served int, err error) {
 		case frameIncomplete:
 			s.fr.need = need
 		case frameError:
+			s.mute = s.rm.command(rewrite.NoEffect)
 			s.addLocal(errReply, -1)
 			s.closing = true
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
@@ -282,6 +289,7 @@ func (s *session) round() (served int, err error) {
 			if served == 0 {
 				s.began = time.Now()
 				s.st.Fenced = s.srv.fenced()
+				s.st.NoSub = s.srv.noSub()
 			}
 			s.start += n
 			served++
@@ -294,6 +302,7 @@ func (s *session) round() (served int, err error) {
 		return 0, nil
 	}
 	s.flush()
+	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
 	s.logAudits()
 	if s.srv.metLatency && !s.began.IsZero() {
@@ -344,6 +353,7 @@ func (s *session) write() error {
 
 // command decides one command and adds it to the current segment.
 func (s *session) command(f frame) {
+	s.lastArgs = f.args
 	d := rewrite.Decide(f.args, &s.st, s.pol)
 	if d.Reason == rewrite.ReasonWrongPass {
 		s.authFailed() // authlimit.go
@@ -375,8 +385,12 @@ func (s *session) command(f frame) {
 			d.Reply = r
 		}
 	}
+	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
+		d.Reply = s.clientList(d.List) // clientlist.go
+	}
 	s.srv.met.command(&d)
 	s.kind = max(s.kind, kindOf(&d))
+	s.mute = s.rm.command(d.Effect)
 	audit := s.auditFor(f.args, &d)
 
 	if s.st.InMulti && s.queueable(&d) {
@@ -421,6 +435,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.closePinned()
 		s.resetState()
 		s.st.Fenced = s.srv.fenced()
+		s.st.NoSub = s.srv.noSub()
 	case rewrite.Auth:
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:
@@ -477,7 +492,7 @@ func (s *session) setName(d *rewrite.Decision) {
 func (s *session) addLocal(reply []byte, audit int) {
 	lo := len(s.local)
 	s.local = append(s.local, reply...)
-	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit})
+	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit, drop: s.mute})
 	s.simple = false
 }
 
@@ -505,9 +520,12 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	s.target(u, p, ded)
 	b := s.parts[s.cur].b
 	b.encode(f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u}
+	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.args
+		s.simple = false
+	}
+	if s.mute {
 		s.simple = false
 	}
 	if s.cur != 0 || len(s.slots) != b.n {

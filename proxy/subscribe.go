@@ -140,6 +140,12 @@ type subscriber struct {
 	resp3 bool         // a RESP3 client: bridged for good (see below)
 	swapN atomic.Int32 // len(swaps), read by the relay without the lock
 	swaps [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
+	// muted: the relay drops the replies (not the pushes) while the
+	// client's CLIENT REPLY mode silences them (clientreply.go); changed
+	// only after a barrier. skipFirst: a SKIP silences the command that
+	// entered subscribe mode, and only that one.
+	muted     atomic.Bool
+	skipFirst bool
 
 	pongSub   []byte // the barrier's reply while subscribed
 	pongPlain []byte // the barrier's reply once not subscribed
@@ -209,6 +215,8 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
+	sub.muted.Store(s.mute)
+	sub.skipFirst = s.mute && !s.rm.muted()
 	if sub.resp3 {
 		// The barrier of a bridged RESP3 client is CLIENT GETNAME on its
 		// connection, named with the nonce first (its +OK dropped): unlike
@@ -238,6 +246,9 @@ func (s *session) serveSubscribed() (err error) {
 		}
 		sub.stop(abort)
 		s.sub = nil
+		s.view.sub.Store(0)
+		s.view.psub.Store(0)
+		s.view.ssub.Store(0)
 	}()
 	go sub.relay()
 	go sub.write()
@@ -259,6 +270,19 @@ func (s *session) serveSubscribed() (err error) {
 		return nil
 	}
 	out := sub.first
+	if sub.skipFirst {
+		// A SKIP silenced the command that entered: its replies are the
+		// ones before the barrier.
+		subscribed, err := sub.sendChecked(&out)
+		if err != nil {
+			return err
+		}
+		sub.muted.Store(s.rm.muted())
+		if !subscribed {
+			abort = false
+			return nil
+		}
+	}
 	for {
 		// The buffer is the session's only while no client read is out.
 		if !reading {
@@ -342,11 +366,16 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		case frameIncomplete:
 			s.fr.need = need
 			s.logAudits() // before the next read reuses the buffer
+			s.publish(time.Now())
 			return false, false, nil
 		case frameError:
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
+			if s.rm.command(rewrite.NoEffect) {
+				errReply = nil
+			}
 			return false, true, sub.finishWith(out, errReply)
 		}
+		s.lastArgs = f.args // CLIENT LIST's cmd
 		kind := subKindOf(f.args[0])
 		if sub.resp3 && kind == subOther {
 			s.start += n
@@ -357,16 +386,33 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		}
 		switch kind {
 		case subForward:
+			s.start += n
+			if s.rm.command(rewrite.NoEffect) && !s.rm.muted() && sub.resp3 {
+				// A SKIP (only a bridged RESP3 client sends one here):
+				// whatever the command's replies, they come before the
+				// barrier after it.
+				if err := s.sendSkipped(out, f.raw); err != nil {
+					return false, false, err
+				}
+				continue
+			}
 			if err := sub.add(out, f, nil); err != nil {
 				return false, false, err
 			}
-			s.start += n
 		case subQuit:
 			s.start += n
-			return false, true, sub.finishWith(out, replySubOK)
+			reply := replySubOK
+			if s.rm.command(rewrite.Quit) {
+				reply = nil
+			}
+			return false, true, sub.finishWith(out, reply)
 		case subReset:
 			s.start += n
-			if err := sub.finishWith(out, replySubReset); err != nil {
+			reply := replySubReset
+			if s.rm.command(rewrite.Reset) {
+				reply = nil
+			}
+			if err := sub.finishWith(out, reply); err != nil {
 				return false, false, err
 			}
 			s.apply(frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
@@ -383,6 +429,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if !subscribed {
 				return true, false, nil // decided by the normal loop
 			}
+			s.rm.command(rewrite.NoEffect)               // refused by the server: changes no mode
 			if err := sub.add(out, f, nil); err != nil { // the server refuses it with its own text
 				return false, false, err
 			}
@@ -440,6 +487,9 @@ func (sub *subscriber) finishWith(out *[]byte, reply []byte) error {
 	sub.drain()
 	if sub.werr != nil {
 		return sub.werr
+	}
+	if len(reply) == 0 {
+		return nil // silenced by CLIENT REPLY
 	}
 	s := sub.s
 	_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
@@ -510,7 +560,11 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.began = time.Now()
 	}
 	s.st.Fenced = s.srv.fenced()
+	s.lastArgs = f.args
 	d := rewrite.Decide(f.args, &s.st, s.pol)
+	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
+		d.Reply = s.clientList(d.List) // clientlist.go
+	}
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
@@ -520,6 +574,8 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	}
 	s.srv.met.command(&d)
 	audit := s.auditFor(f.args, &d)
+	drop := s.rm.command(d.Effect)
+	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
 	forwarded := d.Action == rewrite.Pass || d.Action == rewrite.Rewrite
 	var admitted *ctlState
 	if forwarded && (len(s.srv.ups) > 1 || s.srv.ctl != nil) {
@@ -576,15 +632,37 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
 		}
+		if drop {
+			return nil
+		}
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
+		if skipped {
+			// Its one reply is the next after a barrier.
+			if err := s.bridgeBarrier(out); err != nil {
+				return err
+			}
+			sub.swap(nil)
+		}
 		s.relayed(audit)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
 		}
 		return sub.add(out, f, &d)
 	}
-	if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
+	switch {
+	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
+		// The replies before it keep their fate; the relay changes after.
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		sub.muted.Store(s.rm.muted())
+	}
+	if drop || len(d.Reply) == 0 {
+		if audit >= 0 {
+			s.audits[audit].setReply(d.Reply, nil)
+		}
+	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
 		return err
 	}
 	switch d.Effect {

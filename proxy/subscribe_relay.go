@@ -86,6 +86,10 @@ func (sub *subscriber) relay() {
 			default:
 			}
 		}
+		sub.s.view.noteSubs(fr, sub.resp3) // clientlist.go
+		if sub.muted.Load() && sub.silenced(fr) {
+			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
+		}
 		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
 			if !sub.publish(chunk) {
 				return

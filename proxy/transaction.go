@@ -174,10 +174,10 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	b.out = append(b.out, f.raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
-			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u}
+			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
 		}
 	}
 	b.n += t.n + 2
-	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u})
+	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: s.mute})
 	s.simple = false
 }

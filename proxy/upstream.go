@@ -61,7 +61,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clien
 	u := &Upstream{
 		name:    opts.Name,
 		role:    opts.Role,
-		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool), hello: new(helloStore)},
+		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool), hello: new(helloStore), unsub: new(unsubProbe)},
 		opts:    opts,
 		log:     log.With(zap.String("upstream", opts.Name)),
 		met:     met,

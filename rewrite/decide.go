@@ -108,6 +108,8 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 	switch info.kind {
 	case kMulti, kExec, kDiscard, kWatch, kUnwatch, kSubscribe:
 		return decideSession(args, info.kind, st)
+	case kUnsubscribe:
+		return decideUnsubscribe(args, up, st)
 	case kBlocking:
 		if !st.InMulti {
 			return Decision{Action: Pass, Effect: Blocking}

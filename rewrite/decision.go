@@ -62,13 +62,28 @@ const (
 	// Pass). The session forwards it and passes the upstream's reply
 	// through PatchScriptExists, which answers 1 for every verb sha.
 	ScriptExists
+	// ReplyOn, ReplyOff, ReplySkip: CLIENT REPLY ON|OFF|SKIP (Action Local;
+	// the Reply is +OK for ON, empty for OFF and SKIP). The session keeps
+	// the mode as the server does and drops the replies it silences: OFF
+	// every reply until ON, SKIP the next command's (ignored under OFF); ON
+	// and RESET end both (RESET's own reply is still dropped after a SKIP).
+	// Pushes (messages, subscribe confirmations, invalidations) are never
+	// dropped, as on Redis 7.0.15 and Valkey 8.
+	ReplyOn
+	ReplyOff
+	ReplySkip
+	// ClientList: CLIENT LIST or CLIENT INFO (Action Local). Reply is the
+	// answer of a server whose only client is this session; the session
+	// answers instead with its server's clients that List selects, each
+	// line made by AppendClientInfo, in ClientListReply's form.
+	ClientList
 )
 
 // String names the effect for logs.
 func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
-		"abort_multi", "script_exists"}
+		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list"}
 	if int(e) < len(names) {
 		return names[e]
 	}
@@ -121,6 +136,8 @@ type Decision struct {
 	// SetsName is true when Arg is a client name to set (SetName, or Hello
 	// with SETNAME); an empty Arg then clears the name.
 	SetsName bool
+	// List selects the clients of a ClientList decision.
+	List *ClientFilter
 }
 
 // UnknownScripts is the policy for scripts the map does not pin.
@@ -180,4 +197,8 @@ type State struct {
 	// Addr and LocalAddr are the client's and the listener's addresses, as
 	// CLIENT INFO shows them (empty when the session does not set them).
 	Addr, LocalAddr string
+	// NoSub is how the server answers the unsubscribe family outside
+	// subscribe mode: nil when it answers one reply per channel (Redis
+	// 7.0), else its refusals (Valkey 8's NOSUB).
+	NoSub *NoSub
 }

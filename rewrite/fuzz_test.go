@@ -37,6 +37,11 @@ var fuzzSeeds = []string{
 	"EXEC\nx",
 	"XREAD\nBLOCK\n0\nSTREAMS\ns\n$",
 	"AUTH\nalice\nsecret",
+	"CLIENT\nREPLY\nOFF",
+	"CLIENT\nLIST\nID\n1\n-2",
+	"CLIENT\nLIST\nTYPE\npubsub",
+	"UNSUBSCRIBE\na\nb",
+	"EVALSHA\n" + shaStats + "\n0",
 }
 
 func FuzzDecide(f *testing.F) {
@@ -82,6 +87,9 @@ func checkDecision(t *testing.T, args [][]byte, d Decision, p *Policy) {
 	case Refuse:
 		checkRefusal(t, d.Reply)
 	case Local:
+		if (d.Effect == ReplyOff || d.Effect == ReplySkip) && len(d.Reply) == 0 {
+			break // CLIENT REPLY OFF and SKIP answer nothing
+		}
 		if len(d.Reply) < 3 || !bytes.HasSuffix(d.Reply, []byte("\r\n")) {
 			t.Fatalf("local reply %q is not RESP", d.Reply)
 		}
@@ -92,7 +100,7 @@ func checkDecision(t *testing.T, args [][]byte, d Decision, p *Policy) {
 	}
 	isEvalSha := len(args) > 0 && equalFold(args[0], "EVALSHA")
 	if isEvalSha && len(args) > 1 && p.Unknown == RefuseUnknown && d.Action != Refuse {
-		if s, ok := p.Map.Lookup(args[1]); !ok || s.Read && d.Action != Pass {
+		if s, ok := p.Map.Lookup(args[1]); !ok || s.Read && d.Action != Rewrite {
 			t.Fatalf("EVALSHA of unpinned sha %q got %v", args[1], d.Action)
 		}
 	}
@@ -129,7 +137,7 @@ func checkRewrite(t *testing.T, args [][]byte, d Decision, p *Policy) {
 		if !ok || n != int64(s.Keys) || len(args)-3-int(n) != s.Values {
 			t.Fatalf("rewrite of %s with shape numkeys=%q args=%d", s.Name, args[2], len(args))
 		}
-	case d.Replace == 1 && p.Unknown == ReadonlyUnknown && d.Script == nil &&
+	case d.Replace == 1 && (p.Unknown == ReadonlyUnknown && d.Script == nil || d.Script != nil && d.Script.Read) &&
 		(d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"):
 	default:
 		t.Fatalf("unexpected rewrite %+v", d)

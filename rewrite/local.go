@@ -227,11 +227,11 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		if len(args) != 2 {
 			return refuse(arityReply("client|info"), ReasonArity), true
 		}
-		if st.Proto == 3 {
-			// RESP3: a verbatim string, as the server answers.
-			return local(verbatimReply(clientInfo(st, p)), NoEffect), true
-		}
-		return local(bulkReply(clientInfo(st, p)), NoEffect), true
+		d := local(ClientListReply(clientInfo(st, p, "client|info"), st.Proto), ClientList)
+		d.List = &ClientFilter{Info: true}
+		return d, true
+	case equalFold(sub, "LIST"):
+		return decideClientList(args, st, p), true
 	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
 			var buf [maxName]byte
@@ -257,44 +257,23 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		// elsewhere the server refuses it.
 		return Decision{Action: Pass}, true
 	case equalFold(sub, "REPLY"):
-		var buf [maxName]byte
-		return refuse(errReply("EMQREFUSED emqproxy does not forward 'CLIENT "+
-			string(upperInto(buf[:0], sub))+"': it would change a shared upstream connection"),
-			ReasonProtocol), true
+		// The client's own business: the session silences its replies
+		// (Effect ReplyOn/ReplyOff/ReplySkip); the shared connection never
+		// sees it.
+		if len(args) != 3 {
+			return refuse(arityReply("client|reply"), ReasonArity), true
+		}
+		switch {
+		case equalFold(args[2], "ON"):
+			return local(replyOK, ReplyOn), true
+		case equalFold(args[2], "OFF"):
+			return local(nil, ReplyOff), true
+		case equalFold(args[2], "SKIP"):
+			return local(nil, ReplySkip), true
+		}
+		return refuse(replySyntax, ReasonProtocol), true
 	}
 	return Decision{}, false
-}
-
-// clientInfo is the CLIENT INFO line for this session, in the server's
-// field order. Fields the proxy does not track (fd, age, idle, buffers)
-// are reported as -1 or 0; addr and laddr are State.Addr and LocalAddr.
-func clientInfo(st *State, p *Policy) []byte {
-	user := st.User
-	if user == "" {
-		user = "default"
-	}
-	b := make([]byte, 0, 320)
-	b = append(b, "id="...)
-	b = strconv.AppendInt(b, st.ID, 10)
-	b = append(b, " addr="...)
-	b = append(b, st.Addr...)
-	b = append(b, " laddr="...)
-	b = append(b, st.LocalAddr...)
-	b = append(b, " fd=-1 name="...)
-	b = append(b, st.Name...)
-	b = append(b, " age=0 idle=0 flags=N db="...)
-	b = strconv.AppendInt(b, int64(p.DB), 10)
-	b = append(b, " sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0"+
-		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user="...)
-	b = append(b, user...)
-	b = append(b, " redir=-1 resp="...)
-	if st.Proto == 3 {
-		b = append(b, '3')
-	} else {
-		b = append(b, '2')
-	}
-	b = append(b, '\n')
-	return b
 }
 
 // LowerInto appends the ASCII lower case of s to dst. The proxy's key

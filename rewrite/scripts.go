@@ -14,8 +14,11 @@ import (
 //   - numkeys is checked first, with the server's texts;
 //   - a verb script (EVALSHA/EVAL) must have its pinned shape, then leaves
 //     as EMQ.<TOKEN> with the identical tail (Rewrite, Replace 2);
-//   - a read script passes unchanged; its shape is not enforced (the
-//     script sees what the client sent, as it would without the proxy);
+//   - a read script leaves as EVALSHA_RO/EVAL_RO (Rewrite, Replace 1), so
+//     a script declared a read by mistake cannot write: the server aborts
+//     its first write; an _RO call of it passes unchanged. Its shape is not
+//     enforced (the script sees what the client sent, as it would without
+//     the proxy);
 //   - a verb script through EVALSHA_RO/EVAL_RO is refused: it is a write;
 //   - an unknown script is refused, or under ReadonlyUnknown sent as
 //     EVALSHA_RO/EVAL_RO (Rewrite, Replace 1); an _RO call of an unknown
@@ -69,7 +72,14 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 	}
 	d.Script, d.SHA = s, s.SHA
 	if s.Read {
-		d.Action = Pass
+		switch k {
+		case kEvalSha:
+			d.Action, d.Head, d.Replace = Rewrite, "EVALSHA_RO", 1
+		case kEval:
+			d.Action, d.Head, d.Replace = Rewrite, "EVAL_RO", 1
+		default:
+			d.Action = Pass
+		}
 		return d
 	}
 	if k == kEvalRO || k == kEvalShaRO {

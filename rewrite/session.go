@@ -80,3 +80,78 @@ func xreadBlocks(args [][]byte) bool {
 	}
 	return false
 }
+
+// NoSub is what a server answers to the unsubscribe family outside
+// subscribe mode when it refuses them (Valkey 8: `-NOSUB 'unsubscribe'
+// command executed not in subscribed mode`, whatever the arguments): the
+// server's reply to each command, or nil for a command it answers per
+// channel, as Redis 7.0 does.
+type NoSub struct {
+	Unsubscribe, PUnsubscribe, SUnsubscribe []byte
+}
+
+// decideUnsubscribe answers UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE
+// outside subscribe mode (in subscribe mode the proxy sends them to the
+// client's own connection and never decides them), as the server does:
+// with st.NoSub's refusal where the server refuses them, else one reply
+// per channel named (one with a nil channel when none is), each with a
+// count of 0, as arrays in RESP2 and pushes in RESP3. The commands never
+// travel on a shared connection, where they would answer more than once.
+// Inside MULTI, where Redis 7.0 would put every per-channel reply into
+// EXEC's array under a header that counts one, the command is refused and
+// the transaction discarded.
+func decideUnsubscribe(args [][]byte, up []byte, st *State) Decision {
+	name := "unsubscribe"
+	var refusal []byte
+	if st.NoSub != nil {
+		refusal = st.NoSub.Unsubscribe
+	}
+	switch string(up) {
+	case "PUNSUBSCRIBE":
+		name = "punsubscribe"
+		if st.NoSub != nil {
+			refusal = st.NoSub.PUnsubscribe
+		}
+	case "SUNSUBSCRIBE":
+		name = "sunsubscribe"
+		if st.NoSub != nil {
+			refusal = st.NoSub.SUnsubscribe
+		}
+	}
+	if refusal != nil {
+		return refuse(refusal, ReasonProtocol)
+	}
+	if st.InMulti {
+		// Decide turns the local answer into a refusal with AbortMulti.
+		return local(nil, NoEffect)
+	}
+	head := "*3\r\n"
+	if st.Proto == 3 {
+		head = ">3\r\n"
+	}
+	one := func(b []byte, ch []byte, nilCh bool) []byte {
+		b = append(b, head...)
+		b = appendBulk(b, []byte(name))
+		switch {
+		case !nilCh:
+			b = appendBulk(b, ch)
+		case st.Proto == 3:
+			b = append(b, replyNull...)
+		default:
+			b = append(b, replyNil...)
+		}
+		return append(b, ":0\r\n"...)
+	}
+	if len(args) == 1 {
+		return local(one(make([]byte, 0, 48), nil, true), NoEffect)
+	}
+	size := 0
+	for _, ch := range args[1:] {
+		size += 40 + len(ch)
+	}
+	b := make([]byte, 0, size)
+	for _, ch := range args[1:] {
+		b = one(b, ch, false)
+	}
+	return local(b, NoEffect)
+}

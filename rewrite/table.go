@@ -24,6 +24,7 @@ const (
 	kWatch
 	kUnwatch
 	kSubscribe
+	kUnsubscribe
 	kBlocking
 	kXread
 	kEmqVersion
@@ -122,9 +123,9 @@ var commands = map[string]cmdInfo{
 	"XREAD":        {kind: kXread},
 	"XREADGROUP":   {kind: kXread},
 	"EMQ.VERSION":  {kind: kEmqVersion, flags: fNoKeys},
-	"UNSUBSCRIBE":  noKeys,
-	"PUNSUBSCRIBE": noKeys,
-	"SUNSUBSCRIBE": noKeys,
+	"UNSUBSCRIBE":  {kind: kUnsubscribe, flags: fNoKeys},
+	"PUNSUBSCRIBE": {kind: kUnsubscribe, flags: fNoKeys},
+	"SUNSUBSCRIBE": {kind: kUnsubscribe, flags: fNoKeys},
 	"PUBLISH":      noKeys,
 	"SPUBLISH":     noKeys,
 

@@ -1,0 +1,103 @@
+package proxy
+
+import "github.com/emqproxy/emqproxy/rewrite"
+
+// CLIENT REPLY ON|OFF|SKIP.
+//
+// The mode is the client's own business: the proxy keeps it for the
+// session, as the server keeps it for a connection, and never forwards the
+// command. The commands a silenced client sends are decided, sent and
+// executed as always, and their replies read from the upstream as always
+// (a shared connection stays in step); only the copy for the client is
+// dropped: in normal service at the last step (segment.go, emit), in
+// subscribe mode by the relay, which drops the replies while it is muted
+// and passes the pushes (messages, subscribe confirmations,
+// invalidations), as Redis 7.0.15 and Valkey 8 do. Every reply is
+// silenced alike: the server's and the proxy's own (its refusals, the
+// unsubscribe family's answers, a protocol error before the connection
+// closes), as the server drops its errors too. One outcome is not a reply
+// the server would have sent: a silenced command whose upstream connection
+// broke in flight ("-UPSTREAM ... may have been applied") closes the
+// client's connection after the replies before it, which is what the
+// client would see of a server connection lost under it, so the loss is
+// never silent. QUIT and a protocol error, silenced, still close the
+// connection (the server leaves such a connection open and never reads it
+// again). Audit records still carry the replies.
+//
+// CLIENT REPLY inside MULTI is refused (rewrite/): the server would
+// silence the rest of EXEC's array under a header that counts it.
+
+// lostSuffix ends the error a command gets when its connection broke in
+// flight (pipeline.go, lostMsg).
+var lostSuffix = []byte(" lost; the command may have been applied\r\n")
+
+// replyMode is a session's CLIENT REPLY state, as the server keeps it.
+type replyMode struct {
+	off      bool // OFF: every reply is dropped until ON
+	skip     bool // the current command's reply is dropped (a SKIP before it)
+	skipNext bool // SKIP: the next command's reply is dropped
+}
+
+// command starts a command whose decision has Effect e: it applies the
+// command's own effect on the mode and reports whether its reply is
+// dropped. Called once per command, in order.
+func (m *replyMode) command(e rewrite.Effect) (drop bool) {
+	m.skip, m.skipNext = m.skipNext, false
+	switch e {
+	case rewrite.ReplyOn:
+		m.off, m.skip = false, false
+	case rewrite.ReplyOff:
+		m.off = true
+	case rewrite.ReplySkip:
+		if !m.off {
+			m.skipNext = true
+		}
+	case rewrite.Reset:
+		// RESET ends OFF and a pending SKIP; a SKIP just before it still
+		// silences its own +RESET (the server clears the flag after).
+		m.off = false
+	}
+	return m.off || m.skip
+}
+
+// muted reports whether every reply is dropped for now (OFF).
+func (m *replyMode) muted() bool { return m.off }
+
+// sendChecked sends out, then a barrier, and reports whether the
+// connection is still subscribed (see check).
+func (sub *subscriber) sendChecked(out *[]byte) (subscribed bool, err error) {
+	if err := sub.send(*out); err != nil {
+		return false, err
+	}
+	*out = (*out)[:0]
+	return sub.check(false)
+}
+
+// sendSkipped sends a bridged RESP3 client's command whose replies a SKIP
+// silences, when how many replies it gets is not known (a subscribe
+// command gets pushes only, or one error): the relay is muted from a
+// barrier before it to a barrier after it.
+func (s *session) sendSkipped(out *[]byte, raw []byte) error {
+	sub := s.sub
+	if _, err := sub.sendChecked(out); err != nil {
+		return err
+	}
+	sub.muted.Store(true)
+	*out = append(*out, raw...)
+	if _, err := sub.sendChecked(out); err != nil {
+		return err
+	}
+	sub.muted.Store(s.rm.muted())
+	return nil
+}
+
+// silenced reports whether the relay drops fr while muted: a reply, not a
+// push. Over RESP2 (subscribe mode) the pushes are the messages and the
+// subscribe confirmations, arrays of 3 or 4; the replies are PING's (an
+// array of 2, or +PONG once no longer subscribed) and errors.
+func (sub *subscriber) silenced(fr []byte) bool {
+	if sub.resp3 {
+		return fr[0] != '>'
+	}
+	return !(len(fr) > 4 && fr[0] == '*' && (fr[1] == '3' || fr[1] == '4') && fr[2] == '\r')
+}
