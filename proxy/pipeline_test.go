@@ -88,7 +88,7 @@ func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, b
 	}
 	_ = nc.(*net.TCPConn).SetNoDelay(true)
 	fc.Conn, fc.sc = nc, nc.(syscall.Conn)
-	p := newPipe("node", fc, bufio.NewReaderSize(fc, readBufSize), timeout, nil, bg)
+	p := newPipe("node", fc, bufio.NewReaderSize(fc, readBufSize), timeout, timeout, nil, bg)
 	if p.bg != bg {
 		t.Fatalf("pipe bg %v, want %v", p.bg, bg)
 	}

@@ -179,7 +179,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, nc, br, u.opts.Timeout, nil, false)
+		p := newPipe(u.name, nc, br, u.opts.Timeout, u.opts.Timeout, nil, false)
 		p.clients = u.clients
 		s.cur.Store(p)
 		u.mu.Lock()
@@ -347,7 +347,7 @@ func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
 		u.met.upstreamError(u.name, errKind(err, false))
 		return nil, err
 	}
-	return newPipe(u.name, nc, br, 0, nil, true), nil
+	return newPipe(u.name, nc, br, 0, u.opts.Timeout, nil, true), nil
 }
 
 // close stops reconnecting and closes the shared connections; waiting
