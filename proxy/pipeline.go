@@ -14,66 +14,6 @@ import (
 	"time"
 )
 
-// sig is what a batch's owner is woken with.
-type sig uint8
-
-const (
-	sigDone sig = iota + 1 // every reply is there
-	sigLead                // the owner now holds the reader's role (pipe.lead)
-)
-
-// batch is one client's forwarded commands: their encoded bytes and the
-// replies they collect. The session owns it except between send and done:
-// then only the pipelined connection touches it.
-type batch struct {
-	out []byte // the encoded commands, as they go to the upstream
-	n   int    // how many replies the commands produce
-
-	replies  []byte // the replies' exact bytes, concatenated
-	ends     []int  // ends[i] is where reply i ends in replies
-	max      int    // cap on len(replies); past it the rest is discarded
-	over     bool   // the cap was hit; the client is closed
-	lost     bool   // some replies are errors made by the proxy
-	finished bool   // every reply is there (under the pipe's mu)
-
-	done chan sig // one signal at a time: sigDone once, sigLead before it
-}
-
-// newBatch returns an empty batch with its signal channel.
-func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
-
-// reset empties the batch for reuse, keeping its buffers.
-func (b *batch) reset() {
-	b.out = b.out[:0]
-	b.n = 0
-	b.replies = b.replies[:0]
-	b.ends = b.ends[:0]
-	b.over, b.lost, b.finished = false, false, false
-}
-
-// reply returns the bytes of reply i.
-func (b *batch) reply(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = b.ends[i-1]
-	}
-	return b.replies[start:b.ends[i]]
-}
-
-// fill answers every missing reply with msg (a complete RESP error).
-func (b *batch) fill(msg []byte) {
-	for len(b.ends) < b.n {
-		if !b.over {
-			b.replies = append(b.replies, msg...)
-		}
-		b.ends = append(b.ends, len(b.replies))
-	}
-	b.lost = true
-}
-
-// signal wakes the session waiting on the batch: every reply is there.
-func (b *batch) signal() { b.done <- sigDone }
-
 // pipe is one pipelined upstream connection. Batches are written in the
 // order they are sent and completed in that order.
 //
@@ -115,8 +55,9 @@ func (b *batch) signal() { b.done <- sigDone }
 // # Invariants
 //
 //  1. A sent batch is in the queue (not written yet), in inflight (written,
-//     or being written, and waiting for replies), or finished. Its session
-//     waits on done, or holds the reader's role and reads.
+//     or being written, and waiting for replies), or finished; only the
+//     holder of the reader's role finishes it. Until then its session
+//     writes it (in the writer's role), waits on done, or reads.
 //  2. Nobody waits with nobody to read: while a batch is in inflight or the
 //     queue, the reader's role is held (by a reader, by a session being
 //     handed it, or by the teardown), or a writer holds its role, and a
@@ -128,9 +69,14 @@ func (b *batch) signal() { b.done <- sigDone }
 //     close, an idle connection found closed) is recorded in err under mu
 //     (breakLocked), before the socket is closed; from then on the pipe is
 //     broken and nothing more is written. Only the holder of the reader's
-//     role tears down, once, after the writer has left its role: no reply is
-//     framed while batches get errors, and no batch is handed back while
-//     its bytes are being written.
+//     role tears down, once, after the writer has left its role: no reply
+//     is framed while batches get errors.
+//  5. A batch is handed back to its session only once its bytes are no
+//     longer read: normally its last reply shows they all left (the write
+//     call may not have returned yet, but a plain TCP connection's vector
+//     goes to the kernel by writev, which reads no chunk it has written,
+//     and TLS encrypts a chunk before it sends it); in a teardown, after
+//     the writer has left its role.
 //
 // # Exits
 //
@@ -160,9 +106,9 @@ func (b *batch) signal() { b.done <- sigDone }
 // on a dedicated one: a blocking command waits as long as it asks) bounds
 // how long a batch may wait with no reply coming; the write timeout (the
 // same UpstreamOptions.Timeout, on every connection, dedicated ones
-// included) bounds each write, so a writer never hangs on a server that
-// stopped reading, and a dedicated connection's client never waits forever
-// on a stalled node. Both are set lazily (deadline.go).
+// included) bounds each write, so no writer (a session, on a dedicated
+// connection too) hangs on a server that stopped reading: the write fails
+// and its batch gets the lost error. Both are set lazily (deadline.go).
 type pipe struct {
 	name     string
 	nc       net.Conn
@@ -270,81 +216,6 @@ func (p *pipe) send(b *batch) error {
 	p.mu.Unlock()
 	p.writeQueued(maxCombinedWrites)
 	return nil
-}
-
-// checkIdle tears the connection down when it is idle and the server has
-// closed it (or sent what nobody asked for).
-func (p *pipe) checkIdle() {
-	p.mu.Lock()
-	if p.err != nil || p.tearIdleLocked() == nil {
-		p.mu.Unlock()
-	}
-}
-
-// tearIdleLocked is checkIdleLocked, and on an error the teardown: it is
-// called with mu held and returns with mu released when it returns an
-// error (nobody reads an idle connection, so the reader's role is free).
-func (p *pipe) tearIdleLocked() error {
-	err := p.checkIdleLocked()
-	if err == nil {
-		return nil
-	}
-	p.breakLocked(err)
-	p.reading = true
-	p.handOffLocked()
-	return err
-}
-
-// checkIdleLocked looks, without blocking, at an idle connection (no
-// reader, no writer, nothing queued or waiting): an error when the server
-// closed it or sent bytes nobody asked for. Not idle: nil at once.
-func (p *pipe) checkIdleLocked() error {
-	if p.raw == nil || p.reading || p.writing || len(p.queue) > 0 || p.head < len(p.inflight) {
-		return nil
-	}
-	if p.rr.br.Buffered() > 0 {
-		return errUnasked
-	}
-	n, err := p.peek()
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// The reply deadline left armed after the last reply has passed:
-		// nothing waits, so it is no timeout. Clear it (the next write
-		// sets a new one) and look again.
-		p.rdl = time.Time{}
-		_ = p.nc.SetReadDeadline(time.Time{})
-		n, err = p.peek()
-	}
-	switch {
-	case err != nil:
-		return err
-	case n < 0:
-		return nil
-	case n == 0:
-		return errors.New("closed by the server")
-	}
-	return errUnasked
-}
-
-// peek looks at the socket without blocking or consuming: n < 0 when
-// nothing is there yet, 0 when the server closed it, 1 when bytes wait.
-func (p *pipe) peek() (n int, err error) {
-	var one [1]byte
-	rerr := p.raw.Read(func(fd uintptr) bool {
-		for {
-			n, _, err = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		if err == syscall.EAGAIN {
-			n, err = -1, nil
-		}
-		return true // never wait: a peek, not a read
-	})
-	if rerr != nil {
-		return 0, rerr
-	}
-	return n, err
 }
 
 // close breaks the connection from any goroutine; every waiting batch gets
@@ -546,142 +417,6 @@ func (p *pipe) lead(own *batch) {
 			ownDone = true
 			continue
 		}
-		b.signal()
-	}
-}
-
-// spinWindow is how long a lone waiting session polls its connection for
-// the reply before it parks (spinFor).
-const spinWindow = 40 * time.Microsecond
-
-// spinFor polls the connection, without blocking, for at most spinWindow
-// before the reader parks for own's first reply, while the proxy has a
-// single client: a lone client's reply comes back in tens of microseconds,
-// and parking costs the runtime's thread going to sleep and being woken
-// again (with the runtime's monitor: about four context switches a round
-// trip where an epoll loop makes two, each an idle CPU's wake-up), which
-// doubles what the hop adds (bench section 1b). With more clients the one
-// P has other sessions to run and the reader parks at once: a spin would
-// hold them back (measured: 15% fewer GETs at 50 clients).
-func (p *pipe) spinFor(own *batch) {
-	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.br.Buffered() > 0 || len(own.ends) > 0 {
-		return
-	}
-	end := time.Now().Add(spinWindow)
-	for {
-		if n, err := p.peek(); n >= 0 || err != nil || time.Now().After(end) {
-			return
-		}
-	}
-}
-
-// waitReply waits until the next reply's first byte is there. A read
-// deadline that passes is no timeout when nothing waits, or when a write
-// since set one still ahead (idleTimeout).
-func (p *pipe) waitReply() error {
-	for {
-		_, err := p.rr.br.Peek(1)
-		if err == nil || p.timeout == 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !p.idleTimeout() {
-			return err
-		}
-	}
-}
-
-// readBatch reads b's missing replies.
-func (p *pipe) readBatch(b *batch) error {
-	for len(b.ends) < b.n {
-		if err := p.waitReply(); err != nil {
-			return err
-		}
-		var over bool
-		var err error
-		start := len(b.replies)
-		b.replies, over, err = p.rr.read(b.replies, b.max)
-		if err != nil {
-			return err
-		}
-		b.over = b.over || over
-		if len(b.replies) > start && b.replies[start] == '>' {
-			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
-			// reaches the client before the reply that follows it.
-			continue
-		}
-		b.ends = append(b.ends, len(b.replies))
-	}
-	return nil
-}
-
-// front returns the oldest batch waiting for replies, or nil.
-func (p *pipe) front() *batch {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.head == len(p.inflight) {
-		return nil
-	}
-	return p.inflight[p.head]
-}
-
-// pop removes the oldest batch, which has all its replies, and pushes the
-// read deadline on after that progress (lazily, see refreshDeadline).
-// When nothing waits the deadline is left armed: if it passes while the
-// connection is idle, the reader clears it (idleTimeout). The caller holds
-// mu.
-func (p *pipe) pop() {
-	p.inflight[p.head].finished = true
-	p.inflight[p.head] = nil
-	p.head++
-	if p.head == len(p.inflight) {
-		p.inflight = p.inflight[:0]
-		p.head = 0
-	} else {
-		if p.head > 1024 && p.head > len(p.inflight)/2 {
-			n := copy(p.inflight, p.inflight[p.head:])
-			clear(p.inflight[n:])
-			p.inflight = p.inflight[:n]
-			p.head = 0
-		}
-		if p.timeout > 0 {
-			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
-		}
-	}
-}
-
-// idleTimeout reports whether a read deadline that passed while the reader
-// waited for the next reply is no timeout: nothing was written yet (the
-// deadline is then cleared; the next write sets a new one), or a write
-// since set a deadline still ahead.
-func (p *pipe) idleTimeout() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.head == len(p.inflight) {
-		p.rdl = time.Time{}
-		_ = p.nc.SetReadDeadline(time.Time{})
-		return true
-	}
-	return p.rdl.After(time.Now())
-}
-
-// readLoop is the reader goroutine of a bg connection: it frames replies
-// and completes batches in FIFO order until the connection fails, then
-// leaves the role to the teardown (release).
-func (p *pipe) readLoop() {
-	for {
-		var b *batch
-		err := p.waitReply()
-		if err == nil {
-			if b = p.front(); b == nil {
-				err = errUnasked
-			} else {
-				err = p.readBatch(b)
-			}
-		}
-		if err != nil {
-			p.release(err)
-			return
-		}
-		p.mu.Lock()
-		p.pop()
-		p.mu.Unlock()
 		b.signal()
 	}
 }

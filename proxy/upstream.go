@@ -340,7 +340,8 @@ func unavailableReply(name, reason string) []byte {
 
 // dedicated opens a connection of the client's own (blocking commands,
 // WATCH, subscriptions) in protocol proto: dialed, booted and fenced like
-// a shared one, with no reply timeout. The caller closes it.
+// a shared one, with no reply timeout (its writes have the shared ones'
+// timeout). The caller closes it.
 func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
 	nc, br, _, err := u.dialer.dial(ctx, proto)
 	if err != nil {
