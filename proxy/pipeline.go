@@ -113,6 +113,7 @@ type pipe struct {
 	name     string
 	nc       net.Conn
 	raw      syscall.RawConn // the socket, for checkIdle (nil with bg)
+	pk       *peeker         // looks at raw (pipeline_idle.go)
 	bg       bool            // a reader goroutine reads
 	rr       replyReader
 	timeout  time.Duration // reply timeout; 0 = none
@@ -132,6 +133,7 @@ type pipe struct {
 	rdl      time.Time   // the read deadline last set; zero = none (deadline.go)
 	wdl      time.Time   // the write deadline last set (writer only)
 	vec      net.Buffers // the writer's vector of batch buffers (writer only)
+	bufs     net.Buffers // vec as WriteTo consumes it (a local would escape: an allocation a write)
 
 	dead chan struct{} // closed after every waiting batch was answered
 
@@ -182,6 +184,7 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout t
 	if _, isTLS := nc.(*tls.Conn); !bg && !isTLS {
 		if sc, ok := nc.(syscall.Conn); ok {
 			p.raw, _ = sc.SyscallConn()
+			p.pk = newPeeker()
 		}
 	}
 	p.bg = p.raw == nil
@@ -332,8 +335,9 @@ func (p *pipe) writeQueued(limit int) {
 		if p.wtimeout > 0 {
 			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.wtimeout)
 		}
-		bufs := vec // WriteTo consumes its receiver
-		_, err := bufs.WriteTo(p.nc)
+		p.bufs = vec // WriteTo consumes its receiver
+		_, err := p.bufs.WriteTo(p.nc)
+		p.bufs = nil
 		clear(vec)
 		p.vec = vec[:0]
 		clear(q)

@@ -64,26 +64,44 @@ func (p *pipe) checkIdleLocked() error {
 	return errUnasked
 }
 
-// peek looks at the socket without blocking or consuming: n < 0 when
-// nothing is there yet, 0 when the server closed it, 1 when bytes wait.
-func (p *pipe) peek() (n int, err error) {
-	var one [1]byte
-	rerr := p.raw.Read(func(fd uintptr) bool {
+// peeker is a pipe's non-blocking look at its socket. Its callback is made
+// once, with the pipe: one made per look would escape to the heap through
+// the RawConn, and the lone client's reader looks many times a round trip
+// (spinFor). Its fields are used by one goroutine at a time: the idle
+// check runs only while nobody holds the reader's role, the spin only in
+// it.
+type peeker struct {
+	fn  func(fd uintptr) bool
+	n   int
+	err error
+	one [1]byte
+}
+
+// newPeeker returns the peeker of a socket.
+func newPeeker() *peeker {
+	pk := &peeker{}
+	pk.fn = func(fd uintptr) bool {
 		for {
-			n, _, err = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if err != syscall.EINTR {
+			pk.n, _, pk.err = syscall.Recvfrom(int(fd), pk.one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if pk.err != syscall.EINTR {
 				break
 			}
 		}
-		if err == syscall.EAGAIN {
-			n, err = -1, nil
+		if pk.err == syscall.EAGAIN {
+			pk.n, pk.err = -1, nil
 		}
 		return true // never wait: a peek, not a read
-	})
-	if rerr != nil {
+	}
+	return pk
+}
+
+// peek looks at the socket without blocking or consuming: n < 0 when
+// nothing is there yet, 0 when the server closed it, 1 when bytes wait.
+func (p *pipe) peek() (n int, err error) {
+	if rerr := p.raw.Read(p.pk.fn); rerr != nil {
 		return 0, rerr
 	}
-	return n, err
+	return p.pk.n, p.pk.err
 }
 
 // spinWindow is how long a lone waiting session polls its connection for
