@@ -64,7 +64,14 @@ import (
 //     writer that leaves its role while nobody reads takes the reader's
 //     role and hands it on.
 //  3. A batch's channel gets at most one sigLead, then one sigDone: never a
-//     signal it is not waiting for.
+//     signal it is not waiting for. A handed role is picked up when the
+//     batch's session awaits that batch. A session with batches on several
+//     pipes (a routed split, segment.go) sends them all, in one order,
+//     before it awaits any, and awaits them in that order; so a role
+//     handed to one of its later batches waits at most until its earlier
+//     ones complete, and no cycle of such waits can form (each waits on a
+//     batch sent before the one it holds up). Whoever changes that order
+//     must keep this.
 //  4. The first failure (a write or read error, a reply or write timeout, a
 //     close, an idle connection found closed) is recorded in err under mu
 //     (breakLocked), before the socket is closed; from then on the pipe is

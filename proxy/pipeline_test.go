@@ -297,11 +297,12 @@ func TestPipeCloseWhileTheReaderFinishes(t *testing.T) {
 
 func testPipeCloseWhileTheReaderFinishes(t *testing.T, srv node.Server) {
 	n := pipeNode(t, srv)
-	gate := make(chan struct{})
+	read, gate := make(chan struct{}), make(chan struct{})
 	fc := &faultConn{}
 	fc.onRead = func(i int64, b []byte) (int, error) {
 		n, err := fc.Conn.Read(b)
 		if i == 1 {
+			close(read)
 			<-gate // the reply is read; the reader is held before it frames it
 		}
 		return n, err
@@ -309,7 +310,7 @@ func testPipeCloseWhileTheReaderFinishes(t *testing.T, srv node.Server) {
 	p := dialPipe(t, n.Addr, fc, 0, false)
 	b := incrBatch(1)
 	done := sendAwait(p, b)
-	poll(t, "the reply to be read", func() bool { return fc.reads.Load() == 1 })
+	finishes(t, "the reply to be read", read)
 	p.close()
 	close(gate)
 	finishes(t, "b", done)
@@ -336,8 +337,8 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 	req := node.AppendCommand(nil, "GET", "bench")
 	for _, clients := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			p := newPipe("node", benchDial(b, n.Addr), nil, DefaultUpstreamTimeout, DefaultUpstreamTimeout, nil, false)
-			p.rr.br = bufio.NewReaderSize(p.nc, readBufSize)
+			nc := benchDial(b, n.Addr)
+			p := newPipe("node", nc, bufio.NewReaderSize(nc, readBufSize), DefaultUpstreamTimeout, DefaultUpstreamTimeout, nil, false)
 			p.clients = new(atomic.Int64)
 			p.clients.Store(int64(clients)) // as the server counts its clients (spinFor)
 			defer p.close()
