@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"net"
 	"net/http"
@@ -28,6 +30,14 @@ type Options struct {
 	Capture func(req CaptureRequest) ([]byte, error)
 	// Pprof mounts net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Token, when set, is the credential the state-changing endpoints
+	// (POST /reload, POST /capture, /debug/pprof/) require on every
+	// listener, loopback included: "Authorization: Bearer <Token>".
+	Token string
+	// Loopback says the listener accepts loopback connections only;
+	// Listen sets it from the address it bound. Without a Token the
+	// state-changing endpoints are served on such a listener only.
+	Loopback bool
 }
 
 // CaptureRequest is one call of /capture.
@@ -58,7 +68,7 @@ func Handler(o Options) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 	}
 	if o.Reload != nil {
-		mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("POST /reload", o.guard(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			if err := o.Reload(); err != nil {
 				w.WriteHeader(http.StatusUnprocessableEntity)
@@ -66,7 +76,7 @@ func Handler(o Options) http.Handler {
 				return
 			}
 			_, _ = w.Write([]byte("reloaded\n"))
-		})
+		}))
 	}
 	if o.Capture != nil {
 		capture := func(w http.ResponseWriter, req CaptureRequest) {
@@ -83,7 +93,7 @@ func Handler(o Options) http.Handler {
 		mux.HandleFunc("GET /capture", func(w http.ResponseWriter, _ *http.Request) {
 			capture(w, CaptureRequest{Action: "status"})
 		})
-		mux.HandleFunc("POST /capture", func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc("POST /capture", o.guard(func(w http.ResponseWriter, r *http.Request) {
 			req := CaptureRequest{Action: r.FormValue("action")}
 			if req.Action != "start" && req.Action != "stop" {
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -97,16 +107,62 @@ func Handler(o Options) http.Handler {
 				}
 			}
 			capture(w, req)
-		})
+		}))
 	}
 	if o.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", o.guard(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", o.guard(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", o.guard(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", o.guard(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", o.guard(pprof.Trace))
 	}
 	return mux
+}
+
+// guard serves h to the requests the credential rule lets through: with a
+// Token, those that carry it (compared in constant time, through SHA-256
+// so the length is not given away either), others get 401; without one,
+// every request on a loopback-only listener, and none (403, saying how to
+// open it) on any other.
+func (o Options) guard(h http.HandlerFunc) http.HandlerFunc {
+	switch {
+	case o.Token != "":
+		want := sha256.Sum256([]byte(o.Token))
+		return func(w http.ResponseWriter, r *http.Request) {
+			got, ok := bearer(r)
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="emqproxy admin"`)
+				plain(w, http.StatusUnauthorized, "unauthorized: "+r.Method+" "+r.URL.Path+
+					" needs the admin token (Authorization: Bearer <admin.token>)\n")
+				return
+			}
+			h(w, r)
+		}
+	case o.Loopback:
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		plain(w, http.StatusForbidden, "forbidden: "+r.Method+" "+r.URL.Path+
+			" is not served on an admin listener that is not loopback-only without a token:"+
+			" set admin.token (or admin.token_file, or EMQPROXY_ADMIN_TOKEN), or bind admin.listen to loopback\n")
+	}
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// plain answers a text/plain body with code.
+func plain(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
 }
 
 // Server is a running admin listener.
@@ -115,12 +171,24 @@ type Server struct {
 	ln  net.Listener
 }
 
-// Listen starts serving the admin endpoints on addr.
+// LoopbackOnly reports whether the listener accepts loopback connections
+// only (127.0.0.0/8, ::1), so that without a token the state-changing
+// endpoints are served.
+func (s *Server) LoopbackOnly() bool { return isLoopback(s.ln.Addr()) }
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// Listen starts serving the admin endpoints on addr; o.Loopback is set
+// from the address bound (a host name is resolved by the bind).
 func Listen(addr string, o Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	o.Loopback = isLoopback(ln.Addr())
 	s := &Server{
 		srv: &http.Server{Handler: Handler(o), ReadHeaderTimeout: 5 * time.Second},
 		ln:  ln,

@@ -30,6 +30,7 @@ func TestEndpoints(t *testing.T) {
 		Registry: reg,
 		Ready:    func() error { return notReady },
 		Reload:   func() error { reloads++; return nil },
+		Loopback: true,
 	})
 
 	if code, body := get(t, h, "GET", "/healthz"); code != 200 || body != "ok\n" {
@@ -55,7 +56,7 @@ func TestEndpoints(t *testing.T) {
 
 func TestCaptureEndpoint(t *testing.T) {
 	var got []CaptureRequest
-	h := Handler(Options{Capture: func(r CaptureRequest) ([]byte, error) {
+	h := Handler(Options{Loopback: true, Capture: func(r CaptureRequest) ([]byte, error) {
 		got = append(got, r)
 		if r.Action == "stop" {
 			return nil, errors.New("no capture is running")

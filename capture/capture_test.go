@@ -247,56 +247,13 @@ func TestBadInputNamesFileAndOffset(t *testing.T) {
 	}
 }
 
-func TestRedaction(t *testing.T) {
-	dir := t.TempDir()
-	claim := &Record{Seq: 2, Queue: "q", Script: "claim2", Token: "CLAIM",
-		Args:  args("EVALSHA", "007d636ab0ba715dff227dd5bb8ea895fef9ac9e", "2", "emq:{q}:pending", "emq:{q}:active", "30000"),
-		Reply: []byte("*3\r\n$2\r\nJ1\r\n$13\r\nsecret-stuff!\r\n:1\r\n")}
-	claim.SetPayload((&shamap.Script{Verb: "CLAIM"}).Payload())
-	fail := &Record{Seq: 3, Queue: "q", Script: "fail", Token: "FAIL",
-		Args:  args("EVALSHA", "c09d2d7c77bdac3a17b9aece32bd0abbb5fc6b67", "4", "a", "b", "c", "d", "J1", "card declined", "3", "100"),
-		Reply: []byte(":0\r\n")}
-	fail.SetPayload((&shamap.Script{Verb: "FAIL"}).Payload())
-	plain := &Record{Seq: 4, Queue: "q", Args: args("HSET", "emq:{q}:job:J9", "payload", "secret-stuff!", "state", "pending"),
-		Reply: []byte(":2\r\n")}
-	get := &Record{Seq: 5, Queue: "q", Args: args("HGET", "emq:{q}:job:J1", "payload"), Reply: []byte("$13\r\nsecret-stuff!\r\n")}
-	files := write(t, Options{Dir: dir, Redact: true}, enqueueRecord(1, "J1", "secret-stuff!"), claim, fail, plain, get)
-	if !files[0].Header.Redacted {
-		t.Error("header does not say redacted")
-	}
-	raw, _ := os.ReadFile(files[0].Path)
-	for _, secret := range []string{"secret-stuff!", "card declined"} {
-		if bytes.Contains(raw, []byte(secret)) {
-			t.Errorf("%q is in the capture", secret)
-		}
-	}
-	rs := files[0].Records
-	standIn := string(StandIn([]byte("secret-stuff!")))
-	if len(standIn) != 13 || standIn != string(StandIn([]byte("secret-stuff!"))) {
-		t.Fatalf("stand-in %q", standIn)
-	}
-	if got := string(rs[0].Args[6]); got != standIn || string(rs[0].Args[5]) != "J1" || !rs[0].Redacted() {
-		t.Errorf("ENQUEUE args %q", rs[0].Args)
-	}
-	if want := "*3\r\n$2\r\nJ1\r\n$13\r\n" + standIn + "\r\n:1\r\n"; string(rs[1].Reply) != want {
-		t.Errorf("CLAIM reply %q, want %q", rs[1].Reply, want)
-	}
-	if got := string(rs[2].Args[8]); len(got) != len("card declined") || got == "card declined" || string(rs[2].Args[9]) != "3" {
-		t.Errorf("FAIL args %q", rs[2].Args)
-	}
-	if string(rs[3].Args[3]) != standIn || string(rs[3].Args[5]) != "pending" || rs[3].ShapeOnly() {
-		t.Errorf("HSET args %q (shape only %v)", rs[3].Args, rs[3].ShapeOnly())
-	}
-	if string(rs[4].Reply) != "$13\r\n"+standIn+"\r\n" || !rs[4].ShapeOnly() {
-		t.Errorf("HGET reply %q (shape only %v)", rs[4].Reply, rs[4].ShapeOnly())
-	}
-	if s := StandIn(bytes.Repeat([]byte("a"), 100)); len(s) != 100 {
-		t.Errorf("long stand-in has %d bytes", len(s))
-	}
-}
-
 func TestParseReply(t *testing.T) {
-	for _, in := range []string{"+OK\r\n", "-ERR x y\r\n", ":-3\r\n", "$-1\r\n", "*-1\r\n", "$0\r\n\r\n", "*2\r\n*1\r\n:1\r\n$3\r\na\r\n\r\n", "*0\r\n"} {
+	for _, in := range []string{"+OK\r\n", "-ERR x y\r\n", ":-3\r\n", "$-1\r\n", "*-1\r\n", "$0\r\n\r\n", "*2\r\n*1\r\n:1\r\n$3\r\na\r\n\r\n", "*0\r\n",
+		// RESP3: null, booleans, double, big number, verbatim, blob error,
+		// map, set, push, attribute.
+		"_\r\n", "#t\r\n", "#f\r\n", ",1.5\r\n", "(3492890328409238509324850943850943825024385\r\n",
+		"=15\r\ntxt:Some string\r\n", "!21\r\nSYNTAX invalid syntax\r\n", "%1\r\n$1\r\nf\r\n$1\r\n1\r\n",
+		"~2\r\n$1\r\na\r\n:2\r\n", ">2\r\n$7\r\nmessage\r\n$1\r\nx\r\n", "|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n*1\r\n:1\r\n"} {
 		v, err := ParseReply([]byte(in))
 		if err != nil {
 			t.Errorf("%q: %v", in, err)
@@ -306,9 +263,61 @@ func TestParseReply(t *testing.T) {
 			t.Errorf("%q re-encodes as %q", in, got)
 		}
 	}
-	for _, in := range []string{"", "+OK", "$3\r\nab\r\n", "*2\r\n:1\r\n", ":1\r\n:2\r\n", "?x\r\n"} {
+	for _, in := range []string{"", "+OK", "$3\r\nab\r\n", "*2\r\n:1\r\n", ":1\r\n:2\r\n", "?x\r\n", "_x\r\n", "#x\r\n", "=-1\r\n", "%1\r\n:1\r\n", "|1\r\n+a\r\n+b\r\n"} {
 		if _, err := ParseReply([]byte(in)); err == nil {
 			t.Errorf("%q parsed", in)
 		}
+	}
+}
+
+// MaxBytes is one budget over the directory: a second writer counts the
+// files of the first (and of any earlier run), the two together stay under
+// it, and a writer opened with the budget spent is refused.
+func TestBudgetSharedAcrossWriters(t *testing.T) {
+	dir := t.TempDir()
+	const budget = 8000
+	add := func() Stats {
+		t.Helper()
+		w, err := Open(Options{Dir: dir, MaxBytes: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			w.Add(enqueueRecord(uint64(i+1), "J", strings.Repeat("z", 100)))
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return w.Stats()
+	}
+	first := add()
+	if first.EarlierBytes != 0 || first.Records == 0 || first.Stopped != "" {
+		t.Fatalf("first capture %+v", first)
+	}
+	// A foreign file in the directory is not a capture file: not counted.
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), make([]byte, 5000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := add()
+	if second.EarlierBytes != first.Bytes || second.Stopped == "" || second.Records == 0 {
+		t.Fatalf("second capture %+v, first wrote %d bytes", second, first.Bytes)
+	}
+	onDisk, err := DirBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk != first.Bytes+second.Bytes || onDisk > budget {
+		t.Errorf("%d bytes of capture files on disk (first %d, second %d), budget %d", onDisk, first.Bytes, second.Bytes, budget)
+	}
+	if _, err := Open(Options{Dir: dir, MaxBytes: budget}); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("open with the budget spent: %v", err)
+	}
+	// Removing the old captures gives the budget back.
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+Ext))
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
+	if third := add(); third.EarlierBytes != 0 || third.Records != first.Records {
+		t.Errorf("after the old captures were removed: %+v", third)
 	}
 }

@@ -35,18 +35,26 @@
 //   - The writer never blocks the data path: Add puts a record on a
 //     bounded queue and returns at once; a full queue drops the record and
 //     counts it. One goroutine redacts, encodes and writes (buffered),
-//     rotating to a new file past FileBytes. Past MaxBytes in all files it
-//     stops writing for good, logs that once, and counts every later
-//     record as dropped: a capture never fills a disk.
-//   - Redaction (Options.Redact) replaces each payload value (the positions
-//     shamap.Script.Payload names, in the call and in its reply) with a
-//     stand-in of the same length derived from its SHA-1 (StandIn), so the
-//     same payload always gets the same stand-in and a replay of redacted
-//     calls still matches: the ENQUEUE that wrote it and the CLAIM that
-//     returned it agree. A plain command's values after a "payload" or
-//     "error" argument are replaced the same way, and every bulk string of
-//     its reply too; that reply then keeps only its shape (types, lengths,
-//     integers, errors), which is all a replay compares of it.
+//     rotating to a new file past FileBytes.
+//   - MaxBytes is one disk budget over the directory, not per capture: the
+//     capture files already in it when a writer opens (earlier captures,
+//     of this process or an earlier run) count, Open refuses (ErrBudget)
+//     when they leave no room, and past it the writer stops for good, logs
+//     that once, and counts every later record as dropped: captures never
+//     fill a disk, however often one is started. Removing old capture
+//     files gives the budget back.
+//   - Redaction (Options.Redact) keeps the structure a replay needs (names,
+//     keys, ids, counts, the job row's field names and state) and replaces
+//     everything else the client or the server put in a recorded command
+//     or its reply (payloads, error texts, any value of a plain command on
+//     the queue's keys, RESP2 or RESP3) with a stand-in of the same length,
+//     keyed by a secret of the capture's own that is never written
+//     (redact.go has the rules). The same value gets the same stand-in
+//     within a capture, so a replay of redacted calls still matches: the
+//     ENQUEUE that wrote a payload and the CLAIM that returned it agree. A
+//     reply whose contents became stand-ins is flagged FlagShapeOnly: its
+//     shape (types, lengths, integers, statuses, error codes) is all a
+//     replay compares of it.
 //   - Sequence numbers are given when the proxy decides a command, so the
 //     order of one queue's records is the order the proxy forwarded them.
 //

@@ -32,7 +32,7 @@ const kindCall = 1
 // Record flags.
 const (
 	FlagRedacted  = 1 << 0 // payload values were replaced by stand-ins
-	FlagShapeOnly = 1 << 1 // the reply's bulk strings are stand-ins: compare its shape only
+	FlagShapeOnly = 1 << 1 // the reply's contents (bulks, error texts) are stand-ins: compare its shape only
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -71,14 +71,26 @@ type Record struct {
 	Args    [][]byte
 	Reply   []byte // RESP, as the upstream sent it
 
-	// payload is where the call and reply carry payload (not encoded; set
-	// by whoever adds the record, used by redaction).
+	// payload is where the call and reply carry payload; name, keys and
+	// keysSet where a plain command names itself and its keys (none is
+	// encoded; set by whoever adds the record, used by redaction).
 	payload shamap.Payload
+	name    int
+	keys    []int
+	keysSet bool
 }
 
 // SetPayload notes the payload positions of the record's script, for
 // redaction.
 func (r *Record) SetPayload(p shamap.Payload) { r.payload = p }
+
+// SetKeys notes, for the redaction of a plain command, how many leading
+// arguments name it (1, or 2 with a subcommand) and the indices in Args of
+// its keys, as the server's command table gives them. Without it, the
+// arguments that are keys of the record's queue are taken as its keys.
+func (r *Record) SetKeys(name int, keys []int) {
+	r.name, r.keys, r.keysSet = name, keys, true
+}
 
 // Redacted reports whether the record's payloads are stand-ins.
 func (r *Record) Redacted() bool { return r.Flags&FlagRedacted != 0 }

@@ -2,101 +2,288 @@ package capture
 
 import (
 	"bytes"
-	"crypto/sha1"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"strconv"
+	"strings"
 )
 
-// StandIn returns the stand-in of a payload value: as long as v, made of
-// the hex SHA-1 of v repeated (then of the SHA-1 of that text, and so on,
-// past 40 bytes), so equal values get equal stand-ins on every run.
-func StandIn(v []byte) []byte {
-	out := make([]byte, 0, len(v))
-	sum := sha1.Sum(v)
-	for len(out) < len(v) {
-		h := hex.EncodeToString(sum[:])
-		out = append(out, h[:min(len(h), len(v)-len(out))]...)
-		sum = sha1.Sum([]byte(h))
+// Redaction (Options.Redact): what a redacted capture keeps in clear is
+// the structure a replay needs, and nothing the application put in:
+//
+//   - a pinned script call keeps its sha, numkeys, keys and the values its
+//     shape names as structure (ids, integers); the payload positions
+//     (shamap.Script.Payload) become stand-ins, in the call and the reply;
+//   - a plain command keeps its name (and subcommand), its keys (the
+//     positions the server's command table gives; without them, the
+//     arguments that are keys of the record's queue), a script call's sha
+//     or function name and numkeys, and, on a job row, the contract's field
+//     names and the values of its structural fields (state, attempts,
+//     lease_epoch); every other argument becomes a stand-in, and so does
+//     every bulk, verbatim, double and big number of its reply, in RESP2 and
+//     RESP3 alike; that reply then keeps only its shape (FlagShapeOnly);
+//   - an error reply, of a call or a command, keeps its code (the first
+//     word, when it is upper case: ERR, WRONGTYPE, NOSCRIPT) and its text
+//     becomes a stand-in, and the reply is compared by shape only.
+//
+// A stand-in has the length of its value and is made of hex digits from
+// HMAC-SHA256 of the value under a secret drawn at random for each capture
+// and never written anywhere (expanded, for a long value, by AES-CTR keyed
+// with that HMAC): equal values get equal stand-ins within one
+// capture (the ENQUEUE that wrote a payload and the CLAIM that returned it
+// agree, so a replay still matches), a stand-in tells nothing of its value
+// without the secret (however short the value), and two captures give the
+// same value different stand-ins.
+
+// redactor replaces a capture's job data by stand-ins. It is used by the
+// writer's goroutine only.
+type redactor struct {
+	mac      hash.Hash
+	sum      []byte
+	raw, hex []byte // standIn's buffers
+	keep     []bool
+}
+
+// newRedactor draws the capture's secret.
+func newRedactor() *redactor {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails (it aborts the process instead)
+	return &redactor{mac: hmac.New(sha256.New, key)}
+}
+
+// standIn returns the stand-in of v: as long as v, the hex of its HMAC, and
+// past 64 bytes the hex of an AES-256-CTR keystream keyed by that HMAC (a
+// pseudorandom expansion of it at memory speed).
+func (z *redactor) standIn(v []byte) []byte {
+	out := make([]byte, len(v))
+	z.mac.Reset()
+	z.mac.Write(v)
+	z.sum = z.mac.Sum(z.sum[:0])
+	if len(v) <= hex.EncodedLen(len(z.sum)) {
+		var block [2 * sha256.Size]byte
+		hex.Encode(block[:], z.sum)
+		copy(out, block[:])
+		return out
 	}
+	blk, err := aes.NewCipher(z.sum)
+	if err != nil {
+		panic(err) // a 32-byte key is always an AES-256 key
+	}
+	n := (len(v) + 1) / 2
+	z.raw = append(z.raw[:0], make([]byte, n)...)
+	cipher.NewCTR(blk, make([]byte, aes.BlockSize)).XORKeyStream(z.raw, z.raw)
+	z.hex = append(z.hex[:0], make([]byte, 2*n)...)
+	hex.Encode(z.hex, z.raw)
+	copy(out, z.hex)
 	return out
 }
 
-// redact replaces the record's payload values with their stand-ins, in its
-// arguments and its reply, and sets FlagRedacted. It owns r's slices.
-func redact(r *Record) {
+// redact replaces the record's job data with stand-ins, in its arguments
+// and its reply, and sets FlagRedacted. It owns r's slices.
+func (z *redactor) redact(r *Record) {
 	r.Flags |= FlagRedacted
 	if r.Script != "" {
-		redactCall(r)
-		return
+		z.redactCall(r)
+	} else {
+		z.redactPlain(r)
 	}
-	// A plain command: values after a "payload" or "error" argument (a
-	// row written field by field), and every bulk string of the reply.
-	for i := 2; i < len(r.Args); i++ {
-		if isPayloadField(r.Args[i-1]) {
-			r.Args[i] = StandIn(r.Args[i])
-		}
-	}
-	v, err := ParseReply(r.Reply)
-	if err != nil || !hasBulk(v) {
-		return
-	}
-	standInBulks(&v)
-	r.Reply = v.AppendRESP(nil)
-	r.Flags |= FlagShapeOnly
 }
 
-// redactCall redacts a script call: EVALSHA/EVAL <sha|body> numkeys
-// keys... values..., and the reply elements the script's shape names.
-func redactCall(r *Record) {
+// unparsed replaces a reply redaction could not read: nothing of it is
+// kept, and the replay compares it by shape (a production difference).
+const unparsed = "-REDACTED the reply could not be parsed for redaction; it was not kept\r\n"
+
+// redactCall redacts a pinned script call: EVALSHA/EVAL <sha|body> numkeys
+// keys... values..., the reply elements the script's shape names, and any
+// error in the reply.
+func (z *redactor) redactCall(r *Record) {
 	if len(r.Args) >= 3 {
 		if nk, err := strconv.Atoi(string(r.Args[2])); err == nil && nk >= 0 {
 			for _, j := range r.payload.Values {
 				if i := 3 + nk + j - 1; i < len(r.Args) {
-					r.Args[i] = StandIn(r.Args[i])
+					r.Args[i] = z.standIn(r.Args[i])
 				}
 			}
 		}
 	}
-	if len(r.payload.Reply) == 0 {
-		return
-	}
 	v, err := ParseReply(r.Reply)
-	if err != nil || v.Type != '*' || v.Nil {
+	if err != nil {
+		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
 		return
 	}
 	changed := false
-	for _, j := range r.payload.Reply {
-		if j >= 1 && j <= len(v.Elems) && v.Elems[j-1].Type == '$' && !v.Elems[j-1].Nil {
-			v.Elems[j-1].Str = StandIn(v.Elems[j-1].Str)
-			changed = true
+	if v.Type == '*' && !v.Nil {
+		for _, j := range r.payload.Reply {
+			if j >= 1 && j <= len(v.Elems) {
+				changed = z.standInValue(&v.Elems[j-1], false) || changed
+			}
 		}
+	}
+	if z.standInValue(&v, true) {
+		changed = true
+		r.Flags |= FlagShapeOnly // an error's text is a stand-in
 	}
 	if changed {
 		r.Reply = v.AppendRESP(nil)
 	}
 }
 
-func isPayloadField(a []byte) bool {
-	return bytes.EqualFold(a, []byte("payload")) || bytes.EqualFold(a, []byte("error"))
+// redactPlain redacts a plain command: every argument but its structure
+// (keepArgs), and every content of its reply.
+func (z *redactor) redactPlain(r *Record) {
+	keep := z.keepArgs(r)
+	for i := range r.Args {
+		if !keep[i] {
+			r.Args[i] = z.standIn(r.Args[i])
+		}
+	}
+	v, err := ParseReply(r.Reply)
+	if err != nil {
+		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
+		return
+	}
+	if z.standInValue(&v, false) {
+		r.Reply = v.AppendRESP(nil)
+		r.Flags |= FlagShapeOnly
+	}
 }
 
-func hasBulk(v Value) bool {
-	if v.Type == '$' && !v.Nil {
-		return true
+// keepArgs marks the arguments of a plain command kept in clear.
+func (z *redactor) keepArgs(r *Record) []bool {
+	z.keep = append(z.keep[:0], make([]bool, len(r.Args))...)
+	keep := z.keep
+	if len(r.Args) == 0 {
+		return keep
 	}
-	for _, e := range v.Elems {
-		if hasBulk(e) {
-			return true
+	for i := range min(max(r.name, 1), len(r.Args)) {
+		keep[i] = true
+	}
+	if r.keysSet {
+		for _, k := range r.keys {
+			if k >= 0 && k < len(keep) {
+				keep[k] = true
+			}
 		}
+	} else {
+		prefix := "emq:{" + r.Queue + "}"
+		for i, a := range r.Args {
+			if i > 0 && bytes.HasPrefix(a, []byte(prefix)) {
+				keep[i] = true
+			}
+		}
+	}
+	name := strings.ToUpper(string(r.Args[0]))
+	switch name {
+	case "EVALSHA", "EVALSHA_RO", "FCALL", "FCALL_RO":
+		keepAt(keep, 1, 2) // the sha or function name, numkeys
+	case "EVAL", "EVAL_RO":
+		keepAt(keep, 2) // numkeys; the body may hold anything
+	}
+	if len(r.Args) > 2 && bytes.HasPrefix(r.Args[1], []byte("emq:{"+r.Queue+"}:job:")) {
+		keepRowFields(keep, name, r.Args)
+	}
+	return keep
+}
+
+func keepAt(keep []bool, at ...int) {
+	for _, i := range at {
+		if i < len(keep) {
+			keep[i] = true
+		}
+	}
+}
+
+// keepRowFields marks, in a hash command on a job row, the field names of
+// the job-core contract, and the values of its structural fields.
+func keepRowFields(keep []bool, name string, args [][]byte) {
+	switch name {
+	case "HSET", "HMSET", "HSETNX":
+		for i := 2; i+1 < len(args); i += 2 {
+			if rowField(args[i]) {
+				keep[i] = true
+				keep[i+1] = structuralField(args[i])
+			}
+		}
+	case "HINCRBY", "HINCRBYFLOAT":
+		if len(args) > 3 && rowField(args[2]) {
+			keep[2], keep[3] = true, structuralField(args[2])
+		}
+	case "HGET", "HMGET", "HDEL", "HEXISTS", "HSTRLEN":
+		for i := 2; i < len(args); i++ {
+			keep[i] = rowField(args[i])
+		}
+	}
+}
+
+// rowField reports whether f is a field of the contract's job row.
+func rowField(f []byte) bool {
+	switch string(f) {
+	case "state", "attempts", "payload", "error", "lease_epoch":
+		return true
 	}
 	return false
 }
 
-func standInBulks(v *Value) {
-	if v.Type == '$' && !v.Nil {
-		v.Str = StandIn(v.Str)
+// structuralField reports whether a job row field holds structure (a state
+// word or a count), not the application's data.
+func structuralField(f []byte) bool {
+	switch string(f) {
+	case "state", "attempts", "lease_epoch":
+		return true
+	}
+	return false
+}
+
+// standInValue replaces the contents of v (errorsOnly: of its errors only)
+// by stand-ins, and reports whether it changed anything. Simple strings,
+// integers, booleans and nulls are kept: they are statuses and counts.
+func (z *redactor) standInValue(v *Value, errorsOnly bool) bool {
+	changed := false
+	switch v.Type {
+	case '-', '!':
+		code, text := errorCode(v.Str)
+		if len(text) > 0 {
+			v.Str = append(append([]byte(nil), code...), z.standIn(text)...)
+			changed = true
+		}
+	case '$', ',', '(':
+		if !errorsOnly && !v.Nil && len(v.Str) > 0 {
+			v.Str, changed = z.standIn(v.Str), true
+		}
+	case '=':
+		// Verbatim: the three-letter format and its colon stay.
+		if !errorsOnly && len(v.Str) > 4 {
+			v.Str = append(append([]byte(nil), v.Str[:4]...), z.standIn(v.Str[4:])...)
+			changed = true
+		}
 	}
 	for i := range v.Elems {
-		standInBulks(&v.Elems[i])
+		changed = z.standInValue(&v.Elems[i], errorsOnly) || changed
 	}
+	return changed
+}
+
+// errorCode splits an error text into its code (the first word and its
+// space, when the word is an upper case letter, then upper case letters,
+// digits, '_' or '-') and the rest.
+func errorCode(s []byte) (code, text []byte) {
+	if len(s) == 0 || s[0] < 'A' || s[0] > 'Z' {
+		return nil, s
+	}
+	i := 1
+	for i < len(s) && (s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9' || s[i] == '_' || s[i] == '-') {
+		i++
+	}
+	switch {
+	case i == len(s):
+		return s, nil
+	case s[i] == ' ':
+		return s[:i+1], s[i+1:]
+	}
+	return nil, s
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +16,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxBytes  = 1 << 30  // 1 GiB over all files of a capture
+	DefaultMaxBytes  = 1 << 30  // 1 GiB over all capture files of the directory
 	DefaultFileBytes = 64 << 20 // rotate past 64 MiB
 	DefaultQueueLen  = 1 << 16  // records waiting for the writer
 )
@@ -35,13 +37,16 @@ const (
 type Options struct {
 	// Dir is the directory of the capture's files (made when missing).
 	Dir string
-	// MaxBytes bounds the bytes of all the capture's files
-	// (DefaultMaxBytes); past it the writer stops for good.
+	// MaxBytes bounds the bytes of all capture files in Dir
+	// (DefaultMaxBytes): those already there when the writer opens (earlier
+	// captures, of this process or another) count, and Open refuses with
+	// ErrBudget when they leave no room; past it the writer stops for good.
 	MaxBytes int64
 	// FileBytes rotates to a new file past this size (DefaultFileBytes,
 	// at most MaxBytes).
 	FileBytes int64
-	// Redact replaces payload values with stand-ins (see the package doc).
+	// Redact replaces job data with stand-ins keyed by a secret of this
+	// writer's own (redact.go).
 	Redact bool
 	// QueueLen bounds the records waiting to be written (DefaultQueueLen);
 	// a record added to a full queue is dropped and counted.
@@ -75,7 +80,15 @@ type Stats struct {
 	Records int64  `json:"records"`
 	Dropped int64  `json:"dropped"`
 	Stopped string `json:"stopped,omitempty"` // why it stopped writing, if it did
+	// EarlierBytes are the bytes of the capture files that were in Dir
+	// when the writer opened; they count against MaxBytes.
+	EarlierBytes int64 `json:"earlier_bytes"`
+	MaxBytes     int64 `json:"max_bytes"`
 }
+
+// ErrBudget is Open's error when the capture files already in the
+// directory leave no room under MaxBytes.
+var ErrBudget = errors.New("capture: disk budget spent")
 
 // Writer appends records to a capture's files from its own goroutine.
 type Writer struct {
@@ -89,6 +102,8 @@ type Writer struct {
 	done    chan struct{}
 	closed  atomic.Bool
 	stopped atomic.Pointer[string] // why writing stopped; Add drops at once
+	earlier int64                  // bytes of the capture files in Dir at Open
+	red     *redactor              // with Options.Redact
 
 	// Owned by the writer goroutine (read by Stats through atomics).
 	started   time.Time
@@ -121,6 +136,15 @@ func Open(o Options) (*Writer, error) {
 	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
+	earlier, err := DirBytes(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// Room for at least a file's header and a small record.
+	if earlier+1024 > o.MaxBytes {
+		return nil, fmt.Errorf("%w: %s already holds %d bytes of capture files and max_bytes is %d; remove old captures or raise max_bytes",
+			ErrBudget, o.Dir, earlier, o.MaxBytes)
+	}
 	w := &Writer{
 		o:       o,
 		c:       o.Counters,
@@ -129,6 +153,10 @@ func Open(o Options) (*Writer, error) {
 		done:    make(chan struct{}),
 		started: time.Now(),
 		bw:      bufio.NewWriterSize(nil, 256<<10),
+		earlier: earlier,
+	}
+	if o.Redact {
+		w.red = newRedactor()
 	}
 	if w.c == nil {
 		w.c = new(Counters)
@@ -208,6 +236,9 @@ func (w *Writer) Stats() Stats {
 		Bytes:   w.total.Load(),
 		Records: w.records.Load(),
 		Dropped: w.dropped.Load(),
+
+		EarlierBytes: w.earlier,
+		MaxBytes:     w.o.MaxBytes,
 	}
 	if why := w.stopped.Load(); why != nil {
 		s.Stopped = *why
@@ -275,16 +306,17 @@ func (w *Writer) write(r *Record) {
 		}
 		return
 	}
-	if w.o.Redact {
-		redact(r)
+	if w.red != nil {
+		w.red.redact(r)
 	}
 	// The frame is built in one reused buffer: its head, then the body.
 	frame := r.AppendBinary(append(w.buf[:0], make([]byte, frameHead)...))
 	w.buf = frame
 	body := frame[frameHead:]
 	size := int64(len(frame))
-	if w.total.Load()+size > w.o.MaxBytes {
-		w.stop(fmt.Sprintf("capture stopped: max_bytes (%d) reached", w.o.MaxBytes), nil)
+	if w.earlier+w.total.Load()+size > w.o.MaxBytes {
+		w.stop(fmt.Sprintf("capture stopped: max_bytes (%d) reached over the capture files of %s (%d bytes of them from earlier captures)",
+			w.o.MaxBytes, w.o.Dir, w.earlier), nil)
 		w.dropped.Add(1)
 		w.c.DroppedMax.Add(1)
 		return
@@ -359,4 +391,31 @@ func (w *Writer) rotate() error {
 	w.fileN.Store(int64(n))
 	w.c.Files.Add(1)
 	return w.put(appendFrame(fileHead(), hdr))
+}
+
+// DirBytes returns the bytes of the capture files (named *.emqcap) in
+// dir; a missing dir holds none.
+func DirBytes(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("capture: %w", err)
+	}
+	var n int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), Ext) {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return 0, fmt.Errorf("capture: %w", err)
+		}
+		n += info.Size()
+	}
+	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,12 @@ type Auth struct {
 	FailDelay time.Duration `mapstructure:"fail_delay"`
 	// MaxFailures closes a connection after this many failed AUTHs.
 	MaxFailures int `mapstructure:"max_failures"`
+	// MaxFailDelay caps the delay of one failed AUTH's reply. Failures
+	// are counted per source address, across connections.
+	MaxFailDelay time.Duration `mapstructure:"max_fail_delay"`
+	// Timeout closes a connection that has not authenticated this long
+	// after it connected (when a password or users are set).
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 // UpstreamTLS configures TLS to an upstream. Enabled when Enabled is true.
@@ -90,7 +97,8 @@ const (
 	RoleScripts = "scripts"
 )
 
-// Upstream is one named node.
+// Upstream is one named node: a fixed Address, or a master set under
+// Sentinel (exactly one of the two).
 type Upstream struct {
 	Name     string      `mapstructure:"-"`
 	Address  string      `mapstructure:"address"`
@@ -101,6 +109,17 @@ type Upstream struct {
 	Install  bool        `mapstructure:"install"`
 	Conns    int         `mapstructure:"conns"`
 	TLS      UpstreamTLS `mapstructure:"tls"`
+	// Sentinel names a master set whose primary the sentinels give
+	// (package discovery), instead of Address.
+	Sentinel Sentinel `mapstructure:"sentinel"`
+	// FailoverWait is how long a new command waits for the upstream's new
+	// primary while it has none, before it gets an error; 0: at once.
+	FailoverWait time.Duration `mapstructure:"failover_wait"`
+	// AckReplicas, when positive, makes a write's reply wait until
+	// `WAIT AckReplicas AckTimeout` confirms that many replicas have it.
+	AckReplicas int `mapstructure:"ack_replicas"`
+	// AckTimeout bounds that WAIT; required when AckReplicas is positive.
+	AckTimeout time.Duration `mapstructure:"ack_timeout"`
 }
 
 // Route sends the queues matching any of its globs to an upstream.
@@ -118,8 +137,14 @@ const (
 // Policy configures decisions.
 type Policy struct {
 	UnknownScripts string `mapstructure:"unknown_scripts"`
-	// Deny replaces the default deny list when set.
+	// Deny replaces the default deny list when set (an empty list keeps it).
 	Deny []string `mapstructure:"deny"`
+	// Allow opens commands the deny list or the shared-connection rule
+	// refuses ("LASTSAVE", "CONFIG SET"): the deny-list entries it names
+	// and the rule's admin, dangerous and noscript classes. The rule's
+	// other classes (reply, secret, blocking, database, protected keys)
+	// never open.
+	Allow []string `mapstructure:"allow"`
 }
 
 // Limits bound what one client may make the proxy hold.
@@ -131,6 +156,10 @@ type Limits struct {
 	MaxPipeline    int   `mapstructure:"max_pipeline"`
 	MaxReplyBytes  int64 `mapstructure:"max_reply_bytes"`
 	MaxQueuedMulti int   `mapstructure:"max_queued_multi"`
+	// BufferedBytes is the process-wide budget of bytes held for clients:
+	// large commands being read, queued transactions, replies and
+	// messages not yet written. Past it a client's input waits.
+	BufferedBytes int64 `mapstructure:"buffered_bytes"`
 }
 
 // Timeouts of the data path.
@@ -163,10 +192,14 @@ type Capture struct {
 	Queues []string `mapstructure:"queues"`
 	// Dir receives the capture files (rotated by size).
 	Dir string `mapstructure:"dir"`
-	// MaxBytes bounds the files of one capture; past it the capture stops,
-	// logged and counted, and the data path never waits for it.
+	// MaxBytes bounds all the capture files in Dir, those of earlier
+	// captures and runs included: a start with no room left is refused,
+	// and past it a capture stops, logged and counted; the data path never
+	// waits for it.
 	MaxBytes int64 `mapstructure:"max_bytes"`
-	// Redact replaces each payload value by a same-length stand-in.
+	// Redact replaces the job data of every recorded call and command (and
+	// of their replies) by same-length stand-ins keyed by a secret of each
+	// capture's own (package capture).
 	Redact bool `mapstructure:"redact"`
 }
 
@@ -180,6 +213,15 @@ type Log struct {
 type Admin struct {
 	Listen string `mapstructure:"listen"` // "" disables it
 	Pprof  bool   `mapstructure:"pprof"`
+	// Token is the credential of the state-changing endpoints (POST
+	// /reload, POST /capture, pprof), sent as "Authorization: Bearer
+	// <token>"; required on every listener once set, and without it those
+	// endpoints are served on a loopback-only listener only (package
+	// admin). Prefer EMQPROXY_ADMIN_TOKEN or TokenFile to the file.
+	Token string `mapstructure:"token"`
+	// TokenFile is a file holding the token (a mounted Secret, a
+	// credentials file); its trailing newline is dropped. Not with Token.
+	TokenFile string `mapstructure:"token_file"`
 }
 
 // Runtime tunes the Go runtime.
@@ -203,6 +245,7 @@ func Defaults() map[string]any {
 		"tls.min_version":         "1.2",
 		"map":                     "stand/map.yaml",
 		"policy.unknown_scripts":  UnknownRefuse,
+		"policy.allow":            []string{},
 		"limits.max_clients":      10000,
 		"limits.max_multibulk":    1024 * 1024,
 		"limits.max_bulk":         int64(512 << 20),
@@ -210,6 +253,7 @@ func Defaults() map[string]any {
 		"limits.max_pipeline":     1024,
 		"limits.max_reply_bytes":  int64(64 << 20),
 		"limits.max_queued_multi": 10000,
+		"limits.buffered_bytes":   int64(128 << 20),
 		"timeouts.dial":           "2s",
 		"timeouts.upstream":       "5s",
 		"timeouts.write":          "30s",
@@ -222,6 +266,8 @@ func Defaults() map[string]any {
 		"control.lease":           "2s",
 		"auth.fail_delay":         "100ms",
 		"auth.max_failures":       10,
+		"auth.max_fail_delay":     "2s",
+		"auth.timeout":            "10s",
 		"audit.sink":              "stderr",
 		"audit.passthrough":       false,
 		"capture.queues":          []string{},
@@ -232,31 +278,63 @@ func Defaults() map[string]any {
 		"log.format":              "json",
 		"admin.listen":            "127.0.0.1:9121",
 		"admin.pprof":             false,
+		"admin.token":             "",
+		"admin.token_file":        "",
 		"runtime.gomaxprocs":      1,
 	}
 }
 
 // Load reads the file at path (may be "" for defaults and environment only),
 // applies environment overrides and the flags that were set, and validates.
+// A key of the file the configuration does not have, and an EMQPROXY_
+// variable that names no key, are errors (env.go).
 func Load(path string, flags *pflag.FlagSet) (*Config, error) {
+	c, err := read(path, flags, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// read is Load without the validation, with the environment given.
+func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) {
+	raw := map[string]any{}
+	if path != "" {
+		fv := viper.New()
+		fv.SetConfigFile(path)
+		fv.SetConfigType("yaml")
+		if err := fv.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+		raw = fv.AllSettings()
+		var errs []error
+		for _, k := range unknownKeys(configType, raw, "") {
+			errs = append(errs, k.errorIn(path))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
 	v := viper.New()
 	for k, val := range Defaults() {
 		v.SetDefault(k, val)
 	}
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
-	v.AutomaticEnv()
-	if path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("config: %s: %w", path, err)
-		}
+	b := &binder{raw: raw, env: environment(environ), vars: map[string]string{}}
+	walkKeys(configType, "", b.names, b.visit)
+	b.unknownVariables()
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, err
+	}
+	if err := v.MergeConfigMap(raw); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	if flags != nil {
 		var bindErr error
 		flags.VisitAll(func(f *pflag.Flag) {
-			if _, known := Defaults()[f.Name]; known || strings.Contains(f.Name, ".") {
+			if _, known := staticKeys[f.Name]; known {
 				if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
 					bindErr = err
 				}
@@ -266,28 +344,16 @@ func Load(path string, flags *pflag.FlagSet) (*Config, error) {
 			return nil, fmt.Errorf("config: %w", bindErr)
 		}
 	}
-	// Environment overrides reach only keys viper knows, and the keys under
-	// upstreams.<name> come from the file; give each configured upstream's
-	// every key a default so EMQPROXY_UPSTREAMS_<NAME>_<KEY> works for a key
-	// the file leaves out (a password kept out of the file, say).
-	for name := range v.GetStringMap("upstreams") {
-		for _, k := range upstreamKeys {
-			key := "upstreams." + name + "." + k
-			if !v.InConfig(key) {
-				v.SetDefault(key, upstreamDefault(k))
-			}
-		}
-	}
 	var c Config
-	if err := v.Unmarshal(&c); err != nil {
+	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHook)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for name, u := range c.Upstreams {
 		u.Name = name
+		if !v.IsSet("upstreams." + name + ".failover_wait") {
+			u.FailoverWait = DefaultFailoverWait // 0 is a choice: the error at once
+		}
 		c.Upstreams[name] = u
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
 	}
 	return &c, nil
 }
@@ -318,11 +384,17 @@ func (c *Config) Validate() error {
 			p.bad(fmt.Sprintf("policy.deny[%d]", i), "is empty")
 		}
 	}
+	for i, a := range c.Policy.Allow {
+		if strings.TrimSpace(a) == "" {
+			p.bad(fmt.Sprintf("policy.allow[%d]", i), "is empty")
+		}
+	}
 	c.validateLimits(&p)
 	if c.Audit.Sink == "" {
 		p.bad("audit.sink", "is empty (stderr, stdout or a file path)")
 	}
 	c.validateCapture(&p)
+	c.validateAdmin(&p)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -382,7 +454,8 @@ func (c *Config) validateUpstreams(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
 		u := c.Upstreams[name]
 		key := "upstreams." + name
-		p.addr(key+".address", u.Address, false)
+		validateSource(p, key, u)
+		validateFailover(p, key, u)
 		if u.Role != RoleModule && u.Role != RoleScripts {
 			p.bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
 		}
@@ -432,12 +505,18 @@ func (c *Config) validateLimits(p *problems) {
 	p.positive("limits.max_pipeline", int64(c.Limits.MaxPipeline))
 	p.positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
 	p.positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
+	p.positive("limits.buffered_bytes", c.Limits.BufferedBytes)
 	p.positive("timeouts.dial", int64(c.Timeouts.Dial))
 	p.positive("timeouts.upstream", int64(c.Timeouts.Upstream))
 	p.positive("timeouts.write", int64(c.Timeouts.Write))
 	p.positive("timeouts.drain", int64(c.Timeouts.Drain))
 	p.positive("auth.fail_delay", int64(c.Auth.FailDelay))
 	p.positive("auth.max_failures", int64(c.Auth.MaxFailures))
+	p.positive("auth.max_fail_delay", int64(c.Auth.MaxFailDelay))
+	p.positive("auth.timeout", int64(c.Auth.Timeout))
+	if c.Auth.MaxFailDelay > 0 && c.Auth.FailDelay > c.Auth.MaxFailDelay {
+		p.bad("auth.fail_delay", "%v is above auth.max_fail_delay (%v)", c.Auth.FailDelay, c.Auth.MaxFailDelay)
+	}
 	if c.Timeouts.Probe < 0 {
 		p.bad("timeouts.probe", "%v is negative (0 disables the probe)", c.Timeouts.Probe)
 	}
@@ -457,24 +536,6 @@ func (c *Config) validateCapture(p *problems) {
 		p.bad("capture.dir", "is empty but capture.queues is set")
 	}
 	p.positive("capture.max_bytes", c.Capture.MaxBytes)
-}
-
-// upstreamKeys are the keys of one upstream, for environment overrides.
-var upstreamKeys = []string{
-	"address", "role", "username", "password", "db", "install", "conns",
-	"tls.enabled", "tls.ca", "tls.cert", "tls.key", "tls.server_name", "tls.insecure_skip_verify",
-}
-
-// upstreamDefault is the default of an upstream key, of the type viper
-// needs to decode an environment override of it.
-func upstreamDefault(key string) any {
-	switch key {
-	case "db", "conns":
-		return 0
-	case "install", "tls.enabled", "tls.insecure_skip_verify":
-		return false
-	}
-	return ""
 }
 
 // validGlob reports whether p is a usable queue pattern: path.Match syntax

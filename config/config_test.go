@@ -156,3 +156,31 @@ func TestCaptureSection(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyAllow: policy.allow comes from the file or from its variable
+// (a comma-separated list), and an empty entry is an error naming it.
+func TestPolicyAllow(t *testing.T) {
+	c, err := Load(writeConfig(t, minimal+"policy:\n  allow: [LASTSAVE, \"config get\"]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Policy.Allow, ",") != "LASTSAVE,config get" {
+		t.Errorf("policy.allow from the file = %q", c.Policy.Allow)
+	}
+	if c, err := Load(writeConfig(t, minimal), nil); err != nil || len(c.Policy.Allow) != 0 {
+		t.Errorf("policy.allow by default = %q, %v", c.Policy.Allow, err)
+	}
+	t.Setenv("EMQPROXY_POLICY_ALLOW", "DEBUG,ACL USERS")
+	c, err = Load(writeConfig(t, minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Policy.Allow, ",") != "DEBUG,ACL USERS" {
+		t.Errorf("policy.allow from EMQPROXY_POLICY_ALLOW = %q", c.Policy.Allow)
+	}
+	t.Setenv("EMQPROXY_POLICY_ALLOW", "")
+	_, err = Load(writeConfig(t, minimal+"policy:\n  allow: [\"\"]\n"), nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "policy.allow[0]:") {
+		t.Errorf("an empty entry: %v", err)
+	}
+}

@@ -28,6 +28,11 @@
 //     of its lease) or the proxy's renewal saw the held entry.
 //   - Owners are upstream names of the shared configuration: every proxy
 //     and the mover read one file.
+//   - An entry that does not parse, whose epoch is past its table's (the
+//     mover writes an entry with its epoch in one transaction), or whose
+//     queue is empty or has braces is skipped (Table.Skipped) and
+//     reported by whoever reads it; it never holds another queue. No
+//     client writes these keys through a proxy (proxy/rule.go).
 //
 // The package speaks to nodes with valkey-go, the project's client.
 package control

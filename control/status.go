@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// Status prints, for every node: its epoch and table, the proxies
-// registered there with the epoch each applied and the age of its lease,
-// and the moves in progress; then the merged table the proxies apply.
-// Unreachable nodes are named. It returns the merged table.
+// Status prints, for every node: its epoch and table, the entries the
+// proxies skip (Table.Skipped, and an owner that is not one of nodes), the
+// proxies registered there with the epoch each applied and the age of its
+// lease, and the moves in progress; then the merged table the proxies
+// apply. Unreachable nodes are named. It returns the merged table.
 func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, error) {
 	var tables []Table
 	now := time.Now().UnixMilli()
@@ -51,7 +52,13 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 				fmt.Fprintf(tw, "  %s\t%d\t%v\t%s\n", r.ID, r.Applied, time.Duration(now-r.Renewed)*time.Millisecond, live)
 			}
 		}
+		for _, q := range slices.Sorted(maps.Keys(t.Skipped)) {
+			fmt.Fprintf(tw, "  SKIPPED %q: %s\n", q, t.Skipped[q])
+		}
 		for _, q := range slices.Sorted(maps.Keys(t.Queues)) {
+			if e := t.Queues[q]; e.State == Owned && nodes[e.Owner] == nil {
+				fmt.Fprintf(tw, "  SKIPPED %q: owner %q is not an upstream of this configuration\n", q, e.Owner)
+			}
 			if rec, err := readRecord(ctx, n, q); err == nil && rec != nil {
 				fmt.Fprintf(tw, "  MOVE %s: %s -> %s, step %s, held at epoch %d since %v\n", q, rec.from, rec.to, rec.step, rec.epoch,
 					time.Duration(now-rec.started)*time.Millisecond)

@@ -69,11 +69,19 @@ func ParseEntry(s string) (Entry, error) {
 type Table struct {
 	Epoch  int64
 	Queues map[string]Entry
+	// Skipped are the entries read but not taken, by queue, with why: one
+	// that does not parse, one whose epoch is past the table's (a move
+	// writes an entry and the epoch in one transaction, so no true entry
+	// is newer than its table), one for a queue no key can name. Skipping
+	// an entry leaves every other queue as the rest of the table says;
+	// whoever reads the table reports them (the proxy's log and
+	// emqproxy_control_skipped_entries, `queue status`).
+	Skipped map[string]string
 }
 
 // Merge combines the tables of several nodes: queue by queue the entry of
-// the highest epoch wins; the epoch is the highest of all. Bad entries are
-// skipped (they are reported where the table is read).
+// the highest epoch wins; the epoch is the highest of all. Skipped entries
+// stay skipped (the result's Skipped is empty).
 func Merge(tables ...Table) Table {
 	out := Table{Queues: map[string]Entry{}}
 	for _, t := range tables {
@@ -146,10 +154,12 @@ func Dial(o NodeOptions) (*Node, error) {
 // Close closes the client.
 func (n *Node) Close() { n.C.Close() }
 
-// ReadTable reads the node's table.
+// ReadTable reads the node's table. The entries are read before the epoch,
+// so an entry written meanwhile (with its epoch, in one transaction) is
+// never newer than the epoch read.
 func (n *Node) ReadTable(ctx context.Context) (Table, error) {
-	rs := n.C.DoMulti(ctx, n.C.B().Get().Key(KeyEpoch).Build(), n.C.B().Hgetall().Key(KeyQueues).Build())
-	return parseTable(rs[0], rs[1])
+	rs := n.C.DoMulti(ctx, n.C.B().Hgetall().Key(KeyQueues).Build(), n.C.B().Get().Key(KeyEpoch).Build())
+	return parseTable(rs[1], rs[0])
 }
 
 // parseTable decodes the replies of GET epoch and HGETALL queues.
@@ -192,7 +202,10 @@ func (n *Node) Renew(ctx context.Context, reg Registration, lease time.Duration)
 	return parseTableMsgs(arr[2], arr[3])
 }
 
-// parseTableMsgs is parseTable over the messages of an EXEC reply.
+// parseTableMsgs is parseTable over the messages of an EXEC reply. An
+// epoch that is not an integer, or a queues key that is not a hash, is an
+// error (the whole table is unreadable: a renewal fails, and the node's
+// queues wait as for a lapsed lease); a bad entry is skipped (Skipped).
 func parseTableMsgs(epoch, queues valkey.ValkeyMessage) (Table, error) {
 	t := Table{Queues: map[string]Entry{}}
 	if !epoch.IsNil() {
@@ -208,16 +221,28 @@ func parseTableMsgs(epoch, queues valkey.ValkeyMessage) (Table, error) {
 	if err != nil {
 		return t, err
 	}
-	var bad error
 	for q, v := range m {
 		e, err := ParseEntry(v)
-		if err != nil {
-			bad = fmt.Errorf("queue %q: %w", q, err)
-			continue
+		switch {
+		case err != nil:
+			t.skip(q, err.Error())
+		case q == "" || strings.ContainsAny(q, "{}"):
+			t.skip(q, fmt.Sprintf("queue name %q is not a queue name (empty, or braces)", q))
+		case e.Epoch > t.Epoch:
+			t.skip(q, fmt.Sprintf("entry %q: epoch %d is past the table's epoch %d", v, e.Epoch, t.Epoch))
+		default:
+			t.Queues[q] = e
 		}
-		t.Queues[q] = e
 	}
-	return t, bad
+	return t, nil
+}
+
+// skip records a skipped entry.
+func (t *Table) skip(queue, why string) {
+	if t.Skipped == nil {
+		t.Skipped = map[string]string{}
+	}
+	t.Skipped[queue] = why
 }
 
 // Ack records that proxy reg applied the node's epoch reg.Applied.

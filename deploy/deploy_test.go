@@ -245,6 +245,7 @@ func TestProductionExampleEnvOverrides(t *testing.T) {
 	overrides := map[string]override{
 		"listen":                      {"127.0.0.1:16380", func(c *config.Config) string { return c.Listen }},
 		"admin.listen":                {"127.0.0.1:19121", func(c *config.Config) string { return c.Admin.Listen }},
+		"admin.token":                 {"an-admin-token-0123456789", func(c *config.Config) string { return c.Admin.Token }},
 		"log.level":                   {"debug", func(c *config.Config) string { return c.Log.Level }},
 		"auth.password":               {"client-secret", func(c *config.Config) string { return c.Auth.Password }},
 		"upstreams.module-a.password": {"upstream-secret", func(c *config.Config) string { return c.Upstreams["module-a"].Password }},

@@ -50,6 +50,7 @@ type sidecar struct {
 	listen, admin  string
 	stdout, stderr string // files
 	exited         chan error
+	token          string // the admin token sent with POST requests, when set
 }
 
 // startSidecar runs `emqproxy serve --config cfgPath` with the given extra
@@ -104,6 +105,9 @@ func (s *sidecar) http(t *testing.T, method, path string) (int, string) {
 	req, err := http.NewRequest(method, "http://"+s.admin+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.token != "" && method == "POST" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Do(req)
@@ -277,7 +281,7 @@ func TestServeKubernetesConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const password = "from-the-secret"
+	const password = "from-the-secret-value" // every Secret's value: an upstream password, the admin token
 	var env []string
 	for _, e := range sc.Env {
 		switch {
@@ -292,6 +296,12 @@ func TestServeKubernetesConfig(t *testing.T) {
 		env = append(env, envName("upstreams."+name+".address")+"="+n.Addr)
 	}
 	s := startSidecar(t, cfgPath, []string{"--map", mapPath}, env)
+	// The admin token from its Secret is in force: a POST without it is
+	// refused (401), even on the loopback listener the test binds.
+	if code, body := s.http(t, "POST", "/reload"); code != http.StatusUnauthorized {
+		t.Errorf("POST /reload without the admin token: %d %q", code, body)
+	}
+	s.token = password
 	metrics := s.checkServing(t, m.Digest, cfg.RouteFor("any-queue"))
 	for _, name := range runtimeMetricsQueried(t) {
 		if !strings.Contains(metrics, "\n"+name+" ") && !strings.Contains(metrics, "\n"+name+"{") {

@@ -143,6 +143,7 @@ func TestAuthGuessingIsDelayedThenClosed(t *testing.T) {
 	h := startProxy(t, n, func(o *Options) {
 		o.Policy.Users = map[string]string{"default": "right"}
 		o.AuthFailDelay = base
+		o.MaxAuthFailDelay = 4 * base
 		o.MaxAuthFailures = 6
 	})
 	c := h.dial()
@@ -169,7 +170,8 @@ func TestAuthGuessingIsDelayedThenClosed(t *testing.T) {
 	// A new connection may authenticate at once.
 	d := h.dial()
 	d.do("AUTH", "right").is("+OK\r\n")
-	// HELLO AUTH failures count too.
+	// HELLO AUTH failures count too (and per connection: a connection's
+	// count starts at zero, its address's does not; authlimit_test.go).
 	e := h.dial()
 	for range 5 {
 		e.do("HELLO", "2", "AUTH", "default", "nope").hasPrefix("-WRONGPASS ")

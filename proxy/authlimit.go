@@ -1,56 +1,254 @@
 package proxy
 
 import (
+	"maps"
+	"net"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
-// The limit against password guessing, per client connection.
+// The limits against password guessing.
 //
-// The first freeAuthFailures failed AUTH (or HELLO ... AUTH) attempts are
-// answered at once, as the server answers them. Each further failure's
-// WRONGPASS is delayed: AuthFailDelay, then twice that, and so on, up to
-// MaxAuthFailDelay. The MaxAuthFailures-th failure's reply is written and
-// the client is closed (counted as client_rejected{reason="auth_failures"}).
-// With the defaults a connection makes at most 10 guesses, the last seven
-// spread over about 7 seconds. A successful AUTH does not reset the count.
-// The delay holds only that client's session; other clients are not
-// slowed. Guessing over many connections is bounded by MaxClients and shows
-// in the refusals counter (reason "wrongpass").
+// Failed AUTHs (and HELLO ... AUTH) are counted per source address, across
+// connections: a client that reconnects goes on where it was. The first
+// freeAuthFailures failures of an address are answered at once, as the
+// server answers them (a client with a stale password retrying a few
+// times is not slowed). Each further failure's WRONGPASS is delayed:
+// AuthFailDelay, then twice that, and so on, up to MaxAuthFailDelay; and
+// an address's delayed replies are released one after the other, so
+// guesses made on many connections at once wait in line (an address gets
+// at most one delayed answer per delay, however many connections it
+// opens). The count halves for every authFailHalfLife without a failure,
+// so an address that stops guessing is answered at once again after a
+// few minutes. A correct AUTH is never delayed and does not reset the
+// count (behind a sidecar every client shares 127.0.0.1: one client's
+// success must not wipe another's guesses).
+//
+// The delay holds only the failing client's session (its reply waits; its
+// goroutine sleeps): other clients and the proxy are not slowed. The table
+// holds at most maxAuthAddrs addresses: a full table first forgets the
+// addresses whose count has decayed to nothing, then those whose last
+// failure is oldest. The address is the IP the connection comes from
+// (every port of a host is one address).
+//
+// Per connection, the MaxAuthFailures-th failure's reply is written (after
+// its delay) and the client is closed (client_rejected{reason=
+// "auth_failures"}). And
+// while the policy has users, a connection that has not authenticated
+// AuthTimeout after it connected is closed (reason "auth_timeout"),
+// without a reply to a guess still waiting out its delay: a guess is never
+// answered sooner than its delay.
+//
+// Metrics: emqproxy_auth_fail_delay_seconds_total (the delay applied to
+// failed authentications), emqproxy_auth_fail_addresses (addresses in the
+// table).
 
-// Defaults of the limit.
+// Defaults of the limits.
 const (
 	DefaultAuthFailDelay   = 100 * time.Millisecond
 	DefaultMaxAuthFailures = 10
-	// MaxAuthFailDelay caps the delay of one reply.
-	MaxAuthFailDelay = 2 * time.Second
-	// freeAuthFailures are answered without delay (a client with a stale
-	// password retrying a few times is not slowed).
+	// DefaultMaxAuthFailDelay is the default cap on the delay of one reply.
+	DefaultMaxAuthFailDelay = 2 * time.Second
+	// DefaultAuthTimeout is the default time a client has to authenticate.
+	DefaultAuthTimeout = 10 * time.Second
+	// freeAuthFailures are answered without delay.
 	freeAuthFailures = 3
+	// authFailHalfLife is how long without a failure halves an address's count.
+	authFailHalfLife = time.Minute
+	// maxAuthAddrs bounds the table of addresses.
+	maxAuthAddrs = 4096
 )
 
+// authTable counts failed authentications by source address.
+type authTable struct {
+	mu    sync.Mutex
+	addrs map[string]*authAddr
+
+	delayed prometheus.Counter // seconds of delay applied
+}
+
+// authAddr is one address's failures.
+type authAddr struct {
+	fails int       // failures, decayed
+	last  time.Time // the last failure
+	next  time.Time // when the address's next delayed reply may go
+}
+
+// decay halves a's count for every half-life since its last failure.
+func (a *authAddr) decay(now time.Time) {
+	if steps := now.Sub(a.last) / authFailHalfLife; steps > 0 {
+		a.fails >>= min(int(steps), 62)
+	}
+}
+
+// registerMetrics creates the table's metrics and registers them on reg
+// (when not nil).
+func (t *authTable) registerMetrics(reg prometheus.Registerer) error {
+	t.delayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "emqproxy_auth_fail_delay_seconds_total",
+		Help: "Seconds the replies to failed authentications were delayed, against password guessing.",
+	})
+	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "emqproxy_auth_fail_addresses",
+		Help: "Source addresses with failed authentications being counted.",
+	}, func() float64 {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return float64(len(t.addrs))
+	})
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{t.delayed, size} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failed counts a failed authentication from addr at now and returns how
+// long its reply waits.
+func (t *authTable) failed(addr string, now time.Time, base, ceiling time.Duration) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.addrs == nil {
+		t.addrs = make(map[string]*authAddr)
+	}
+	a := t.addrs[addr]
+	if a == nil {
+		if len(t.addrs) >= maxAuthAddrs {
+			t.evictLocked(now)
+		}
+		a = &authAddr{}
+		t.addrs[addr] = a
+	}
+	a.decay(now)
+	a.fails++
+	a.last = now
+	if a.fails <= freeAuthFailures {
+		return 0
+	}
+	d := min(base<<min(a.fails-freeAuthFailures-1, 16), ceiling)
+	release := now
+	if a.next.After(release) {
+		release = a.next
+	}
+	release = release.Add(d)
+	a.next = release
+	return release.Sub(now)
+}
+
+// evictLocked makes room in a full table: it forgets the addresses whose
+// count has decayed to nothing and whose replies are all out, and when
+// that is not an eighth of the table, the oldest (by last failure) down to
+// seven eighths, so a table kept full by many addresses is scanned once
+// per maxAuthAddrs/8 new ones. The caller holds mu.
+func (t *authTable) evictLocked(now time.Time) {
+	for k, a := range t.addrs {
+		a.decay(now)
+		if a.fails == 0 && !a.next.After(now) {
+			delete(t.addrs, k)
+		}
+	}
+	keep := maxAuthAddrs - maxAuthAddrs/8
+	if len(t.addrs) <= keep {
+		return
+	}
+	keys := slices.Collect(maps.Keys(t.addrs))
+	slices.SortFunc(keys, func(x, y string) int { return t.addrs[x].last.Compare(t.addrs[y].last) })
+	for _, k := range keys[:len(keys)-keep] {
+		delete(t.addrs, k)
+	}
+}
+
+// sourceHost is the address failures are counted by: the IP of a
+// host:port remote address (the whole string when it is not one).
+func sourceHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
 // authFailed counts a failed authentication of the session, delays its
-// reply past the free failures, and closes the client at the limit.
+// reply as its address's count says, and closes the client at the
+// per-connection limit.
 func (s *session) authFailed() {
 	s.authFails++
+	now := time.Now()
+	wait := s.srv.fails.failed(sourceHost(s.addr), now, s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
 	if s.authFails >= s.srv.opts.MaxAuthFailures {
 		if !s.closing {
 			s.srv.met.rejected.WithLabelValues("auth_failures").Inc()
 			s.log.Warn("closing a client after failed authentications", zap.Int("failures", s.authFails))
 		}
-		s.closing = true
+		s.closing = true // after its reply, delayed as every other
+	}
+	if wait <= 0 {
 		return
 	}
-	if s.authFails <= freeAuthFailures {
-		return
+	cut := false
+	if s.authPending() {
+		if left := s.authBy.Sub(now); left < wait {
+			wait, cut = max(left, 0), true
+		}
 	}
-	d := s.srv.opts.AuthFailDelay << min(s.authFails-freeAuthFailures-1, 16)
-	d = min(d, MaxAuthFailDelay)
-	t := time.NewTimer(d)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-s.srv.ctx.Done():
 	}
+	s.srv.fails.delayed.Add(time.Since(now).Seconds())
+	if cut {
+		s.authTimedOut()
+		s.silent = true // the guess is not answered before its delay
+	}
+}
+
+// readDeadline sets the client's read deadline before a read:
+// IdleTimeout from now, and the authentication deadline while the client
+// has yet to authenticate.
+func (s *session) readDeadline() {
+	var dl time.Time
+	if s.srv.opts.IdleTimeout > 0 {
+		dl = time.Now().Add(s.srv.opts.IdleTimeout)
+	}
+	switch {
+	case s.authBy.IsZero():
+	case s.st.Authenticated:
+		s.authBy = time.Time{}
+		if dl.IsZero() {
+			_ = s.nc.SetReadDeadline(time.Time{}) // the authentication deadline set before
+		}
+	case len(s.srv.policy.Load().Users) == 0:
+		// No authentication required (now): no deadline. Users set
+		// by a reload make a connection that has not authenticated
+		// within AuthTimeout of connecting go at its next read.
+	case dl.IsZero() || s.authBy.Before(dl):
+		dl = s.authBy
+	}
+	if !dl.IsZero() {
+		_ = s.nc.SetReadDeadline(dl)
+	}
+}
+
+// authPending reports whether the client must still authenticate by
+// s.authBy.
+func (s *session) authPending() bool {
+	return !s.authBy.IsZero() && !s.st.Authenticated && len(s.srv.policy.Load().Users) > 0
+}
+
+// authTimedOut closes a client that did not authenticate in time.
+func (s *session) authTimedOut() {
+	if !s.closing {
+		s.srv.met.rejected.WithLabelValues("auth_timeout").Inc()
+		s.log.Info("closing a client that did not authenticate in time", zap.Duration("timeout", s.srv.opts.AuthTimeout))
+	}
+	s.closing = true
 }

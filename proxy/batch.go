@@ -17,7 +17,11 @@ const (
 // then only the pipelined connection touches it.
 type batch struct {
 	out []byte // the encoded commands, as they go to the upstream
-	n   int    // how many replies the commands produce
+	// refs are large commands' bytes sent from the client's read buffer
+	// without a copy, each after out[:at] (see encode): the session
+	// neither reads into nor moves that buffer before the batch is done.
+	refs []outRef
+	n    int // how many replies the commands produce
 
 	replies  []byte // the replies' exact bytes, concatenated
 	ends     []int  // ends[i] is where reply i ends in replies
@@ -25,6 +29,8 @@ type batch struct {
 	over     bool   // the cap was hit; the client is closed
 	lost     bool   // some replies are errors made by the proxy
 	finished bool   // every reply is there (under the pipe's mu)
+
+	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
 
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
@@ -35,8 +41,16 @@ func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
 // reset empties the batch for reuse, keeping its buffers.
 func (b *batch) reset() {
 	b.out = b.out[:0]
+	if cap(b.out) > keptBatchBuf {
+		b.out = nil
+	}
+	clear(b.refs) // the client's read buffer may go
+	b.refs = b.refs[:0]
 	b.n = 0
 	b.replies = b.replies[:0]
+	if cap(b.replies) > keptBatchBuf {
+		b.replies = nil
+	}
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
 }

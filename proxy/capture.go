@@ -48,12 +48,15 @@ type CaptureOptions struct {
 	Queues []string
 	// Dir receives the capture files.
 	Dir string
-	// MaxBytes bounds the capture's files (default capture.DefaultMaxBytes);
-	// past it the capture stops writing, logs it once and counts drops.
+	// MaxBytes bounds the capture files in Dir, those of earlier captures
+	// included (default capture.DefaultMaxBytes): a start with no room left
+	// is refused, and past it the capture stops writing, logs it once and
+	// counts drops.
 	MaxBytes int64
 	// FileBytes rotates files past this size (default capture.DefaultFileBytes).
 	FileBytes int64
-	// Redact replaces payload values by same-length stand-ins.
+	// Redact replaces job data by same-length stand-ins keyed by a secret
+	// of the capture's own (package capture).
 	Redact bool
 	// QueueLen bounds the records waiting for the writer (default
 	// capture.DefaultQueueLen).
@@ -130,6 +133,8 @@ func (s *session) captureCommand(f frame, d *rewrite.Decision) {
 	if d.Script != nil {
 		rec.Script, rec.Token = d.Script.Name, d.Script.Verb
 		rec.SetPayload(d.Script.Payload())
+	} else if c.o.Redact {
+		s.captureKeys(rec)
 	}
 	s.cap.pend = append(s.cap.pend, capPending{slot: len(s.slots) - 1, rec: rec, c: c})
 }
@@ -173,6 +178,22 @@ func (s *session) captureReplies() {
 	}
 	clear(s.cap.pend)
 	s.cap.pend = s.cap.pend[:0]
+}
+
+// captureKeys notes, for redaction, where a plain command's name and keys
+// are, from the server's command table (a command the table does not know,
+// or whose keys only COMMAND GETKEYS finds, is left to the capture's own
+// rule: the arguments that are keys of the record's queue).
+func (s *session) captureKeys(rec *capture.Record) {
+	ck := s.srv.keys.lookup(rec.Args)
+	if ck == nil || ck.ask {
+		return
+	}
+	name := 1
+	if top := s.srv.keys.lookup(rec.Args[:1]); top != nil && top != ck {
+		name = 2 // a subcommand's entry
+	}
+	rec.SetKeys(name, ck.positions(rec.Args, nil))
 }
 
 // queueOfArgs is the queue of a plain command: the hashtag of its first
@@ -221,7 +242,7 @@ func (s *Server) StartCapture(o CaptureOptions) error {
 	}
 	s.cap.active.Store(&capturer{o: o, w: w})
 	s.log.Info("capture started", zap.String("dir", o.Dir), zap.Strings("queues", o.Queues),
-		zap.Int64("max_bytes", o.MaxBytes), zap.Bool("redact", o.Redact))
+		zap.Int64("max_bytes", w.Stats().MaxBytes), zap.Int64("earlier_bytes", w.Stats().EarlierBytes), zap.Bool("redact", o.Redact))
 	return nil
 }
 

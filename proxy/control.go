@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,8 @@ type controller struct {
 	holdSecs prometheus.Observer
 	epoch    prometheus.Gauge
 	leaseOK  *prometheus.GaugeVec
+	skipN    prometheus.Gauge
+	skipped  map[skipKey]string // the entries skipped at the last round, reported once (report)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -146,8 +149,10 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 		Help: "The epoch of the control table the proxy applied (the highest of its nodes)."})
 	c.leaseOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "emqproxy_control_lease",
 		Help: "1 while the proxy holds a lease on the upstream."}, []string{"upstream"})
+	c.skipN = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_skipped_entries",
+		Help: "Control-table entries the proxy skipped at its last read (malformed, newer than their table, or naming an upstream it does not have)."})
 	if reg := s.opts.Registry; reg != nil {
-		for _, col := range []prometheus.Collector{c.heldNow, hold, c.epoch, c.leaseOK} {
+		for _, col := range []prometheus.Collector{c.heldNow, hold, c.epoch, c.leaseOK, c.skipN} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 			}
@@ -221,15 +226,20 @@ func (c *controller) round(ctx context.Context) {
 	}
 	wg.Wait()
 	var tables []control.Table
+	skipped := map[skipKey]string{}
 	for i, n := range c.nodes {
 		if res[i].ok {
 			n.table, n.have = res[i].t, true
 		}
 		if n.have {
 			tables = append(tables, n.table)
+			for q, why := range n.table.Skipped {
+				skipped[skipKey{n.up.name, q}] = why
+			}
 		}
 	}
-	c.apply(control.Merge(tables...))
+	c.apply(control.Merge(tables...), skipped)
+	c.report(skipped)
 	for i, n := range c.nodes {
 		if !res[i].ok {
 			if c.leaseLeft(n, time.Now()) <= 0 {
@@ -279,10 +289,29 @@ func (c *controller) leaseLeft(n *ctlNode, now time.Time) time.Duration {
 	return time.Duration(v) - now.Sub(c.start)
 }
 
+// skipKey names a skipped entry: the upstream whose table holds it ("" for
+// the merged table) and its queue.
+type skipKey struct{ up, queue string }
+
+// report logs the entries skipped that were not skipped, or not for the
+// same reason, at the last round, and sets the gauge: a bad entry is
+// reported once, not at every poll.
+func (c *controller) report(skipped map[skipKey]string) {
+	for k, why := range skipped {
+		if c.skipped[k] != why {
+			c.log.Error("control table entry skipped; every other queue follows the rest of the table",
+				zap.String("upstream", k.up), zap.String("queue", k.queue), zap.String("why", why))
+		}
+	}
+	c.skipped = skipped
+	c.skipN.Set(float64(len(skipped)))
+}
+
 // apply installs the merged table t when it differs from the state in
 // force, then waits until nothing admitted under the old state is in
-// flight.
-func (c *controller) apply(t control.Table) {
+// flight. An owner this proxy does not have is added to skipped (the
+// file's route stays for that queue).
+func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
 	cur := c.state.Load()
 	st := &ctlState{epoch: t.Epoch, held: map[string]bool{}, owner: map[string]*Upstream{}, changed: make(chan struct{})}
 	for q, e := range t.Queues {
@@ -292,8 +321,7 @@ func (c *controller) apply(t control.Table) {
 		}
 		u := c.srv.byName[e.Owner]
 		if u == nil {
-			c.log.Error("control table names an upstream this proxy does not have; the file's route stays",
-				zap.String("queue", q), zap.String("owner", e.Owner))
+			skipped[skipKey{"", q}] = "owner " + strconv.Quote(e.Owner) + " is not an upstream of this proxy; the file's route stays"
 			continue
 		}
 		st.owner[q] = u

@@ -12,13 +12,20 @@
 // periodic re-run of the fence on a live upstream (probe.go), routing by
 // queue across several named upstreams with their roles (route.go,
 // route_session.go, segment.go) by the servers' own key positions
-// (keys.go), subscribe mode bridged over a connection of the client's own
-// (subscribe.go, subscribe_relay.go), the per-connection limit on failed
-// authentications (authlimit.go), the server lifecycle (server.go), the
+// (keys.go), the shared-connection rule those tables give (rule.go: which
+// commands may travel on a shared connection, the protected keys, the
+// node's credentials and other databases), subscribe mode bridged over a
+// connection of the client's own (subscribe.go, subscribe_relay.go), the
+// process-wide memory budget for what clients make it hold (budget.go)
+// with large commands sent from the client's read buffer without a copy
+// (largecmd.go), the limits on failed authentications per source address
+// and on the time to authenticate (authlimit.go), the server lifecycle
+// (server.go), the
 // audit records (audit.go), the capture of chosen queues' commands for a
 // replay (capture.go) and the data-path metrics (metrics.go).
 //
-// It must not decide anything itself (that is rewrite's job), must never
+// It must not decide anything itself (that is rewrite's job) beyond what
+// only the servers' tables can tell (the rule, queue-time errors), must never
 // decode and re-encode a reply, must never resend a command that may have
 // reached an upstream (a command that fails in flight gets an explicit
 // error), and must not log payloads, values or secrets. Configuration

@@ -40,6 +40,11 @@ type keySpec struct {
 	limit     int
 	keynumidx int
 	firstkey  int
+
+	// write: the spec's keys may be written (flags RW, OW or RM, or not
+	// RO); notKey: they are not keys (SPUBLISH's shard channel). Read by
+	// the rule's protected-key check (rule.go).
+	write, notKey bool
 }
 
 // cmdKeys is what the table knows of one command.
@@ -56,15 +61,26 @@ type cmdKeys struct {
 	name    string
 	arity   int
 	noMulti bool
+
+	// What the shared-connection rule reads (rule.go): the flags and ACL
+	// categories it looks at, the class they put the command in, and the
+	// command's label in refusals and policy.allow ("CONFIG GET"; parent
+	// is "CONFIG" for a subcommand, "" otherwise).
+	traits traits
+	class  ruleClass
+	label  string
+	parent string
 }
 
 // keyTable maps lower-case command names to their key specs.
 type keyTable map[string]*cmdKeys
 
-// keyStore is the merged table, replaced (never modified) on each merge.
+// keyStore is the merged table, replaced (never modified) on each merge,
+// with its index (stored first: whoever finds the index finds the table).
 type keyStore struct {
 	mu  sync.Mutex
 	tab atomic.Pointer[keyTable]
+	idx atomic.Pointer[keyIndex]
 }
 
 // merge adds the commands of t that the store does not have yet.
@@ -82,22 +98,90 @@ func (ks *keyStore) merge(t keyTable) {
 			next[k] = v
 		}
 	}
+	ks.idx.Store(newKeyIndex(next))
 	ks.tab.Store(&next)
 }
 
 // lookup returns the entry of the command args names (its subcommand's for
 // a container command), or nil.
 func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
-	t := ks.tab.Load()
-	if t == nil || len(args) == 0 || len(args[0]) > maxCmdName {
+	x := ks.idx.Load()
+	if x == nil {
+		return nil
+	}
+	return x.lookup(args)
+}
+
+// keyIndex is a table's top-level names as an open-addressed hash table
+// on the FNV-1a hash of the lower-case name, computed while lower-casing:
+// every forwarded command is looked up (the rule, rule.go), and Go's map,
+// hashing the name a second time, cost as much again (rewrite/table.go
+// does the same for its own table). At most half full.
+type keyIndex struct {
+	slots []keySlot
+	mask  uint32
+}
+
+type keySlot struct {
+	name string
+	ck   *cmdKeys
+}
+
+// The FNV-1a parameters.
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+// newKeyIndex indexes t.
+func newKeyIndex(t keyTable) *keyIndex {
+	size := 64
+	for size < 2*len(t) {
+		size *= 2
+	}
+	x := &keyIndex{slots: make([]keySlot, size), mask: uint32(size - 1)}
+	for name, ck := range t {
+		var h uint32 = fnvOffset
+		for i := range len(name) {
+			h = (h ^ uint32(name[i])) * fnvPrime
+		}
+		for i := h; ; i++ {
+			if e := &x.slots[i&x.mask]; e.name == "" {
+				*e = keySlot{name, ck}
+				break
+			}
+		}
+	}
+	return x
+}
+
+// lookup is keyStore.lookup on one index.
+func (x *keyIndex) lookup(args [][]byte) *cmdKeys {
+	if len(args) == 0 || len(args[0]) > maxCmdName {
 		return nil
 	}
 	var buf [maxCmdName]byte
-	c := (*t)[string(rewrite.LowerInto(buf[:0], args[0]))]
-	if c == nil || c.subs == nil {
-		return c
+	low := buf[:len(args[0])]
+	var h uint32 = fnvOffset
+	for i, c := range args[0] {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+		h = (h ^ uint32(c)) * fnvPrime
 	}
-	if len(args) < 2 || len(args[1]) > maxCmdName {
+	var c *cmdKeys
+	for i := h; ; i++ {
+		e := &x.slots[i&x.mask]
+		if e.name == "" {
+			return nil
+		}
+		if e.name == string(low) {
+			c = e.ck
+			break
+		}
+	}
+	if c.subs == nil || len(args) < 2 || len(args[1]) > maxCmdName {
 		return c
 	}
 	if sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]; sc != nil {
@@ -113,52 +197,58 @@ const maxCmdName = 64
 // COMMAND GETKEYS finds them from the specs. Out-of-range positions (a
 // malformed command the server will refuse) are skipped.
 func (c *cmdKeys) positions(args [][]byte, dst []int) []int {
+	for i := range c.specs {
+		dst = c.specs[i].positions(args, dst)
+	}
+	return dst
+}
+
+// positions appends to dst the indices in args of one spec's keys.
+func (sp *keySpec) positions(args [][]byte, dst []int) []int {
 	argc := len(args)
-	for _, sp := range c.specs {
-		first := 0
-		switch sp.bs {
-		case 'i':
-			first = sp.index
-		case 'k':
-			first = keywordStart(args, sp.keyword, sp.startfrom)
-		}
-		if first <= 0 || first >= argc {
-			continue
-		}
-		var last, step int
-		switch sp.fk {
-		case 'r':
-			switch {
-			case sp.lastkey >= 0:
-				last = first + sp.lastkey
-			case sp.limit == 0:
-				last = argc + sp.lastkey
-			default:
-				last = first + ((argc-first)/sp.limit + sp.lastkey)
-			}
-			step = sp.keystep
-		case 'n':
-			at := first + sp.keynumidx
-			if at >= argc {
-				continue
-			}
-			n, ok := rewrite.ParseInt(args[at])
-			if !ok || n < 0 || n > int64(argc) {
-				continue
-			}
-			first += sp.firstkey
-			last = first + int(n) - 1
-			step = sp.keystep
+	first := 0
+	switch sp.bs {
+	case 'i':
+		first = sp.index
+	case 'k':
+		first = keywordStart(args, sp.keyword, sp.startfrom)
+	}
+	if first <= 0 || first >= argc {
+		return dst
+	}
+	var last, step int
+	switch sp.fk {
+	case 'r':
+		switch {
+		case sp.lastkey >= 0:
+			last = first + sp.lastkey
+		case sp.limit == 0:
+			last = argc + sp.lastkey
 		default:
-			continue
+			last = first + ((argc-first)/sp.limit + sp.lastkey)
 		}
-		if step <= 0 {
-			step = 1
+		step = sp.keystep
+	case 'n':
+		at := first + sp.keynumidx
+		if at >= argc {
+			return dst
 		}
-		for i := first; i <= last && i < argc; i += step {
-			if i >= 1 {
-				dst = append(dst, i)
-			}
+		n, ok := rewrite.ParseInt(args[at])
+		if !ok || n < 0 || n > int64(argc) {
+			return dst
+		}
+		first += sp.firstkey
+		last = first + int(n) - 1
+		step = sp.keystep
+	default:
+		return dst
+	}
+	if step <= 0 {
+		step = 1
+	}
+	for i := first; i <= last && i < argc; i += step {
+		if i >= 1 {
+			dst = append(dst, i)
 		}
 	}
 	return dst
@@ -216,6 +306,15 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 		// Redis 7 and Valkey spell it no_multi; accept the no-multi of
 		// the command JSON files too.
 		noMulti: hasFlag(e.Elems[2], "no_multi") || hasFlag(e.Elems[2], "no-multi"),
+		label:   ruleLabel(e.Elems[0].Str),
+	}
+	var cats fence.Reply
+	if len(e.Elems) > 6 {
+		cats = e.Elems[6]
+	}
+	ck.traits = parseTraits(e.Elems[2], cats)
+	if parent, _, ok := strings.Cut(e.Elems[0].Str, "|"); ok {
+		ck.parent = ruleLabel(parent)
 	}
 	if len(e.Elems) > 8 {
 		for _, s := range e.Elems[8].Elems {
@@ -228,7 +327,8 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 		}
 	} else if first := int(e.Elems[3].Int); first > 0 {
 		// A server without key specs: the legacy first, last, step.
-		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int)}}
+		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int),
+			write: ck.traits&tWrite != 0}}
 		if e.Elems[4].Int < 0 {
 			ck.specs[0].lastkey = int(e.Elems[4].Int)
 		}
@@ -243,6 +343,7 @@ func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
 			}
 		}
 	}
+	ck.class = classify(name, ck.traits)
 	return name, ck
 }
 
@@ -264,6 +365,9 @@ func parseKeySpec(r fence.Reply) (keySpec, bool) {
 	if hasFlag(m["flags"], "incomplete") {
 		return sp, false
 	}
+	kf := m["flags"]
+	sp.notKey = hasFlag(kf, "not_key")
+	sp.write = hasFlag(kf, "RW") || hasFlag(kf, "OW") || hasFlag(kf, "RM") || !hasFlag(kf, "RO") || hasFlag(kf, "variable_flags")
 	bs, fk := flatMap(m["begin_search"]), flatMap(m["find_keys"])
 	bspec, fspec := flatMap(bs["spec"]), flatMap(fk["spec"])
 	switch bs["type"].Str {

@@ -21,7 +21,7 @@ import (
 //	emqproxy_client_connections                 clients connected now
 //	emqproxy_client_connections_total           clients accepted
 //	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,
-//	                                            subscriber_bytes (subscribe.go), auth_failures (authlimit.go)
+//	                                            subscriber_bytes (subscribe.go), memory_budget (budget.go), auth_failures, auth_timeout (authlimit.go)
 //	emqproxy_panics_total                       panics recovered (each closed one client)
 //	emqproxy_batch_seconds{kind}                time from a client batch framed to its replies written;
 //	                                            kind: rewrite (the batch holds a rewritten call), pass (it

@@ -96,6 +96,12 @@ type Options struct {
 	// MaxQueuedMulti is the most commands one MULTI may queue (default
 	// 10000); one more is answered with an error and aborts the transaction.
 	MaxQueuedMulti int
+	// MaxBuffered is the process-wide budget of bytes held for clients
+	// (default DefaultMaxBuffered, 128 MiB): large commands being read,
+	// queued transactions, replies and messages not yet written. A client
+	// whose command does not fit waits, one larger than the whole budget
+	// is refused (budget.go).
+	MaxBuffered int64
 
 	// IdleTimeout closes a client that sends nothing for this long
 	// (0 = never, like redis's default `timeout 0`).
@@ -108,9 +114,16 @@ type Options struct {
 	// failed AUTH (or HELLO AUTH) past the free ones; it doubles with each
 	// further failure, up to MaxAuthFailDelay (default 100ms; authlimit.go).
 	AuthFailDelay time.Duration
+	// MaxAuthFailDelay caps the delay of one failed AUTH's reply (default
+	// DefaultMaxAuthFailDelay, 2s).
+	MaxAuthFailDelay time.Duration
 	// MaxAuthFailures is how many failed AUTHs one connection may make; the
 	// last one's WRONGPASS is written, then the client is closed (default 10).
 	MaxAuthFailures int
+	// AuthTimeout closes a client that has not authenticated this long
+	// after it connected, while the policy has users (default
+	// DefaultAuthTimeout, 10s; authlimit.go).
+	AuthTimeout time.Duration
 
 	// AuditPassthrough also audits commands that pass unchanged.
 	AuditPassthrough bool
@@ -178,6 +191,9 @@ func (o Options) withDefaults() Options {
 	positiveOr(&o.WriteTimeout, DefaultWriteTimeout)
 	positiveOr(&o.AuthFailDelay, DefaultAuthFailDelay)
 	positiveOr(&o.MaxAuthFailures, DefaultMaxAuthFailures)
+	positiveOr(&o.MaxAuthFailDelay, DefaultMaxAuthFailDelay)
+	positiveOr(&o.AuthTimeout, DefaultAuthTimeout)
+	positiveOr(&o.MaxBuffered, DefaultMaxBuffered)
 	if len(o.Upstreams) == 0 {
 		u := o.Upstream
 		if o.OnConnect != nil {

@@ -337,7 +337,7 @@ func (p *pipe) writeQueued(limit int) {
 
 		vec := p.vec[:0]
 		for _, b := range q {
-			vec = append(vec, b.out)
+			vec = b.appendTo(vec)
 		}
 		if p.wtimeout > 0 {
 			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.wtimeout)

@@ -31,12 +31,24 @@ func (p *pipe) readBatch(b *batch) error {
 		var over bool
 		var err error
 		start := len(b.replies)
+		p.rr.acct = &b.acct
 		b.replies, over, err = p.rr.read(b.replies, b.max)
+		p.rr.acct = nil
 		if err != nil {
 			return err
 		}
+		push := len(b.replies) > start && b.replies[start] == '>'
+		if b.acct.refused {
+			// Over the memory budget: read and dropped (budget.go).
+			b.acct.refused, over = false, false
+			b.acct.dropped++
+			b.replies = b.replies[:start]
+			if !push {
+				b.replies = append(b.replies, replyDroppedForBudget...)
+			}
+		}
 		b.over = b.over || over
-		if len(b.replies) > start && b.replies[start] == '>' {
+		if push {
 			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
 			// reaches the client before the reply that follows it.
 			continue

@@ -29,6 +29,38 @@ type replyReader struct {
 	br *bufio.Reader
 	// progress, when set, is called between the pieces of a large bulk.
 	progress func()
+	// acct, when set, is the memory budget's account of the reply being
+	// read (budget.go): its bytes past the free ones are kept only as the
+	// budget grants them; past that the reply is read and discarded as
+	// one over max is, and acct.refused tells why.
+	acct *replyAcct
+}
+
+// replyAcct is what replies being read hold of the memory budget.
+type replyAcct struct {
+	mem     *memBudget // nil: not counted
+	held    int64      // bytes granted
+	refused bool       // the budget refused the reply read last
+	dropped int        // replies dropped for the budget, not yet counted
+}
+
+// fits reports whether a reply may take dst to n bytes: within limit (read's
+// max; < 0 means no cap) and within what the budget grants.
+func (r *replyReader) fits(n, limit int) bool {
+	if limit >= 0 && n > limit {
+		return false
+	}
+	a := r.acct
+	if a == nil || a.mem == nil || int64(n) <= freeReplyBytes+a.held {
+		return true
+	}
+	more := max(int64(n)-freeReplyBytes-a.held, replyGrant)
+	if !a.mem.tryTake(more) {
+		a.refused = true
+		return false
+	}
+	a.held += more
+	return true
 }
 
 // read appends the bytes of one complete reply to dst. While len(dst) would
@@ -43,7 +75,7 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 		if err != nil {
 			return dst, over, err
 		}
-		over = over || (max >= 0 && len(dst)+len(line) > max)
+		over = over || !r.fits(len(dst)+len(line), max)
 		if !over {
 			dst = append(dst, line...)
 		}
@@ -170,7 +202,7 @@ func (r *replyReader) line() ([]byte, error) {
 // bulk reads n bytes (a bulk's data and its "\r\n"), appending them to dst
 // unless over the cap.
 func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
-	over = over || (max >= 0 && len(dst)+n > max)
+	over = over || !r.fits(len(dst)+n, max)
 	for n > 0 {
 		k := min(n, bigChunk)
 		if over {

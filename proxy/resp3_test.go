@@ -46,7 +46,10 @@ func TestRESP3RepliesMatchTheServer(t *testing.T) {
 		opts := node.Options{Role: node.Bare, Server: srv.Path, Args: []string{"--enable-debug-command", "yes"}}
 		direct := node.StartT(t, opts)
 		behind := node.StartT(t, opts)
-		h := startProxy(t, behind, func(o *Options) { o.Policy.Deny = map[string]bool{} })
+		h := startProxy(t, behind, func(o *Options) {
+			o.Policy.Deny = map[string]bool{}
+			o.Policy.Allow = map[string]bool{"DEBUG": true} // DEBUG PROTOCOL makes every reply type
+		})
 		run := func(addr string) []string {
 			c := dial(t, addr)
 			var out []string

@@ -58,7 +58,9 @@ func (s *session) newBatch() *batch {
 		s.spare = s.spare[:n-1]
 		return b
 	}
-	return newBatch()
+	b := newBatch()
+	b.acct.mem = s.srv.mem
+	return b
 }
 
 // flush sends every part of the current segment, waits for their replies,
@@ -113,6 +115,9 @@ func (s *session) emit() {
 	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.n && !s.haveAudits() {
 		b := s.parts[0].b
 		s.out, b.replies = b.replies, s.out[:0] // no copy: the replies are the output
+		// And so is what they hold of the budget.
+		s.outHeld += b.acct.held
+		b.acct.held = 0
 	} else {
 		for i := range s.slots {
 			sl := &s.slots[i]
@@ -132,8 +137,10 @@ func (s *session) emit() {
 			}
 			s.out = append(s.out, r...)
 		}
+		s.holdOutput() // budget.go: the batches' bytes go below
 	}
 	for i := range s.parts {
+		s.releaseReplies(s.parts[i].b) // budget.go
 		s.parts[i].b.reset()
 		s.spare = append(s.spare, s.parts[i].b)
 	}

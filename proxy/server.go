@@ -36,6 +36,8 @@ type Server struct {
 	keys   keyStore // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
 	cap    captureState // the running capture, if any (capture.go)
+	mem    *memBudget   // the process-wide memory budget (budget.go)
+	fails  authTable    // failed authentications by source address (authlimit.go)
 	ctl    *controller  // the control table's loop; nil when off (control.go)
 
 	metLatency bool
@@ -96,6 +98,10 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		cancel:     cancel,
 		listeners:  map[net.Listener]struct{}{},
 		sessions:   map[*session]struct{}{},
+		mem:        newMemBudget(opts.MaxBuffered),
+	}
+	if err := s.registerBudgetMetrics(opts.Registry); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}
 	s.SwapPolicy(opts.Policy)
 	s.byName = make(map[string]*Upstream, len(opts.Upstreams))
@@ -301,6 +307,7 @@ func (s *Server) accept(nc net.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)
+	s.mem.close() // sessions waiting for room to read end
 	for ln := range s.listeners {
 		_ = ln.Close()
 	}

@@ -53,6 +53,11 @@ type session struct {
 	readFull   bool // the last read filled the buffer: the client sends more than it holds
 	smallReads int  // reads in a row that used under a quarter of the buffer
 
+	inHeld   int64     // bytes of buf taken from the memory budget (budget.go)
+	outHeld  int64     // bytes of out taken from the memory budget
+	sentHeld int64     // a transaction's, sent at EXEC, until its replies are written
+	authBy   time.Time // close the client unless it authenticates by then (authlimit.go)
+
 	parts   []segPart // the current segment: one batch per upstream connection
 	cur     int       // the part the command being added goes to
 	spare   []*batch  // batches kept for reuse
@@ -70,6 +75,7 @@ type session struct {
 	wdl     time.Time    // the client write deadline last set (deadline.go)
 	closing bool         // close after writing the current batch
 	over    bool         // the reply cap was hit: close without writing
+	silent  bool         // close without writing (authlimit.go)
 
 	pinned    *pipe     // the WATCH connection
 	pinnedUp  *Upstream // its upstream
@@ -106,6 +112,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.resetState()
+	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
 	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
 	return s
 }
@@ -142,6 +149,7 @@ func (s *session) serve() {
 // cleanup closes the client and its dedicated upstream connections.
 func (s *session) cleanup() {
 	_ = s.nc.Close()
+	defer s.releaseMemory()
 	s.closePinned()
 	if s.blocker != nil {
 		s.blocker.close()
@@ -158,9 +166,7 @@ func (s *session) fill() error {
 	if err := s.room(); err != nil {
 		return err
 	}
-	if s.srv.opts.IdleTimeout > 0 {
-		_ = s.nc.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
-	}
+	s.readDeadline() // authlimit.go
 	if s.srv.closing.Load() {
 		return ErrServerClosed
 	}
@@ -176,28 +182,42 @@ func (s *session) fill() error {
 	if n > 0 {
 		return nil // bytes to frame; an error shows again on the next read
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && s.authPending() && !time.Now().Before(s.authBy) {
+		s.authTimedOut()
+	}
 	return err
 }
 
 // room makes room in the read buffer for more client bytes: it moves the
-// unread bytes to the front, or grows the buffer (up to MaxQueryBuffer).
+// unread bytes to the front, or grows the buffer (up to MaxQueryBuffer),
+// taking the bytes from the memory budget (budget.go), and waits for them
+// when the budget is short: the client is not read from meanwhile.
 func (s *session) room() error {
+	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.fr.need <= initialReadBuf {
+		// Shrink back after a big command (what follows it fits the
+		// initial buffer), releasing its bytes to the budget.
+		if _, err := s.resizeInput(initialReadBuf, true); err != nil {
+			return err
+		}
+	}
 	if s.start == s.end {
 		s.start, s.end = 0, 0
-		// Shrink back after a big command, or when the client's reads have
-		// become small next to a buffer grown for its pipelines.
-		if len(s.buf) > keptReadBuf || (len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter) {
-			s.buf = make([]byte, initialReadBuf)
+		// Shrink back when the client's reads have become small next to
+		// a buffer grown for its pipelines.
+		if len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter {
+			if _, err := s.resizeInput(initialReadBuf, true); err != nil {
+				return err
+			}
 		}
 	}
 	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.opts.MaxQueryBuffer {
 		// The last read filled the buffer: the client pipelines more than
-		// it holds. Double it so the next pipeline arrives in one read.
+		// it holds. Double it so the next pipeline arrives in one read
+		// (unless the budget is short: the pipeline then takes two).
 		s.readFull = false
-		nb := make([]byte, int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)))
-		s.end = copy(nb, s.buf[s.start:s.end])
-		s.start = 0
-		s.buf = nb
+		if _, err := s.resizeInput(int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)), false); err != nil {
+			return err
+		}
 	}
 	if s.end == len(s.buf) {
 		if s.start > 0 {
@@ -209,17 +229,18 @@ func (s *session) room() error {
 				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
 				return errClose
 			}
-			// Grow geometrically as bytes arrive, never past what the
-			// incomplete command needs: a declared bulk is not allocated
-			// before its bytes come.
+			// Grow to what the incomplete command is known to need (the
+			// budget holds its size: one allocation, no copies on the
+			// way), else geometrically as bytes arrive (a header line,
+			// at most MaxInline).
 			size := 2 * len(s.buf)
-			if s.fr.need > len(s.buf) && s.fr.need < size {
+			if s.fr.need > len(s.buf) {
 				size = s.fr.need
 			}
 			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
-			nb := make([]byte, size)
-			s.end = copy(nb, s.buf[s.start:s.end])
-			s.buf = nb
+			if _, err := s.resizeInput(size, true); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -286,6 +307,10 @@ func (s *session) round() (served int, err error) {
 
 // write sends the batch's replies to the client in one write.
 func (s *session) write() error {
+	defer s.releaseOutput()
+	if s.silent {
+		return errClose
+	}
 	if s.over {
 		s.srv.met.rejected.WithLabelValues("reply_bytes").Inc()
 		s.log.Warn("closing client over the reply bytes limit", zap.Int64("limit", s.srv.opts.MaxReplyBytes))
@@ -333,6 +358,7 @@ func (s *session) command(f frame) {
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
+	s.shareRule(f.args, &d) // rule.go: the shared-connection rule
 	if s.srv.ctl != nil {
 		s.hold(f.args, &d) // hold.go: a queue that is moving waits
 	}
@@ -391,7 +417,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.closing = true
 	case rewrite.Reset:
 		s.flush()
-		s.tx.clear()
+		s.tx.clear(s)
 		s.closePinned()
 		s.resetState()
 		s.st.Fenced = s.srv.fenced()
@@ -423,7 +449,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 			s.tx.begin(s)
 		}
 	case rewrite.Discard:
-		s.tx.clear()
+		s.tx.clear(s)
 		s.st.InMulti, s.st.MultiAborted = false, false
 		if s.pinned != nil {
 			s.unpin = true
@@ -478,7 +504,7 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	}
 	s.target(u, p, ded)
 	b := s.parts[s.cur].b
-	b.out = encode(b.out, f, d)
+	b.encode(f, d)
 	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.args
@@ -538,10 +564,15 @@ func encode(out []byte, f frame, d *rewrite.Decision) []byte {
 	if d.Action != rewrite.Rewrite {
 		return append(out, f.raw...)
 	}
+	return append(encodeHead(out, f, d), f.tailFrom(d.Replace)...)
+}
+
+// encodeHead appends a rewritten command's head: its array header and
+// its new name, which the client's tail bytes follow.
+func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
 	tail := max(len(f.args)-d.Replace, 0)
 	out = redcon.AppendArray(out, 1+tail)
-	out = redcon.AppendBulkString(out, d.Head)
-	return append(out, f.tailFrom(d.Replace)...)
+	return redcon.AppendBulkString(out, d.Head)
 }
 
 // dedicated returns the client's own connection kept in *slot, opening it

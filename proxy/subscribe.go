@@ -116,6 +116,10 @@ var (
 	errSubscriberGone  = errors.New("subscriber gone")
 )
 
+// errSubscriberBudget ends the relay when the messages waiting for the
+// client do not fit in the memory budget (budget.go).
+var errSubscriberBudget = errors.New("subscriber over the memory budget")
+
 // Local replies in subscribe mode.
 var (
 	replySubOK    = []byte("+OK\r\n")
@@ -132,6 +136,7 @@ type subscriber struct {
 	rr    replyReader
 	first []byte       // the command that entered subscribe mode
 	max   int          // cap on the bytes waiting for the client
+	acct  replyAcct    // what the relay's chunk holds of the memory budget (the relay's)
 	resp3 bool         // a RESP3 client: bridged for good (see below)
 	swapN atomic.Int32 // len(swaps), read by the relay without the lock
 	swaps [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
@@ -154,6 +159,8 @@ type subscriber struct {
 	wake    chan struct{}
 	wrote   chan struct{} // closed when the writer stops
 	werr    error         // the writer's error; read after wrote
+
+	pendHeld int64 // what pending holds of the memory budget (under mu)
 }
 
 // dialSubscriber opens the upstream connection for a subscribing client.
@@ -188,7 +195,6 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		s:       s,
 		u:       u,
 		nc:      nc,
-		rr:      replyReader{br: br},
 		first:   append([]byte(nil), f.raw...),
 		max:     int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))),
 		barrier: make(chan bool, 1),
@@ -197,6 +203,8 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		wake:    make(chan struct{}, 1),
 		wrote:   make(chan struct{}),
 	}
+	sub.acct.mem = s.srv.mem
+	sub.rr = replyReader{br: br, acct: &sub.acct}
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
@@ -262,6 +270,9 @@ func (s *session) serveSubscribed() (err error) {
 				return err
 			}
 			out = out[:0]
+			if cap(out) > keptBatchBuf {
+				out = nil // do not keep a large command's copy around
+			}
 			if leave || quit {
 				abort = false
 				if quit {
@@ -346,7 +357,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		}
 		switch kind {
 		case subForward:
-			*out = append(*out, f.raw...)
+			if err := sub.add(out, f, nil); err != nil {
+				return false, false, err
+			}
 			s.start += n
 		case subQuit:
 			s.start += n
@@ -370,7 +383,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if !subscribed {
 				return true, false, nil // decided by the normal loop
 			}
-			*out = append(*out, f.raw...) // the server refuses it with its own text
+			if err := sub.add(out, f, nil); err != nil { // the server refuses it with its own text
+				return false, false, err
+			}
 			s.start += n
 		}
 	}
@@ -441,6 +456,9 @@ func (sub *subscriber) failure() error {
 	case errors.Is(sub.err, errSubscriberBytes):
 		s.srv.met.rejected.WithLabelValues("subscriber_bytes").Inc()
 		s.log.Warn("closing a subscriber over the reply bytes limit", zap.Int("limit", sub.max))
+	case errors.Is(sub.err, errSubscriberBudget):
+		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
+		s.log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", s.srv.mem.limit))
 	case errors.Is(sub.err, errSubscriberGone):
 	default:
 		sub.u.met.upstreamError(sub.u.name, "lost")
@@ -460,6 +478,13 @@ func (sub *subscriber) stop(abort bool) {
 		_ = sub.s.nc.Close()
 	}
 	sub.drain()
+	mem := sub.s.srv.mem // what the relay and the writer still hold
+	mem.give(sub.acct.held)
+	sub.acct.held = 0
+	sub.mu.Lock()
+	mem.give(sub.pendHeld)
+	sub.pendHeld = 0
+	sub.mu.Unlock()
 }
 
 // replyRelayed is the audit record's reply kind for a command the server
@@ -489,6 +514,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	if s.st.InMulti {
 		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
 	}
+	s.shareRule(f.args, &d) // rule.go: the same rule on the client's own connection
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
 		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
 	}
@@ -532,20 +558,31 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		for range s.tx.n + 1 {
 			sub.swap(nil)
 		}
-		*out = append(*out, s.tx.buf...) // MULTI and the queued commands
+		if err := s.sub.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+			return err
+		}
 		*out = append(*out, f.raw...)
 		s.endBridgedMulti()
 		s.relayed(audit)
 		return nil
+	case s.st.InMulti && forwarded && !s.tx.room(s, f):
+		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
+		s.st.MultiAborted = true
+		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
 		s.tx.buf = encode(s.tx.buf, f, &d)
 		s.tx.n++
 		s.relayed(audit)
+		if d.Effect == rewrite.Wire6 {
+			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
+		}
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
-		*out = encode(*out, f, &d)
 		s.relayed(audit)
-		return nil
+		if d.Effect == rewrite.Wire6 {
+			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
+		}
+		return sub.add(out, f, &d)
 	}
 	if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
 		return err
@@ -597,7 +634,7 @@ func (s *session) bridgeAdmit(qs [][]byte, d *rewrite.Decision) *ctlState {
 // endBridgedMulti ends a bridged client's transaction.
 func (s *session) endBridgedMulti() {
 	s.st.InMulti, s.st.MultiAborted = false, false
-	s.tx.clear()
+	s.tx.clear(s)
 }
 
 // relayed notes on an audit record that the server's reply went to the

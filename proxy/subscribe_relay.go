@@ -45,6 +45,10 @@ func (sub *subscriber) relay() {
 			}
 			return
 		}
+		if sub.acct.refused {
+			sub.err = errSubscriberBudget
+			return
+		}
 		if over {
 			sub.err = errSubscriberBytes
 			return
@@ -65,7 +69,7 @@ func (sub *subscriber) relay() {
 			if !sub.publish(chunk[:start]) {
 				return
 			}
-			chunk = chunk[:0]
+			chunk = sub.handedOn(chunk)
 			sub.barrierOut.Store(false)
 			// Read before the session learns the outcome: once it does, it
 			// may set stopAfter for its next barrier.
@@ -86,7 +90,7 @@ func (sub *subscriber) relay() {
 			if !sub.publish(chunk) {
 				return
 			}
-			chunk = chunk[:0]
+			chunk = sub.handedOn(chunk)
 		}
 	}
 }
@@ -108,6 +112,15 @@ func (sub *subscriber) publish(b []byte) bool {
 		sub.err = errSubscriberBytes
 		return false
 	}
+	if want := int64(len(sub.pending) + len(b) - freeReplyBytes); want > sub.pendHeld {
+		// The bytes waiting for the client come from the memory budget.
+		if !sub.s.srv.mem.tryTake(want - sub.pendHeld) {
+			sub.mu.Unlock()
+			sub.err = errSubscriberBudget
+			return false
+		}
+		sub.pendHeld = want
+	}
 	sub.pending = append(sub.pending, b...)
 	sub.mu.Unlock()
 	select {
@@ -125,8 +138,10 @@ func (sub *subscriber) write() {
 	for {
 		sub.mu.Lock()
 		b, finish := sub.pending, sub.finish
+		held := sub.pendHeld
 		if len(b) > 0 { // swap buffers: the relay appends to the other one
 			sub.pending, sub.spare = sub.spare[:0], nil
+			sub.pendHeld = 0
 		}
 		sub.mu.Unlock()
 		if len(b) == 0 {
@@ -138,6 +153,7 @@ func (sub *subscriber) write() {
 		}
 		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
 		_, err := s.nc.Write(b)
+		s.srv.mem.give(held) // what b held of the memory budget
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				s.srv.met.rejected.WithLabelValues("write").Inc()
@@ -146,6 +162,8 @@ func (sub *subscriber) write() {
 			sub.mu.Lock()
 			sub.finish = true
 			sub.pending = nil
+			s.srv.mem.give(sub.pendHeld)
+			sub.pendHeld = 0
 			sub.mu.Unlock()
 			_ = s.nc.Close() // the session's read fails and it ends
 			return
@@ -157,6 +175,18 @@ func (sub *subscriber) write() {
 		sub.spare = b[:0]
 		sub.mu.Unlock()
 	}
+}
+
+// handedOn empties the relay's chunk once its bytes were handed to the
+// writer, releasing what it held of the memory budget (a large one is let
+// go).
+func (sub *subscriber) handedOn(chunk []byte) []byte {
+	sub.s.srv.mem.give(sub.acct.held)
+	sub.acct.held = 0
+	if cap(chunk) > keptBatchBuf {
+		return nil
+	}
+	return chunk[:0]
 }
 
 // leftAll reports whether a reply is an unsubscribe confirmation with a

@@ -40,7 +40,14 @@ type transaction struct {
 	// queues are the queued commands' queues (copies), kept with the
 	// control table on: EXEC is admitted by them (hold.go).
 	queues [][]byte
+	// held is what buf holds of the memory budget: its bytes past
+	// txFreeBytes (budget.go).
+	held int64
 }
+
+// txFreeBytes are the bytes of a transaction's queued commands not taken
+// from the memory budget.
+const txFreeBytes = 64 << 10
 
 // begin starts a transaction; MULTI's local reply is the session's last slot.
 func (t *transaction) begin(s *session) {
@@ -53,7 +60,9 @@ func (t *transaction) begin(s *session) {
 }
 
 // clear drops the transaction.
-func (t *transaction) clear() {
+func (t *transaction) clear(s *session) {
+	s.srv.mem.give(t.held)
+	t.held = 0
 	if cap(t.buf) > 1<<20 {
 		t.buf = nil
 	}
@@ -84,6 +93,12 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 		s.st.MultiAborted = true
 		return
 	}
+	if !t.room(s, f) {
+		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
+		s.addLocal(replyTxOverBudget, audit)
+		s.st.MultiAborted = true
+		return
+	}
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	if s.srv.ctl != nil {
@@ -99,6 +114,21 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	}
 }
 
+// room takes from the memory budget the bytes f adds to buf past the free
+// ones (a rewritten head is at most 64 bytes longer than the client's);
+// false when the budget cannot give them.
+func (t *transaction) room(s *session, f frame) bool {
+	want := int64(len(t.buf) + len(f.raw) + 64 - txFreeBytes)
+	if want <= t.held {
+		return true
+	}
+	if !s.srv.mem.tryTake(want - t.held) {
+		return false
+	}
+	t.held = want
+	return true
+}
+
 // noteQueues keeps copies of a queued command's queues.
 func (t *transaction) noteQueues(qs [][]byte) {
 	for _, q := range qs {
@@ -109,7 +139,7 @@ func (t *transaction) noteQueues(qs [][]byte) {
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
 func (t *transaction) exec(s *session, f frame, audit int) {
 	defer func() {
-		t.clear()
+		t.clear(s)
 		s.st.InMulti, s.st.MultiAborted = false, false
 		if s.pinned != nil {
 			s.unpin = true // EXEC ends the WATCH
@@ -130,7 +160,17 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	s.target(u, p, ded)
 	b := s.parts[s.cur].b
 	base := b.n
-	b.out = append(b.out, t.buf...)
+	if len(t.buf) >= refMin {
+		// Sent as it is, not copied: the batch owns it now, with what it
+		// holds of the memory budget (released once the replies are
+		// written, after the batch is done).
+		b.refs = append(b.refs, outRef{at: len(b.out), b: t.buf})
+		t.buf = nil
+		s.sentHeld += t.held
+		t.held = 0
+	} else {
+		b.out = append(b.out, t.buf...)
+	}
 	b.out = append(b.out, f.raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {

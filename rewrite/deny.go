@@ -44,7 +44,9 @@ var DefaultDeny = map[string]bool{
 const maxDenyKey = 2*maxName + 1
 
 // denied reports whether the command is on the deny list, and the entry
-// that matched. It does not allocate unless the command is denied.
+// that matched; an entry Policy.Allow names (or names the command of, for
+// a "NAME SUB" entry) does not count. It does not allocate unless the
+// command is denied.
 func denied(args [][]byte, up []byte, info cmdInfo, known bool, p *Policy) (string, bool) {
 	deny := p.Deny
 	if deny == nil {
@@ -65,7 +67,8 @@ func denied(args [][]byte, up []byte, info cmdInfo, known bool, p *Policy) (stri
 	} else {
 		return "", false
 	}
-	if deny[string(key)] {
+	name := len(key)
+	if deny[string(key)] && !p.Allow[string(key)] {
 		return string(key), true
 	}
 	if (info.flags&fSub == 0 && known) || len(args) < 2 || len(key)+1+len(args[1]) > maxDenyKey {
@@ -73,7 +76,7 @@ func denied(args [][]byte, up []byte, info cmdInfo, known bool, p *Policy) (stri
 	}
 	key = append(key, ' ')
 	key = upperInto(key, args[1])
-	if deny[string(key)] {
+	if deny[string(key)] && !p.Allow[string(key)] && !p.Allow[string(key[:name])] {
 		return string(key), true
 	}
 	return "", false

@@ -41,6 +41,7 @@ type row struct {
 	users    map[string]string
 	readonly bool
 	deny     map[string]bool
+	allow    map[string]bool // Policy.Allow
 	db       int
 
 	action  Action
@@ -62,7 +63,7 @@ func run(t *testing.T, rows []row) {
 	m := testMap(t)
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			p := &Policy{Map: m, Users: r.users, Deny: r.deny, DB: r.db}
+			p := &Policy{Map: m, Users: r.users, Deny: r.deny, Allow: r.allow, DB: r.db}
 			if r.readonly {
 				p.Unknown = ReadonlyUnknown
 			}

@@ -56,7 +56,9 @@ import (
 //     clients racing on one queue make production's replies legitimately
 //     different from a replay's. Times (EXTEND's deadline, FAIL's run-at)
 //     are compared as "a time"; a reply recorded as a shape only (a plain
-//     command's, under redaction) by its shape. A call production got
+//     command's, or an error, under redaction) by its shape, an error by
+//     its code. A reply recorded from a RESP3 session is compared as the
+//     RESP2 reply the replay gets (replyOf). A call production got
 //     NOSCRIPT for was not run there and is not replayed.
 //   - The verdict (ReplayReport.OK) is the scripts node against the module
 //     node, replies and keyspace.
@@ -295,7 +297,7 @@ func newReplayCall(m *shamap.Map, r capture.Record) (*replayCall, bool, error) {
 	}
 	v, err := capture.ParseReply(r.Reply)
 	if err != nil {
-		return nil, false, fmt.Errorf("the recorded reply is not RESP2: %v", err)
+		return nil, false, fmt.Errorf("the recorded reply is not RESP: %v", err)
 	}
 	c := &replayCall{rec: r, prod: replyOf(v), prodOK: true}
 	if v.Type == '-' {
@@ -354,19 +356,34 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// replyOf converts a parsed RESP2 reply to a typed Reply.
+// replyOf converts a parsed reply to a typed Reply, a RESP3 one to what
+// the same command answers a RESP2 client (the replay's protocol): a null
+// is a nil, a boolean an integer, a double, big number or verbatim string
+// a bulk (the verbatim's format prefix dropped), a blob error an error, a
+// map its keys and values in one array, a set or push an array; an
+// attribute is dropped for the reply it annotates.
 func replyOf(v capture.Value) Reply {
 	switch {
 	case v.Nil:
 		return Reply{Kind: KindNil}
 	case v.Type == '+':
 		return Reply{Kind: KindStatus, Str: string(v.Str)}
-	case v.Type == '-':
+	case v.Type == '-' || v.Type == '!':
 		return Reply{Kind: KindError, Str: string(v.Str)}
 	case v.Type == ':':
 		return Reply{Kind: KindInt, Int: v.Int}
-	case v.Type == '$':
+	case v.Type == '#':
+		if string(v.Str) == "t" {
+			return Reply{Kind: KindInt, Int: 1}
+		}
+		return Reply{Kind: KindInt}
+	case v.Type == '$' || v.Type == ',' || v.Type == '(':
 		return Reply{Kind: KindBulk, Str: string(v.Str)}
+	case v.Type == '=':
+		_, text, _ := strings.Cut(string(v.Str), ":")
+		return Reply{Kind: KindBulk, Str: text}
+	case v.Type == '|' && len(v.Elems) > 0:
+		return replyOf(v.Elems[len(v.Elems)-1])
 	}
 	out := Reply{Kind: KindArray, Elems: make([]Reply, len(v.Elems))}
 	for i, e := range v.Elems {
@@ -739,7 +756,8 @@ func productionAgrees(rc *replayCall, sb stepResult) bool {
 	return got.Equal(want)
 }
 
-// sameShape compares types, lengths, integers and errors, not bulk content.
+// sameShape compares types, lengths, integers, statuses and error codes
+// (an error's text is a stand-in), not bulk content.
 func sameShape(a, b Reply) bool {
 	if a.Kind != b.Kind || len(a.Elems) != len(b.Elems) {
 		return false
@@ -747,7 +765,11 @@ func sameShape(a, b Reply) bool {
 	switch a.Kind {
 	case KindBulk:
 		return len(a.Str) == len(b.Str)
-	case KindInt, KindStatus, KindError, KindNil:
+	case KindError:
+		ca, _, _ := strings.Cut(a.Str, " ")
+		cb, _, _ := strings.Cut(b.Str, " ")
+		return ca == cb
+	case KindInt, KindStatus, KindNil:
 		return a.Equal(b)
 	}
 	for i := range a.Elems {

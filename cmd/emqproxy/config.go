@@ -21,6 +21,9 @@ func newConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := c.AdminToken(); err != nil {
+				return err
+			}
 			m, err := shamap.Load(c.Map)
 			if err != nil {
 				return err

@@ -14,11 +14,11 @@ import (
 )
 
 // newLogger builds the operational log (stderr, level and format from the
-// configuration).
-func newLogger(c config.Log) (*zap.Logger, error) {
-	var lvl zapcore.Level
-	if err := lvl.Set(c.Level); err != nil {
-		return nil, fmt.Errorf("log.level: %w", err)
+// configuration) and the level a reload sets.
+func newLogger(c config.Log) (*zap.Logger, zap.AtomicLevel, error) {
+	lvl := zap.NewAtomicLevel()
+	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, lvl, fmt.Errorf("log.level: %w", err)
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
@@ -30,7 +30,7 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 		encoder = zapcore.NewJSONEncoder(enc)
 	}
 	core := zapcore.NewCore(encoder, zapcore.Lock(os.Stderr), lvl)
-	return zap.New(core).Named("emqproxy"), nil
+	return zap.New(core).Named("emqproxy"), lvl, nil
 }
 
 // newAuditLogger builds the audit log: JSON lines on its own sink, separate

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/verify"
@@ -25,7 +26,7 @@ func (a *nodeAuth) password() string {
 	if a.pass != "" {
 		return a.pass
 	}
-	return lookupEnv("EMQPROXY_NODE_PASSWORD")
+	return lookupEnv(config.NodePasswordVariable)
 }
 
 func newFenceCmd() *cobra.Command {

@@ -79,7 +79,7 @@ func TestServeRoutesAndReloadsThem(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, p, "restart to change upstreams")
+	waitLog(t, p, "a reload cannot change: upstreams.scripts-c; restart to apply")
 	kept.do("SET", "emq:{billing}:b", "1").is("+OK\r\n")
 	if got := rawCommand(t, scr.Addr, "EXISTS", "emq:{billing}:b"); got != ":1\r\n" {
 		t.Fatalf("routes changed by a refused reload: %q", got)

@@ -9,9 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"reflect"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/admin"
@@ -43,7 +42,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), path, cfg)
+			return serve(cmd.Context(), path, cmd.Flags(), cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -60,8 +59,10 @@ func newServeCmd() *cobra.Command {
 // daemon is a running proxy with what reload and shutdown need.
 type daemon struct {
 	path  string
-	cfg   *config.Config
+	flags *pflag.FlagSet // serve's, read again by a reload
+	cfg   *config.Config // as started; the keys a reload cannot change are read here
 	log   *zap.Logger
+	level zap.AtomicLevel // log.level, set by a reload
 	audit *zap.Logger
 	srv   *proxy.Server
 	admin *admin.Server
@@ -70,13 +71,15 @@ type daemon struct {
 	// set, so they must not reach the map through d.srv.
 	fenceMap atomic.Pointer[shamap.Map]
 
-	reloading sync.Mutex // one reload at a time (SIGHUP, POST /reload)
+	reloading sync.Mutex     // one reload at a time (SIGHUP, POST /reload)
+	running   *config.Config // the configuration last applied; under reloading
+	reloads   *reloadMetrics
 }
 
 // serve is `emqproxy serve`: it sets up the logs, loads the map, starts the
 // proxy and the admin listener, and runs until a signal or ctx ends it.
-func serve(ctx context.Context, path string, cfg *config.Config) error {
-	log, err := newLogger(cfg.Log)
+func serve(ctx context.Context, path string, flags *pflag.FlagSet, cfg *config.Config) error {
+	log, level, err := newLogger(cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -98,10 +101,13 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	d := &daemon{path: path, cfg: cfg, log: log, audit: audit}
+	d := &daemon{path: path, flags: flags, cfg: cfg, running: cfg, log: log, level: level, audit: audit}
 	d.fenceMap.Store(m)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(auditErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if d.reloads, err = newReloadMetrics(reg); err != nil {
+		return err
+	}
 
 	opts, err := d.proxyOptions(m, reg)
 	if err != nil {
@@ -115,6 +121,10 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 		zap.Int("scripts", len(m.Scripts)), zap.String("legacy_brand", m.LegacyBrand), zap.String("source", m.Source))
 	audit.Info("map", zap.String("map", m.Digest), zap.String("path", cfg.Map), zap.String("source", m.Source))
 
+	adminToken, err := cfg.AdminToken()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -126,12 +136,18 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 			Reload:   d.reload,
 			Capture:  d.captureControl,
 			Pprof:    cfg.Admin.Pprof,
+			Token:    adminToken,
 		})
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("admin.listen: %w", err)
 		}
-		log.Info("admin listening", zap.String("addr", d.admin.Addr()))
+		log.Info("admin listening", zap.String("addr", d.admin.Addr()), zap.Bool("token", adminToken != ""),
+			zap.Bool("loopback_only", d.admin.LoopbackOnly()))
+		if adminToken == "" && !d.admin.LoopbackOnly() {
+			log.Warn("admin: POST /reload, POST /capture and pprof are refused (403): the admin listener is not loopback-only and no admin.token is set",
+				zap.String("addr", d.admin.Addr()))
+		}
 	}
 
 	served := make(chan error, 1)
@@ -142,7 +158,7 @@ func serve(ctx context.Context, path string, cfg *config.Config) error {
 }
 
 // run waits for the end: the proxy stops serving (served), ctx is done,
-// or SIGINT/SIGTERM drains it; SIGHUP reloads the map and routes.
+// or SIGINT/SIGTERM drains it; SIGHUP reloads the configuration and the map.
 func (d *daemon) run(ctx context.Context, served <-chan error) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -156,9 +172,7 @@ func (d *daemon) run(ctx context.Context, served <-chan error) error {
 			return d.shutdown(served)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := d.reload(); err != nil {
-					d.log.Error("reload refused; the old map and routes stay", zap.Error(err))
-				}
+				_ = d.reload() // a refusal is logged, audited and counted there
 				continue
 			}
 			d.log.Info("draining", zap.String("signal", sig.String()), zap.Duration("deadline", d.cfg.Timeouts.Drain))
@@ -220,10 +234,13 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 		MaxPipeline:      cfg.Limits.MaxPipeline,
 		MaxReplyBytes:    cfg.Limits.MaxReplyBytes,
 		MaxQueuedMulti:   cfg.Limits.MaxQueuedMulti,
+		MaxBuffered:      cfg.Limits.BufferedBytes,
 		WriteTimeout:     cfg.Timeouts.Write,
 		IdleTimeout:      cfg.Timeouts.Idle,
 		AuthFailDelay:    cfg.Auth.FailDelay,
 		MaxAuthFailures:  cfg.Auth.MaxFailures,
+		MaxAuthFailDelay: cfg.Auth.MaxFailDelay,
+		AuthTimeout:      cfg.Auth.Timeout,
 		AuditPassthrough: cfg.Audit.Passthrough,
 		Capture:          captureOptions(cfg, cfg.Capture.Queues),
 		Registry:         reg,
@@ -284,6 +301,14 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 	dbs := map[int]bool{}
 	for _, name := range cfg.UpstreamNames() {
 		u := cfg.Upstreams[name]
+		// The data path does not follow a Sentinel master set or wait for
+		// replicas yet: refuse the keys rather than serve without them.
+		if !u.Sentinel.IsZero() {
+			return nil, fmt.Errorf("upstreams.%s.sentinel: this build validates the section but does not serve a master set under Sentinel yet; set address", name)
+		}
+		if u.AckReplicas > 0 {
+			return nil, fmt.Errorf("upstreams.%s.ack_replicas: this build does not wait for replicas yet; set 0", name)
+		}
 		utls, err := upstreamTLS(name, u.TLS)
 		if err != nil {
 			return nil, err
@@ -390,10 +415,19 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 	if cfg.Policy.UnknownScripts == config.UnknownReadonly {
 		p.Unknown = rewrite.ReadonlyUnknown
 	}
-	if cfg.Policy.Deny != nil {
+	// An empty policy.deny (deny: [] in the production example) keeps the
+	// built-in list, as the example says; only a list with entries
+	// replaces it.
+	if len(cfg.Policy.Deny) > 0 {
 		p.Deny = make(map[string]bool, len(cfg.Policy.Deny))
 		for _, c := range cfg.Policy.Deny {
 			p.Deny[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
+		}
+	}
+	if len(cfg.Policy.Allow) > 0 {
+		p.Allow = make(map[string]bool, len(cfg.Policy.Allow))
+		for _, c := range cfg.Policy.Allow {
+			p.Allow[strings.ToUpper(strings.Join(strings.Fields(c), " "))] = true
 		}
 	}
 	if cfg.Auth.Password != "" || len(cfg.Auth.Users) > 0 {
@@ -406,93 +440,4 @@ func policyFor(cfg *config.Config, m *shamap.Map, db int) *rewrite.Policy {
 		}
 	}
 	return p
-}
-
-// reload re-reads the map and the configuration file's routes and swaps
-// them in; connections are not dropped. It is refused, with the old map and
-// routes kept, when the map does not load or changes what a pinned sha
-// means without a new source, when the file does not validate, or when the
-// upstream set changed (adding, removing or changing an upstream needs a
-// restart).
-func (d *daemon) reload() error {
-	err := d.reloadOnce()
-	if err != nil {
-		d.audit.Info("map_refused", zap.String("map", d.fenceMap.Load().Digest), zap.String("path", d.cfg.Map), zap.String("error", err.Error()))
-	}
-	return err
-}
-
-func (d *daemon) reloadOnce() error {
-	d.reloading.Lock()
-	defer d.reloading.Unlock()
-	next, err := shamap.Load(d.cfg.Map)
-	if err != nil {
-		return err
-	}
-	cur := d.srv.Policy()
-	if err := checkSuccessor(cur.Map, next); err != nil {
-		return err
-	}
-	var routes []proxy.Route
-	if d.path != "" {
-		cfg, err := config.Load(d.path, nil)
-		if err != nil {
-			return err
-		}
-		if err := sameUpstreams(d.cfg, cfg); err != nil {
-			return err
-		}
-		routes = routesOf(cfg)
-		if err := d.srv.CheckRoutes(routes); err != nil {
-			return err
-		}
-	}
-	p := *cur
-	p.Map = next
-	d.srv.SwapPolicy(&p)
-	d.fenceMap.Store(next)
-	d.log.Info("map reloaded", zap.String("old_digest", cur.Map.Digest), zap.String("digest", next.Digest))
-	d.audit.Info("map", zap.String("map", next.Digest), zap.String("old_map", cur.Map.Digest),
-		zap.String("path", d.cfg.Map), zap.String("source", next.Source))
-	if routes != nil {
-		if err := d.srv.SwapRoutes(routes); err != nil {
-			return err
-		}
-		d.log.Info("routes reloaded", zap.String("routes", proxy.FormatRoutes(routes)))
-	}
-	return nil
-}
-
-// sameUpstreams refuses a reload whose upstream set differs from the one
-// the proxy runs with.
-func sameUpstreams(old, next *config.Config) error {
-	on, nn := old.UpstreamNames(), next.UpstreamNames()
-	if !slices.Equal(on, nn) {
-		return fmt.Errorf("upstreams changed (%s -> %s): a reload changes routes and the map only; restart to change upstreams",
-			strings.Join(on, ","), strings.Join(nn, ","))
-	}
-	for _, n := range on {
-		if !reflect.DeepEqual(old.Upstreams[n], next.Upstreams[n]) {
-			return fmt.Errorf("upstreams.%s changed: a reload changes routes and the map only; restart to change upstreams", n)
-		}
-	}
-	return nil
-}
-
-// checkSuccessor refuses a new map that gives a sha already pinned another
-// meaning (token, kind or shape) while claiming the same source.
-func checkSuccessor(old, next *shamap.Map) error {
-	if old.Source != next.Source {
-		return nil
-	}
-	for _, s := range next.Scripts {
-		o, ok := old.Lookup([]byte(s.SHA))
-		if !ok {
-			continue
-		}
-		if o.Verb != s.Verb || o.Read != s.Read || o.Keys != s.Keys || o.Values != s.Values {
-			return fmt.Errorf("map: sha %s (%s) changes meaning but source %q is unchanged", s.SHA, s.Name, next.Source)
-		}
-	}
-	return nil
 }

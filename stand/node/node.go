@@ -71,6 +71,14 @@ type Options struct {
 	// Server is the server binary (Server.Path of an entry of Servers);
 	// "" runs Debian's redis-server, the stand's default.
 	Server string
+	// ReplicaOf, when set (host:port), starts the node as a replica of that
+	// primary (--replicaof, and --masterauth with Password). A replica is
+	// never branded: the brand reaches it with the primary's data.
+	ReplicaOf string
+	// Sentinel, when set, starts the server as a sentinel (--sentinel with
+	// a config file written into Dir) instead of a data node: no module,
+	// no brand, whatever Role says. See sentinel.go.
+	Sentinel *SentinelConfig
 }
 
 // Timeouts of the lifecycle steps.
@@ -140,7 +148,7 @@ func (n *Node) start(opts Options) error {
 		return err
 	}
 	var module string
-	if opts.Role == Module {
+	if opts.Role == Module && opts.Sentinel == nil {
 		if module, err = BuildModule(opts.ModuleDefs...); err != nil {
 			return err
 		}
@@ -176,10 +184,14 @@ func (n *Node) start(opts Options) error {
 // launch runs the server once on port and waits until it answers. inUse
 // reports a failure because the port was taken.
 func (n *Node) launch(bin, module string, port int, opts Options) (inUse bool, err error) {
-	args := []string{
+	pre, post, err := opts.haArgs()
+	if err != nil {
+		return false, err
+	}
+	args := append(pre,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--dir", opts.Dir, "--daemonize", "no", "--loglevel", "warning",
-	}
+	)
 	if opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	}
@@ -189,6 +201,7 @@ func (n *Node) launch(bin, module string, port int, opts Options) (inUse bool, e
 	if module != "" {
 		args = append(args, "--loadmodule", module)
 	}
+	args = append(args, post...)
 	args = append(args, opts.Args...)
 
 	logPath := filepath.Join(opts.Dir, "server.log")
@@ -292,7 +305,7 @@ func (n *Node) setup() error {
 			return err
 		}
 	}
-	if n.Opts.NoBrand {
+	if n.Opts.NoBrand || n.Opts.ReplicaOf != "" || n.Opts.Sentinel != nil {
 		return nil
 	}
 	switch n.Opts.Role {

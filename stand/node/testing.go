@@ -29,6 +29,26 @@ func StartT(t testing.TB, opts Options) *Node {
 	return n
 }
 
+// StartHAT starts a primary, its replica and the sentinels for a test
+// (StartHA): t.Fatal on error, every process stopped at cleanup. When
+// o.Dir is empty the stand lives in t.TempDir().
+func StartHAT(t testing.TB, o HAOptions) *HA {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	h, err := StartHA(o)
+	if err != nil {
+		t.Fatalf("start HA stand: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Stop(); err != nil {
+			t.Errorf("stop HA stand: %v", err)
+		}
+	})
+	return h
+}
+
 // Client returns a valkey-go client to the node (client-side cache off,
 // authenticated with the node's password), closed at the test's cleanup.
 func (n *Node) Client(t testing.TB) valkey.Client {

@@ -1,0 +1,374 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
+//
+// A client can make the proxy hold bytes for it beyond its connection's own
+// small buffers: a command larger than the read buffer (held whole until
+// it is framed, because a shared upstream connection carries whole
+// commands only), a transaction's queued commands, replies not yet
+// written, a subscriber's messages waiting for it. All of them take their
+// bytes from one budget, so what the proxy holds is bounded whatever many
+// clients do at once, and each is treated as its nature allows:
+//
+//   - Input waits. A client whose command needs more room than the budget
+//     has left is not read from until other clients' bytes are released:
+//     its socket buffers fill and TCP pushes back on it, while every other
+//     client is served. Waiting clients get their room in the order they
+//     asked. A client that already holds part of a command (one with
+//     several large arguments, each asked for when its length is read)
+//     takes what it still needs at once, past the budget if it must, one
+//     such client at a time: clients that each hold part of a command
+//     could otherwise wait for each other for good. So the bound is the
+//     budget plus one command.
+//   - A command that needs more than the whole budget gets
+//     `-ERR emqproxy: command too large for the proxy's memory budget ...`
+//     and the client is closed (the rest of its bytes cannot be framed),
+//     counted as client_rejected{reason="memory_budget"}. With the default
+//     budget (128 MiB) that is the largest command the proxy takes, below
+//     limits.max_bulk.
+//   - A reply is never waited for: the shared connection must go on
+//     reading for every client. A reply that does not fit in what the
+//     budget has left is read and dropped, and the client gets
+//     `-ERR emqproxy: reply dropped ...` in its place, which says that the
+//     command ran. Its other replies are its own.
+//   - A transaction's command that does not fit is refused and the
+//     transaction is discarded at EXEC, as one over max_reply_bytes is.
+//   - A subscriber whose waiting messages do not fit is closed (counted as
+//     memory_budget), as the server closes a subscriber over its output
+//     buffer limit.
+//
+// Not counted: each connection's own reusable buffers (up to 64 KiB to
+// read, 16 KiB of each batch's replies, the reply and command buffers it
+// keeps between batches, up to 256 KiB each), bounded by
+// limits.max_clients;
+// and the runtime's own overhead (garbage not yet collected), which is why
+// the default leaves the shipped manifests' 512 Mi half free. The gauge
+// emqproxy_buffered_bytes shows what is held now.
+
+// reasonMemoryBudget is the refusals' reason for a transaction's command
+// or a reply refused for the budget, and client_rejected's for a client
+// closed for it.
+const reasonMemoryBudget = "memory_budget"
+
+// DefaultMaxBuffered is the default process-wide budget: a quarter of the
+// shipped manifests' 512 Mi memory limit, so the budget plus one command
+// beyond it, with the runtime's garbage, stays under it.
+const DefaultMaxBuffered = 128 << 20
+
+// freeReplyBytes are the bytes of a batch's replies (and of a session's
+// pending output) not taken from the budget: the common small reply never
+// touches it.
+const freeReplyBytes = 16 << 10
+
+// replyGrant is the least a reply takes from the budget at a time, so a
+// reply of many small parts asks it once per 64 KiB, not per part.
+const replyGrant = 64 << 10
+
+// memBudget is the process-wide budget of held bytes.
+type memBudget struct {
+	limit int64
+
+	mu     sync.Mutex
+	used   int64
+	over   uint64     // the session past the budget (see above), 0 = none
+	queue  []*memWait // input waiting for room, in order
+	closed bool       // shutting down: input waits no longer
+	waits  int64      // input waits since the start (metrics)
+}
+
+// memWait is one input waiting for room.
+type memWait struct {
+	n       int64
+	id      uint64
+	holder  bool
+	granted bool
+	ready   chan struct{} // closed when granted, or when the budget closes
+}
+
+// newMemBudget returns a budget of limit bytes.
+func newMemBudget(limit int64) *memBudget { return &memBudget{limit: limit} }
+
+// take takes n bytes for session id's input, waiting until they are
+// granted. holder says the session holds part of a command already. It
+// fails only when the server shuts down.
+func (m *memBudget) take(id uint64, n int64, holder bool) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrServerClosed
+	}
+	if m.grantLocked(id, n, holder, len(m.queue) == 0) {
+		m.mu.Unlock()
+		return nil
+	}
+	w := &memWait{n: n, id: id, holder: holder, ready: make(chan struct{})}
+	m.queue = append(m.queue, w)
+	m.waits++
+	m.mu.Unlock()
+	<-w.ready
+	if !w.granted {
+		return ErrServerClosed
+	}
+	return nil
+}
+
+// grantLocked grants n bytes when they fit (first: nobody waits ahead, or
+// a holder, which goes before those that hold nothing), or to a holder
+// past the budget when no other session is past it. The caller holds mu.
+func (m *memBudget) grantLocked(id uint64, n int64, holder, first bool) bool {
+	switch {
+	case (first || holder) && m.used+n <= m.limit:
+	case holder && (m.over == 0 || m.over == id):
+		m.over = id
+	default:
+		return false
+	}
+	m.used += n
+	return true
+}
+
+// tryTake takes n bytes when they fit, without waiting (replies,
+// transactions, subscribers: they cannot wait). Waiting input does not go
+// before them: what is being answered is released soonest.
+func (m *memBudget) tryTake(n int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.used+n > m.limit {
+		return false
+	}
+	m.used += n
+	return true
+}
+
+// force takes n bytes whether they fit or not: for a copy of bytes already
+// held, released soon after (a batch's replies gathered for the client).
+func (m *memBudget) force(n int64) {
+	m.mu.Lock()
+	m.used += n
+	m.mu.Unlock()
+}
+
+// give releases n bytes and grants what now fits.
+func (m *memBudget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.used -= n
+	m.wakeLocked()
+	m.mu.Unlock()
+}
+
+// done releases session id's place past the budget, if it has it: it
+// holds no input any more.
+func (m *memBudget) done(id uint64) {
+	m.mu.Lock()
+	if m.over == id {
+		m.over = 0
+		m.wakeLocked()
+	}
+	m.mu.Unlock()
+}
+
+// wakeLocked grants the waiting input that now fits, in order; a holder
+// is not kept waiting behind input that does not fit. The caller holds mu.
+func (m *memBudget) wakeLocked() {
+	q := m.queue[:0]
+	first := true
+	for _, w := range m.queue {
+		if m.grantLocked(w.id, w.n, w.holder, first) {
+			w.granted = true
+			close(w.ready)
+			continue
+		}
+		first = false
+		q = append(q, w)
+	}
+	clear(m.queue[len(q):])
+	m.queue = q
+}
+
+// close ends every wait (the server shuts down); later takes fail.
+func (m *memBudget) close() {
+	m.mu.Lock()
+	m.closed = true
+	for _, w := range m.queue {
+		close(w.ready)
+	}
+	m.queue = nil
+	m.mu.Unlock()
+}
+
+// inUse returns the bytes held now and the input waits so far.
+func (m *memBudget) inUse() (used, waits int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.used, m.waits
+}
+
+// replyTooLargeForBudget is the reply to a command that needs more room
+// than the whole budget.
+func replyTooLargeForBudget(need int, limit int64) []byte {
+	return []byte("-ERR emqproxy: command too large for the proxy's memory budget (it needs more than " +
+		strconv.Itoa(need) + " bytes; limits.buffered_bytes is " + strconv.FormatInt(limit, 10) + ")\r\n")
+}
+
+// replyDroppedForBudget replaces a reply that did not fit in the budget.
+var replyDroppedForBudget = []byte("-ERR emqproxy: reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed\r\n")
+
+// replyTxOverBudget refuses a transaction's command that did not fit.
+var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
+
+// resizeInput replaces the session's read buffer by one of size bytes
+// holding its unread bytes, taking the bytes past keptReadBuf from the
+// budget first (and releasing the old buffer's after). wait: a command
+// needs the room, and the session waits for it (as a holder when it holds
+// part of a command or a transaction's queued commands: it must not wait
+// for room it holds itself); otherwise (a buffer grown to read a pipeline
+// in one go) it is not grown when the budget is short.
+// An error ends the session: a command larger than the whole budget (its
+// error is written first), or the server shutting down.
+func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
+	mem := s.srv.mem
+	charge := int64(max(size-keptReadBuf, 0))
+	if charge > mem.limit {
+		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
+		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.limit))
+		reply := replyTooLargeForBudget(size, mem.limit)
+		var err error
+		if s.sub != nil {
+			// Subscribe mode: after every message relayed so far.
+			err = s.sub.finishWith(new([]byte), reply)
+		} else {
+			s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+			_, err = s.nc.Write(reply)
+		}
+		if err == nil {
+			s.lingerClose()
+		}
+		return false, errClose
+	}
+	if charge > 0 {
+		if !wait {
+			if !mem.tryTake(charge) {
+				return false, nil
+			}
+		} else if err := mem.take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
+			return false, err
+		}
+	}
+	s.fr.reset() // the last round's frames point into the old buffer
+	nb := make([]byte, size)
+	s.end = copy(nb, s.buf[s.start:s.end])
+	s.start = 0
+	s.buf = nb
+	mem.give(s.inHeld)
+	s.inHeld = charge
+	if charge == 0 {
+		mem.done(s.id)
+	}
+	return true, nil
+}
+
+// lingerTimeout is how long a client being closed after an error may go
+// on sending the command the error refused (lingerClose).
+const lingerTimeout = 2 * time.Second
+
+// lingerClose ends the session's side of the connection after an error
+// was written and reads what the client still sends, for at most
+// lingerTimeout, dropping it: closing with unread input would reset the
+// connection, and the client might never read the error.
+func (s *session) lingerClose() {
+	cw, ok := s.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = s.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	for {
+		if _, err := s.nc.Read(s.buf); err != nil {
+			return
+		}
+	}
+}
+
+// releaseMemory gives back everything the session holds (it ends).
+func (s *session) releaseMemory() {
+	mem := s.srv.mem
+	mem.give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
+	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
+	for _, b := range s.spare {
+		mem.give(b.acct.held)
+		b.acct.held = 0
+	}
+	mem.done(s.id)
+}
+
+// holdOutput takes from the budget the bytes of s.out past the free ones
+// (replies copied there from their batches, whose bytes are released
+// right after), without waiting: they are already read.
+func (s *session) holdOutput() {
+	if want := int64(len(s.out) - freeReplyBytes); want > s.outHeld {
+		s.srv.mem.force(want - s.outHeld)
+		s.outHeld = want
+	}
+}
+
+// releaseOutput gives back s.out's bytes once they are written, and a
+// transaction's sent at EXEC.
+func (s *session) releaseOutput() {
+	s.srv.mem.give(s.outHeld + s.sentHeld)
+	s.outHeld, s.sentHeld = 0, 0
+}
+
+// releaseReplies gives back what a batch's replies hold of the budget
+// (they were moved to the output) and counts those it dropped.
+func (s *session) releaseReplies(b *batch) {
+	s.srv.mem.give(b.acct.held)
+	b.acct.held = 0
+	if b.acct.dropped > 0 {
+		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Add(float64(b.acct.dropped))
+		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.acct.dropped), zap.Int64("budget", s.srv.mem.limit))
+		b.acct.dropped = 0
+	}
+}
+
+// registerBudgetMetrics registers the budget's gauges on reg (when not
+// nil), and the authentication table's (authlimit.go):
+//
+//	emqproxy_buffered_bytes             bytes held of the memory budget now
+//	emqproxy_buffered_bytes_limit       the budget (limits.buffered_bytes)
+//	emqproxy_buffered_waits_total       times a client's input waited for room
+func (s *Server) registerBudgetMetrics(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "emqproxy_buffered_bytes", Help: "Bytes held for clients (large commands, replies, transactions, messages) of the memory budget.",
+		}, func() float64 { used, _ := s.mem.inUse(); return float64(used) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "emqproxy_buffered_bytes_limit", Help: "The memory budget (limits.buffered_bytes).",
+		}, func() float64 { return float64(s.mem.limit) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "emqproxy_buffered_waits_total", Help: "Times a client's input waited for room in the memory budget.",
+		}, func() float64 { _, waits := s.mem.inUse(); return float64(waits) }),
+	}
+	if err := s.fails.registerMetrics(reg); err != nil {
+		return err
+	}
+	if reg == nil {
+		return nil
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

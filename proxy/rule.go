@@ -1,0 +1,426 @@
+package proxy
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// The shared-connection rule.
+//
+// Many clients share a few upstream connections, so a command may travel
+// on one only when the server's own command table (COMMAND, read from each
+// upstream: keys.go) shows that it gets exactly one reply and leaves the
+// connection, the node, its credentials and its other databases as every
+// other client expects them. rewrite.Decide has decided the command first
+// (its deny list, the version key for wire-4 sessions, scripts, local
+// answers); the rule then applies, in session.command and for a bridged
+// RESP3 client (subscribe.go), to every command Decide would forward, on
+// whatever connection it goes: it reads the server's table, which only
+// this package has, and rewrite/ stays pure.
+//
+// In order:
+//
+//  1. Protected keys, always: no command writes the version key
+//     ({emq}:version) or a control-table key ({emqproxy}...), whatever the
+//     session's protocol or wire. A key is written when the server's key
+//     spec for its position says so (RW, OW or RM, or not RO); a command
+//     whose specs the server leaves open (SORT's STORE, MIGRATE) and that
+//     the table flags write is refused when any argument is such a key;
+//     a script call (EVAL, EVALSHA and their _RO forms) naming one among
+//     its keys is refused. Reads pass: a wire-6 session reads the true key.
+//  2. The class of the command's table entry (its subcommand's for a
+//     container), each named in the refusal:
+//     - reply, never opened: the server does not answer with exactly one
+//     reply (replyShape below, and the subscribe family, flagged pubsub
+//     and noscript, outside the subscribe paths that bridge it);
+//     - secret, never opened: the command answers credentials (ACL LIST,
+//     ACL GETUSER);
+//     - blocking, never opened: flagged blocking, yet it would go on a
+//     shared connection (not decided Blocking and not inside MULTI,
+//     where the server never blocks);
+//     - admin (flag admin or category @admin), dangerous (@dangerous) and
+//     noscript (the server refuses it in scripts because it acts on the
+//     connection it runs on, which other clients share): refused unless
+//     policy.allow names the command or its container.
+//     The exceptions clients use are in ruleExceptions, each with its
+//     reason.
+//  3. Argument checks, always: CONFIG GET names parameters one by one and
+//     none that holds a credential; MOVE, COPY ... DB and MIGRATE name the
+//     configured database only; SWAPDB and FLUSHALL, which touch every
+//     database, are refused.
+//
+// A command the table does not know passes: the server answers its own
+// unknown-command error, one reply. With no table loaded yet no upstream
+// connection exists, and the command gets the default upstream's
+// unavailable error.
+
+// traits are what the rule reads of a command's flags and categories.
+type traits uint8
+
+const (
+	tWrite     traits = 1 << iota // flag write
+	tAdmin                        // flag admin, or category @admin
+	tDangerous                    // category @dangerous
+	tNoscript                     // flag noscript
+	tBlocking                     // flag blocking
+	tPubsub                       // flag pubsub
+)
+
+// parseTraits reads a COMMAND entry's flags and ACL categories.
+func parseTraits(flags, cats fence.Reply) traits {
+	var t traits
+	for _, f := range flags.Elems {
+		switch strings.ToLower(f.Str) {
+		case "write":
+			t |= tWrite
+		case "admin":
+			t |= tAdmin
+		case "noscript":
+			t |= tNoscript
+		case "blocking":
+			t |= tBlocking
+		case "pubsub":
+			t |= tPubsub
+		}
+	}
+	for _, c := range cats.Elems {
+		switch strings.ToLower(c.Str) {
+		case "@admin":
+			t |= tAdmin
+		case "@dangerous":
+			t |= tDangerous
+		}
+	}
+	return t
+}
+
+// ruleClass is where the rule puts a command's table entry.
+type ruleClass uint8
+
+// The classes; open travels, the others are refused as described above.
+const (
+	classOpen ruleClass = iota
+	classReply
+	classSecret
+	classBlocking
+	classAdmin
+	classDangerous
+	classNoscript
+)
+
+// String is the class's name, as refusals, reasons and the README give it.
+func (c ruleClass) String() string {
+	switch c {
+	case classReply:
+		return "reply"
+	case classSecret:
+		return "secret"
+	case classBlocking:
+		return "blocking"
+	case classAdmin:
+		return "admin"
+	case classDangerous:
+		return "dangerous"
+	case classNoscript:
+		return "noscript"
+	}
+	return "open"
+}
+
+// openable reports whether policy.allow can open the class.
+func (c ruleClass) openable() bool {
+	return c == classAdmin || c == classDangerous || c == classNoscript
+}
+
+// replyShape lists the commands (the server's lower-case names) whose
+// reply count is not one, with why. The table has no flag for it; these
+// are the server's own special cases.
+var replyShape = map[string]string{
+	"replconf":     "the server answers REPLCONF ACK and GETACK with nothing",
+	"monitor":      "after its +OK the connection streams every command the node runs",
+	"sync":         "the connection becomes a replication stream",
+	"psync":        "the connection becomes a replication stream",
+	"client|reply": "OFF and SKIP silence the replies that follow",
+}
+
+// secretCommands answer credentials of the node, with why.
+var secretCommands = map[string]string{
+	"acl|list":    "it answers every user's password hashes",
+	"acl|getuser": "it answers the user's password hashes",
+}
+
+// ruleExceptions are the commands the classes would refuse that clients
+// use and that are safe, with the reason (the README's table repeats it).
+var ruleExceptions = map[string]string{
+	"info":           "@dangerous: ioredis sends it on every connect (its ready check) and clients read the server's version from it; it shows no credential and changes nothing",
+	"keys":           "@dangerous for its cost alone: one reply, the configured database only",
+	"sort":           "@dangerous for its cost alone: one reply; SORT ... STORE is a write, under the protected-key check",
+	"sort_ro":        "@dangerous for its cost alone: one reply, a read",
+	"config|get":     "@admin: job clients check maxmemory-policy at start; only parameters named one by one and holding no credential pass (the secret check)",
+	"acl|whoami":     "noscript: it names the user the proxy connects as, no credential",
+	"client|caching": "noscript: meaningful only on a tracking connection, which is the client's own; a shared connection never tracks, so the server refuses it there",
+	"eval":           "noscript: the script rule decides it (rewrite/scripts.go)",
+	"evalsha":        "noscript: the script rule decides it (rewrite/scripts.go)",
+	"eval_ro":        "noscript: the script rule decides it (rewrite/scripts.go)",
+	"evalsha_ro":     "noscript: the script rule decides it (rewrite/scripts.go)",
+	"script|load":    "noscript: the script rule decides it (rewrite/scripts.go)",
+	"script|exists":  "noscript: the script rule decides it (rewrite/scripts.go)",
+	"watch":          "noscript: WATCH pins a connection of the client's own",
+	"exec":           "noscript: EXEC sends MULTI, the checked queued commands and EXEC as one unit",
+	"unwatch":        "noscript: no watch is ever set on a shared connection, so it changes nothing there",
+	"wait":           "noscript: it blocks, so it goes on a connection of its own; inside MULTI the server answers at once",
+	"waitaof":        "noscript: it blocks, so it goes on a connection of its own; inside MULTI the server answers at once",
+	"xread":          "blocking only with BLOCK, which goes on a connection of its own",
+	"xreadgroup":     "blocking only with BLOCK, which goes on a connection of its own",
+}
+
+// classify puts a table entry (lower-case name, "container|sub" for a
+// subcommand) in its class.
+func classify(name string, t traits) ruleClass {
+	if _, ok := replyShape[name]; ok || (t&tPubsub != 0 && t&tNoscript != 0) {
+		return classReply
+	}
+	if _, ok := secretCommands[name]; ok {
+		return classSecret
+	}
+	if _, ok := ruleExceptions[name]; ok {
+		return classOpen
+	}
+	switch {
+	case t&tBlocking != 0:
+		return classBlocking
+	case t&tAdmin != 0:
+		return classAdmin
+	case t&tDangerous != 0:
+		return classDangerous
+	case t&tNoscript != 0:
+		return classNoscript
+	}
+	return classOpen
+}
+
+// ruleLabel is a table name as refusals and policy.allow spell it: upper
+// case, "CONFIG GET" for "config|get".
+func ruleLabel(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "|", " "))
+}
+
+// ruleReason is the refusal reason of a class (audit log, metrics).
+func ruleReason(class string) rewrite.Reason { return rewrite.Reason("rule_" + class) }
+
+// ReasonControlKey is the refusal reason of a write to a control-table key.
+const ReasonControlKey rewrite.Reason = "control_key"
+
+// controlKeyPrefix starts every key of the control table (package control).
+const controlKeyPrefix = "{emqproxy}"
+
+// shareRule refuses a command Decide would forward when it is outside the
+// rule (see above). Inside MULTI the refusal discards the transaction.
+func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
+	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
+		return
+	}
+	x := s.srv.keys.idx.Load()
+	if x == nil {
+		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
+			Reply: s.srv.routes.Load().def.unavailable()}
+		if s.st.InMulti {
+			d.Effect = rewrite.AbortMulti
+		}
+		return
+	}
+	ck := x.lookup(args)
+	if key, ok := protectedWrite(args, ck); ok {
+		reason := ReasonControlKey
+		if string(key) == rewrite.VersionKey {
+			reason = rewrite.ReasonVersionKey
+		}
+		s.refuseWith(d, "FENCE "+printable(key)+" belongs to emqproxy; write refused", reason)
+		return
+	}
+	if ck == nil {
+		return
+	}
+	class := ck.class
+	switch {
+	case class == classReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args)),
+		class == classNoscript && d.Effect == rewrite.Subscribe,
+		class == classBlocking && (d.Effect == rewrite.Blocking || s.st.InMulti),
+		class.openable() && (s.pol.Allow[ck.label] || (ck.parent != "" && s.pol.Allow[ck.parent])):
+		class = classOpen
+	}
+	if class != classOpen {
+		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.label+"': shared-connection rule "+
+			class.String()+": "+classWhy(class, ck), ruleReason(class.String()))
+		return
+	}
+	if why := argumentCheck(args, ck, s.pol.DB); why != "" {
+		class := "database"
+		if ck.name == "config|get" {
+			class = "secret"
+		}
+		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.label+"': shared-connection rule "+
+			class+": "+why, ruleReason(class))
+	}
+}
+
+// bareUnsubscribe reports whether args is UNSUBSCRIBE, PUNSUBSCRIBE or
+// SUNSUBSCRIBE without a channel: outside subscribe mode (a shared
+// connection never subscribes) the server answers it with one reply.
+func bareUnsubscribe(args [][]byte) bool {
+	return len(args) == 1 && (foldEq(args[0], "UNSUBSCRIBE") || foldEq(args[0], "PUNSUBSCRIBE") || foldEq(args[0], "SUNSUBSCRIBE"))
+}
+
+// classWhy is the refusal's explanation for a class.
+func classWhy(c ruleClass, ck *cmdKeys) string {
+	switch c {
+	case classReply:
+		if why, ok := replyShape[strings.ToLower(ck.name)]; ok {
+			return "the server does not answer it with exactly one reply (" + why + ")"
+		}
+		return "the server answers it with one reply per channel"
+	case classSecret:
+		return secretCommands[strings.ToLower(ck.name)]
+	case classBlocking:
+		return "it may block, and it would go on a shared connection"
+	case classNoscript:
+		return "the server's command table flags it noscript: it acts on the connection it runs on, " +
+			"which other clients share (policy.allow opens it)"
+	}
+	return "the server's command table puts it in @" + c.String() + " (policy.allow opens it)"
+}
+
+// argumentCheck is the rule's check of the arguments of a command that is
+// normally fine but not with every option: "" when it passes, else why.
+func argumentCheck(args [][]byte, ck *cmdKeys, db int) string {
+	switch strings.ToLower(ck.name) {
+	case "config|get":
+		for _, a := range args[2:] {
+			if why := credentialParam(a); why != "" {
+				return why
+			}
+		}
+	case "move":
+		if len(args) == 3 {
+			return otherDB(args[2], db)
+		}
+	case "copy":
+		for i := 3; i+1 < len(args); i++ {
+			if foldEq(args[i], "DB") {
+				if why := otherDB(args[i+1], db); why != "" {
+					return why
+				}
+				i++
+			}
+		}
+	case "migrate":
+		if len(args) > 4 {
+			return otherDB(args[4], db)
+		}
+	case "swapdb", "flushall":
+		return "it touches every database of the node; this proxy serves database " + strconv.Itoa(db) + " only"
+	}
+	return ""
+}
+
+// otherDB is why a database argument is refused: it names a database other
+// than db. A value that is not an integer passes (the server refuses it).
+func otherDB(a []byte, db int) string {
+	n, ok := rewrite.ParseInt(a)
+	if !ok || n == int64(db) {
+		return ""
+	}
+	return "it names database " + strconv.FormatInt(n, 10) + "; this proxy serves database " + strconv.Itoa(db) + " only"
+}
+
+// credentialParam is why a CONFIG GET argument is refused: a glob pattern
+// (it may match a parameter that holds a credential), or a parameter that
+// holds one (its name has "pass" or "auth" in it, or it names the user
+// replication authenticates as). "" when it passes.
+func credentialParam(a []byte) string {
+	name := strings.ToLower(string(a))
+	switch {
+	case strings.ContainsAny(name, "*?[\\"):
+		return "a pattern may match a parameter that holds a credential; name the parameters one by one"
+	case strings.Contains(name, "pass"), strings.Contains(name, "auth"),
+		name == "masteruser", name == "primaryuser":
+		return "parameter '" + printable(a) + "' holds a credential of the node"
+	}
+	return ""
+}
+
+// protectedWrite returns the first protected key (the version key, or a
+// control-table key) that the command writes; see the rule above.
+func protectedWrite(args [][]byte, ck *cmdKeys) ([]byte, bool) {
+	first := -1
+	for i := 1; i < len(args); i++ {
+		if isProtected(args[i]) {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil, false
+	}
+	if isScriptCall(args[0]) {
+		if len(args) < 3 {
+			return nil, false
+		}
+		n, ok := rewrite.ParseInt(args[2])
+		if !ok || n < 0 || n > int64(len(args)-3) {
+			return nil, false // the server refuses the numkeys
+		}
+		for _, k := range args[3 : 3+n] {
+			if isProtected(k) {
+				return k, true
+			}
+		}
+		return nil, false
+	}
+	if ck == nil {
+		return nil, false
+	}
+	if ck.ask && ck.traits&tWrite != 0 {
+		return args[first], true
+	}
+	var buf [8]int
+	for i := range ck.specs {
+		sp := &ck.specs[i]
+		if !sp.write || sp.notKey {
+			continue
+		}
+		for _, at := range sp.positions(args, buf[:0]) {
+			if isProtected(args[at]) {
+				return args[at], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// isProtected reports whether key is the version key or a control-table key.
+func isProtected(key []byte) bool {
+	if len(key) < len(controlKeyPrefix)-2 || key[0] != '{' {
+		return false
+	}
+	return string(key) == rewrite.VersionKey || strings.HasPrefix(string(key), controlKeyPrefix)
+}
+
+// printable is b for an error text: cut to 64 bytes, bytes that are not
+// printable ASCII (and quotes) as '?'.
+func printable(b []byte) string {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c < ' ' || c > '~' || c == '\'' {
+			c = '?'
+		}
+		out[i] = c
+	}
+	return string(out)
+}

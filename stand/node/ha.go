@@ -1,0 +1,266 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// HAOptions describe a stand with high availability: a primary, one
+// replica of it and a few sentinels monitoring the pair.
+type HAOptions struct {
+	// Server is the server binary of every process ("" = Debian's redis-server).
+	Server string
+	// Role is the role of the primary (Module: the replica loads the module
+	// too, so a promoted replica serves the verbs).
+	Role Role
+	// Master is the master set's name (DefaultMaster when "").
+	Master string
+	// Password is requirepass of the primary and the replica (and what the
+	// sentinels authenticate to them with).
+	Password string
+	// Sentinels is the number of sentinels (3 when 0).
+	Sentinels int
+	// Quorum, DownAfter and FailoverTimeout are the sentinels' monitoring
+	// settings (SentinelConfig's defaults when 0).
+	Quorum          int
+	DownAfter       time.Duration
+	FailoverTimeout time.Duration
+	// Dir holds a directory per process ("" = a new temp dir).
+	Dir string
+}
+
+// DefaultMaster is the master set's name on the stand.
+const DefaultMaster = "emq"
+
+// HA is a running primary, its replica and the sentinels.
+type HA struct {
+	Master    string
+	Primary   *Node // the primary at start
+	Replica   *Node // its replica at start
+	Sentinels []*Node
+	Opts      HAOptions // defaults filled in
+}
+
+// haTimeout bounds each wait of the HA stand (monitoring, promotion).
+const haTimeout = 60 * time.Second
+
+// StartHA starts the primary, the replica (synchronised before it
+// returns) and the sentinels, and waits until every sentinel monitors the
+// replica and knows every other sentinel (WaitMonitored), so a failover can
+// happen from the moment it returns. On error every process it started is
+// stopped.
+func StartHA(o HAOptions) (h *HA, err error) {
+	if o.Master == "" {
+		o.Master = DefaultMaster
+	}
+	if o.Sentinels == 0 {
+		o.Sentinels = 3
+	}
+	cfg := SentinelConfig{Quorum: o.Quorum, DownAfter: o.DownAfter, FailoverTimeout: o.FailoverTimeout}.withDefaults()
+	o.Quorum, o.DownAfter, o.FailoverTimeout = cfg.Quorum, cfg.DownAfter, cfg.FailoverTimeout
+	if o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "emqha-"); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		}
+	}
+	h = &HA{Master: o.Master, Opts: o}
+	defer func() {
+		if err != nil {
+			_ = h.Stop()
+			h = nil
+		}
+	}()
+	sub := func(name string) (string, error) {
+		d := filepath.Join(o.Dir, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrStart, err)
+		}
+		return d, nil
+	}
+	dir, err := sub("primary")
+	if err != nil {
+		return h, err
+	}
+	if h.Primary, err = Start(Options{Role: o.Role, Server: o.Server, Password: o.Password, Dir: dir}); err != nil {
+		return h, err
+	}
+	if dir, err = sub("replica"); err != nil {
+		return h, err
+	}
+	h.Replica, err = Start(Options{Role: o.Role, Server: o.Server, Password: o.Password, Dir: dir, ReplicaOf: h.Primary.Addr})
+	if err != nil {
+		return h, err
+	}
+	if err := h.Replica.WaitSynced(haTimeout); err != nil {
+		return h, err
+	}
+	for i := range o.Sentinels {
+		if dir, err = sub("sentinel-" + strconv.Itoa(i+1)); err != nil {
+			return h, err
+		}
+		s, err := Start(Options{Role: Bare, Server: o.Server, Dir: dir, Sentinel: &SentinelConfig{
+			Master: o.Master, Addr: h.Primary.Addr, Quorum: o.Quorum,
+			DownAfter: o.DownAfter, FailoverTimeout: o.FailoverTimeout, AuthPass: o.Password,
+		}})
+		if err != nil {
+			return h, err
+		}
+		h.Sentinels = append(h.Sentinels, s)
+	}
+	return h, h.WaitMonitored(haTimeout)
+}
+
+// Stop stops every process of the stand (a killed one is already stopped)
+// and returns the first error.
+func (h *HA) Stop() error {
+	var errs []error
+	for _, n := range append(append([]*Node(nil), h.Sentinels...), h.Replica, h.Primary) {
+		if n != nil {
+			errs = append(errs, n.Stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SentinelAddrs returns the sentinels' addresses.
+func (h *HA) SentinelAddrs() []string {
+	out := make([]string, len(h.Sentinels))
+	for i, s := range h.Sentinels {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+// WaitMonitored waits until every sentinel names the primary, lists the
+// replica with its link to the primary up and not down, and knows every
+// other sentinel. Sentinels learn of each other through hello messages on
+// the primary every two seconds, so this takes a few seconds.
+func (h *HA) WaitMonitored(timeout time.Duration) error {
+	return h.eachSentinel(timeout, "sentinels do not all monitor the replica and each other", func(ctx context.Context, c valkey.Client) (bool, error) {
+		addr, err := masterAddr(ctx, c, h.Master)
+		if err != nil || addr != h.Primary.Addr {
+			return false, err
+		}
+		replicas, err := c.Do(ctx, c.B().SentinelReplicas().Master(h.Master).Build()).ToArray()
+		if err != nil {
+			return false, err
+		}
+		seen := false
+		for _, r := range replicas {
+			m, err := r.AsStrMap()
+			if err != nil {
+				return false, err
+			}
+			if net.JoinHostPort(m["ip"], m["port"]) == h.Replica.Addr &&
+				m["master-link-status"] == "ok" && !strings.Contains(m["flags"], "down") {
+				seen = true
+			}
+		}
+		if !seen {
+			return false, nil
+		}
+		others, err := c.Do(ctx, c.B().SentinelSentinels().Master(h.Master).Build()).ToArray()
+		return err == nil && len(others) == len(h.Sentinels)-1, err
+	})
+}
+
+// KillPrimary kills the primary with SIGKILL: no shutdown, no last write
+// to its replica.
+func (h *HA) KillPrimary() error { return h.Primary.Kill() }
+
+// WaitPromoted waits until a sentinel names the replica as the master and
+// the replica answers ROLE with master, and returns the promoted node:
+// the first moment a client that asks the sentinels and checks ROLE can
+// find the new primary.
+func (h *HA) WaitPromoted(timeout time.Duration) (*Node, error) {
+	clients, err := h.sentinelClients()
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(clients)
+	err = poll(timeout, func() (bool, error) {
+		var last error
+		for _, c := range clients {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			addr, err := masterAddr(ctx, c, h.Master)
+			cancel()
+			if err != nil {
+				last = err
+				continue
+			}
+			if addr == h.Replica.Addr {
+				role, err := h.Replica.Role()
+				return role == "master", err
+			}
+		}
+		return false, last
+	}, "no sentinel names the replica %s as master %s", h.Replica.Addr, h.Master)
+	if err != nil {
+		return nil, err
+	}
+	return h.Replica, nil
+}
+
+// eachSentinel polls until cond holds on every sentinel.
+func (h *HA) eachSentinel(timeout time.Duration, what string, cond func(context.Context, valkey.Client) (bool, error)) error {
+	clients, err := h.sentinelClients()
+	if err != nil {
+		return err
+	}
+	defer closeAll(clients)
+	return poll(timeout, func() (bool, error) {
+		for _, c := range clients {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ok, err := cond(ctx, c)
+			cancel()
+			if !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}, "%s", what)
+}
+
+// sentinelClients opens a valkey-go client to each sentinel.
+func (h *HA) sentinelClients() ([]valkey.Client, error) {
+	var out []valkey.Client
+	for _, s := range h.Sentinels {
+		c, err := valkey.NewClient(valkey.ClientOption{
+			InitAddress: []string{s.Addr}, ForceSingleClient: true, DisableCache: true,
+			ClientSetInfo: valkey.DisableClientSetInfo,
+		})
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("%w: sentinel %s: %v", ErrSetup, s.Addr, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func closeAll(cs []valkey.Client) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// masterAddr asks a sentinel for the master's address.
+func masterAddr(ctx context.Context, c valkey.Client, master string) (string, error) {
+	hp, err := c.Do(ctx, c.B().SentinelGetMasterAddrByName().Master(master).Build()).AsStrSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(hp) != 2 {
+		return "", fmt.Errorf("%w: SENTINEL GET-MASTER-ADDR-BY-NAME %s answered %q", ErrProtocol, master, hp)
+	}
+	return net.JoinHostPort(hp[0], hp[1]), nil
+}
