@@ -14,100 +14,92 @@ import (
 	"time"
 )
 
-// sig is what a batch's owner is woken with.
-type sig uint8
-
-const (
-	sigDone sig = iota + 1 // every reply is there
-	sigLead                // the owner now holds the reader's role (pipe.lead)
-)
-
-// batch is one client's forwarded commands: their encoded bytes and the
-// replies they collect. The session owns it except between send and done:
-// then only the pipelined connection touches it.
-type batch struct {
-	out []byte // the encoded commands, as they go to the upstream
-	// refs are large commands' bytes sent from the client's read buffer
-	// without a copy, each after out[:at] (see encode): the session
-	// neither reads into nor moves that buffer before the batch is done.
-	refs []outRef
-	n    int // how many replies the commands produce
-
-	replies  []byte // the replies' exact bytes, concatenated
-	ends     []int  // ends[i] is where reply i ends in replies
-	max      int    // cap on len(replies); past it the rest is discarded
-	over     bool   // the cap was hit; the client is closed
-	lost     bool   // some replies are errors made by the proxy
-	finished bool   // every reply is there (under the pipe's mu)
-
-	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
-
-	done chan sig // one signal at a time: sigDone once, sigLead before it
-}
-
-// newBatch returns an empty batch with its signal channel.
-func newBatch() *batch { return &batch{done: make(chan sig, 1)} }
-
-// reset empties the batch for reuse, keeping its buffers.
-func (b *batch) reset() {
-	b.out = b.out[:0]
-	if cap(b.out) > keptBatchBuf {
-		b.out = nil
-	}
-	clear(b.refs) // the client's read buffer may go
-	b.refs = b.refs[:0]
-	b.n = 0
-	b.replies = b.replies[:0]
-	if cap(b.replies) > keptBatchBuf {
-		b.replies = nil
-	}
-	b.ends = b.ends[:0]
-	b.over, b.lost, b.finished = false, false, false
-}
-
-// reply returns the bytes of reply i.
-func (b *batch) reply(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = b.ends[i-1]
-	}
-	return b.replies[start:b.ends[i]]
-}
-
-// fill answers every missing reply with msg (a complete RESP error).
-func (b *batch) fill(msg []byte) {
-	for len(b.ends) < b.n {
-		if !b.over {
-			b.replies = append(b.replies, msg...)
-		}
-		b.ends = append(b.ends, len(b.replies))
-	}
-	b.lost = true
-}
-
-// signal wakes the session waiting on the batch: every reply is there.
-func (b *batch) signal() { b.done <- sigDone }
-
-// pipe is one pipelined upstream connection.
+// pipe is one pipelined upstream connection. Batches are written in the
+// order they are sent and completed in that order.
 //
-// A shared connection has no goroutines of its own. A round trip of a lone
+// # Roles
+//
+// Two roles move the bytes; each is held by one goroutine at most, and
+// both are taken and left under mu:
+//
+//   - The writer (writing) alone writes nc. A send that finds no writer
+//     takes the role and writes its batch itself, with every batch queued
+//     by then, and goes on writing what others queue meanwhile (combining:
+//     the batches of many clients leave in one write, and the server reads
+//     them as one pipeline); after maxCombinedWrites writes it hands the
+//     rest to a goroutine of its own (writeQueued). A send that finds a
+//     writer queues its batch: the writer takes it along.
+//   - The reader (reading) alone reads nc (rr), takes batches off inflight
+//     and completes them, in FIFO order, waking their sessions (sigDone).
+//     On a shared connection it is held inline by a session: one that
+//     awaits its batch while nobody reads takes the role (lead), reads
+//     until its own batch is complete, goes on with the batches whose
+//     replies are already buffered (no system call, no wait), then hands
+//     the role on (handOff). The owner of the oldest batch waiting may be
+//     handed the role through its batch's channel (sigLead): it then leads.
+//     On a bg connection the reader goroutine (readLoop) holds the role for
+//     the connection's life.
+//
+// A shared connection has no goroutines of its own: a round trip of a lone
 // client through the proxy then costs what it costs a client talking to the
-// server directly: its session writes the batch and reads the replies
-// itself, and no goroutine is woken on the way (each hand-off between
+// server directly (its session writes the batch and reads the replies
+// itself, and no goroutine is woken on the way; each hand-off between
 // goroutines costs a wake-up, tens of microseconds on a busy 2-core
 // machine, which at pipeline 1 is most of what a proxy adds). Under load
-// the same two roles batch many clients' commands:
+// the same two roles batch many clients' commands. A dedicated connection
+// (blocking commands, WATCH) and a TLS one keep the reader goroutine: a
+// blocking command's session must watch its client meanwhile, and on TLS a
+// peek at the socket cannot tell a close from a record the server sends on
+// its own (a session ticket).
 //
-//   - The writer: the session that sends a batch while no write is in
-//     progress writes it, with every batch other sessions queued by then,
-//     and keeps writing what they queue while it writes (combining), so the
-//     batches of many clients leave in one write and the server reads them
-//     as one pipeline.
-//   - The reader: the session that waits for replies while nobody reads
-//     reads them, completes the batches in FIFO order (waking their
-//     sessions), and once its own batch is complete hands the role to the
-//     owner of the oldest batch still waiting (sigLead), or drops it when
-//     nothing waits.
+// # Invariants
+//
+//  1. A sent batch is in the queue (not written yet), in inflight (written,
+//     or being written, and waiting for replies), or finished; only the
+//     holder of the reader's role finishes it. Until then its session
+//     writes it (in the writer's role), waits on done, or reads.
+//  2. Nobody waits with nobody to read: while a batch is in inflight or the
+//     queue, the reader's role is held (by a reader, by a session being
+//     handed it, or by the teardown), or a writer holds its role, and a
+//     writer that leaves its role while nobody reads takes the reader's
+//     role and hands it on.
+//  3. A batch's channel gets at most one sigLead, then one sigDone: never a
+//     signal it is not waiting for. A handed role is picked up when the
+//     batch's session awaits that batch. A session with batches on several
+//     pipes (a routed split, segment.go) sends them all, in one order,
+//     before it awaits any, and awaits them in that order; so a role
+//     handed to one of its later batches waits at most until its earlier
+//     ones complete, and no cycle of such waits can form (each waits on a
+//     batch sent before the one it holds up). Whoever changes that order
+//     must keep this.
+//  4. The first failure (a write or read error, a reply or write timeout, a
+//     close, an idle connection found closed) is recorded in err under mu
+//     (breakLocked), before the socket is closed; from then on the pipe is
+//     broken and nothing more is written. Only the holder of the reader's
+//     role tears down, once, after the writer has left its role: no reply
+//     is framed while batches get errors.
+//  5. A batch is handed back to its session only once its bytes are no
+//     longer read: normally its last reply shows they all left (the write
+//     call may not have returned yet, but a plain TCP connection's vector
+//     goes to the kernel by writev, which reads no chunk it has written,
+//     and TLS encrypts a chunk before it sends it); in a teardown, after
+//     the writer has left its role.
+//
+// # Exits
+//
+// Every way out of the reader's role is handOff: broken, it tears down
+// (teardown: every batch written and waiting gets, for each unanswered
+// command, lostMsg, "may have been applied", in FIFO order; every batch
+// still queued gets the unavailable error: it was never written; nothing is
+// ever resent); otherwise, while a batch waits in inflight, the role goes to
+// its owner (sigLead); otherwise it is dropped (a writer still writing takes
+// it when it leaves, per 2). The exits that reach it: the reader's own batch
+// complete (lead); a read error or a reply timeout (lead, readLoop, via
+// release); the writer leaving its role, after its last write or a failed
+// one, while nobody reads (leaveWriterLocked); close, from any goroutine,
+// while nobody reads (while somebody does, that one sees the break: on the
+// closed socket, or in handOff); an idle connection found closed
+// (tearIdleLocked).
 //
 // While nothing waits, nobody reads, so a connection the server closed
 // shows only on the next send: send checks an idle connection without
@@ -115,37 +107,40 @@ func (b *batch) signal() { b.done <- sigDone }
 // watch does so every watchInterval, so a command is never written to a
 // connection known to be closed and the reconnect starts at once.
 //
-// A dedicated connection (blocking commands, WATCH) and a TLS one keep a
-// reader goroutine (bg): a blocking command's session must watch its client
-// meanwhile, and on TLS a peek at the socket cannot tell a close from a
-// record the server sends on its own (a session ticket).
+// # Deadlines
 //
-// When the connection breaks or a reply is overdue, every batch waiting on
-// it gets, for each unanswered command, an explicit error; nothing is ever
-// resent.
+// The reply timeout (UpstreamOptions.Timeout on a shared connection, none
+// on a dedicated one: a blocking command waits as long as it asks) bounds
+// how long a batch may wait with no reply coming; the write timeout (the
+// same UpstreamOptions.Timeout, on every connection, dedicated ones
+// included) bounds each write, so no writer (a session, on a dedicated
+// connection too) hangs on a server that stopped reading: the write fails
+// and its batch gets the lost error. Both are set lazily (deadline.go).
 type pipe struct {
-	name    string
-	nc      net.Conn
-	raw     syscall.RawConn // the socket, for checkIdle (nil with bg)
-	bg      bool            // a reader goroutine reads
-	rr      replyReader
-	timeout time.Duration // reply timeout; 0 = none
-	lostMsg []byte        // the error a command in flight gets on failure
-	onDead  func(err error)
+	name     string
+	nc       net.Conn
+	raw      syscall.RawConn // the socket, for checkIdle (nil with bg)
+	pk       *peeker         // looks at raw (pipeline_idle.go)
+	bg       bool            // a reader goroutine reads
+	rr       replyReader
+	timeout  time.Duration // reply timeout; 0 = none
+	wtimeout time.Duration // write timeout; 0 = none
+	lostMsg  []byte        // the error a command in flight gets on failure
+	onDead   func(err error)
 
 	mu       sync.Mutex
-	queue    []*batch  // waiting to be written
-	spare    []*batch  // the writer's swap buffer (writer only)
-	inflight []*batch  // written (or being written), waiting for replies
-	head     int       // first waiting batch in inflight
-	writing  bool      // the writer's role is held
-	reading  bool      // the reader's role is held (or handed over)
-	idle     sync.Cond // broadcast when the writer's role is dropped (on mu)
-	closed   bool
-	err      error       // why it closed
+	queue    []*batch    // waiting to be written
+	spare    []*batch    // the writer's swap buffer (writer only)
+	inflight []*batch    // written (or being written), waiting for replies
+	head     int         // first waiting batch in inflight
+	writing  bool        // the writer's role is held
+	reading  bool        // the reader's role is held (or being handed over)
+	idle     sync.Cond   // broadcast when the writer's role is left (on mu)
+	err      error       // the first failure; set: broken (breakLocked)
 	rdl      time.Time   // the read deadline last set; zero = none (deadline.go)
 	wdl      time.Time   // the write deadline last set (writer only)
 	vec      net.Buffers // the writer's vector of batch buffers (writer only)
+	bufs     net.Buffers // vec as WriteTo consumes it (a local would escape: an allocation a write)
 
 	dead chan struct{} // closed after every waiting batch was answered
 
@@ -163,21 +158,26 @@ const readBufSize = 256 * 1024
 // own client. (A variable for the tests.)
 var maxCombinedWrites = 4
 
+// errUnasked is the failure of a reply that no batch waits for.
+var errUnasked = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+
 // errIdleClosed is send's error for a connection found closed while idle:
 // the batch was not written.
 var errIdleClosed = errors.New("closed while idle")
 
 // newPipe sets up a pipelined connection over nc, whose reader br may
-// already hold buffered bytes. bg starts a reader goroutine (dedicated
-// connections); a TLS connection always gets one.
-func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, onDead func(error), bg bool) *pipe {
+// already hold buffered bytes, with its reply and write timeouts (0: none).
+// bg starts a reader goroutine (dedicated connections); a TLS connection
+// always gets one.
+func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout time.Duration, onDead func(error), bg bool) *pipe {
 	p := &pipe{
-		name:    name,
-		nc:      nc,
-		timeout: timeout,
-		lostMsg: []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
-		onDead:  onDead,
-		dead:    make(chan struct{}),
+		name:     name,
+		nc:       nc,
+		timeout:  timeout,
+		wtimeout: writeTimeout,
+		lostMsg:  []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
+		onDead:   onDead,
+		dead:     make(chan struct{}),
 	}
 	p.idle.L = &p.mu
 	p.rr = replyReader{br: br}
@@ -191,10 +191,12 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, 
 	if _, isTLS := nc.(*tls.Conn); !bg && !isTLS {
 		if sc, ok := nc.(syscall.Conn); ok {
 			p.raw, _ = sc.SyscallConn()
+			p.pk = newPeeker()
 		}
 	}
 	p.bg = p.raw == nil
 	if p.bg {
+		p.reading = true // for the connection's life
 		go p.readLoop()
 	}
 	return p
@@ -204,10 +206,10 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout time.Duration, 
 // caller writes it itself (with whatever else is queued by then) before
 // send returns; otherwise the write in progress takes it along. The caller
 // must then await b. It fails, with nothing written, when the connection
-// is closed (errIdleClosed when send found it so).
+// is broken (errIdleClosed when send found it so).
 func (p *pipe) send(b *batch) error {
 	p.mu.Lock()
-	if p.closed {
+	if p.err != nil {
 		err := p.err
 		p.mu.Unlock()
 		return err
@@ -226,102 +228,88 @@ func (p *pipe) send(b *batch) error {
 	return nil
 }
 
-// checkIdle tears the connection down when it is idle and the server has
-// closed it (or sent what nobody asked for).
-func (p *pipe) checkIdle() {
+// close breaks the connection from any goroutine; every waiting batch gets
+// its error (see pipe, "Exits").
+func (p *pipe) close() {
 	p.mu.Lock()
-	if p.closed || p.tearIdleLocked() == nil {
+	p.breakLocked(net.ErrClosed)
+	if p.reading {
 		p.mu.Unlock()
-	}
-}
-
-// tearIdleLocked is checkIdleLocked, and on an error the teardown: it is
-// called with mu held and returns with mu released when it returns an
-// error (nobody reads an idle connection, so the reader's role is free).
-func (p *pipe) tearIdleLocked() error {
-	err := p.checkIdleLocked()
-	if err == nil {
-		return nil
+		_ = p.nc.Close() // the reader sees the break: on the socket, or in handOff
+		return
 	}
 	p.reading = true
-	p.mu.Unlock()
-	p.teardown(err)
-	return err
+	p.handOffLocked()
 }
 
-// checkIdleLocked looks, without blocking, at an idle connection (no
-// reader, no writer, nothing queued or waiting): an error when the server
-// closed it or sent bytes nobody asked for. Not idle: nil at once.
-func (p *pipe) checkIdleLocked() error {
-	if p.raw == nil || p.reading || p.writing || len(p.queue) > 0 || p.head < len(p.inflight) {
-		return nil
-	}
-	if p.rr.br.Buffered() > 0 {
-		return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
-	}
-	n, err := p.peek()
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// The reply deadline left armed after the last reply has passed:
-		// nothing waits, so it is no timeout. Clear it (the next write
-		// sets a new one) and look again.
-		p.rdl = time.Time{}
-		_ = p.nc.SetReadDeadline(time.Time{})
-		n, err = p.peek()
+// breakLocked records err as the pipe's failure, unless one is recorded
+// already (the first one is the cause): a timeout as ErrTimeout, anything
+// but a protocol error as ErrLost. The caller holds mu.
+func (p *pipe) breakLocked(err error) {
+	if p.err != nil || err == nil {
+		return
 	}
 	switch {
-	case err != nil:
-		return err
-	case n < 0:
-		return nil
-	case n == 0:
-		return errors.New("closed by the server")
+	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUpstreamProtocol), errors.Is(err, ErrLost):
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = ErrTimeout
+	default:
+		err = errors.Join(ErrLost, err)
 	}
-	return fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+	p.err = err
 }
 
-// peek looks at the socket without blocking or consuming: n < 0 when
-// nothing is there yet, 0 when the server closed it, 1 when bytes wait.
-func (p *pipe) peek() (n int, err error) {
-	var one [1]byte
-	rerr := p.raw.Read(func(fd uintptr) bool {
-		for {
-			n, _, err = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		if err == syscall.EAGAIN {
-			n, err = -1, nil
-		}
-		return true // never wait: a peek, not a read
-	})
-	if rerr != nil {
-		return 0, rerr
-	}
-	return n, err
-}
-
-// close breaks the connection; waiting batches get the lost error.
-func (p *pipe) close() {
-	_ = p.nc.Close()
-	if p.bg {
-		return // the reader goroutine sees it
-	}
-	p.mu.Lock()
-	if p.closed || p.reading {
+// handOffLocked leaves the reader's role, which the caller holds: the one
+// way every exit leaves it (see pipe, "Exits"). Broken, it tears down;
+// otherwise it hands the role to the owner of the oldest batch waiting, or
+// drops it when none waits. It is called with mu held and returns with mu
+// released.
+func (p *pipe) handOffLocked() {
+	if p.err != nil {
 		p.mu.Unlock()
-		return // the session reading sees it
+		p.teardown()
+		return
+	}
+	if p.head < len(p.inflight) {
+		next := p.inflight[p.head]
+		p.mu.Unlock()
+		next.done <- sigLead
+		return
+	}
+	p.reading = false
+	p.mu.Unlock()
+}
+
+// release leaves the reader's role on a read error or a reply timeout: the
+// pipe breaks (err, unless a failure came first) and handOff tears it down.
+func (p *pipe) release(err error) {
+	p.mu.Lock()
+	p.breakLocked(err)
+	p.handOffLocked()
+}
+
+// leaveWriterLocked leaves the writer's role. The batches it took along may
+// wait with nobody reading (the reader dropped its role while they were
+// still queued, or this writer is writeQueued's goroutine, which awaits
+// nothing): then it takes the reader's role and hands it on, to the owner
+// of the oldest, or (broken) to the teardown. It is called with mu held
+// and returns with mu released.
+func (p *pipe) leaveWriterLocked() {
+	p.writing = false
+	p.idle.Broadcast()
+	if p.reading {
+		p.mu.Unlock()
+		return
 	}
 	p.reading = true
-	p.mu.Unlock()
-	p.teardown(net.ErrClosed)
+	p.handOffLocked()
 }
 
 // writeQueued writes the queue, as many batches per write as are queued,
-// until it is empty, the connection fails, or limit writes were made (then
+// until it is empty, the connection breaks, or limit writes were made (then
 // a goroutine takes over the writer's role, so a session is not kept from
 // its own client by other clients' batches; limit < 0: no limit). The
-// caller holds the writer's role.
+// caller holds the writer's role; it leaves it through leaveWriterLocked.
 func (p *pipe) writeQueued(limit int) {
 	// Let the other client goroutines woken by the same poll enqueue
 	// their batches first: measured 6-8 batches per write instead of
@@ -330,22 +318,8 @@ func (p *pipe) writeQueued(limit int) {
 	runtime.Gosched()
 	for n := 0; ; n++ {
 		p.mu.Lock()
-		if p.closed || len(p.queue) == 0 {
-			p.writing = false
-			p.idle.Broadcast()
-			// The reader's role may have been dropped while batches this
-			// write took along were still queued, and their sessions
-			// already wait for a signal (this writer may be the goroutine
-			// below, which awaits nothing): the role goes to the oldest.
-			var next *batch
-			if !p.closed && !p.bg && !p.reading && p.head < len(p.inflight) {
-				p.reading = true
-				next = p.inflight[p.head]
-			}
-			p.mu.Unlock()
-			if next != nil {
-				next.done <- sigLead
-			}
+		if p.err != nil || len(p.queue) == 0 {
+			p.leaveWriterLocked()
 			return
 		}
 		if n == limit {
@@ -365,27 +339,26 @@ func (p *pipe) writeQueued(limit int) {
 		for _, b := range q {
 			vec = b.appendTo(vec)
 		}
-		if p.timeout > 0 {
-			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.timeout)
+		if p.wtimeout > 0 {
+			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.wtimeout)
 		}
-		bufs := vec // WriteTo consumes its receiver
-		_, err := bufs.WriteTo(p.nc)
+		p.bufs = vec // WriteTo consumes its receiver
+		_, err := p.bufs.WriteTo(p.nc)
+		p.bufs = nil
 		clear(vec)
 		p.vec = vec[:0]
 		clear(q)
 		p.mu.Lock()
 		p.spare = q[:0]
 		if err != nil {
-			if p.err == nil {
-				p.err = err
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("%w: the server read nothing for %v", ErrTimeout, p.wtimeout)
 			}
-			p.writing = false
-			p.idle.Broadcast()
+			p.breakLocked(err)
 		}
 		p.mu.Unlock()
 		if err != nil {
-			_ = p.nc.Close() // the reader sees it and tears down
-			return
+			_ = p.nc.Close() // a reader waiting on the socket sees the break
 		}
 	}
 }
@@ -412,31 +385,17 @@ func (p *pipe) await(b *batch) {
 
 // lead reads replies in the reader's role until own is complete,
 // completing every batch before it. Then it goes on completing the batches
-// whose replies are already read (no system call, no wait), and passes the
-// role to the owner of the oldest batch still waiting only when its replies
-// must be waited for: handing the role on costs a wake-up, and under load
-// one read often holds the replies of many batches. On a failure it tears
-// the connection down, which answers own too.
+// whose replies are already read (no system call, no wait), and hands the
+// role on only when the next batch's replies must be waited for: handing
+// the role on costs a wake-up, and under load one read often holds the
+// replies of many batches. On a failure the teardown answers own too.
 func (p *pipe) lead(own *batch) {
 	ownDone := false
-	fail := func(err error) {
-		p.teardown(err) // answers own too, unless it was already complete
-		if !ownDone {
-			<-own.done
-		}
-	}
 	for {
 		if ownDone {
 			p.mu.Lock()
-			if p.head == len(p.inflight) {
-				p.reading = false
-				p.mu.Unlock()
-				return
-			}
-			next := p.inflight[p.head]
-			if !p.rr.buffered(next.n - len(next.ends)) {
-				p.mu.Unlock()
-				next.done <- sigLead
+			if p.head == len(p.inflight) || !p.rr.buffered(p.inflight[p.head].n-len(p.inflight[p.head].ends)) {
+				p.handOffLocked()
 				return
 			}
 			p.mu.Unlock()
@@ -444,21 +403,22 @@ func (p *pipe) lead(own *batch) {
 			p.spinFor(own)
 			// own may still be queued behind another session's write:
 			// the first reply bytes show it was moved to inflight.
-			if _, err := p.rr.br.Peek(1); err != nil {
-				if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
-					continue
-				}
-				fail(err)
+			if err := p.waitReply(); err != nil {
+				p.release(err)
+				<-own.done
 				return
 			}
 		}
 		b := p.front()
-		if b == nil {
-			fail(fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol))
-			return
+		err := errUnasked
+		if b != nil {
+			err = p.readBatch(b)
 		}
-		if err := p.readBatch(b); err != nil {
-			fail(err)
+		if err != nil {
+			p.release(err)
+			if !ownDone {
+				<-own.done
+			}
 			return
 		}
 		p.mu.Lock()
@@ -472,164 +432,12 @@ func (p *pipe) lead(own *batch) {
 	}
 }
 
-// spinWindow is how long a lone waiting session polls its connection for
-// the reply before it parks (spinFor).
-const spinWindow = 40 * time.Microsecond
-
-// spinFor polls the connection, without blocking, for at most spinWindow
-// before the reader parks for own's first reply, while the proxy has a
-// single client: a lone client's reply comes back in tens of microseconds,
-// and parking costs the runtime's thread going to sleep and being woken
-// again (with the runtime's monitor: about four context switches a round
-// trip where an epoll loop makes two, each an idle CPU's wake-up), which
-// doubles what the hop adds (bench section 1b). With more clients the one
-// P has other sessions to run and the reader parks at once: a spin would
-// hold them back (measured: 15% fewer GETs at 50 clients).
-func (p *pipe) spinFor(own *batch) {
-	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.br.Buffered() > 0 || len(own.ends) > 0 {
-		return
-	}
-	end := time.Now().Add(spinWindow)
-	for {
-		if n, err := p.peek(); n >= 0 || err != nil || time.Now().After(end) {
-			return
-		}
-	}
-}
-
-// readBatch reads b's missing replies. A read deadline that passes is no
-// timeout when a write since set one still ahead.
-func (p *pipe) readBatch(b *batch) error {
-	for len(b.ends) < b.n {
-		if _, err := p.rr.br.Peek(1); err != nil {
-			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
-				continue
-			}
-			return err
-		}
-		var over bool
-		var err error
-		start := len(b.replies)
-		p.rr.acct = &b.acct
-		b.replies, over, err = p.rr.read(b.replies, b.max)
-		p.rr.acct = nil
-		if err != nil {
-			return err
-		}
-		push := len(b.replies) > start && b.replies[start] == '>'
-		if b.acct.refused {
-			// Over the memory budget: read and dropped (budget.go).
-			b.acct.refused, over = false, false
-			b.acct.dropped++
-			b.replies = b.replies[:start]
-			if !push {
-				b.replies = append(b.replies, replyDroppedForBudget...)
-			}
-		}
-		b.over = b.over || over
-		if push {
-			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
-			// reaches the client before the reply that follows it.
-			continue
-		}
-		b.ends = append(b.ends, len(b.replies))
-	}
-	return nil
-}
-
-// front returns the oldest batch waiting for replies, or nil.
-func (p *pipe) front() *batch {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.head == len(p.inflight) {
-		return nil
-	}
-	return p.inflight[p.head]
-}
-
-// pop removes the oldest batch, which has all its replies, and pushes the
-// read deadline on after that progress (lazily, see refreshDeadline).
-// When nothing waits the deadline is left armed: if it passes while the
-// connection is idle, the reader clears it (idleTimeout). The caller holds
-// mu.
-func (p *pipe) pop() {
-	p.inflight[p.head].finished = true
-	p.inflight[p.head] = nil
-	p.head++
-	if p.head == len(p.inflight) {
-		p.inflight = p.inflight[:0]
-		p.head = 0
-	} else {
-		if p.head > 1024 && p.head > len(p.inflight)/2 {
-			n := copy(p.inflight, p.inflight[p.head:])
-			clear(p.inflight[n:])
-			p.inflight = p.inflight[:n]
-			p.head = 0
-		}
-		if p.timeout > 0 {
-			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
-		}
-	}
-}
-
-// idleTimeout reports whether a read deadline that passed while the reader
-// waited for the next reply is no timeout: nothing was written yet (the
-// deadline is then cleared; the next write sets a new one), or a write
-// since set a deadline still ahead.
-func (p *pipe) idleTimeout() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.head == len(p.inflight) {
-		p.rdl = time.Time{}
-		_ = p.nc.SetReadDeadline(time.Time{})
-		return true
-	}
-	return p.rdl.After(time.Now())
-}
-
-// readLoop is the reader goroutine of a bg connection: it frames replies
-// and completes batches in FIFO order until the connection fails, then
-// tears it down.
-func (p *pipe) readLoop() {
-	var err error
-	for {
-		if _, err = p.rr.br.Peek(1); err != nil {
-			if p.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) && p.idleTimeout() {
-				continue
-			}
-			break
-		}
-		b := p.front()
-		if b == nil {
-			err = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
-			break
-		}
-		if err = p.readBatch(b); err != nil {
-			break
-		}
-		p.mu.Lock()
-		p.pop()
-		p.mu.Unlock()
-		b.signal()
-	}
-	p.teardown(err)
-}
-
-// teardown closes the connection, waits for the writer, and answers every
-// waiting batch with an explicit error. The caller holds the reader's
-// role (or is the reader goroutine).
-func (p *pipe) teardown(err error) {
-	p.mu.Lock()
-	if p.err != nil {
-		err = p.err // the writer saw it first
-	} else if errors.Is(err, os.ErrDeadlineExceeded) {
-		err = ErrTimeout
-	} else if err != nil && !errors.Is(err, ErrUpstreamProtocol) {
-		err = errors.Join(ErrLost, err)
-	}
-	p.err = err
-	p.closed = true
-	p.mu.Unlock()
+// teardown closes the connection, waits for the writer to leave its role,
+// and answers every waiting batch with an explicit error, in FIFO order:
+// those written with lostMsg, those still queued with the unavailable
+// error. The caller holds the reader's role (handOffLocked), for good; the
+// failure is recorded (breakLocked).
+func (p *pipe) teardown() {
 	_ = p.nc.Close()
 
 	// A batch being written may not be handed back before the write ends:
@@ -639,6 +447,7 @@ func (p *pipe) teardown(err error) {
 	for p.writing {
 		p.idle.Wait()
 	}
+	err := p.err
 	inflight := p.inflight[p.head:]
 	queued := p.queue
 	p.inflight, p.queue, p.head = nil, nil, 0
@@ -664,13 +473,11 @@ func (p *pipe) teardown(err error) {
 	}
 }
 
-// failed reports the error that closed the connection, or nil while it is open.
+// failed reports the failure that broke the connection, or nil while it
+// works.
 func (p *pipe) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed {
-		return nil
-	}
 	return p.err
 }
 

@@ -14,8 +14,10 @@ import (
 // The upstream reply framer. It copies each reply's exact bytes, never
 // decoding or re-encoding them, so a client gets what the server sent: simple
 // versus bulk strings, `$-1` versus `*-1`, nested arrays, error texts. It
-// knows the RESP2 types and, defensively, the RESP3 ones (the proxy speaks
-// RESP2 to its upstreams).
+// knows the RESP2 and the RESP3 types: an upstream connection speaks the
+// protocol of the clients it carries (RESP2, or RESP3 after HELLO 3: the
+// RESP3 shared connections and a RESP3 client's own ones), and a RESP3
+// connection may carry pushes between replies.
 
 // bigChunk is the largest piece of a bulk read in one go; between pieces the
 // reader reports progress, so a large reply that keeps arriving is not

@@ -179,7 +179,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, nc, br, u.opts.Timeout, nil, false)
+		p := newPipe(u.name, nc, br, u.opts.Timeout, u.opts.Timeout, nil, false)
 		p.clients = u.clients
 		s.cur.Store(p)
 		u.mu.Lock()
@@ -340,14 +340,15 @@ func unavailableReply(name, reason string) []byte {
 
 // dedicated opens a connection of the client's own (blocking commands,
 // WATCH, subscriptions) in protocol proto: dialed, booted and fenced like
-// a shared one, with no reply timeout. The caller closes it.
+// a shared one, with no reply timeout (its writes have the shared ones'
+// timeout). The caller closes it.
 func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
 	nc, br, _, err := u.dialer.dial(ctx, proto)
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, false))
 		return nil, err
 	}
-	return newPipe(u.name, nc, br, 0, nil, true), nil
+	return newPipe(u.name, nc, br, 0, u.opts.Timeout, nil, true), nil
 }
 
 // close stops reconnecting and closes the shared connections; waiting

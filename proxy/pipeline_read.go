@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// The reader's work on a pipe (pipeline.go): framing the replies of the
+// batches in flight, in FIFO order, under the reply deadline, inline in a
+// session (pipe.lead) or in the reader goroutine (readLoop).
+
+// waitReply waits until the next reply's first byte is there. A read
+// deadline that passes is no timeout when nothing waits, or when a write
+// since set one still ahead (idleTimeout).
+func (p *pipe) waitReply() error {
+	for {
+		_, err := p.rr.br.Peek(1)
+		if err == nil || p.timeout == 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !p.idleTimeout() {
+			return err
+		}
+	}
+}
+
+// readBatch reads b's missing replies.
+func (p *pipe) readBatch(b *batch) error {
+	for len(b.ends) < b.n {
+		if err := p.waitReply(); err != nil {
+			return err
+		}
+		var over bool
+		var err error
+		start := len(b.replies)
+		p.rr.acct = &b.acct
+		b.replies, over, err = p.rr.read(b.replies, b.max)
+		p.rr.acct = nil
+		if err != nil {
+			return err
+		}
+		push := len(b.replies) > start && b.replies[start] == '>'
+		if b.acct.refused {
+			// Over the memory budget: read and dropped (budget.go).
+			b.acct.refused, over = false, false
+			b.acct.dropped++
+			b.replies = b.replies[:start]
+			if !push {
+				b.replies = append(b.replies, replyDroppedForBudget...)
+			}
+		}
+		b.over = b.over || over
+		if push {
+			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
+			// reaches the client before the reply that follows it.
+			continue
+		}
+		b.ends = append(b.ends, len(b.replies))
+	}
+	return nil
+}
+
+// front returns the oldest batch waiting for replies, or nil.
+func (p *pipe) front() *batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.head == len(p.inflight) {
+		return nil
+	}
+	return p.inflight[p.head]
+}
+
+// pop removes the oldest batch, which has all its replies, and pushes the
+// read deadline on after that progress (lazily, see refreshDeadline).
+// When nothing waits the deadline is left armed: if it passes while the
+// connection is idle, the reader clears it (idleTimeout). The caller holds
+// mu.
+func (p *pipe) pop() {
+	p.inflight[p.head].finished = true
+	p.inflight[p.head] = nil
+	p.head++
+	if p.head == len(p.inflight) {
+		p.inflight = p.inflight[:0]
+		p.head = 0
+	} else {
+		if p.head > 1024 && p.head > len(p.inflight)/2 {
+			n := copy(p.inflight, p.inflight[p.head:])
+			clear(p.inflight[n:])
+			p.inflight = p.inflight[:n]
+			p.head = 0
+		}
+		if p.timeout > 0 {
+			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
+		}
+	}
+}
+
+// idleTimeout reports whether a read deadline that passed while the reader
+// waited for the next reply is no timeout: nothing was written yet (the
+// deadline is then cleared; the next write sets a new one), or a write
+// since set a deadline still ahead.
+func (p *pipe) idleTimeout() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.head == len(p.inflight) {
+		p.rdl = time.Time{}
+		_ = p.nc.SetReadDeadline(time.Time{})
+		return true
+	}
+	return p.rdl.After(time.Now())
+}
+
+// readLoop is the reader goroutine of a bg connection: it frames replies
+// and completes batches in FIFO order until the connection fails, then
+// leaves the role to the teardown (release).
+func (p *pipe) readLoop() {
+	for {
+		var b *batch
+		err := p.waitReply()
+		if err == nil {
+			if b = p.front(); b == nil {
+				err = errUnasked
+			} else {
+				err = p.readBatch(b)
+			}
+		}
+		if err != nil {
+			p.release(err)
+			return
+		}
+		p.mu.Lock()
+		p.pop()
+		p.mu.Unlock()
+		b.signal()
+	}
+}
