@@ -174,12 +174,12 @@ func (u *Upstream) dialSubscriber(ctx context.Context, proto int) (net.Conn, *bu
 	if !u.Fenced() {
 		return nil, nil, fmt.Errorf("%w: not fenced", ErrUnavailable)
 	}
-	nc, br, fenceErr, err := u.dialer.dial(ctx, proto)
+	dl, fenceErr, err := u.dialer.dial(ctx, proto)
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, fenceErr))
 		return nil, nil, err
 	}
-	return nc, br, nil
+	return dl.nc, dl.br, nil
 }
 
 // startSubscribe handles a subscribe command decided outside subscribe
