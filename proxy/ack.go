@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -29,7 +30,22 @@ import (
 //     keeps the unavailable error, one lost in flight the lost error).
 //
 // One WAIT per batch, not per command: WAIT confirms everything the
-// connection wrote before it. A write is a rewritten verb (EMQ.<VERB>), a
+// connection wrote before it.
+//
+// While the replicas are short: the server serves a connection's commands
+// in order, so a WAIT that runs out its timeout holds up every batch
+// written after it on that connection, and with replicas gone each batch
+// would wait for all the WAITs ahead of it. So once a WAIT confirms fewer
+// than N, the upstream is short: one batch at a time carries WAIT with the
+// full timeout (the probe), every other write batch `WAIT N 1` (a
+// millisecond: confirmed if the replicas have it already, else the error
+// at once). The first WAIT that confirms ends it; a switch of a Sentinel
+// upstream's primary starts it (the new primary's replicas are unknown).
+// While short, a command waits at most about two AckTimeouts for its
+// replicas (the probe ahead of it, and its own), however many clients
+// write. The batches already sent when the replicas went away each wait
+// out their own WAIT, one after the other on their connection: at most
+// one per batch then in flight. A write is a rewritten verb (EMQ.<VERB>), a
 // verb call passed as EVALSHA to a scripts node, a script call that is not
 // a declared read (EVAL_RO, EVALSHA_RO), a command the server's table
 // flags write, and EXEC of a transaction that queued one. On a shared
@@ -47,8 +63,20 @@ type ackSpec struct {
 	name    string
 	n       int64
 	timeout time.Duration
-	cmd     []byte // WAIT n timeout-ms, encoded
+	full    []byte // WAIT n timeout-ms, encoded
+	quick   []byte // WAIT n 1, while short
+
+	short   atomic.Bool // the last WAIT confirmed fewer than n
+	probing atomic.Bool // a batch with the full timeout is out while short
 }
+
+// How a batch's WAIT waits (batch.wait).
+const (
+	waitNone  uint8 = iota
+	waitFull        // the full timeout
+	waitProbe       // the full timeout, as the probe while short
+	waitQuick       // a millisecond, while short
+)
 
 // newAckSpec returns the upstream's ackSpec, or nil when it does not ask
 // for replicas.
@@ -57,12 +85,16 @@ func newAckSpec(o UpstreamOptions) *ackSpec {
 		return nil
 	}
 	ms := max(o.AckTimeout.Milliseconds(), 1)
-	a := &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond}
-	a.cmd = redcon.AppendArray(nil, 3)
-	a.cmd = redcon.AppendBulkString(a.cmd, "WAIT")
-	a.cmd = redcon.AppendBulkString(a.cmd, strconv.Itoa(o.AckReplicas))
-	a.cmd = redcon.AppendBulkString(a.cmd, strconv.FormatInt(ms, 10))
-	return a
+	return &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond,
+		full: waitCommand(o.AckReplicas, ms), quick: waitCommand(o.AckReplicas, 1)}
+}
+
+// waitCommand encodes WAIT n ms.
+func waitCommand(n int, ms int64) []byte {
+	b := redcon.AppendArray(nil, 3)
+	b = redcon.AppendBulkString(b, "WAIT")
+	b = redcon.AppendBulkString(b, strconv.Itoa(n))
+	return redcon.AppendBulkString(b, strconv.FormatInt(ms, 10))
 }
 
 // noteWrite records the command about to be added to b (as reply b.n)
@@ -91,12 +123,22 @@ func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
 
 // appendWait ends b with WAIT when it holds a write.
 func (a *ackSpec) appendWait(b *batch) {
-	if len(b.writes) == 0 || b.wait {
+	if len(b.writes) == 0 || b.wait != waitNone {
 		return
 	}
-	b.out = append(b.out, a.cmd...)
+	b.wait = waitFull
+	if a.short.Load() {
+		b.wait = waitQuick
+		if a.probing.CompareAndSwap(false, true) {
+			b.wait = waitProbe
+		}
+	}
+	if b.wait == waitQuick {
+		b.out = append(b.out, a.quick...)
+	} else {
+		b.out = append(b.out, a.full...)
+	}
 	b.n++
-	b.wait = true
 }
 
 // settleAcks takes WAIT's reply out of every batch of the segment that
@@ -104,7 +146,7 @@ func (a *ackSpec) appendWait(b *batch) {
 func (s *session) settleAcks() {
 	for i := range s.parts {
 		pt := &s.parts[i]
-		if pt.b.wait && pt.up.ack != nil {
+		if pt.b.wait != waitNone && pt.up.ack != nil {
 			if n := pt.up.ack.settle(pt.b); n > 0 {
 				s.srv.met.unacked.WithLabelValues(pt.up.name).Add(float64(n))
 			}
@@ -118,15 +160,26 @@ func (s *session) settleAcks() {
 func (a *ackSpec) settle(b *batch) int {
 	w := b.n - 1
 	reply := b.reply(w)
-	got, confirmed := waitCount(reply)
-	confirmed = confirmed && got >= a.n
+	got, answered := waitCount(reply)
+	confirmed := answered && got >= a.n
+	kind := b.wait
 	b.replies = b.replies[:b.ends[w]-len(reply)]
 	b.ends = b.ends[:w]
-	b.n, b.wait = w, false
+	b.n, b.wait = w, waitNone
+	if kind == waitProbe {
+		a.probing.Store(false)
+	}
+	if answered {
+		a.short.Store(!confirmed)
+	}
 	if confirmed || b.over {
 		return 0
 	}
-	msg := a.unconfirmed(got, reply)
+	timeout := a.timeout
+	if kind == waitQuick {
+		timeout = time.Millisecond
+	}
+	msg := a.unconfirmed(got, reply, timeout)
 	out := make([]byte, 0, len(b.replies)+len(b.writes)*len(msg))
 	replaced, k, start := 0, 0, 0
 	for i := range b.n {
@@ -159,14 +212,14 @@ func waitCount(r []byte) (int64, bool) {
 func isErrorReply(r []byte) bool { return len(r) > 0 && (r[0] == '-' || r[0] == '!') }
 
 // unconfirmed is the error a write gets in place of its reply when WAIT
-// (whose reply is wait) confirmed only got replicas.
-func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
+// (whose reply is wait), waiting timeout, confirmed only got replicas.
+func (a *ackSpec) unconfirmed(got int64, wait []byte, timeout time.Duration) []byte {
 	why := "WAIT answered " + strconv.FormatInt(got, 10)
 	if _, ok := waitCount(wait); !ok {
 		why = "WAIT: " + string(firstLine(wait))
 	}
 	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas within " + a.timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
+		" replicas within " + timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
 }
 
 // firstLine is r's first line without its type byte and its CRLF, cut to

@@ -108,6 +108,16 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 		c.read().is("+QUEUED\r\n")
 		c.read().is("*1\r\n$1\r\n1\r\n") // a read-only transaction does not wait
 	}
+	{ // while short, other batches do not wait out the timeout
+		// The probe (the full timeout) is out; another client's write,
+		// behind it on the shared connection, waits a millisecond.
+		c.send(cmd("SET", "p", "1"))
+		poll(t, "the probe to be out", h.srv.up.ack.probing.Load)
+		other := h.dial()
+		other.send(cmd("SET", "q", "1"))
+		c.read().is(unconfirmed)
+		other.read().is(strings.Replace(unconfirmed, "within 300ms", "within 1ms", 1))
+	}
 	if err := r.Thaw(); err != nil {
 		t.Fatal(err)
 	}

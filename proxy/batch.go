@@ -33,9 +33,10 @@ type batch struct {
 	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
 
 	// writes are the indexes of the replies that wait for the replicas,
-	// and wait tells that the batch ends with the proxy's WAIT (ack.go).
+	// and wait tells whether (and how) the batch ends with the proxy's
+	// WAIT (ack.go).
 	writes []int
-	wait   bool
+	wait   uint8
 
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
@@ -58,7 +59,7 @@ func (b *batch) reset() {
 	}
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
-	b.writes, b.wait = b.writes[:0], false
+	b.writes, b.wait = b.writes[:0], waitNone
 }
 
 // reply returns the bytes of reply i.

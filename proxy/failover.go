@@ -204,6 +204,11 @@ func (u *Upstream) switched(old, addr string) {
 		return
 	}
 	u.met.failover(u.name)
+	if u.ack != nil {
+		// The new primary's replicas are unknown (its old peer may be the
+		// node that died): one probe at a time until a WAIT confirms them.
+		u.ack.short.Store(true)
+	}
 	closed := 0
 	for _, s := range u.allSlots() {
 		if p := s.cur.Load(); p != nil && p.addr != addr {

@@ -76,6 +76,10 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d is negative", ErrOptions, u.Name, u.AckReplicas)
 		case u.AckReplicas > 0 && u.AckTimeout <= 0:
 			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d needs a positive ack timeout", ErrOptions, u.Name, u.AckReplicas)
+		case u.AckReplicas > 0 && u.AckTimeout >= u.Timeout:
+			// WAIT sends nothing back until it ends: the reply timeout
+			// would break the connection first.
+			return nil, fmt.Errorf("%w: upstream %q: ack timeout %v must be shorter than the reply timeout %v", ErrOptions, u.Name, u.AckTimeout, u.Timeout)
 		}
 		if seen[u.Name] {
 			return nil, fmt.Errorf("%w: upstream name %q used twice", ErrOptions, u.Name)
