@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/discovery"
 )
 
@@ -246,4 +248,33 @@ func (u *Upstream) awaitShared(ctx context.Context, id uint64, proto int, old *p
 // upstream has no primary: `-UPSTREAM <name> has no primary: <reason>`.
 func noPrimaryReply(name, reason string) []byte {
 	return []byte("-UPSTREAM " + name + " has no primary: " + oneLine(reason) + "\r\n")
+}
+
+// DialControl opens a control-table client to an upstream's node (the
+// control loop's, control.go, and the queue mover's): control.Dial for a fixed address; for a Sentinel upstream,
+// valkey-go's own Sentinel client (discovery.Options.ClientOption), which
+// finds the primary, checks its role and follows +switch-master itself.
+// Its settings are control.Dial's: no client-side cache, no retry (a
+// write is sent at most once), one connection, timeout for a dial and a
+// reply.
+func DialControl(o UpstreamOptions, timeout time.Duration) (*control.Node, error) {
+	if o.Sentinel == nil {
+		return control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Username: o.Username,
+			Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: timeout})
+	}
+	so := *o.Sentinel
+	so.Node = discovery.NodeAuth{Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig}
+	so.DialTimeout = timeout
+	co := so.ClientOption()
+	co.SelectDB = o.DB
+	co.DisableCache = true
+	co.DisableRetry = true
+	co.ConnWriteTimeout = timeout
+	co.BlockingPoolSize = 1
+	co.PipelineMultiplex = -1
+	c, err := valkey.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s (master %s): %w", o.Name, so.Master, err)
+	}
+	return &control.Node{Name: o.Name, C: c}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -368,4 +369,51 @@ func testRoleCheck(t *testing.T, srv node.Server) {
 			t.Errorf("%s: role check %v, want %v", tc.n.Addr, err, tc.want)
 		}
 	}
+}
+
+func TestControlLeaseAcrossFailoverIntegration(t *testing.T) {
+	node.EachServer(t, testControlLeaseAcrossFailover)
+}
+
+// testControlLeaseAcrossFailover: the control loop reaches a Sentinel
+// upstream through valkey-go's Sentinel client, and keeps its lease on the
+// promoted node after a failover.
+func testControlLeaseAcrossFailover(t *testing.T, srv node.Server) {
+	h := haStand(t, srv)
+	hs, _ := sentinelProxy(t, h, func(o *Options) {
+		o.Control = &ControlOptions{Poll: 100 * time.Millisecond, Lease: time.Second}
+	})
+	id := hs.srv.ControlID()
+	renewedOn := func(n *node.Node, after int64) bool {
+		cn, err := control.Dial(control.NodeOptions{Name: "direct", Address: n.Addr})
+		if err != nil {
+			return false
+		}
+		defer cn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		regs, err := cn.Proxies(ctx)
+		if err != nil {
+			return false
+		}
+		for _, r := range regs {
+			if r.ID == id && r.Live && r.Renewed > after {
+				return true
+			}
+		}
+		return false
+	}
+	poll(t, "a lease on the primary", func() bool { return renewedOn(h.Primary, 0) })
+	killed := time.Now().UnixMilli()
+	if err := h.KillPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := h.WaitPromoted(haTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the lease renewed on the promoted node", func() bool { return renewedOn(promoted, killed) })
+	poll(t, "emqproxy_control_lease 1 after the failover", func() bool {
+		return testutil.ToFloat64(hs.srv.ctl.leaseOK.WithLabelValues("module-a")) == 1
+	})
 }

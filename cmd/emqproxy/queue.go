@@ -15,6 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -141,8 +142,15 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 			closeNodes(nodes)
 			return nil, nil, nil, err
 		}
-		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Username: u.Username,
-			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial})
+		so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
+		if err != nil {
+			closeNodes(nodes)
+			return nil, nil, nil, err
+		}
+		// A master set under Sentinel is reached through valkey-go's
+		// Sentinel client: the mover finds the primary as the proxies do.
+		n, err := proxy.DialControl(proxy.UpstreamOptions{Name: name, Address: u.Address, Sentinel: so,
+			Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: t}, cfg.Timeouts.Dial)
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
