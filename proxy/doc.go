@@ -9,8 +9,9 @@
 // pipelined upstream connections that coalesce many clients' batches into
 // one write and frame replies without decoding them (pipeline.go, resp.go,
 // upstream.go, dial.go) with their lazily set deadlines (deadline.go), the
-// periodic re-run of the fence on a live upstream (probe.go), routing by
-// queue across several named upstreams with their roles (route.go,
+// periodic re-run of the fence on a live upstream (probe.go), a Sentinel
+// upstream's primary followed across failovers (failover.go) and the
+// replicas' confirmation of writes (ack.go), routing by queue across several named upstreams with their roles (route.go,
 // route_session.go, segment.go) by the servers' own key positions
 // (keys.go), the shared-connection rule those tables give (rule.go: which
 // commands may travel on a shared connection, the protected keys, the

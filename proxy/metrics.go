@@ -14,7 +14,8 @@ import (
 //
 //	emqproxy_commands_total{decision,token}     commands by decision (pass, rewrite, refuse, local) and job-core token ("" for none)
 //	emqproxy_refusals_total{reason}             refusals by reason
-//	emqproxy_upstream_errors_total{upstream,kind} connection failures: dial, boot, fence, lost, timeout, protocol; probe (a readiness probe that got no verdict)
+//	emqproxy_upstream_errors_total{upstream,kind} connection failures: dial, boot, fence, lost, timeout, protocol; probe (a readiness probe that got no verdict);
+//	                                            discovery (no primary found), role (a node not the primary): Sentinel upstreams
 //	emqproxy_upstream_reconnects_total{upstream} shared connections lost and reconnected
 //	emqproxy_upstream_up{upstream}              1 while every shared connection is up
 //	emqproxy_upstream_fenced{upstream}          1 while the fence holds
