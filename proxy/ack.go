@@ -114,9 +114,6 @@ func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
 		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
-	if d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
-		return true
-	}
 	ck := s.srv.keys.lookup(args)
 	return ck != nil && ck.traits&tWrite != 0
 }
