@@ -42,6 +42,10 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 		return cmd("EVALSHA", enqueueSHA, "2", "emq:{q}:job:"+id, pending, id, "payload")
 	}
 
+	// A replica just synchronised may take a moment to acknowledge
+	// (Valkey 8 under the race detector): wait for a first confirmed write.
+	poll(t, "a first write confirmed", func() bool { return string(c.do("SET", "warm", "1").got) == "+OK\r\n" })
+
 	{ // a batch of writes waits once
 		before := waitCalls(t, p)
 		c.send(cmd("SET", "a", "1"), cmd("GET", "a"), enqueue("J1"), cmd("INCR", "a"))
