@@ -176,10 +176,17 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	// The demoted node has the write too before the next failover.
 	// (Sentinel turns the old primary into a replica of the new one on
 	// its own schedule: poll.)
-	poll(t, "the demoted node to replicate", func() bool {
+	// (Its INFO is read every 10 s outside a failover.)
+	deadline = time.Now().Add(haTimeout)
+	for {
 		got, err := node.RawDo(h.Replica.Addr, "WAIT", "1", "500")
-		return err == nil && string(got) == ":1\r\n"
-	})
+		if err == nil && string(got) == ":1\r\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demoted node does not replicate the new primary: WAIT %q, %v", got, err)
+		}
+	}
 
 	// 2. The new primary is killed with commands in flight: they get the
 	// explicit error; a command sent afterwards waits for the next
