@@ -171,7 +171,9 @@ func testFailoverUnderLoad(t *testing.T, server node.Server) {
 	for _, ack := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ack_replicas %d", map[bool]int{false: 0, true: 1}[ack]), func(t *testing.T) {
 			h, _, addr := haFront(t, server, m, ack)
-			l := startLoad(t, m, addr, "failover")
+			// Workers pause 10 ms after a failed enqueue: with
+			// ack_replicas and no replica, every write fails at once.
+			l := startLoadBackoff(t, m, addr, "failover", 10*time.Millisecond)
 			l.waitCalls(t, 300)
 			// The replica falls behind (stopped while the load makes 100
 			// calls), then the primary dies: what the primary acknowledged

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,27 +34,23 @@ import (
 // connection wrote before it.
 //
 // While the replicas are short: the server serves a connection's commands
-// in order, so a WAIT that runs out its timeout holds up every batch
-// written after it on that connection, and with replicas gone each batch
-// would wait for all the WAITs ahead of it. So once a WAIT confirms fewer
-// than N, the upstream is short: one batch at a time carries WAIT with the
-// full timeout (the probe), every other write batch `WAIT N 1` (a
-// millisecond: confirmed if the replicas have it already, else the error
-// at once). The first WAIT that confirms ends it; a switch of a Sentinel
-// upstream's primary starts it (the new primary's replicas are unknown).
-// While short, a command waits at most about two AckTimeouts for its
-// replicas (the probe ahead of it, and its own), however many clients
-// write. The batches already sent when the replicas went away each wait
-// out their own WAIT, one after the other on their connection: at most
-// one per batch then in flight. A write is a rewritten verb (EMQ.<VERB>), a
-// verb call passed as EVALSHA to a scripts node, a script call that is not
-// a declared read (EVAL_RO, EVALSHA_RO), a command the server's table
-// flags write, and EXEC of a transaction that queued one. On a shared
-// connection the WAIT also holds up, on the server, the batches of other
-// clients written after it (the server serves a connection's commands in
-// order): that, and the round trip to a replica, is the cost measured in
-// bench ("ack_replicas 1"). A command a subscribed RESP3 client sends on
-// its own connection (subscribe.go) is not confirmed.
+// in order, so a WAIT that runs out its timeout holds up every command
+// written after it on that connection, and with a replica gone each batch
+// would wait for all the WAITs ahead of it. (A WAIT with a short timeout is
+// no way out: the server notices a blocked client's timeout only at its
+// next cron tick, 50 to 100 ms later at hz 10.) So once a WAIT confirms
+// fewer than N, the upstream is short: a write batch on a shared RESP2
+// connection is sent, one at a time, on a connection of its own (the
+// probe connection) with the full WAIT, and every other write batch on a
+// shared connection is sent without WAIT and its writes answered with the
+// not-confirmed error at once (`... (replicas short: ...) ...`). The first
+// WAIT that confirms ends it; a switch of a Sentinel upstream's primary
+// starts it (the new primary's replicas are unknown). Reads and the other
+// clients' commands are then never held up by a WAIT, and a write waits at
+// most AckTimeout. A client's own connection (WATCH, blocking commands)
+// keeps its full WAIT: it holds up nobody else. The batches already sent
+// when the replicas went away each wait out their own WAIT, one after the
+// other on their connection: at most one per batch then in flight.
 //
 // With AckReplicas 0 none of this runs: the session checks one nil
 // pointer per forwarded command, and one flag per segment.
@@ -63,19 +60,22 @@ type ackSpec struct {
 	name    string
 	n       int64
 	timeout time.Duration
-	full    []byte // WAIT n timeout-ms, encoded
-	quick   []byte // WAIT n 1, while short
+	cmd     []byte // WAIT n timeout-ms, encoded
 
-	short   atomic.Bool // the last WAIT confirmed fewer than n
-	probing atomic.Bool // a batch with the full timeout is out while short
+	short   atomic.Bool  // the last WAIT confirmed fewer than n
+	last    atomic.Int64 // what the last WAIT answered
+	probing atomic.Bool  // a batch is out on the probe connection
+
+	once sync.Once
+	slot atomic.Pointer[slot] // the probe connection, opened when first short
 }
 
-// How a batch's WAIT waits (batch.wait).
+// How a batch waits for the replicas (batch.wait).
 const (
 	waitNone  uint8 = iota
-	waitFull        // the full timeout
-	waitProbe       // the full timeout, as the probe while short
-	waitQuick       // a millisecond, while short
+	waitFull        // WAIT at its end, on its own connection
+	waitProbe       // WAIT at its end, on the probe connection, while short
+	waitShort       // no WAIT: short, its writes are not confirmed
 )
 
 // newAckSpec returns the upstream's ackSpec, or nil when it does not ask
@@ -85,16 +85,12 @@ func newAckSpec(o UpstreamOptions) *ackSpec {
 		return nil
 	}
 	ms := max(o.AckTimeout.Milliseconds(), 1)
-	return &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond,
-		full: waitCommand(o.AckReplicas, ms), quick: waitCommand(o.AckReplicas, 1)}
-}
-
-// waitCommand encodes WAIT n ms.
-func waitCommand(n int, ms int64) []byte {
-	b := redcon.AppendArray(nil, 3)
-	b = redcon.AppendBulkString(b, "WAIT")
-	b = redcon.AppendBulkString(b, strconv.Itoa(n))
-	return redcon.AppendBulkString(b, strconv.FormatInt(ms, 10))
+	a := &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond}
+	a.cmd = redcon.AppendArray(nil, 3)
+	a.cmd = redcon.AppendBulkString(a.cmd, "WAIT")
+	a.cmd = redcon.AppendBulkString(a.cmd, strconv.Itoa(o.AckReplicas))
+	a.cmd = redcon.AppendBulkString(a.cmd, strconv.FormatInt(ms, 10))
+	return a
 }
 
 // noteWrite records the command about to be added to b (as reply b.n)
@@ -118,24 +114,51 @@ func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
 	return ck != nil && ck.traits&tWrite != 0
 }
 
-// appendWait ends b with WAIT when it holds a write.
-func (a *ackSpec) appendWait(b *batch) {
+// ackBatch readies a batch bound for p (a shared connection in protocol
+// proto, or the client's own when dedicated) to wait for the replicas
+// when it holds a write, and returns the connection to send it on: p, or
+// the probe connection while short (see above).
+func (u *Upstream) ackBatch(b *batch, p *pipe, proto int, dedicated bool) *pipe {
+	a := u.ack
 	if len(b.writes) == 0 || b.wait != waitNone {
-		return
+		return p
 	}
-	b.wait = waitFull
-	if a.short.Load() {
-		b.wait = waitQuick
-		if a.probing.CompareAndSwap(false, true) {
-			b.wait = waitProbe
+	if a.short.Load() && !dedicated {
+		b.wait = waitShort
+		if proto != 2 || !a.probing.CompareAndSwap(false, true) {
+			return p
 		}
-	}
-	if b.wait == waitQuick {
-		b.out = append(b.out, a.quick...)
+		pp := u.probePipe()
+		if pp == nil {
+			a.probing.Store(false)
+			return p
+		}
+		b.wait, p = waitProbe, pp
 	} else {
-		b.out = append(b.out, a.full...)
+		b.wait = waitFull
 	}
+	b.out = append(b.out, a.cmd...)
 	b.n++
+	return p
+}
+
+// probePipe returns the probe connection, opening it on first use (nil
+// until it is up).
+func (u *Upstream) probePipe() *pipe {
+	a := u.ack
+	a.once.Do(func() {
+		if u.ctx.Err() != nil {
+			return
+		}
+		s := newSlot()
+		a.slot.Store(s)
+		u.wg.Add(1)
+		go u.keep(s, 2)
+	})
+	if s := a.slot.Load(); s != nil {
+		return s.cur.Load()
+	}
+	return nil
 }
 
 // settleAcks takes WAIT's reply out of every batch of the segment that
@@ -152,31 +175,37 @@ func (s *session) settleAcks() {
 }
 
 // settle removes WAIT's reply, the batch's last, and replaces the writes'
-// replies when it does not confirm them. It returns how many were
-// replaced.
+// replies when it does not confirm them (or, short, when no WAIT was
+// sent). It returns how many were replaced.
 func (a *ackSpec) settle(b *batch) int {
-	w := b.n - 1
-	reply := b.reply(w)
-	got, answered := waitCount(reply)
-	confirmed := answered && got >= a.n
 	kind := b.wait
-	b.replies = b.replies[:b.ends[w]-len(reply)]
-	b.ends = b.ends[:w]
-	b.n, b.wait = w, waitNone
-	if kind == waitProbe {
-		a.probing.Store(false)
+	b.wait = waitNone
+	var msg []byte
+	if kind == waitShort {
+		msg = a.shortError(a.last.Load())
+	} else {
+		w := b.n - 1
+		reply := b.reply(w)
+		got, answered := waitCount(reply)
+		confirmed := answered && got >= a.n
+		b.replies = b.replies[:b.ends[w]-len(reply)]
+		b.ends = b.ends[:w]
+		b.n = w
+		if kind == waitProbe {
+			a.probing.Store(false)
+		}
+		if answered {
+			a.last.Store(got)
+			a.short.Store(!confirmed)
+		}
+		if confirmed {
+			return 0
+		}
+		msg = a.unconfirmed(got, reply)
 	}
-	if answered {
-		a.short.Store(!confirmed)
-	}
-	if confirmed || b.over {
+	if b.over {
 		return 0
 	}
-	timeout := a.timeout
-	if kind == waitQuick {
-		timeout = time.Millisecond
-	}
-	msg := a.unconfirmed(got, reply, timeout)
 	out := make([]byte, 0, len(b.replies)+len(b.writes)*len(msg))
 	replaced, k, start := 0, 0, 0
 	for i := range b.n {
@@ -209,14 +238,22 @@ func waitCount(r []byte) (int64, bool) {
 func isErrorReply(r []byte) bool { return len(r) > 0 && (r[0] == '-' || r[0] == '!') }
 
 // unconfirmed is the error a write gets in place of its reply when WAIT
-// (whose reply is wait), waiting timeout, confirmed only got replicas.
-func (a *ackSpec) unconfirmed(got int64, wait []byte, timeout time.Duration) []byte {
+// (whose reply is wait) confirmed only got replicas.
+func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
 	why := "WAIT answered " + strconv.FormatInt(got, 10)
 	if _, ok := waitCount(wait); !ok {
 		why = "WAIT: " + string(firstLine(wait))
 	}
 	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas within " + timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
+		" replicas within " + a.timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
+}
+
+// shortError is the error a write gets while the replicas are short and
+// its batch was sent without WAIT; last is what the last WAIT answered.
+func (a *ackSpec) shortError(last int64) []byte {
+	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
+		" replicas (replicas short: the last WAIT answered " + strconv.FormatInt(last, 10) +
+		"; writes wait for them again once one confirms); the command may have been applied\r\n")
 }
 
 // firstLine is r's first line without its type byte and its CRLF, cut to

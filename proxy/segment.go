@@ -75,7 +75,7 @@ func (s *session) flush() {
 		}
 		pt.b.max = budget
 		if pt.up.ack != nil {
-			pt.up.ack.appendWait(pt.b) // ack.go
+			pt.p = pt.up.ackBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
 		}
 		err := pt.p.send(pt.b)
 		if err != nil && !pt.ded && (errors.Is(err, errIdleClosed) || pt.up.fol != nil) {

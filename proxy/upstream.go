@@ -180,12 +180,19 @@ func (u *Upstream) resp3Slots() []*slot {
 	return nil
 }
 
-// allSlots returns every shared connection's slot, RESP2 and RESP3.
+// allSlots returns every shared connection's slot, RESP2 and RESP3, and
+// the replicas' probe connection (ack.go).
 func (u *Upstream) allSlots() []*slot {
+	out := u.slots
 	if p := u.slots3.Load(); p != nil {
-		return append(u.slots[:len(u.slots):len(u.slots)], *p...)
+		out = append(out[:len(out):len(out)], *p...)
 	}
-	return u.slots
+	if u.ack != nil {
+		if s := u.ack.slot.Load(); s != nil {
+			out = append(out[:len(out):len(out)], s)
+		}
+	}
+	return out
 }
 
 // keep connects a slot in protocol proto (2 or 3) and reconnects it, with
