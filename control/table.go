@@ -114,6 +114,9 @@ type NodeOptions struct {
 type Node struct {
 	Name string
 	C    valkey.Client
+	// Opts is how the node was dialed (the mover dials a second connection
+	// for its subscription).
+	Opts NodeOptions
 }
 
 // Dial connects to a node. The client is single-connection, without client
@@ -140,7 +143,7 @@ func Dial(o NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s (%s): %w", o.Name, o.Address, err)
 	}
-	return &Node{Name: o.Name, C: c}, nil
+	return &Node{Name: o.Name, C: c, Opts: o}, nil
 }
 
 // Close closes the client.

@@ -1,0 +1,429 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the copy while serving.
+const (
+	// DefaultTailKeys: the rounds end when a round leaves at most this
+	// many changed keys (or stops shrinking the remainder).
+	DefaultTailKeys = 1000
+	// DefaultMaxHold bounds the work under the hold: past it the queue is
+	// released and copied again while served.
+	DefaultMaxHold = 2 * time.Second
+	// maxRounds bounds the rounds before a hold is tried anyway.
+	maxRounds = 50
+	// maxHolds is how many holds a move tries before it gives up.
+	maxHolds = 3
+	// tailPasses bounds the passes under one hold (each copies what
+	// changed during the previous one: writers that bypass the proxies).
+	tailPasses = 4
+)
+
+// online is the move of a queue copied while it is served: rounds of copy
+// (the first reads every key, the next ones the keys that changed), then
+// the hold for what changed last. It returns with the record at step
+// copied and the report's copy figures.
+func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Report) (err error) {
+	tr, err := startTracker(ctx, src, m.Queue)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if errors.Is(err, ErrStopped) {
+			return // as if killed: --resume or --abort restores the node's setting
+		}
+		if serr := tr.stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			err = fmt.Errorf("%w: %v", ErrMove, serr)
+		}
+	}()
+	m.say("tracking changes of %s on %s (keyspace notifications)", m.Queue, src.Name)
+	cp := newCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
+	pr := m.startProgress(ctx, src, cp, tr)
+	defer pr.stop()
+	t0 := time.Now()
+	for holds := 0; ; holds++ {
+		if err := m.rounds(ctx, cp, tr, pr, rep); err != nil {
+			return err
+		}
+		if err := m.stop(StepCopying); err != nil {
+			return err
+		}
+		if holds == maxHolds {
+			return fmt.Errorf("%w: %d holds of %s could not copy what changed within --max-hold %v: the queue is served by %s again; "+
+				"--resume tries again, --abort drops the move", ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
+		}
+		rep.PreCopy = time.Since(t0)
+		rec.epoch = m.maxEpoch(ctx) + 1
+		rec.held = time.Now().UnixMilli()
+		if err := m.hold(ctx, src, rec); err != nil {
+			return err
+		}
+		pr.phase("held")
+		if err := m.stop(StepHeld); err != nil {
+			return err
+		}
+		done, why, err := m.tail(ctx, src, cp, tr, rep, rec)
+		if err != nil || !done {
+			if rerr := m.release(ctx, src, rec); rerr != nil {
+				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue stays held: --resume or --abort)", ErrMove, err, rerr)
+			}
+			if err != nil {
+				return fmt.Errorf("%w (the queue is served by %s again; --resume tries again, --abort drops the move)", err, src.Name)
+			}
+			rep.Released++
+			m.say("released %s: %s; copying again while it is served", m.Queue, why)
+			pr.phase("copying")
+			continue
+		}
+		break
+	}
+	m.fill(cp, tr, rep)
+	return nil
+}
+
+// rounds copies while the queue is served until a round leaves few changed
+// keys (or the remainder stops shrinking).
+func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
+	prev := -1
+	for round := 1; round <= maxRounds; round++ {
+		if _, lost := tr.pending(); lost {
+			if err := tr.settle(ctx); err != nil {
+				m.say("%v: tracking again, every key is read again", err)
+				if err := tr.restart(ctx, err); err != nil {
+					return err
+				}
+			}
+		}
+		rep.Rounds++
+		pr.round(rep.Rounds)
+		t0 := time.Now()
+		k0, b0 := cp.st.snapshot()
+		keys, full := tr.take()
+		var err error
+		if full {
+			err = m.fullRound(ctx, cp, pr)
+		} else {
+			err = m.changedRound(ctx, cp, keys, true)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tr.settle(ctx); err != nil {
+			m.say("%v: tracking again, every key is read again", err)
+			if err := tr.restart(ctx, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := m.verifyChunked(ctx, cp, tr); err != nil {
+			return err
+		}
+		if err := m.checkRecord(ctx, cp.src); err != nil {
+			return err
+		}
+		n, _ := tr.pending()
+		k1, b1 := cp.st.snapshot()
+		d := time.Since(t0)
+		m.say("round %d: %d keys (%s) in %v, %.0f keys/s; %d keys changed meanwhile", rep.Rounds, k1-k0, byteSize(b1-b0),
+			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
+		if n <= m.tailKeys() || (prev >= 0 && round >= 3 && n*5 > prev*4) {
+			return nil
+		}
+		prev = n
+	}
+	return nil
+}
+
+// fullRound empties the target's keys of the queue and copies every key of
+// the source.
+func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
+	if err := cp.wipeTarget(ctx); err != nil {
+		return err
+	}
+	var large []string
+	err := scanEach(ctx, cp.src, m.Queue, func(keys []string, frac float64) error {
+		pr.scanned(frac)
+		l, err := cp.copyKeys(ctx, keys, true)
+		large = append(large, l...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return m.copyLarge(ctx, cp, large, true)
+}
+
+// changedRound copies the keys that changed.
+func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, throttle bool) error {
+	large, err := cp.copyKeys(ctx, keys, throttle)
+	if err != nil {
+		return err
+	}
+	return m.copyLarge(ctx, cp, large, throttle)
+}
+
+// copyLarge copies or compares each large key; the ones copied in chunks
+// are verified once they are known not to have changed (verifyChunked).
+func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throttle bool) error {
+	seen := map[string]bool{}
+	for _, k := range large {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		res, err := cp.syncLarge(ctx, k, throttle)
+		if err != nil {
+			return err
+		}
+		if res.copied {
+			cp.mu.Lock()
+			cp.unverified = append(cp.unverified, k)
+			cp.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// verifyChunked compares each key copied in chunks that has not changed
+// since (the tracker is settled): a difference found while the key did not
+// change is an error. Keys that changed are compared when copied again.
+func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) error {
+	cp.mu.Lock()
+	keys := cp.unverified
+	cp.unverified = nil
+	cp.mu.Unlock()
+	for _, k := range keys {
+		if tr.changed(k) {
+			continue
+		}
+		res, err := cp.syncLarge(ctx, k, false)
+		if err != nil {
+			return err
+		}
+		if res.diffs == 0 {
+			continue
+		}
+		if err := tr.barrier(ctx); err != nil {
+			return err
+		}
+		if !tr.changed(k) {
+			return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", ErrMove, k, cp.dst.Name, res.diffs)
+		}
+	}
+	return nil
+}
+
+// tail runs under the hold: what changed since the last round is copied
+// and verified, then again for what changed meanwhile (writers that bypass
+// the proxies), until nothing did. It returns false (and why) when the
+// hold must be released: the tracking was lost, or the hold's work passed
+// --max-hold.
+func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, rep *Report, rec *record) (bool, string, error) {
+	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
+		return false, "", err
+	}
+	t0 := time.Now()
+	for pass := 0; pass < tailPasses; pass++ {
+		if err := tr.settle(ctx); err != nil {
+			if rerr := tr.restart(ctx, err); rerr != nil {
+				return false, "", rerr
+			}
+			return false, err.Error(), nil
+		}
+		keys, full := tr.take()
+		if full {
+			return false, "the tracking restarted", nil
+		}
+		if pass > 0 && len(keys) == 0 {
+			if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
+				return false, "", err
+			}
+			rec.step = StepCopied
+			rep.HoldWork = time.Since(t0)
+			m.say("copied and verified the last %d changed keys of %s under the hold in %v", rep.TailKeys, m.Queue, rep.HoldWork.Round(time.Millisecond))
+			return true, "", nil
+		}
+		rep.TailKeys += len(keys)
+		if err := m.changedRound(ctx, cp, keys, false); err != nil {
+			return false, "", err
+		}
+		// Keys copied in chunks under the hold are compared now: the
+		// source does not change while held (the next settle checks it).
+		if err := m.verifyChunked(ctx, cp, tr); err != nil {
+			return false, "", err
+		}
+		if d := time.Since(t0); d > m.maxHold() {
+			return false, fmt.Sprintf("the hold's copy took %v, past --max-hold %v", d.Round(time.Millisecond), m.maxHold()), nil
+		}
+	}
+	return false, "writers kept changing the queue on the source under the hold (clients that bypass the proxies?)", nil
+}
+
+// inventoryFields are the record fields of the verified copy's counts.
+func (m *Mover) inventoryFields(cp *copier) []string {
+	cp.inv.mu.Lock()
+	defer cp.inv.mu.Unlock()
+	var other []string
+	for k := range cp.inv.other {
+		other = append(other, k)
+	}
+	return []string{"keys", strconv.FormatInt(cp.inv.keys, 10), "rows", strconv.FormatInt(cp.inv.rows, 10), "other", strings.Join(sortedCap(other, 100), "\n")}
+}
+
+// fill puts the copy's figures into the report.
+func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
+	cp.inv.mu.Lock()
+	rep.Keys = int(cp.inv.keys)
+	rep.Rows = cp.inv.rows
+	for k := range cp.inv.other {
+		rep.Other = append(rep.Other, k)
+	}
+	cp.inv.mu.Unlock()
+	rep.Other = sortedCap(rep.Other, 100)
+	keys, bytes := cp.st.snapshot()
+	rep.Copied, rep.Bytes = keys, bytes
+	rep.Chunked = cp.st.chunked
+	rep.Longest = cp.st.roundTrips()
+	if tr != nil {
+		rep.Events, rep.Restarts = tr.counts()
+	}
+}
+
+// release gives a held queue back to its source (at a new epoch) and puts
+// the record back at step copying.
+func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
+	ctx = context.WithoutCancel(ctx)
+	ep := m.maxEpoch(ctx) + 1
+	c := src.C
+	err := multi(ctx, c,
+		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
+		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
+		c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build())
+	if err != nil {
+		return fmt.Errorf("releasing %s on %s: %v", m.Queue, src.Name, err)
+	}
+	rec.step, rec.epoch = StepCopying, 0
+	return nil
+}
+
+// checkRecord stops the mover when its record is gone (aborted elsewhere).
+func (m *Mover) checkRecord(ctx context.Context, src *Node) error {
+	n, err := src.C.Do(ctx, src.C.B().Exists().Key(MoveKey(m.Queue)).Build()).AsInt64()
+	if err != nil {
+		return fmt.Errorf("%w: reading the move record on %s: %v", ErrMove, src.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: the move record of %s on %s is gone (aborted elsewhere?): stopping", ErrMove, m.Queue, src.Name)
+	}
+	return nil
+}
+
+// progress reports a running move: a line on the terminal and the record
+// of its progress on the source, every ProgressEvery.
+type progress struct {
+	m      *Mover
+	mu     sync.Mutex
+	p      Progress
+	done   chan struct{}
+	wg     sync.WaitGroup
+	began  time.Time // of the current round
+	frac   float64
+	lastK  int64
+	lastB  int64
+	lastAt time.Time
+}
+
+func (m *Mover) startProgress(ctx context.Context, src *Node, cp *copier, tr *tracker) *progress {
+	pr := &progress{m: m, done: make(chan struct{}), began: time.Now(), lastAt: time.Now()}
+	pr.p.Phase = "copying"
+	every := m.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	pr.wg.Add(1)
+	go func() {
+		defer pr.wg.Done()
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			select {
+			case <-pr.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+			p := pr.sample(cp, tr)
+			m.say("progress: %s", p)
+			_ = storeProgress(ctx, src, m.Queue, p)
+		}
+	}()
+	return pr
+}
+
+func (pr *progress) sample(cp *copier, tr *tracker) Progress {
+	keys, bytes := cp.st.snapshot()
+	n, _ := tr.pending()
+	_, restarts := tr.counts()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	now := time.Now()
+	dt := now.Sub(pr.lastAt).Seconds()
+	if dt > 0 {
+		pr.p.Rate = float64(keys-pr.lastK) / dt
+		pr.p.ByteRate = float64(bytes-pr.lastB) / dt
+	}
+	pr.lastK, pr.lastB, pr.lastAt = keys, bytes, now
+	pr.p.Keys, pr.p.Bytes, pr.p.Pending, pr.p.Restarts = keys, bytes, n, restarts
+	pr.p.Scanned = pr.frac
+	pr.p.ETA = -1
+	if el := now.Sub(pr.began); pr.frac > 0.01 && pr.frac < 1 {
+		pr.p.ETA = int64(float64(el.Milliseconds()) * (1 - pr.frac) / pr.frac)
+	} else if pr.frac == 0 && pr.p.Rate > 0 {
+		pr.p.ETA = int64(float64(n) / pr.p.Rate * 1000)
+	}
+	pr.p.Updated = now.UnixMilli()
+	return pr.p
+}
+
+func (pr *progress) round(r int) {
+	pr.mu.Lock()
+	pr.p.Round, pr.began, pr.frac = r, time.Now(), 0
+	pr.mu.Unlock()
+}
+
+func (pr *progress) scanned(f float64) {
+	pr.mu.Lock()
+	pr.frac = f
+	pr.mu.Unlock()
+}
+
+func (pr *progress) phase(s string) {
+	pr.mu.Lock()
+	pr.p.Phase = s
+	pr.mu.Unlock()
+}
+
+func (pr *progress) stop() {
+	close(pr.done)
+	pr.wg.Wait()
+}
+
+// sortedCap sorts names and keeps the first n (with a note of the rest).
+func sortedCap(names []string, n int) []string {
+	out := slices.Sorted(slices.Values(names))
+	if len(out) > n {
+		more := len(out) - n
+		out = append(out[:n], fmt.Sprintf("(and %d more)", more))
+	}
+	return out
+}
