@@ -14,7 +14,7 @@ const tmpSuffix = "~emqproxy-move"
 
 // stringChunk is the number of bytes one GETRANGE of a chunked string
 // copy reads.
-const stringChunk = 256 << 10
+const stringChunk = 64 << 10
 
 // largeResult is what a large key's copy or comparison did.
 type largeResult struct {

@@ -331,9 +331,9 @@ func (c *copier) verifyContent(ctx context.Context, k string) error {
 }
 
 // content is a small key's value in a canonical form (members of sets and
-// fields of hashes sorted).
+// fields of hashes sorted), read with one command.
 func (c *copier) content(ctx context.Context, n *Node, k string) (string, error) {
-	typ, err := c.st.do1(ctx, n, n.C.B().Type().Key(k).Build()).ToString()
+	typ, err := n.C.Do(ctx, n.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
 		return "", fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, n.Name, err)
 	}
@@ -355,7 +355,7 @@ func (c *copier) content(ctx context.Context, n *Node, k string) (string, error)
 	default:
 		return "", fmt.Errorf("%w: verifying %s on %s: a %s whose DUMP differs between the nodes cannot be compared", ErrMove, k, n.Name, typ)
 	}
-	r := c.st.do1(ctx, n, cmd)
+	r := n.C.Do(ctx, cmd)
 	switch typ {
 	case "string":
 		s, err := r.ToString()
