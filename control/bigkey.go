@@ -44,7 +44,7 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 		_, err = c.writeSmall(ctx, []dumped{{key: k, gone: true}})
 		return res, err
 	case typ != "zset" && typ != "hash" && typ != "set" && typ != "list" && typ != "string":
-		ds, _, err := c.readSmallAll(ctx, k)
+		ds, _, err := c.readSmall(ctx, []string{k}, 0)
 		if err != nil {
 			return res, err
 		}
@@ -72,14 +72,6 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 	return res, err
 }
 
-// readSmallAll is readSmall for one key whatever its size.
-func (c *copier) readSmallAll(ctx context.Context, k string) ([]dumped, []string, error) {
-	saved := c.large
-	defer func() { c.large = saved }()
-	c.large = 0
-	return c.readSmall(ctx, []string{k})
-}
-
 // chunkCopy builds k on the target in chunks under a temporary name (the
 // source's remaining TTL set on it) and renames it into place, unlinking
 // the target's old value first (UNLINK frees a large value off the main
@@ -91,9 +83,11 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, tmp, c.dst.Name, err)
 	}
 	written := 0
-	put := func(cmd valkey.Completed, n int) error {
-		if err := c.st.do1(ctx, c.dst, cmd).Error(); err != nil {
-			return fmt.Errorf("%w: copying %s in chunks to %s: %v", ErrMove, k, c.dst.Name, err)
+	put := func(n int, cmds ...valkey.Completed) error {
+		for _, r := range c.st.do(ctx, c.dst, cmds...) {
+			if err := r.Error(); err != nil {
+				return fmt.Errorf("%w: copying %s in chunks to %s: %v", ErrMove, k, c.dst.Name, err)
+			}
 		}
 		written += n
 		c.st.add(0, n)
@@ -112,14 +106,18 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	var err error
 	switch typ {
 	case "zset":
-		err = c.zchunks(ctx, c.src, k, func(zs []valkey.ZScore) error {
-			cmd := d.Zadd().Key(tmp).ScoreMember()
+		err = c.zchunks(ctx, c.src, k, func(batch [][]valkey.ZScore) error {
+			var cmds valkey.Commands
 			n := 0
-			for _, z := range zs {
-				cmd = cmd.ScoreMember(z.Score, z.Member)
-				n += len(z.Member) + 8
+			for _, zs := range batch {
+				cmd := d.Zadd().Key(tmp).ScoreMember()
+				for _, z := range zs {
+					cmd = cmd.ScoreMember(z.Score, z.Member)
+					n += len(z.Member) + 8
+				}
+				cmds = append(cmds, cmd.Build())
 			}
-			return put(cmd.Build(), n)
+			return put(n, cmds...)
 		})
 	case "hash", "set":
 		var cursor uint64
@@ -148,9 +146,9 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 					for i := 0; i+1 < len(e.Elements); i += 2 {
 						cmd = cmd.FieldValue(e.Elements[i], e.Elements[i+1])
 					}
-					err = put(cmd.Build(), n)
+					err = put(n, cmd.Build())
 				} else {
-					err = put(d.Sadd().Key(tmp).Member(e.Elements...).Build(), n)
+					err = put(n, d.Sadd().Key(tmp).Member(e.Elements...).Build())
 				}
 				if err != nil {
 					break
@@ -176,7 +174,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				for _, el := range els {
 					n += len(el)
 				}
-				if err = put(d.Rpush().Key(tmp).Element(els...).Build(), n); err != nil {
+				if err = put(n, d.Rpush().Key(tmp).Element(els...).Build()); err != nil {
 					break
 				}
 			}
@@ -196,7 +194,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				break
 			}
 			if len(part) > 0 {
-				if err = put(d.Append().Key(tmp).Value(part).Build(), len(part)); err != nil {
+				if err = put(len(part), d.Append().Key(tmp).Value(part).Build()); err != nil {
 					break
 				}
 			}
@@ -250,20 +248,40 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	return written, nil
 }
 
-// zchunks reads a sorted set of n in rank order, chunk by chunk.
-func (c *copier) zchunks(ctx context.Context, n *Node, k string, fn func([]valkey.ZScore) error) error {
-	for lo := int64(0); ; lo += int64(c.chunk) {
-		zs, err := c.st.do1(ctx, n, n.C.B().Zrange().Key(k).Min(strconv.FormatInt(lo, 10)).
-			Max(strconv.FormatInt(lo+int64(c.chunk)-1, 10)).Withscores().Build()).AsZScores()
-		if err != nil {
-			return fmt.Errorf("%w: ZRANGE %s on %s: %v", ErrMove, k, n.Name, err)
+// zdepth is how many chunks of a sorted set one round trip reads.
+const zdepth = 4
+
+// zchunks reads a sorted set of n in rank order, zdepth chunks per round
+// trip, and hands each round trip's chunks to fn.
+func (c *copier) zchunks(ctx context.Context, n *Node, k string, fn func([][]valkey.ZScore) error) error {
+	step := int64(c.chunk)
+	for lo := int64(0); ; lo += zdepth * step {
+		cmds := make(valkey.Commands, zdepth)
+		for i := range cmds {
+			from := lo + int64(i)*step
+			cmds[i] = n.C.B().Zrange().Key(k).Min(strconv.FormatInt(from, 10)).Max(strconv.FormatInt(from+step-1, 10)).Withscores().Build()
 		}
-		if len(zs) > 0 {
-			if err := fn(zs); err != nil {
+		var batch [][]valkey.ZScore
+		end := false
+		for _, r := range c.st.do(ctx, n, cmds...) {
+			zs, err := r.AsZScores()
+			if err != nil {
+				return fmt.Errorf("%w: ZRANGE %s on %s: %v", ErrMove, k, n.Name, err)
+			}
+			if end {
+				continue
+			}
+			if len(zs) > 0 {
+				batch = append(batch, zs)
+			}
+			end = len(zs) < c.chunk
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
 				return err
 			}
 		}
-		if len(zs) < c.chunk {
+		if end {
 			return nil
 		}
 	}
@@ -281,13 +299,15 @@ func (c *copier) newZstream(ctx context.Context, n *Node, k string) *zstream {
 	z := &zstream{ch: make(chan []valkey.ZScore, 4)}
 	go func() {
 		defer close(z.ch)
-		z.err = c.zchunks(ctx, n, k, func(zs []valkey.ZScore) error {
-			select {
-			case z.ch <- zs:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
+		z.err = c.zchunks(ctx, n, k, func(batch [][]valkey.ZScore) error {
+			for _, zs := range batch {
+				select {
+				case z.ch <- zs:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
+			return nil
 		})
 	}()
 	return z

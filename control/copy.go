@@ -127,7 +127,7 @@ func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]
 		defer close(batches)
 		for lo := 0; lo < len(keys); lo += copyBatch {
 			part := keys[lo:min(lo+copyBatch, len(keys))]
-			out, big, err := c.readSmall(ctx, part)
+			out, big, err := c.readSmall(ctx, part, c.large)
 			if err != nil {
 				readErr = err
 				return
@@ -164,13 +164,13 @@ func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]
 	return large, readErr
 }
 
-// readSmall reads part on the source: MEMORY USAGE first, then DUMP and
-// PTTL of the keys that are not large (in round trips of at most
-// batchBytes of payload).
-func (c *copier) readSmall(ctx context.Context, part []string) ([]dumped, []string, error) {
+// readSmall reads part on the source: MEMORY USAGE first (when limit > 0),
+// then DUMP and PTTL of the keys whose size is at most limit; it returns
+// the others apart.
+func (c *copier) readSmall(ctx context.Context, part []string, limit int64) ([]dumped, []string, error) {
 	var small, large []string
 	var out []dumped
-	if c.large > 0 {
+	if limit > 0 {
 		probe := make(valkey.Commands, len(part))
 		for i, k := range part {
 			probe[i] = c.src.C.B().MemoryUsage().Key(k).Samples(1).Build()
@@ -182,7 +182,7 @@ func (c *copier) readSmall(ctx context.Context, part []string) ([]dumped, []stri
 				out = append(out, dumped{key: part[i], gone: true})
 			case err != nil:
 				return nil, nil, fmt.Errorf("%w: MEMORY USAGE %s on %s: %v", ErrMove, part[i], c.src.Name, err)
-			case sz > c.large:
+			case sz > limit:
 				large = append(large, part[i])
 			default:
 				small = append(small, part[i])

@@ -113,6 +113,7 @@ type Report struct {
 	Bytes           int64            // bytes of values written
 	Chunked         int64            // keys copied in chunks
 	Longest         []RoundTrip      // the longest round trip to each node
+	Slowest         []SlowCommand    // the slowest command of the mover each node's SLOWLOG kept
 	Events          int64            // keyspace notifications received
 	Restarts        int              // times the tracking was lost and restarted
 	Acked           []string         // proxies that acknowledged the hold
@@ -335,6 +336,9 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		return rep, err
 	}
 	rep.Held = time.Since(time.UnixMilli(rec.held))
+	for _, n := range []*Node{src, dst} {
+		rep.Slowest = append(rep.Slowest, slowest(ctx, n, n.Opts.ClientName, time.UnixMilli(rec.started)))
+	}
 	if m.DeleteSource {
 		keys, err := scanQueue(ctx, src, m.Queue, 0)
 		if err == nil {

@@ -23,6 +23,8 @@ const (
 	maxRounds = 50
 	// maxHolds is how many holds a move tries before it gives up.
 	maxHolds = 3
+	// largeParallel is how many large keys the hold copies at once.
+	largeParallel = 4
 	// tailPasses bounds the passes under one hold (each copies what
 	// changed during the previous one: writers that bypass the proxies).
 	tailPasses = 4
@@ -173,24 +175,37 @@ func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, thr
 
 // copyLarge copies or compares each large key; the ones copied in chunks
 // are verified once they are known not to have changed (verifyChunked).
+// Unpaced (under the hold), up to largeParallel keys at once.
 func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throttle bool) error {
-	seen := map[string]bool{}
-	for _, k := range large {
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		res, err := cp.syncLarge(ctx, k, throttle)
-		if err != nil {
-			return err
-		}
-		if res.copied {
-			cp.mu.Lock()
-			cp.unverified = append(cp.unverified, k)
-			cp.mu.Unlock()
-		}
+	large = slices.Compact(slices.Sorted(slices.Values(large)))
+	par := 1
+	if !throttle {
+		par = largeParallel
 	}
-	return nil
+	sem := make(chan struct{}, par)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, k := range large {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			res, err := cp.syncLarge(ctx, k, throttle)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = err
+			}
+			if err == nil && res.copied {
+				cp.mu.Lock()
+				cp.unverified = append(cp.unverified, k)
+				cp.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // verifyChunked compares each key copied in chunks that has not changed

@@ -108,6 +108,9 @@ type NodeOptions struct {
 	DB       int
 	TLS      *tls.Config
 	Timeout  time.Duration // dial and reply timeout (default 2s)
+	// ClientName names the connections (CLIENT SETNAME): the nodes'
+	// CLIENT LIST and SLOWLOG show whose they are.
+	ClientName string
 }
 
 // Node is a valkey-go client to one node, for the control table.
@@ -131,6 +134,7 @@ func Dial(o NodeOptions) (*Node, error) {
 		Username:          o.Username,
 		Password:          o.Password,
 		SelectDB:          o.DB,
+		ClientName:        o.ClientName,
 		TLSConfig:         o.TLS,
 		DisableCache:      true,
 		ForceSingleClient: true,

@@ -156,7 +156,7 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 			return nil, nil, nil, err
 		}
 		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Username: u.Username,
-			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial})
+			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName})
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
@@ -220,6 +220,16 @@ func printReport(w io.Writer, r *control.Report) {
 	slices.SortFunc(r.Longest, func(a, b control.RoundTrip) int { return strings.Compare(a.Node, b.Node) })
 	for _, rt := range r.Longest {
 		fmt.Fprintf(w, "longest round trip to %s: %v (%s, %d commands)\n", rt.Node, rt.Took.Round(10*time.Microsecond), rt.What, rt.Commands)
+	}
+	for _, sc := range r.Slowest {
+		switch {
+		case sc.Threshold < 0:
+			fmt.Fprintf(w, "slowest command on %s: unknown (its slowlog is off)\n", sc.Node)
+		case sc.Took == 0:
+			fmt.Fprintf(w, "slowest command on %s: none past its slowlog-log-slower-than (%v)\n", sc.Node, sc.Threshold)
+		default:
+			fmt.Fprintf(w, "slowest command on %s: %v (%s; its slowlog keeps those past %v)\n", sc.Node, sc.Took, sc.Command, sc.Threshold)
+		}
 	}
 	fmt.Fprintf(w, "proxies acknowledged: %d %s\n", len(r.Acked), strings.Join(r.Acked, " "))
 	fmt.Fprintf(w, "proxies waited out (lease expired): %d %s\n", len(r.WaitedOut), strings.Join(r.WaitedOut, " "))
