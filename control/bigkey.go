@@ -44,7 +44,7 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 		_, err = c.writeSmall(ctx, []dumped{{key: k, gone: true}})
 		return res, err
 	case typ != "zset" && typ != "hash" && typ != "set" && typ != "list" && typ != "string":
-		ds, _, err := c.readSmall(ctx, []string{k}, 0)
+		ds, _, _, err := c.readRound(ctx, []string{k}, nil)
 		if err != nil {
 			return res, err
 		}
@@ -295,11 +295,23 @@ type zstream struct {
 	eof bool
 }
 
-func (c *copier) newZstream(ctx context.Context, n *Node, k string) *zstream {
+func (c *copier) newZstream(ctx context.Context, n *Node, k string, throttle bool) *zstream {
 	z := &zstream{ch: make(chan []valkey.ZScore, 4)}
 	go func() {
 		defer close(z.ch)
 		z.err = c.zchunks(ctx, n, k, func(batch [][]valkey.ZScore) error {
+			if throttle {
+				// Reading both nodes whole is most of a comparison's load.
+				read := 0
+				for _, zs := range batch {
+					for _, e := range zs {
+						read += len(e.Member) + 8
+					}
+				}
+				if err := c.lim.wait(ctx, read); err != nil {
+					return err
+				}
+			}
 			for _, zs := range batch {
 				select {
 				case z.ch <- zs:
@@ -354,7 +366,7 @@ func zcmp(a, b *valkey.ZScore) int {
 func (c *copier) zsync(ctx context.Context, k string, throttle bool) (diffs, written int, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a, b := c.newZstream(ctx, c.src, k), c.newZstream(ctx, c.dst, k)
+	a, b := c.newZstream(ctx, c.src, k, throttle), c.newZstream(ctx, c.dst, k, throttle)
 	srcOnly := map[string]float64{}
 	dstOnly := map[string]bool{}
 	for {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -43,6 +44,7 @@ type copier struct {
 	mu         sync.Mutex
 	bigDst     map[string]bool // keys copied in chunks: large on the target
 	unverified []string        // keys copied in chunks, not compared yet
+	lastSync   map[string]time.Duration
 }
 
 func newCopier(src, dst *Node, queue string, rate, large int64, chunk int, tr *tracker) *copier {
@@ -50,7 +52,7 @@ func newCopier(src, dst *Node, queue string, rate, large int64, chunk int, tr *t
 		chunk = DefaultChunk
 	}
 	return &copier{src: src, dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", lim: newLimiter(rate),
-		st: newCopyStats(), large: large, chunk: chunk, tr: tr, inv: newInventory(), bigDst: map[string]bool{}}
+		st: newCopyStats(), large: large, chunk: chunk, tr: tr, inv: newInventory(), bigDst: map[string]bool{}, lastSync: map[string]time.Duration{}}
 }
 
 // inventory counts the queue's keys on the target as the copy writes and
@@ -113,11 +115,20 @@ type dumped struct {
 }
 
 // copyKeys copies keys (small ones pipelined: DUMP and PTTL on the source,
-// UNLINK, RESTORE and DUMP on the target; the source's stage of the next
-// batch overlaps the target's of this one) and returns the large ones, left
+// UNLINK, RESTORE and DUMP on the target) and returns the large ones, left
 // for syncLarge. Each restored key is verified: its DUMP on the target
 // equals the payload read from the source.
 func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]string, error) {
+	pages := make(chan []string, 1)
+	pages <- keys
+	close(pages)
+	return c.copyStream(ctx, pages, throttle)
+}
+
+// copyStream is copyKeys for keys arriving in pages (a scan). The source's
+// round trips carry the DUMP and PTTL of one batch with the MEMORY USAGE
+// of the next, and run ahead of the target's.
+func (c *copier) copyStream(ctx context.Context, pages <-chan []string, throttle bool) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []dumped, 2)
@@ -125,17 +136,34 @@ func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]
 	var readErr error
 	go func() {
 		defer close(batches)
-		for lo := 0; lo < len(keys); lo += copyBatch {
-			part := keys[lo:min(lo+copyBatch, len(keys))]
-			out, big, err := c.readSmall(ctx, part, c.large)
+		var next []string // probed small keys, dumped with the next probe
+		step := func(probe []string) bool {
+			out, small, big, err := c.readRound(ctx, next, probe)
 			if err != nil {
 				readErr = err
-				return
+				return false
 			}
 			large = append(large, big...)
+			next = small
+			if len(out) == 0 {
+				return true
+			}
 			select {
 			case batches <- out:
+				return true
 			case <-ctx.Done():
+				return false
+			}
+		}
+		for page := range pages {
+			for lo := 0; lo < len(page); lo += copyBatch {
+				if !step(page[lo:min(lo+copyBatch, len(page))]) {
+					return
+				}
+			}
+		}
+		for len(next) > 0 {
+			if !step(nil) {
 				return
 			}
 		}
@@ -164,53 +192,39 @@ func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]
 	return large, readErr
 }
 
-// readSmall reads part on the source: MEMORY USAGE first (when limit > 0),
-// then DUMP and PTTL of the keys whose size is at most limit; it returns
-// the others apart.
-func (c *copier) readSmall(ctx context.Context, part []string, limit int64) ([]dumped, []string, error) {
-	var small, large []string
-	var out []dumped
-	if limit > 0 {
-		probe := make(valkey.Commands, len(part))
-		for i, k := range part {
-			probe[i] = c.src.C.B().MemoryUsage().Key(k).Samples(1).Build()
-		}
-		for i, r := range c.st.do(ctx, c.src, probe...) {
-			sz, err := r.AsInt64()
-			switch {
-			case valkey.IsValkeyNil(err):
-				out = append(out, dumped{key: part[i], gone: true})
-			case err != nil:
-				return nil, nil, fmt.Errorf("%w: MEMORY USAGE %s on %s: %v", ErrMove, part[i], c.src.Name, err)
-			case sz > limit:
-				large = append(large, part[i])
-			default:
-				small = append(small, part[i])
-			}
+// readRound is one round trip to the source: DUMP and PTTL of dump (keys
+// known small), and MEMORY USAGE of probe. It returns what was dumped (keys
+// gone from the source included), the probed keys that are small (to dump
+// next) and the large ones. Without a size limit every probed key is small.
+func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dumped, small, large []string, err error) {
+	b := c.src.C.B()
+	cmds := make(valkey.Commands, 0, 2*len(dump)+len(probe))
+	for _, k := range dump {
+		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
+	}
+	if c.large > 0 {
+		for _, k := range probe {
+			cmds = append(cmds, b.MemoryUsage().Key(k).Samples(1).Build())
 		}
 	} else {
-		small = part
-	}
-	cmds := make(valkey.Commands, 0, 2*len(small))
-	for _, k := range small {
-		cmds = append(cmds, c.src.C.B().Dump().Key(k).Build(), c.src.C.B().Pttl().Key(k).Build())
+		small = probe
 	}
 	if len(cmds) == 0 {
-		return out, large, nil
+		return nil, small, nil, nil
 	}
 	res := c.st.do(ctx, c.src, cmds...)
-	for i, k := range small {
+	for i, k := range dump {
 		p, err := res[2*i].ToString()
 		if valkey.IsValkeyNil(err) {
 			out = append(out, dumped{key: k, gone: true})
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: DUMP %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return nil, nil, nil, fmt.Errorf("%w: DUMP %s on %s: %v", ErrMove, k, c.src.Name, err)
 		}
 		ttl, err := res[2*i+1].AsInt64()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return nil, nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
 		}
 		if ttl == -2 {
 			out = append(out, dumped{key: k, gone: true})
@@ -218,7 +232,22 @@ func (c *copier) readSmall(ctx context.Context, part []string, limit int64) ([]d
 		}
 		out = append(out, dumped{key: k, payload: p, ttl: max(ttl, 0)})
 	}
-	return out, large, nil
+	if c.large > 0 {
+		for i, r := range res[2*len(dump):] {
+			sz, err := r.AsInt64()
+			switch {
+			case valkey.IsValkeyNil(err):
+				out = append(out, dumped{key: probe[i], gone: true})
+			case err != nil:
+				return nil, nil, nil, fmt.Errorf("%w: MEMORY USAGE %s on %s: %v", ErrMove, probe[i], c.src.Name, err)
+			case sz > c.large:
+				large = append(large, probe[i])
+			default:
+				small = append(small, probe[i])
+			}
+		}
+	}
+	return out, small, large, nil
 }
 
 // writeSmall writes one batch on the target (keys gone from the source are
@@ -291,6 +320,27 @@ func (c *copier) writePart(ctx context.Context, b []dumped) error {
 	c.st.deleted += deleted
 	c.st.mu.Unlock()
 	return nil
+}
+
+// holdEstimate is how long the large keys that changed since the last take
+// would take to compare under the hold (largeParallel at once), from how
+// long each took last time, and their names.
+func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sum, top time.Duration
+	var keys []string
+	for k := range c.bigDst {
+		if !tr.changed(k) {
+			continue
+		}
+		d := c.lastSync[k]
+		sum += d
+		top = max(top, d)
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return max(top, sum/largeParallel), keys
 }
 
 // samePayload compares two DUMP payloads without their trailers (the

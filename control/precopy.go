@@ -23,6 +23,9 @@ const (
 	maxRounds = 50
 	// maxHolds is how many holds a move tries before it gives up.
 	maxHolds = 3
+	// maxOver is how many rounds may end with large keys too slow to
+	// compare under the hold before the move gives up.
+	maxOver = 5
 	// largeParallel is how many large keys the hold copies at once.
 	largeParallel = 4
 	// tailPasses bounds the passes under one hold (each copies what
@@ -95,7 +98,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 // rounds copies while the queue is served until a round leaves few changed
 // keys (or the remainder stops shrinking).
 func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
-	prev := -1
+	prev, over := -1, 0
 	for round := 1; round <= maxRounds; round++ {
 		if _, lost := tr.pending(); lost {
 			if err := tr.settle(ctx); err != nil {
@@ -138,7 +141,18 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		m.say("round %d: %d keys (%s) in %v, %.0f keys/s; %d keys changed meanwhile", rep.Rounds, k1-k0, byteSize(b1-b0),
 			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
 		if n <= m.tailKeys() || (prev >= 0 && round >= 3 && n*5 > prev*4) {
-			return nil
+			est, keys := cp.holdEstimate(tr)
+			if est <= m.maxHold() {
+				return nil
+			}
+			if over++; over >= maxOver {
+				return fmt.Errorf("%w: the large keys %s changed in every round: comparing them under the hold would take about %v, past --max-hold %v. "+
+					"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
+					"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
+					ErrMove, strings.Join(keys, ", "), est.Round(time.Millisecond), m.maxHold(), cp.src.Name)
+			}
+			m.say("the large keys %s changed during the round: comparing them under the hold would take about %v, past --max-hold %v; copying again",
+				strings.Join(keys, ", "), est.Round(time.Millisecond), m.maxHold())
 		}
 		prev = n
 	}
@@ -151,13 +165,29 @@ func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
 	if err := cp.wipeTarget(ctx); err != nil {
 		return err
 	}
-	var large []string
-	err := scanEach(ctx, cp.src, m.Queue, func(keys []string, frac float64) error {
-		pr.scanned(frac)
-		l, err := cp.copyKeys(ctx, keys, true)
-		large = append(large, l...)
-		return err
-	})
+	pages := make(chan []string, 4)
+	scanErr := make(chan error, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(pages)
+		scanErr <- scanEach(sctx, cp.src, m.Queue, func(keys []string, frac float64) error {
+			select {
+			case pages <- keys:
+				pr.scanned(frac)
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+	}()
+	large, err := cp.copyStream(ctx, pages, true)
+	cancel()
+	for range pages {
+	}
+	if serr := <-scanErr; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
+		err = serr
+	}
 	if err != nil {
 		return err
 	}
@@ -191,7 +221,19 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throt
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			t0 := time.Now()
 			res, err := cp.syncLarge(ctx, k, throttle)
+			if !throttle {
+				// How long the key takes unpaced: the estimate of the next
+				// hold (past --max-hold when the hold's deadline cut it).
+				d := time.Since(t0)
+				if ctx.Err() != nil {
+					d = m.maxHold() + time.Millisecond
+				}
+				cp.mu.Lock()
+				cp.lastSync[k] = d
+				cp.mu.Unlock()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
@@ -242,11 +284,28 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) erro
 // the proxies), until nothing did. It returns false (and why) when the
 // hold must be released: the tracking was lost, or the hold's work passed
 // --max-hold.
-func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, rep *Report, rec *record) (bool, string, error) {
+func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, rep *Report, rec *record) (done bool, why string, err error) {
 	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
 		return false, "", err
 	}
 	t0 := time.Now()
+	rep.TailKeys = 0
+	// The copy under the hold stops at --max-hold; what it took is copied
+	// again (it may be half written on the target).
+	hctx, cancel := context.WithDeadline(ctx, t0.Add(m.maxHold()))
+	defer cancel()
+	var taken []string
+	defer func() {
+		if !done {
+			tr.markChanged(taken)
+		}
+	}()
+	late := func(err error) (bool, string, error) {
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return false, fmt.Sprintf("the copy under the hold passed --max-hold %v", m.maxHold()), nil
+		}
+		return false, "", err
+	}
 	for pass := 0; pass < tailPasses; pass++ {
 		if err := tr.settle(ctx); err != nil {
 			if rerr := tr.restart(ctx, err); rerr != nil {
@@ -267,17 +326,15 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			m.say("copied and verified the last %d changed keys of %s under the hold in %v", rep.TailKeys, m.Queue, rep.HoldWork.Round(time.Millisecond))
 			return true, "", nil
 		}
+		taken = append(taken, keys...)
 		rep.TailKeys += len(keys)
-		if err := m.changedRound(ctx, cp, keys, false); err != nil {
-			return false, "", err
+		if err := m.changedRound(hctx, cp, keys, false); err != nil {
+			return late(err)
 		}
 		// Keys copied in chunks under the hold are compared now: the
 		// source does not change while held (the next settle checks it).
-		if err := m.verifyChunked(ctx, cp, tr); err != nil {
-			return false, "", err
-		}
-		if d := time.Since(t0); d > m.maxHold() {
-			return false, fmt.Sprintf("the hold's copy took %v, past --max-hold %v", d.Round(time.Millisecond), m.maxHold()), nil
+		if err := m.verifyChunked(hctx, cp, tr); err != nil {
+			return late(err)
 		}
 	}
 	return false, "writers kept changing the queue on the source under the hold (clients that bypass the proxies?)", nil

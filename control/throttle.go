@@ -47,9 +47,10 @@ func ParseRate(s string) (int64, error) {
 }
 
 // limiter paces the copy to a number of bytes per second (a token bucket
-// with a tenth of a second of burst). A nil limiter or a rate of 0 does
-// not wait.
+// with a tenth of a second of burst), shared by the copy's goroutines. A
+// nil limiter does not wait.
 type limiter struct {
+	mu     sync.Mutex
 	rate   float64
 	tokens float64
 	last   time.Time
@@ -67,14 +68,16 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
 	now := time.Now()
 	l.tokens = min(l.tokens+now.Sub(l.last).Seconds()*l.rate, l.rate/10)
 	l.last = now
 	l.tokens -= float64(n)
-	if l.tokens >= 0 {
+	d := time.Duration(-l.tokens / l.rate * float64(time.Second))
+	l.mu.Unlock()
+	if d <= 0 {
 		return nil
 	}
-	d := time.Duration(-l.tokens / l.rate * float64(time.Second))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

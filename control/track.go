@@ -226,6 +226,16 @@ func (t *tracker) take() (keys []string, full bool) {
 	return keys, full
 }
 
+// markChanged counts keys as changed again (a copy of them that did not
+// finish).
+func (t *tracker) markChanged(keys []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		t.dirty[k] = struct{}{}
+	}
+}
+
 // pending is the number of keys changed since the last take, and whether
 // every key must be read again.
 func (t *tracker) pending() (int, bool) {
