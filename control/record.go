@@ -104,18 +104,13 @@ func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
 	return nil
 }
 
-// setStep records the move's step, when the record is still there (a
-// record deleted by --abort from elsewhere stops the mover).
+// setStep records the move's step (and extra fields), when the record is
+// still there: a record deleted by --abort from elsewhere stops the mover.
 func (m *Mover) setStep(ctx context.Context, src *Node, step string, extra ...string) error {
+	if err := m.checkRecord(ctx, src); err != nil {
+		return err
+	}
 	c := src.C
-	cur, err := c.Do(ctx, c.B().Hget().Key(MoveKey(m.Queue)).Field("step").Build()).ToString()
-	if valkey.IsValkeyNil(err) {
-		return fmt.Errorf("%w: the move record of %s on %s is gone (aborted elsewhere?): stopping", ErrMove, m.Queue, src.Name)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: reading the move record on %s: %v", ErrMove, src.Name, err)
-	}
-	_ = cur
 	hs := c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
 	for i := 0; i+1 < len(extra); i += 2 {
 		hs = hs.FieldValue(extra[i], extra[i+1])
@@ -126,7 +121,7 @@ func (m *Mover) setStep(ctx context.Context, src *Node, step string, extra ...st
 	return nil
 }
 
-// deleteRecord removes the move's record, its index entry and its progress.
+// deleteRecordCmds remove the move's record, its index entry and its progress.
 func deleteRecordCmds(c valkey.Client, queue string) valkey.Commands {
 	return valkey.Commands{c.B().Del().Key(MoveKey(queue), ProgressKey(queue)).Build(), c.B().Hdel().Key(KeyMoves).Field(queue).Build()}
 }

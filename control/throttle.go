@@ -106,7 +106,6 @@ type copyStats struct {
 	chunked  int64 // keys copied in chunks
 	longest  map[string]RoundTrip
 	started  time.Time
-	lastKeys int64
 }
 
 func newCopyStats() *copyStats {

@@ -318,3 +318,48 @@ func TestQueueMoveTrackingLost(t *testing.T) {
 	checkLanded(t, s, filled, billing, quotes)
 	notifyRestored(t, s.src)
 }
+
+// enqueueLands enqueues one job through the proxy at addr and reports
+// whether it landed on want (and not on other).
+func enqueueLands(t *testing.T, s *moveStand, addr, id string, want, other valkey.Client) bool {
+	t.Helper()
+	ctx := context.Background()
+	c, err := legacy.Dial(ctx, legacy.Options{Addr: addr, Map: s.m, Brand: s.m.LegacyBrand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, err := c.Enqueue(ctx, "billing", id, "p"); err != nil || !ok {
+		t.Fatalf("enqueue %s: %v %v", id, ok, err)
+	}
+	return inSets(t, want, "billing", id) == 1 && inSets(t, other, "billing", id) == 0
+}
+
+// TestQueueMoveResumeWhileCopying kills the mover after its copy while
+// served (before any hold) under load; queue status shows the move at
+// step copying; --resume copies again and completes it, and every job
+// lands on the target once.
+func TestQueueMoveResumeWhileCopying(t *testing.T) {
+	s := startMoveStand(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	filled := fillQueue(t, s.src, "billing", 5000)
+	ps := []*proc{s.proxy(t, "proxy1"), s.proxy(t, "proxy2")}
+	waitRegistered(t, s.src, 2)
+	billing, quotes, stop := loadQueues(ctx, t, s, ps)
+	s.killAfter(t, "copying", "move", "billing", "--to", "module-a")
+	if out, err := s.run(t, "status"); err != nil || !strings.Contains(out, "step copying") ||
+		!strings.Contains(out, "keyspace notifications on for the move of billing") {
+		t.Errorf("status after the kill: %v", err)
+	}
+	if !enqueueLands(t, s, ps[0].listen, "DURING-STOP", s.src, s.dst) {
+		t.Errorf("billing is not served by its source while the mover is stopped")
+	}
+	out, err := s.run(t, "move", "billing", "--resume")
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume: %v", err)
+	}
+	stop()
+	checkLanded(t, s, append(filled, "DURING-STOP"), billing, quotes)
+	notifyRestored(t, s.src)
+}

@@ -197,9 +197,12 @@ func checkRole(ctx context.Context, cfg *config.Config, m *shamap.Map, n *contro
 func printReport(w io.Writer, r *control.Report) {
 	fmt.Fprintf(w, "moved %s from %s to %s: held at epoch %d, flipped at epoch %d, held for %v\n",
 		r.Queue, r.From, r.To, r.HoldEpoch, r.FlipEpoch, r.Held.Round(time.Millisecond))
-	if r.HoldCopy {
+	switch {
+	case r.HoldCopy:
 		fmt.Fprintf(w, "copied under the hold (--hold-copy) in %v\n", r.HoldWork.Round(time.Millisecond))
-	} else {
+	case r.Rounds == 0:
+		fmt.Fprintf(w, "copied and verified before the mover stopped\n")
+	default:
 		fmt.Fprintf(w, "copied while served: %d rounds in %v; under the hold: %d changed keys in %v; holds released: %d\n",
 			r.Rounds, r.PreCopy.Round(time.Millisecond), r.TailKeys, r.HoldWork.Round(time.Millisecond), r.Released)
 		fmt.Fprintf(w, "tracking: %d keyspace notifications, restarted %d times\n", r.Events, r.Restarts)
