@@ -99,13 +99,13 @@ type RoundTrip struct {
 
 // copyStats are the counters of a copy, shared by its goroutines.
 type copyStats struct {
-	mu       sync.Mutex
-	keys     int64 // keys written to the target (a key copied again counts again)
-	bytes    int64 // bytes of values written
-	deleted  int64 // keys deleted on the target (gone from the source)
-	chunked  int64 // keys copied in chunks
-	longest  map[string]RoundTrip
-	started  time.Time
+	mu      sync.Mutex
+	keys    int64 // keys written to the target (a key copied again counts again)
+	bytes   int64 // bytes of values written
+	deleted int64 // keys deleted on the target (gone from the source)
+	chunked int64 // keys copied in chunks
+	longest map[string]RoundTrip
+	started time.Time
 }
 
 func newCopyStats() *copyStats {
