@@ -249,7 +249,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 }
 
 // zdepth is how many chunks of a sorted set one round trip reads.
-const zdepth = 4
+const zdepth = 8
 
 // zchunks reads a sorted set of n in rank order, zdepth chunks per round
 // trip, and hands each round trip's chunks to fn.

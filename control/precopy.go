@@ -16,9 +16,10 @@ const (
 	// DefaultTailKeys: the rounds end when a round leaves at most this
 	// many changed keys (or stops shrinking the remainder).
 	DefaultTailKeys = 1000
-	// DefaultMaxHold bounds the work under the hold: past it the queue is
-	// released and copied again while served.
-	DefaultMaxHold = 2 * time.Second
+	// DefaultMaxHold bounds the work under the hold when Mover.MaxHold is
+	// not set (the command line's default is timeouts.hold / 2): past it
+	// the queue is released and copied again while served.
+	DefaultMaxHold = 2500 * time.Millisecond
 	// maxRounds bounds the rounds before a hold is tried anyway.
 	maxRounds = 50
 	// maxHolds is how many holds a move tries before it gives up.

@@ -13,10 +13,11 @@ import (
 )
 
 // DefaultRate is the copy rate while the queue is served, in bytes per
-// second of copied values, when --rate is not given: about one tenth of
-// what one mover copies on a small machine, so that the nodes keep
-// answering other queues at their usual latency.
-const DefaultRate = 8 << 20
+// second of copied values, when --rate is not given: about 20k job rows a
+// second, a third of what an unpaced mover copies on a small machine, so
+// that the nodes keep answering other queues near their usual latency
+// (docs/queue-move.md, "Measured").
+const DefaultRate = 2 << 20
 
 // ParseRate parses a --rate value: bytes per second, with an optional
 // unit (k, m, g: powers of 1000; KiB, MiB, GiB: powers of 1024; a trailing

@@ -42,7 +42,6 @@ func TestQueueMoveBench(t *testing.T) {
 	variants := []struct{ name, args string }{
 		{"today (--hold-copy)", "--hold-copy"},
 		{"online, default --rate", ""},
-		{"online, --rate 2MiB", "--rate 2MiB"},
 		{"online, --rate 0", "--rate 0"},
 	}
 	var rows []benchResult

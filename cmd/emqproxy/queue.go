@@ -65,7 +65,7 @@ func newQueueCmd() *cobra.Command {
 				wait = 2*cfg.Control.Lease + cfg.Timeouts.Hold
 			}
 			if maxHold == 0 {
-				maxHold = min(control.DefaultMaxHold, cfg.Timeouts.Hold/2)
+				maxHold = cfg.Timeouts.Hold / 2
 			}
 			bps, err := control.ParseRate(rate)
 			if err != nil {
@@ -107,7 +107,7 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
 	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the copy while the queue is served, bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the copy under the hold is never paced")
-	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default the smaller of 2s and timeouts.hold / 2)")
+	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
 	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no keyspace notifications; for small queues or a source that refuses CONFIG SET)")
 	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
@@ -156,7 +156,7 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 			return nil, nil, nil, err
 		}
 		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Username: u.Username,
-			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName})
+			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName, RESP2: true})
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
