@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,26 +84,50 @@ func recordCmds(c valkey.Client, queue string, r *record) valkey.Commands {
 	return valkey.Commands{hs.Build(), c.B().Hset().Key(KeyMoves).FieldValue().FieldValue(queue, strconv.FormatInt(r.started, 10)).Build()}
 }
 
-// begin writes the record of a new move at step copying, unless the queue
-// has one already (two movers started at once: the second is refused).
+// begin writes the record of a new move at step copying, in one
+// transaction, unless the queue has one already (two movers started at
+// once: the second is refused).
 func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
-	c := src.C
-	ok, err := c.Do(ctx, c.B().Hsetnx().Key(MoveKey(m.Queue)).Field("step").Value(StepCopying).Build()).AsBool()
-	if err != nil {
-		return fmt.Errorf("%w: recording the move on %s: %v", ErrMove, src.Name, err)
-	}
-	if !ok {
+	rec.step = StepCopying
+	err := src.C.Dedicated(func(dc valkey.DedicatedClient) error {
+		key := MoveKey(m.Queue)
+		if err := dc.Do(ctx, dc.B().Watch().Key(key).Build()).Error(); err != nil {
+			return err
+		}
+		n, err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).AsInt64()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			_ = dc.Do(ctx, dc.B().Unwatch().Build()).Error()
+			return errBegun
+		}
+		cmds := append(valkey.Commands{dc.B().Multi().Build()}, recordCmds(src.C, m.Queue, rec)...)
+		rs := dc.DoMulti(ctx, append(cmds, dc.B().Exec().Build())...)
+		for _, r := range rs[:len(rs)-1] {
+			if err := r.Error(); err != nil {
+				return err
+			}
+		}
+		if err := rs[len(rs)-1].Error(); valkey.IsValkeyNil(err) {
+			return errBegun
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	if err == errBegun {
 		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time)", ErrMove, m.Queue)
 	}
-	rec.step = StepCopying
-	for _, r := range c.DoMulti(ctx, recordCmds(c, m.Queue, rec)...) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("%w: recording the move on %s: %v", ErrMove, src.Name, err)
-		}
+	if err != nil {
+		return fmt.Errorf("%w: recording the move on %s: %v", ErrMove, src.Name, err)
 	}
 	m.say("moving %s from %s to %s: copying while it is served", m.Queue, rec.from, rec.to)
 	return nil
 }
+
+// errBegun: another mover recorded a move of the queue first.
+var errBegun = errors.New("begun")
 
 // setStep records the move's step (and extra fields), when the record is
 // still there: a record deleted by --abort from elsewhere stops the mover.

@@ -67,6 +67,8 @@ func startTracker(ctx context.Context, n *Node, queue string) (*tracker, error) 
 		return nil, fmt.Errorf("%w: %v", ErrMove, err)
 	}
 	if err := t.subscribe(ctx); err != nil {
+		t.closeSub()
+		_, _ = releaseNotify(context.WithoutCancel(ctx), n, queue)
 		return nil, err
 	}
 	return t, nil
