@@ -182,8 +182,10 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	return nil, nil
 }
 
-// Run starts a move: it validates the target, then holds, copies, verifies
-// and flips.
+// Run starts a move: it validates the target, copies every key while the
+// queue is served (tracking the source's changes), holds the queue for
+// what changed last, and flips; with HoldCopy it holds the queue for the
+// whole copy instead.
 func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	if m.Queue == "" || strings.ContainsAny(m.Queue, "{}") {
 		return nil, fmt.Errorf("%w: queue %q is not a queue name (no braces)", ErrMove, m.Queue)
