@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -322,19 +323,32 @@ func (c *copier) writePart(ctx context.Context, b []dumped) error {
 	return nil
 }
 
+// isLarge reports whether k was copied in chunks (it is large on the
+// target).
+func (c *copier) isLarge(k string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bigDst[k]
+}
+
 // holdEstimate is how long the large keys that changed since the last take
 // would take to compare under the hold (largeParallel at once), from how
 // long each took last time, and their names.
 func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	last := maps.Clone(c.lastSync)
+	var big []string
+	for k := range c.bigDst {
+		big = append(big, k)
+	}
+	c.mu.Unlock()
 	var sum, top time.Duration
 	var keys []string
-	for k := range c.bigDst {
+	for _, k := range big {
 		if !tr.changed(k) {
 			continue
 		}
-		d := c.lastSync[k]
+		d := last[k]
 		sum += d
 		top = max(top, d)
 		keys = append(keys, k)

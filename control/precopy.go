@@ -96,10 +96,16 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 	return nil
 }
 
-// rounds copies while the queue is served until a round leaves few changed
-// keys (or the remainder stops shrinking).
+// rounds copies while the queue is served until little is left for the
+// hold. Large keys that change are compared in one round of their own: the
+// small keys' rounds converge first (the large keys that change meanwhile
+// wait), then one round compares the large keys, then the small keys
+// converge again, and the hold follows. A large key written all the time is
+// compared under the hold anyway; comparing it in every round would only
+// leave more small keys for the hold.
 func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
-	prev, over := -1, 0
+	prev, over, inStage := -1, 0, 0
+	withLarge, compared := true, false // the first round copies every key, large ones too
 	for round := 1; round <= maxRounds; round++ {
 		if _, lost := tr.pending(); lost {
 			if err := tr.settle(ctx); err != nil {
@@ -114,11 +120,12 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		t0 := time.Now()
 		k0, b0 := cp.st.snapshot()
 		keys, full := tr.take()
+		thisLarge := withLarge || full
 		var err error
 		if full {
 			err = m.fullRound(ctx, cp, pr)
 		} else {
-			err = m.changedRound(ctx, cp, keys, true)
+			err = m.changedRound(ctx, cp, keys, true, thisLarge)
 		}
 		if err != nil {
 			return err
@@ -128,6 +135,7 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 			if err := tr.restart(ctx, err); err != nil {
 				return err
 			}
+			prev, inStage, withLarge, compared = -1, 0, true, false
 			continue
 		}
 		if err := m.verifyChunked(ctx, cp, tr); err != nil {
@@ -136,26 +144,43 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if err := m.checkRecord(ctx, cp.src); err != nil {
 			return err
 		}
-		n, _ := tr.pending()
+		n := tr.pendingWhere(func(k string) bool { return !cp.isLarge(k) })
 		k1, b1 := cp.st.snapshot()
 		d := time.Since(t0)
-		m.say("round %d: %d keys (%s) in %v, %.0f keys/s; %d keys changed meanwhile", rep.Rounds, k1-k0, byteSize(b1-b0),
-			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
-		if n <= m.tailKeys() || (prev >= 0 && round >= 3 && n*5 > prev*4) {
-			est, keys := cp.holdEstimate(tr)
-			if est <= m.maxHold() {
-				return nil
-			}
-			if over++; over >= maxOver {
-				return fmt.Errorf("%w: the large keys %s changed in every round: comparing them under the hold would take about %v, past --max-hold %v. "+
-					"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
-					"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
-					ErrMove, strings.Join(keys, ", "), est.Round(time.Millisecond), m.maxHold(), cp.src.Name)
-			}
-			m.say("the large keys %s changed during the round: comparing them under the hold would take about %v, past --max-hold %v; copying again",
-				strings.Join(keys, ", "), est.Round(time.Millisecond), m.maxHold())
+		what := "keys"
+		if thisLarge {
+			what = "keys, large ones too"
 		}
+		m.say("round %d: %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile", rep.Rounds, k1-k0, what, byteSize(b1-b0),
+			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
+		inStage++
+		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4)
 		prev = n
+		withLarge = false
+		if thisLarge && !full {
+			compared = true
+		}
+		switch {
+		case !converged:
+			continue
+		case !compared:
+			// The small keys converged: a round for the large keys next.
+			withLarge, prev, inStage = true, -1, 0
+			continue
+		}
+		est, large := cp.holdEstimate(tr)
+		if est <= m.maxHold() {
+			return nil
+		}
+		if over++; over >= maxOver {
+			return fmt.Errorf("%w: the large keys %s changed in every round: comparing them under the hold would take about %v, past --max-hold %v. "+
+				"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
+				"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
+				ErrMove, strings.Join(large, ", "), est.Round(time.Millisecond), m.maxHold(), cp.src.Name)
+		}
+		m.say("the large keys %s changed during the round: comparing them under the hold would take about %v, past --max-hold %v; copying again",
+			strings.Join(large, ", "), est.Round(time.Millisecond), m.maxHold())
+		withLarge, prev, inStage = true, -1, 0
 	}
 	return nil
 }
@@ -195,11 +220,27 @@ func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
 	return m.copyLarge(ctx, cp, large, true)
 }
 
-// changedRound copies the keys that changed.
-func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, throttle bool) error {
+// changedRound copies the keys that changed; the large ones only
+// withLarge (else they count as changed again, for a later round).
+func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, throttle, withLarge bool) error {
+	if !withLarge {
+		var small []string
+		for _, k := range keys {
+			if cp.isLarge(k) {
+				cp.tr.markChanged([]string{k})
+			} else {
+				small = append(small, k)
+			}
+		}
+		keys = small
+	}
 	large, err := cp.copyKeys(ctx, keys, throttle)
 	if err != nil {
 		return err
+	}
+	if !withLarge {
+		cp.tr.markChanged(large)
+		return nil
 	}
 	return m.copyLarge(ctx, cp, large, throttle)
 }
@@ -329,7 +370,7 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 		}
 		taken = append(taken, keys...)
 		rep.TailKeys += len(keys)
-		if err := m.changedRound(hctx, cp, keys, false); err != nil {
+		if err := m.changedRound(hctx, cp, keys, false, true); err != nil {
 			return late(err)
 		}
 		// Keys copied in chunks under the hold are compared now: the

@@ -246,6 +246,24 @@ func (t *tracker) pending() (int, bool) {
 	return len(t.dirty), t.full || t.lost != nil
 }
 
+// pendingWhere is the number of keys changed since the last take for which
+// keep holds.
+func (t *tracker) pendingWhere(keep func(string) bool) int {
+	t.mu.Lock()
+	keys := make([]string, 0, len(t.dirty))
+	for k := range t.dirty {
+		keys = append(keys, k)
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if keep(k) {
+			n++
+		}
+	}
+	return n
+}
+
 // changed reports whether key changed since the last take.
 func (t *tracker) changed(key string) bool {
 	t.mu.Lock()
