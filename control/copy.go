@@ -333,7 +333,8 @@ func (c *copier) isLarge(k string) bool {
 
 // holdEstimate is how long the large keys that changed since the last take
 // would take to compare under the hold (largeParallel at once), from how
-// long each took last time, and their names.
+// long each took last time (cutHold when a hold was released before one
+// was compared), and their names.
 func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 	c.mu.Lock()
 	last := maps.Clone(c.lastSync)
@@ -344,16 +345,24 @@ func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 	c.mu.Unlock()
 	var sum, top time.Duration
 	var keys []string
+	cut := false
 	for _, k := range big {
 		if !tr.changed(k) {
 			continue
 		}
+		keys = append(keys, k)
 		d := last[k]
+		if d == cutHold {
+			cut = true
+			continue
+		}
 		sum += d
 		top = max(top, d)
-		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	if cut {
+		return cutHold, keys
+	}
 	return max(top, sum/largeParallel), keys
 }
 

@@ -24,6 +24,8 @@ const (
 	maxRounds = 50
 	// maxHolds is how many holds a move tries before it gives up.
 	maxHolds = 3
+	// cutHold marks a large key whose comparison the hold's deadline cut.
+	cutHold = time.Duration(1<<63 - 1)
 	// maxOver is how many rounds may end with large keys too slow to
 	// compare under the hold before the move gives up.
 	maxOver = 5
@@ -172,14 +174,18 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if est <= m.maxHold() {
 			return nil
 		}
+		took := "about " + est.Round(time.Millisecond).String()
+		if est >= cutHold {
+			took = "longer than that (a hold was released before they were compared)"
+		}
 		if over++; over >= maxOver {
-			return fmt.Errorf("%w: the large keys %s changed in every round: comparing them under the hold would take about %v, past --max-hold %v. "+
+			return fmt.Errorf("%w: the large keys %s changed in every round; comparing them under the hold takes %s, past --max-hold %v. "+
 				"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
 				"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
-				ErrMove, strings.Join(large, ", "), est.Round(time.Millisecond), m.maxHold(), cp.src.Name)
+				ErrMove, strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.src.Name)
 		}
-		m.say("the large keys %s changed during the round: comparing them under the hold would take about %v, past --max-hold %v; copying again",
-			strings.Join(large, ", "), est.Round(time.Millisecond), m.maxHold())
+		m.say("the large keys %s changed during the round; comparing them under the hold takes %s, past --max-hold %v: copying again",
+			strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
 		withLarge, prev, inStage = true, -1, 0
 	}
 	return nil
@@ -270,7 +276,7 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throt
 				// hold (past --max-hold when the hold's deadline cut it).
 				d := time.Since(t0)
 				if ctx.Err() != nil {
-					d = m.maxHold() + time.Millisecond
+					d = cutHold
 				}
 				cp.mu.Lock()
 				cp.lastSync[k] = d
