@@ -106,19 +106,42 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	var err error
 	switch typ {
 	case "zset":
-		err = c.zchunks(ctx, c.src, k, func(batch [][]valkey.ZScore) error {
-			var cmds valkey.Commands
-			n := 0
-			for _, zs := range batch {
-				cmd := d.Zadd().Key(tmp).ScoreMember()
-				for _, z := range zs {
-					cmd = cmd.ScoreMember(z.Score, z.Member)
-					n += len(z.Member) + 8
-				}
-				cmds = append(cmds, cmd.Build())
+		// The reader runs ahead of the writes (one round trip of zdepth
+		// chunks each way at a time).
+		zctx, cancel := context.WithCancel(ctx)
+		z := c.newZstream(zctx, c.src, k, false)
+		var cmds valkey.Commands
+		n := 0
+		flush := func() error {
+			if len(cmds) == 0 {
+				return nil
 			}
-			return put(n, cmds...)
-		})
+			err := put(n, cmds...)
+			cmds, n = nil, 0
+			return err
+		}
+		for zs := range z.ch {
+			cmd := d.Zadd().Key(tmp).ScoreMember()
+			for _, e := range zs {
+				cmd = cmd.ScoreMember(e.Score, e.Member)
+				n += len(e.Member) + 8
+			}
+			cmds = append(cmds, cmd.Build())
+			if len(cmds) == zdepth {
+				if err = flush(); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			err = flush()
+		}
+		cancel()
+		for range z.ch {
+		}
+		if err == nil {
+			err = z.err
+		}
 	case "hash", "set":
 		var cursor uint64
 		for {

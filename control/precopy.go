@@ -257,7 +257,7 @@ func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, thr
 func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throttle bool) error {
 	large = slices.Compact(slices.Sorted(slices.Values(large)))
 	par := 1
-	if !throttle {
+	if !throttle || cp.lim == nil {
 		par = largeParallel
 	}
 	sem := make(chan struct{}, par)
