@@ -44,9 +44,9 @@ type session struct {
 	addr string
 	log  *zap.Logger
 
-	st  rewrite.State
-	pol *rewrite.Policy // the policy of the current batch
-	fr  framer
+	st rewrite.State
+	v  view // what the current round decides under (plan.go)
+	fr framer
 
 	buf        []byte // read buffer; unread bytes are buf[start:end]
 	start, end int
@@ -62,7 +62,9 @@ type session struct {
 	cur     int       // the part the command being added goes to
 	spare   []*batch  // batches kept for reuse
 	routed  *Upstream // where the command being decided routes (route_session.go)
-	keyPos  []int     // key positions of the command being routed
+	keyPos  []int     // key positions of the command being planned
+	cmdKeys [][]byte  // its keys, found once (plan.go)
+	keyed   bool      // it routes by its keys (or is a script call)
 	slots   []rslot   // the current segment's replies, in command order
 	local   []byte    // the current segment's local replies
 	simple  bool      // one part, and every slot is its reply i, in order
@@ -265,13 +267,13 @@ func (s *session) round() (served int, err error) {
 			s.release() // hold.go: the round's replies are in
 		}
 	}()
-	s.pol = s.srv.policy.Load()
+	s.loadView() // plan.go: once per read
 	s.fr.reset()
 	s.fr.need = 0
 	s.began = time.Time{}
 	s.kind = batchLocal
 	for served < s.srv.opts.MaxPipeline && !s.closing && s.sub == nil {
-		s.fr.lim.Unauthenticated = len(s.pol.Users) > 0 && !s.st.Authenticated
+		s.fr.lim.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
 		case frameSkip:
@@ -288,8 +290,6 @@ func (s *session) round() (served int, err error) {
 		case frameOK:
 			if served == 0 {
 				s.began = time.Now()
-				s.st.Fenced = s.srv.fenced()
-				s.st.NoSub = s.srv.noSub()
 			}
 			s.start += n
 			served++
@@ -351,53 +351,30 @@ func (s *session) write() error {
 	return nil
 }
 
-// command decides one command and adds it to the current segment.
+// command plans one command (plan.go) and adds it to the current segment.
 func (s *session) command(f frame) {
 	s.lastArgs = f.args
-	d := rewrite.Decide(f.args, &s.st, s.pol)
-	if d.Reason == rewrite.ReasonWrongPass {
-		s.authFailed() // authlimit.go
+	var sp planStep
+	s.plan(f.args, &sp)
+	if sp.wait {
+		_ = s.waitHeld(f.args, &sp, s.flushHeld) // hold.go
 	}
-	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
-		// The server rejects an unknown command or a wrong number of
-		// arguments before it asks for authentication (queuecheck.go).
-		if reply, reason := s.srv.keys.commandError(f.args); reply != nil {
-			d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
-		}
+	if sp.authWait > 0 {
+		s.authDelay(sp.authWait) // authlimit.go
 	}
-	if s.st.InMulti {
-		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
-	}
-	s.shareRule(f.args, &d) // rule.go: the shared-connection rule
-	if s.srv.ctl != nil {
-		s.hold(f.args, &d) // hold.go: a queue that is moving waits
-	}
-	s.routed = s.routeDecision(f.args, &d)
-	if d.Effect == rewrite.Hello && d.Action == rewrite.Local {
-		// The server's own reply, with the session's id (dial.go). The
-		// first RESP3 client opens the RESP3 connections, whose boot
-		// brings the server's RESP3 reply.
-		u := s.route()
-		if d.Proto == 3 && !u.dialer.hello.has(3) {
-			u.replaced(s.srv.ctx, s.id, 3, nil)
-		}
-		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
-			d.Reply = r
-		}
-	}
-	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
-		d.Reply = s.clientList(d.List) // clientlist.go
-	}
-	s.srv.met.command(&d)
-	s.kind = max(s.kind, kindOf(&d))
+	d := &sp.d
+	s.routed = sp.up
+	s.localReply(d)
+	s.srv.met.command(d)
+	s.kind = max(s.kind, kindOf(d))
 	s.mute = s.rm.command(d.Effect)
-	audit := s.auditFor(f.args, &d)
+	audit := s.auditFor(f.args, d)
 
-	if s.st.InMulti && s.queueable(&d) {
-		s.tx.queue(s, f, &d, audit)
+	if s.st.InMulti && s.queueable(d) {
+		s.tx.queue(s, f, d, audit)
 		return
 	}
-	if d.Effect == rewrite.Exec && d.Action == rewrite.Pass && s.st.InMulti {
+	if sp.exec && d.Action == rewrite.Pass {
 		s.tx.exec(s, f, audit)
 		return
 	}
@@ -408,10 +385,38 @@ func (s *session) command(f frame) {
 			s.loadOnScripts(f) // a verb body: scripts nodes still run it
 		}
 	case rewrite.Pass, rewrite.Rewrite:
-		s.forward(f, &d, audit)
-		s.captureCommand(f, &d) // capture.go
+		s.forward(f, d, audit)
+		s.captureCommand(f, d) // capture.go
 	}
-	s.apply(f, &d)
+	s.apply(f, d)
+}
+
+// flushHeld sends the segment built so far before a held command waits.
+func (s *session) flushHeld() error {
+	s.flush()
+	return nil
+}
+
+// localReply completes a reply the proxy makes from what only it knows:
+// the server's HELLO reply with the session's id (dial.go; the first RESP3
+// client opens the RESP3 connections, whose boot brings the server's RESP3
+// reply), and CLIENT LIST of its own clients (clientlist.go).
+func (s *session) localReply(d *rewrite.Decision) {
+	if d.Action != rewrite.Local {
+		return
+	}
+	switch d.Effect {
+	case rewrite.Hello:
+		u := s.route()
+		if d.Proto == 3 && !u.dialer.hello.has(3) {
+			u.replaced(s.srv.ctx, s.id, 3, nil)
+		}
+		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
+			d.Reply = r
+		}
+	case rewrite.ClientList:
+		d.Reply = s.clientList(d.List) // clientlist.go
+	}
 }
 
 // queueable reports whether a command decided inside MULTI is queued.
@@ -434,8 +439,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.tx.clear(s)
 		s.closePinned()
 		s.resetState()
-		s.st.Fenced = s.srv.fenced()
-		s.st.NoSub = s.srv.noSub()
+		s.loadView()
 	case rewrite.Auth:
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:
@@ -502,7 +506,7 @@ func (s *session) route() *Upstream {
 	if s.routed != nil {
 		return s.routed
 	}
-	return s.srv.routes.Load().def
+	return s.v.routes.def
 }
 
 // forward adds a forwarded command to the segment for its connection.

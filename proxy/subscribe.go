@@ -357,6 +357,7 @@ func (s *session) serveSubscribed() (err error) {
 func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 	sub := s.sub
 	s.fr.reset()
+	s.loadView() // plan.go: once per read, as in normal service
 	for {
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
@@ -381,6 +382,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			s.start += n
 			if err := s.bridged(f, out); err != nil {
 				return false, false, err
+			}
+			if s.closing { // authlimit.go: after the reply
+				return false, true, sub.finishWith(out, nil)
 			}
 			continue
 		}
@@ -559,53 +563,47 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	if s.began.IsZero() {
 		s.began = time.Now()
 	}
-	s.st.Fenced = s.srv.fenced()
 	s.lastArgs = f.args
-	d := rewrite.Decide(f.args, &s.st, s.pol)
-	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
-		d.Reply = s.clientList(d.List) // clientlist.go
+	var sp planStep
+	s.plan(f.args, &sp) // plan.go: the same plan as in normal service
+	if sp.wait {
+		if err := s.waitHeld(f.args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
+			return err
+		}
 	}
-	if s.st.InMulti {
-		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	if sp.authWait > 0 {
+		s.authDelay(sp.authWait) // authlimit.go
+		if s.silent {
+			return errClose
+		}
 	}
-	s.shareRule(f.args, &d) // rule.go: the same rule on the client's own connection
+	d := &sp.d
+	s.routed = sp.up
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
-		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
+		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
 	}
-	s.srv.met.command(&d)
-	audit := s.auditFor(f.args, &d)
+	s.localReply(d)
+	s.srv.met.command(d)
+	audit := s.auditFor(f.args, d)
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
-	forwarded := d.Action == rewrite.Pass || d.Action == rewrite.Rewrite
-	var admitted *ctlState
-	if forwarded && (len(s.srv.ups) > 1 || s.srv.ctl != nil) {
-		qs := s.commandQueues(f.args)
-		if s.st.InMulti && d.Effect != rewrite.Exec {
-			// Checked now for routing, and again at EXEC, when it is sent.
-			s.tx.noteQueues(qs)
-		} else if d.Effect == rewrite.Exec {
-			qs = append(qs, s.tx.queues...)
+	forwarded := sp.forwards()
+	if len(s.adm.states) > 0 {
+		if s.st.InMulti && !sp.exec {
+			s.release() // queued, not sent: admitted at EXEC
+		} else {
+			// Counted in flight until its reply is in: the control loop
+			// acknowledges a hold only once nothing admitted before it waits.
+			defer func() {
+				if err == nil {
+					err = s.bridgeBarrier(out)
+				}
+				s.release()
+			}()
 		}
-		if admitted = s.bridgeAdmit(qs, &d); d.Action == rewrite.Refuse {
-			forwarded = false
-		}
-		if admitted != nil && s.st.InMulti && d.Effect != rewrite.Exec {
-			admitted.inflight.Add(-1) // queued, not sent: admitted at EXEC
-			admitted = nil
-		}
-	}
-	if admitted != nil {
-		// Counted in flight until its reply is in: the control loop
-		// acknowledges a hold only once nothing admitted before it waits.
-		defer admitted.inflight.Add(-1)
-		defer func() {
-			if err == nil {
-				err = s.bridgeBarrier(out)
-			}
-		}()
 	}
 	switch {
-	case s.st.InMulti && forwarded && d.Effect == rewrite.Exec:
+	case sp.exec && forwarded:
 		// Every reply before the unit is relayed first; then the relay
 		// drops MULTI's and each queued command's.
 		if err := s.bridgeBarrier(out); err != nil {
@@ -626,8 +624,9 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.st.MultiAborted = true
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
-		s.tx.buf = encode(s.tx.buf, f, &d)
+		s.tx.buf = encode(s.tx.buf, f, d)
 		s.tx.n++
+		s.tx.noteRoute(s, d)
 		s.relayed(audit)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
@@ -648,7 +647,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
 		}
-		return sub.add(out, f, &d)
+		return sub.add(out, f, d)
 	}
 	switch {
 	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
@@ -674,39 +673,9 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	case rewrite.Discard:
 		s.endBridgedMulti()
 	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
-		s.apply(f, &d)
+		s.apply(f, d)
 	}
 	return nil
-}
-
-// bridgeAdmit applies routing and the control table to a bridged client's
-// forwarded command: it is served by the upstream the client was bridged
-// to only, so a command for a queue routed elsewhere is refused; with the
-// control table on, a command for a held queue (or one whose node's lease
-// lapsed) gets TRYAGAIN at once, without waiting (a bridged client's
-// connection cannot wait without holding its pushes back), and an admitted
-// one is returned's state, counted in flight (the caller uncounts it).
-func (s *session) bridgeAdmit(qs [][]byte, d *rewrite.Decision) *ctlState {
-	if len(qs) == 0 {
-		return nil
-	}
-	r := s.srv.routes.Load()
-	for _, q := range qs {
-		if u := r.forQueue(q); u != s.sub.u {
-			s.crossRoute(d, "queue "+string(q)+" routes to upstream "+u.name+
-				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only")
-			return nil
-		}
-	}
-	if s.srv.ctl == nil {
-		return nil
-	}
-	st, q, up := s.admit(qs)
-	if q != nil {
-		s.refuseHeld(d, q, up)
-		return nil
-	}
-	return st
 }
 
 // endBridgedMulti ends a bridged client's transaction.
