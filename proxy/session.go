@@ -164,7 +164,7 @@ func (s *session) cleanup() {
 		s.blocker = nil
 	}
 	if s.sub != nil { // entered subscribe mode, never served
-		_ = s.sub.nc.Close()
+		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
 }

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -169,26 +167,13 @@ type subscriber struct {
 	pendHeld int64 // what pending holds of the memory budget (under mu)
 }
 
-// dialSubscriber opens the upstream connection for a subscribing client.
-func (u *Upstream) dialSubscriber(ctx context.Context, proto int) (net.Conn, *bufio.Reader, error) {
-	if !u.Fenced() {
-		return nil, nil, fmt.Errorf("%w: not fenced", ErrUnavailable)
-	}
-	nc, br, fenceErr, err := u.dialer.dial(ctx, proto)
-	if err != nil {
-		u.met.upstreamError(u.name, errKind(err, fenceErr))
-		return nil, nil, err
-	}
-	return nc, br, nil
-}
-
 // startSubscribe handles a subscribe command decided outside subscribe
 // mode: the commands before it are answered first, then the session's loop
 // stops and serveSubscribed takes over (s.sub is set). When the upstream
 // connection cannot be opened the command gets the unavailable error.
 func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	s.flush()
-	nc, br, err := u.dialSubscriber(s.srv.ctx, s.proto())
+	nc, br, err := u.own(s.srv.ctx, s.proto()) // owned.go
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.unavailable(), audit)
@@ -526,7 +511,7 @@ func (sub *subscriber) failure() error {
 // writer, dropping what it still holds when abort is set (the client is
 // being closed).
 func (sub *subscriber) stop(abort bool) {
-	_ = sub.nc.Close()
+	sub.u.disown(sub.nc)
 	<-sub.ended
 	if abort {
 		_ = sub.s.nc.Close()
