@@ -294,3 +294,36 @@ func TestRESP3BridgedRouting(t *testing.T) {
 		t.Errorf("the module node holds %q", got)
 	}
 }
+
+// TestRESP3SubscriberBackToRESP2: a RESP3 client that subscribed,
+// unsubscribed from everything and switched back with HELLO 2 gets RESP2
+// replies, as from the server directly: the bridge ends with the switch.
+func TestRESP3SubscriberBackToRESP2(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		direct := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+		behind := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+		h := startProxy(t, behind, nil)
+		steps := [][]string{
+			cmd("HSET", "h", "f", "1", "g", "2"), cmd("HELLO", "3"), cmd("SUBSCRIBE", "ch"), cmd("UNSUBSCRIBE"),
+			cmd("HELLO", "2"), cmd("HGETALL", "h"), cmd("GET", "missing"),
+		}
+		run := func(addr string) []string {
+			c := dial(t, addr)
+			var out []string
+			for _, st := range steps {
+				out = append(out, helloIDField.ReplaceAllString(string(c.do(st...).got), "id#"))
+			}
+			return out
+		}
+		want, got := run(direct.Addr), run(h.addr)
+		for i := range steps {
+			if want[i] != got[i] {
+				t.Errorf("%q:\n direct %q\n proxy  %q", steps[i], want[i], got[i])
+			}
+		}
+		if got[5] != "*4\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n" {
+			t.Errorf("HGETALL after HELLO 2: %q, want a RESP2 array", got[5])
+		}
+		poll(t, "the bridge's connection to be given back", func() bool { return h.srv.Upstream().owned.len() == 0 })
+	})
+}

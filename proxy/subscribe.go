@@ -54,20 +54,20 @@ import (
 // (nothing runs but the subscribe commands and PING) and are not audited.
 //
 // A RESP3 client (HELLO 3) is bridged the same way when it subscribes or
-// turns CLIENT TRACKING on, and stays bridged until RESET or the end of its
-// connection: in RESP3 a subscribed or tracking client may send any
+// turns CLIENT TRACKING on, and stays bridged until RESET, HELLO 2 once it
+// is subscribed to nothing and does not track, or the end of its connection
+// (bridge.go): in RESP3 a subscribed or tracking client may send any
 // command, and the server's pushes (messages, invalidations) arrive on its
-// own connection between the replies. Every command is then decided as in
-// normal service (rewrite.Decide: rewrites, refusals, the version key,
-// audit records, whose reply field says "relayed" for what the server
-// answered) and sent on the client's own connection, whose replies and
-// pushes the relay passes on in the server's order; a reply the proxy makes
-// itself goes after a barrier, so it keeps its place. Transactions, WATCH
-// and blocking commands run on the server as they would on a direct
-// connection (the connection is the client's own); a command the proxy
-// refuses inside MULTI makes EXEC answer EXECABORT, with the server's
-// transaction discarded. A bridged client cannot switch protocol (HELLO 2
-// is refused).
+// own connection between the replies. Every command is then planned as in
+// normal service (plan.go: rewrites, refusals, the version key, routing,
+// the control table, audit records, whose reply field says "relayed" for
+// what the server answered) and sent on the client's own connection, whose
+// replies and pushes the relay passes on in the server's order; a reply the
+// proxy makes itself goes after a barrier, so it keeps its place.
+// Transactions, WATCH and blocking commands run on the server as they would
+// on a direct connection (the connection is the client's own); a command
+// the proxy refuses inside MULTI makes EXEC answer EXECABORT, with the
+// server's transaction discarded.
 //
 // A slow subscriber is bounded: the relay keeps reading the upstream, and
 // the replies waiting for the client may take Options.MaxReplyBytes; past
@@ -132,12 +132,15 @@ type subscriber struct {
 	u     *Upstream
 	nc    net.Conn // the upstream connection
 	rr    replyReader
-	first []byte       // the command that entered subscribe mode
-	max   int          // cap on the bytes waiting for the client
-	acct  replyAcct    // what the relay's chunk holds of the memory budget (the relay's)
-	resp3 bool         // a RESP3 client: bridged for good (see below)
-	swapN atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
+	first []byte    // the command that entered subscribe mode
+	max   int       // cap on the bytes waiting for the client
+	acct  replyAcct // what the relay's chunk holds of the memory budget (the relay's)
+	resp3 bool      // a RESP3 client: bridged (bridge.go)
+	// tracking: the client turned CLIENT TRACKING on (changed only by the
+	// session's goroutine).
+	tracking bool
+	swapN    atomic.Int32 // len(swaps), read by the relay without the lock
+	swaps    [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
 	// muted: the relay drops the replies (not the pushes) while the
 	// client's CLIENT REPLY mode silences them (clientreply.go); changed
 	// only after a barrier. skipFirst: a SKIP silences the command that
@@ -200,6 +203,7 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
+	sub.tracking, _ = trackingSwitch(f.args)
 	sub.muted.Store(s.mute)
 	sub.skipFirst = s.mute && !s.rm.muted()
 	if sub.resp3 {
@@ -365,7 +369,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		kind := subKindOf(f.args[0])
 		if sub.resp3 && kind == subOther {
 			s.start += n
-			if err := s.bridged(f, out); err != nil {
+			if err := s.bridged(f, out); errors.Is(err, errBridgeLeft) {
+				return true, false, nil
+			} else if err != nil {
 				return false, false, err
 			}
 			if s.closing { // authlimit.go: after the reply
@@ -524,201 +530,4 @@ func (sub *subscriber) stop(abort bool) {
 	mem.give(sub.pendHeld)
 	sub.pendHeld = 0
 	sub.mu.Unlock()
-}
-
-// replyRelayed is the audit record's reply kind for a command the server
-// answered on a bridged connection: the relay passes replies on unframed.
-const replyRelayed = "relayed"
-
-// replyBridgedHello refuses a protocol switch on a bridged connection.
-var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; RESET first\r\n")
-
-// bridged decides one command of a bridged RESP3 client (see above) and
-// appends what goes to the server to *out, or sends what is there and
-// hands a local reply to the writer in its place.
-//
-// A transaction is queued by the proxy in the session's transaction, as in
-// normal service (each +OK and +QUEUED after a barrier, so it keeps its
-// place), and EXEC sends MULTI,
-// the queued commands and EXEC as one unit after a barrier: the relay then
-// drops the server's replies to MULTI and the queued commands, which the
-// client already had from the proxy, and passes EXEC's on.
-func (s *session) bridged(f frame, out *[]byte) (err error) {
-	sub := s.sub
-	if s.began.IsZero() {
-		s.began = time.Now()
-	}
-	s.lastArgs = f.args
-	var sp planStep
-	s.plan(f.args, &sp) // plan.go: the same plan as in normal service
-	if sp.wait {
-		if err := s.waitHeld(f.args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
-			return err
-		}
-	}
-	if sp.authWait > 0 {
-		s.authDelay(sp.authWait) // authlimit.go
-		if s.silent {
-			return errClose
-		}
-	}
-	d := &sp.d
-	s.routed = sp.up
-	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
-		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
-	}
-	s.localReply(d)
-	s.srv.met.command(d)
-	audit := s.auditFor(f.args, d)
-	drop := s.rm.command(d.Effect)
-	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
-	forwarded := sp.forwards()
-	if len(s.adm.states) > 0 {
-		if s.st.InMulti && !sp.exec {
-			s.release() // queued, not sent: admitted at EXEC
-		} else {
-			// Counted in flight until its reply is in: the control loop
-			// acknowledges a hold only once nothing admitted before it waits.
-			defer func() {
-				if err == nil {
-					err = s.bridgeBarrier(out)
-				}
-				s.release()
-			}()
-		}
-	}
-	switch {
-	case sp.exec && forwarded:
-		// Every reply before the unit is relayed first; then the relay
-		// drops MULTI's and each queued command's.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		for range s.tx.n + 1 {
-			sub.swap(nil)
-		}
-		if err := s.sub.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
-			return err
-		}
-		*out = append(*out, f.raw...)
-		s.endBridgedMulti()
-		s.relayed(audit)
-		return nil
-	case s.st.InMulti && forwarded && !s.tx.room(s, f):
-		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
-		s.st.MultiAborted = true
-		return s.bridgeLocal(out, replyTxOverBudget, audit)
-	case s.st.InMulti && forwarded:
-		s.tx.buf = encode(s.tx.buf, f, d)
-		s.tx.n++
-		s.tx.noteRoute(s, d)
-		s.relayed(audit)
-		if d.Effect == rewrite.Wire6 {
-			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
-		}
-		if drop {
-			return nil
-		}
-		return s.bridgeLocal(out, replyQueued, -1)
-	case forwarded:
-		if skipped {
-			// Its one reply is the next after a barrier.
-			if err := s.bridgeBarrier(out); err != nil {
-				return err
-			}
-			sub.swap(nil)
-		}
-		s.relayed(audit)
-		if d.Effect == rewrite.Wire6 {
-			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
-		}
-		return sub.add(out, f, d)
-	}
-	switch {
-	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
-		// The replies before it keep their fate; the relay changes after.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		sub.muted.Store(s.rm.muted())
-	}
-	if drop || len(d.Reply) == 0 {
-		if audit >= 0 {
-			s.audits[audit].setReply(d.Reply, nil)
-		}
-	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
-		return err
-	}
-	switch d.Effect {
-	case rewrite.Multi:
-		s.st.InMulti, s.st.MultiAborted = true, false
-		s.tx.begin(s)
-	case rewrite.AbortMulti:
-		s.st.MultiAborted = true
-	case rewrite.Discard:
-		s.endBridgedMulti()
-	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
-		s.apply(f, d)
-	}
-	return nil
-}
-
-// endBridgedMulti ends a bridged client's transaction.
-func (s *session) endBridgedMulti() {
-	s.st.InMulti, s.st.MultiAborted = false, false
-	s.tx.clear(s)
-}
-
-// relayed notes on an audit record that the server's reply went to the
-// client unframed.
-func (s *session) relayed(audit int) {
-	if audit >= 0 {
-		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, s.sub.u.name
-	}
-}
-
-// bridgeBarrier sends what is in *out and waits until every reply to it has
-// been handed to the writer.
-func (s *session) bridgeBarrier(out *[]byte) error {
-	if err := s.sub.send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	_, err := s.sub.check(false)
-	return err
-}
-
-// bridgeLocal hands a reply the proxy makes to the client in its place
-// among the server's replies: after a barrier.
-func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
-	if audit >= 0 {
-		s.audits[audit].setReply(reply, nil)
-	}
-	if err := s.bridgeBarrier(out); err != nil {
-		return err
-	}
-	if !s.sub.publish(reply) {
-		return s.sub.failure()
-	}
-	return nil
-}
-
-// swap makes the relay answer reply in place of the server's next reply
-// (not a push) after those already to be swapped; nil drops it. Only after
-// a barrier: then the next replies are known.
-func (sub *subscriber) swap(reply []byte) {
-	sub.mu.Lock()
-	sub.swaps = append(sub.swaps, reply)
-	sub.swapN.Store(int32(len(sub.swaps)))
-	sub.mu.Unlock()
-}
-
-// nextSwap takes the reply to answer in place of the server's next one.
-func (sub *subscriber) nextSwap() []byte {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	r := sub.swaps[0]
-	sub.swaps = sub.swaps[1:]
-	sub.swapN.Store(int32(len(sub.swaps)))
-	return r
 }
