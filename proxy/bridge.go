@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"time"
 
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -37,8 +36,7 @@ var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 cl
 // the server's RESP2 HELLO reply, and the session leaves the bridge.
 func (s *session) leaveBridge(f frame, d *rewrite.Decision) error {
 	s.localReply(d)
-	s.srv.met.command(d)
-	audit := s.auditFor(f.args, d)
+	audit := s.observe(f.args, d) // observe.go
 	reply := d.Reply
 	if s.rm.command(d.Effect) {
 		reply = nil
@@ -66,9 +64,6 @@ func (s *session) leaveBridge(f frame, d *rewrite.Decision) error {
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f frame, out *[]byte) (err error) {
 	sub := s.sub
-	if s.began.IsZero() {
-		s.began = time.Now()
-	}
 	s.lastArgs = f.args
 	var sp planStep
 	s.plan(f.args, &sp) // plan.go: the same plan as in normal service
@@ -98,8 +93,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		}
 	}
 	s.localReply(d)
-	s.srv.met.command(d)
-	audit := s.auditFor(f.args, d)
+	audit := s.observe(f.args, d) // observe.go
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
 	forwarded := sp.forwards()
@@ -154,18 +148,23 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if on, ok := trackingSwitch(f.args); ok {
 			sub.tracking = on
 		}
-		if skipped {
-			// Its one reply is the next after a barrier.
+		if t := s.bridgeTap(f, d, skipped); t != nil {
+			// Its one reply is the next after a barrier (observe.go).
 			if err := s.bridgeBarrier(out); err != nil {
 				return err
 			}
-			sub.swap(nil)
+			sub.swapTap(*t)
 		}
 		s.relayed(audit)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
 		}
-		return sub.add(out, f, d)
+		if err := sub.add(out, f, d); err != nil {
+			return err
+		}
+		s.alsoLoad(f, d, sub.u, true) // observe.go
+		s.flushSide()
+		return nil
 	}
 	switch {
 	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
@@ -182,6 +181,8 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
 		return err
 	}
+	s.alsoLoad(f, d, nil, false) // observe.go
+	s.flushSide()
 	switch d.Effect {
 	case rewrite.Multi:
 		s.st.InMulti, s.st.MultiAborted = true, false
@@ -239,21 +240,34 @@ func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
 // swap makes the relay answer reply in place of the server's next reply
 // (not a push) after those already to be swapped; nil drops it. Only after
 // a barrier: then the next replies are known.
-func (sub *subscriber) swap(reply []byte) {
+func (sub *subscriber) swap(reply []byte) { sub.swapTap(tap{reply: reply}) }
+
+// swapTap makes the relay do t with the server's next reply (observe.go),
+// as swap.
+func (sub *subscriber) swapTap(t tap) {
 	sub.mu.Lock()
-	sub.swaps = append(sub.swaps, reply)
+	sub.swaps = append(sub.swaps, t)
 	sub.swapN.Store(int32(len(sub.swaps)))
 	sub.mu.Unlock()
 }
 
-// nextSwap takes the reply to answer in place of the server's next one.
-func (sub *subscriber) nextSwap() []byte {
+// nextSwap takes what to do with the server's next reply.
+func (sub *subscriber) nextSwap() tap {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	r := sub.swaps[0]
+	t := sub.swaps[0]
+	sub.swaps[0] = tap{}
 	sub.swaps = sub.swaps[1:]
 	sub.swapN.Store(int32(len(sub.swaps)))
-	return r
+	return t
+}
+
+// flushSide sends the side sends a bridged command added to the segment
+// (the SCRIPT LOAD fan-out) and drops their replies.
+func (s *session) flushSide() {
+	if len(s.parts) > 0 {
+		s.flush()
+	}
 }
 
 // trackingSwitch reports whether args is CLIENT TRACKING ON or OFF (ok),

@@ -266,15 +266,15 @@ func (s *session) loadOnScripts(f frame) {
 }
 
 // alsoSend adds f, as the client sent it, to the current segment's part
-// for the shared connection of every upstream to that wants it. No reply
-// slot is added: those replies are read and dropped. An upstream that is
-// down is skipped.
+// for the shared RESP2 connection (always open, unlike the RESP3 ones) of
+// every upstream to that wants it. No reply slot is added: those replies
+// are read and dropped. An upstream that is down is skipped.
 func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 	for _, u := range s.srv.ups {
 		if !to(u) {
 			continue
 		}
-		p := u.shared(s.id, s.proto())
+		p := u.shared(s.id, 2)
 		if p == nil {
 			continue
 		}

@@ -365,10 +365,8 @@ func (s *session) command(f frame) {
 	d := &sp.d
 	s.routed = sp.up
 	s.localReply(d)
-	s.srv.met.command(d)
-	s.kind = max(s.kind, kindOf(d))
+	audit := s.observe(f.args, d) // observe.go
 	s.mute = s.rm.command(d.Effect)
-	audit := s.auditFor(f.args, d)
 
 	if s.st.InMulti && s.queueable(d) {
 		s.tx.queue(s, f, d, audit)
@@ -381,9 +379,7 @@ func (s *session) command(f frame) {
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
 		s.addLocal(d.Reply, audit)
-		if d.Action == rewrite.Local && d.Script != nil && isScriptLoad(f.args) {
-			s.loadOnScripts(f) // a verb body: scripts nodes still run it
-		}
+		s.alsoLoad(f, d, nil, false) // observe.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(f, d, audit)
 		s.captureCommand(f, d) // capture.go
@@ -537,9 +533,7 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	}
 	b.n++
 	s.slots = append(s.slots, sl)
-	if isScriptLoad(f.args) && !ded {
-		s.loadEverywhere(f, u)
-	}
+	s.alsoLoad(f, d, u, !ded) // observe.go
 }
 
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin

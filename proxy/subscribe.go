@@ -140,7 +140,7 @@ type subscriber struct {
 	// session's goroutine).
 	tracking bool
 	swapN    atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps    [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
+	swaps    []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
 	// muted: the relay drops the replies (not the pushes) while the
 	// client's CLIENT REPLY mode silences them (clientreply.go); changed
 	// only after a barrier. skipFirst: a SKIP silences the command that
@@ -346,7 +346,8 @@ func (s *session) serveSubscribed() (err error) {
 func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 	sub := s.sub
 	s.fr.reset()
-	s.loadView() // plan.go: once per read, as in normal service
+	s.loadView()         // plan.go: once per read, as in normal service
+	s.began = time.Now() // the audit records' latency_us: from this read
 	for {
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {

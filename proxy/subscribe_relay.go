@@ -55,8 +55,10 @@ func (sub *subscriber) relay() {
 		}
 		fr := chunk[start:]
 		if fr[0] != '>' && sub.swapN.Load() > 0 {
-			// A reply the proxy answers in its place (bridged RESP3).
-			chunk = append(chunk[:start], sub.nextSwap()...)
+			// A reply the proxy answers in its place, patches or taps
+			// (bridged RESP3: observe.go).
+			t := sub.nextSwap()
+			chunk = append(chunk[:start], t.apply(fr)...)
 			fr = chunk[start:]
 			if len(fr) == 0 {
 				continue
