@@ -97,6 +97,20 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
 	forwarded := sp.forwards()
+	leg := sub
+	if forwarded && (!s.st.InMulti || sp.exec) {
+		// The leg to the command's upstream (legs.go), after every reply
+		// gathered for another one.
+		l, err := s.legFor(sp.up)
+		if err != nil {
+			s.release()
+			return s.bridgeLocal(out, sp.up.unavailable(), audit)
+		}
+		if err := s.toLeg(out, l); err != nil {
+			return err
+		}
+		leg = l
+	}
 	if len(s.adm.states) > 0 {
 		if s.st.InMulti && !sp.exec {
 			s.release() // queued, not sent: admitted at EXEC
@@ -119,14 +133,15 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 			return err
 		}
 		for range s.tx.n + 1 {
-			sub.swap(nil)
+			leg.swap(nil)
 		}
-		if err := s.sub.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+		if err := leg.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
 			return err
 		}
 		*out = append(*out, f.raw...)
 		s.endBridgedMulti()
-		s.relayed(audit)
+		sub.watchUp = nil // EXEC ends the WATCH
+		s.relayed(audit, leg.u)
 		return nil
 	case s.st.InMulti && forwarded && !s.tx.room(s, f):
 		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
@@ -136,7 +151,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.tx.buf = encode(s.tx.buf, f, d)
 		s.tx.n++
 		s.tx.noteRoute(s, d)
-		s.relayed(audit)
+		s.relayed(audit, sp.up)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
 		}
@@ -145,24 +160,38 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		}
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
-		if on, ok := trackingSwitch(f.args); ok {
-			sub.tracking = on
-		}
 		if t := s.bridgeTap(f, d, skipped); t != nil {
 			// Its one reply is the next after a barrier (observe.go).
 			if err := s.bridgeBarrier(out); err != nil {
 				return err
 			}
-			sub.swapTap(*t)
+			leg.swapTap(*t)
 		}
-		s.relayed(audit)
-		if d.Effect == rewrite.Wire6 {
+		s.relayed(audit, leg.u)
+		switch d.Effect {
+		case rewrite.Wire6:
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
+		case rewrite.Watch:
+			if sub.watchUp == nil {
+				sub.watchUp = leg.u // legs.go: the bridge is bound to it until EXEC
+			}
+		case rewrite.Unwatch:
+			sub.watchUp = nil
 		}
-		if err := sub.add(out, f, d); err != nil {
+		if err := leg.add(out, f, d); err != nil {
 			return err
 		}
-		s.alsoLoad(f, d, sub.u, true) // observe.go
+		if on, ok := trackingSwitch(f.args); ok {
+			// Every leg tracks as the client asked (legs.go).
+			sub.tracking, sub.trackRaw = on, nil
+			if on {
+				sub.trackRaw = append([]byte(nil), f.raw...)
+			}
+			if err := s.toOtherLegs(f.raw); err != nil {
+				return err
+			}
+		}
+		s.alsoLoad(f, d, leg.u, true) // observe.go
 		s.flushSide()
 		return nil
 	}
@@ -191,6 +220,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.st.MultiAborted = true
 	case rewrite.Discard:
 		s.endBridgedMulti()
+		sub.watchUp = nil
 	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
 		s.apply(f, d)
 	}
@@ -203,22 +233,25 @@ func (s *session) endBridgedMulti() {
 	s.tx.clear(s)
 }
 
-// relayed notes on an audit record that the server's reply went to the
-// client unframed.
-func (s *session) relayed(audit int) {
+// relayed notes on an audit record that the server's reply, from u, went
+// to the client unframed.
+func (s *session) relayed(audit int, u *Upstream) {
+	if u == nil {
+		u = s.sub.u
+	}
 	if audit >= 0 {
-		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, s.sub.u.name
+		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, u.name
 	}
 }
 
-// bridgeBarrier sends what is in *out and waits until every reply to it has
-// been handed to the writer.
+// bridgeBarrier sends what is in *out to the current leg (legs.go) and
+// waits until every reply to it has been handed to the writer.
 func (s *session) bridgeBarrier(out *[]byte) error {
-	if err := s.sub.send(*out); err != nil {
+	if err := s.sub.cur.send(*out); err != nil {
 		return err
 	}
 	*out = (*out)[:0]
-	_, err := s.sub.check(false)
+	_, err := s.sub.cur.check(false)
 	return err
 }
 

@@ -277,22 +277,62 @@ func TestRESP3BadInputMatchesTheServer(t *testing.T) {
 	}
 }
 
-// TestRESP3BridgedRouting: a bridged client is served by the upstream it
-// was bridged to; a command for a queue routed elsewhere is refused with
-// the reason, and nothing of it is sent.
-func TestRESP3BridgedRouting(t *testing.T) {
-	r := startRouted(t)
-	c := r.dial()
-	c.do("HELLO", "3")
-	c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to module-a, the default route
-	c.do("SET", "emq:{quotes}:x", "1").is("+OK\r\n")
-	c.do("SET", "emq:{billing}:x", "1").hasPrefix("-CROSSROUTE queue billing routes to upstream scripts-b")
-	if got := nodeDo(t, r.scripts, "EXISTS", "emq:{billing}:x"); got != ":0\r\n" {
-		t.Errorf("the refused SET reached the scripts node: %q", got)
-	}
-	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$1\r\n1\r\n" {
-		t.Errorf("the module node holds %q", got)
-	}
+// TestRESP3BridgedClientReachesEveryRoute: a tracking client whose
+// default route is a scripts node (the bridge's first connection) enqueues
+// on a queue routed to the module node: planned and routed as in normal
+// service, over a connection of its own to the module node, which tracks
+// too; replies keep the client's order and both nodes' invalidations reach
+// it.
+func TestRESP3BridgedClientReachesEveryRoute(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		r := startRoutedOn(t, srv.Path, func(o *Options) {
+			o.Routes = []Route{{Queues: []string{"quotes*"}, Upstream: "module-a"}, {Queues: []string{"*"}, Upstream: "scripts-b"}}
+		})
+		enq, _ := testPolicy(t).Map.ByName("enqueue")
+		c := r.dial()
+		c.do("HELLO", "3").hasPrefix("%")
+		c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to scripts-b, the default route
+		c.do("EVALSHA", enq.SHA, "2", "emq:{quotes}:job:J1", "emq:{quotes}:pending", "J1", "hello").is(":1\r\n")
+		if st := nodeStats(t, r.module); st["emq.enqueue"] != 1 {
+			t.Errorf("the module node ran emq.enqueue %d times, want 1", st["emq.enqueue"])
+		}
+		if st := nodeStats(t, r.scripts); st["evalsha"] != 0 {
+			t.Errorf("the scripts node ran evalsha %d times", st["evalsha"])
+		}
+		// A pipeline across both nodes: replies in the client's order.
+		nodeDo(t, r.module, "SET", "emq:{quotes}:k", "m")
+		nodeDo(t, r.scripts, "SET", "emq:{billing}:k", "s")
+		c.send(cmd("GET", "emq:{quotes}:k"), cmd("GET", "emq:{billing}:k"), cmd("GET", "emq:{quotes}:k"), cmd("PING"))
+		c.readSkippingPushes().is("$1\r\nm\r\n")
+		c.readSkippingPushes().is("$1\r\ns\r\n")
+		c.readSkippingPushes().is("$1\r\nm\r\n")
+		c.readSkippingPushes().is("+PONG\r\n")
+		// Both nodes track the keys the client read there.
+		o := r.dial()
+		o.do("SET", "emq:{quotes}:k", "m2").is("+OK\r\n")
+		o.do("SET", "emq:{billing}:k", "s2").is("+OK\r\n")
+		seen := map[string]bool{}
+		for len(seen) < 2 {
+			p := string(c.read().got)
+			for _, k := range []string{"emq:{quotes}:k", "emq:{billing}:k"} {
+				if strings.HasPrefix(p, ">2\r\n$10\r\ninvalidate\r\n") && strings.Contains(p, k) {
+					seen[k] = true
+				}
+			}
+		}
+		// A WATCH binds the bridge to its node until EXEC.
+		c.do("WATCH", "emq:{quotes}:w").is("+OK\r\n")
+		c.do("MULTI").is("+OK\r\n")
+		c.do("SET", "emq:{billing}:x", "1").hasPrefix("-CROSSROUTE 'SET' routes to upstream scripts-b but WATCH pinned the connection to module-a")
+		c.do("EXEC").hasPrefix("-EXECABORT")
+		c.do("SET", "emq:{billing}:x", "2").is("+OK\r\n")
+		if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$1\r\n2\r\n" {
+			t.Errorf("scripts-b has %q", got)
+		}
+		if got := r.srv.Upstream().owned.len(); got == 0 {
+			t.Errorf("no owned connection on the first upstream")
+		}
+	})
 }
 
 // TestRESP3SubscriberBackToRESP2: a RESP3 client that subscribed,

@@ -15,7 +15,7 @@ const ReasonCrossRoute rewrite.Reason = "crossroute"
 //
 //   - keys that route to two upstreams, or a command routed away from the
 //     upstream the session is bound to (a WATCH pin, the transaction's
-//     earlier commands, a bridged connection), turn the decision into a
+//     earlier commands), turn the decision into a
 //     CROSSROUTE refusal (AbortMulti inside MULTI), so nothing of it is sent;
 //   - at EXEC the route is recomputed from the queues the transaction
 //     queued, under the routes of now: a queue that moved since goes to its
@@ -40,13 +40,6 @@ func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
 	case other != nil:
 		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.name+" and "+other.name+
 			"; emqproxy does not split one command across upstreams")
-		return nil
-	case bound != nil && keyed && u != bound && s.sub != nil:
-		what := "'" + cmdName(args) + "'"
-		if q := rewrite.Hashtag(first); q != nil {
-			what = "queue " + printable(q)
-		}
-		s.crossRoute(d, what+" routes to upstream "+u.name+"; "+why+" "+bound.name+" only")
 		return nil
 	case bound != nil && keyed && u != bound:
 		s.crossRoute(d, "'"+cmdName(args)+"' routes to upstream "+u.name+" but "+why+" "+bound.name+
@@ -97,13 +90,13 @@ func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
 			return nil
 		}
 		u = s.pinnedUp
-	case s.sub != nil:
-		if u != nil && u != s.sub.u {
+	case s.sub != nil && s.sub.watchUp != nil:
+		if u != nil && u != s.sub.watchUp {
 			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.name+
-				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only")
+				" but WATCH pinned the connection to "+s.sub.watchUp.name+"; emqproxy does not split a WATCH ... EXEC across upstreams")
 			return nil
 		}
-		u = s.sub.u
+		u = s.sub.watchUp
 	case u == nil:
 		u = r.def
 	}
@@ -116,13 +109,14 @@ func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
 }
 
 // bound returns the upstream the session is bound to, and why: the WATCH
-// pin's, the bridged connection's, or, inside MULTI, the transaction's.
+// pin's (a bridged client's WATCH leg's: legs.go), or, inside MULTI, the
+// transaction's.
 func (s *session) bound() (*Upstream, string) {
 	switch {
 	case s.pinned != nil && s.pinnedUp != nil:
 		return s.pinnedUp, "WATCH pinned the connection to"
-	case s.sub != nil:
-		return s.sub.u, "a subscribed or tracking RESP3 client is served by upstream"
+	case s.sub != nil && s.sub.watchUp != nil:
+		return s.sub.watchUp, "WATCH pinned the connection to"
 	case s.st.InMulti && s.tx.up != nil:
 		return s.tx.up, "the transaction's earlier commands route to"
 	}

@@ -136,11 +136,25 @@ type subscriber struct {
 	max   int       // cap on the bytes waiting for the client
 	acct  replyAcct // what the relay's chunk holds of the memory budget (the relay's)
 	resp3 bool      // a RESP3 client: bridged (bridge.go)
-	// tracking: the client turned CLIENT TRACKING on (changed only by the
-	// session's goroutine).
+	// tracking: the client turned CLIENT TRACKING on, with trackRaw the
+	// command as it sent it, for the legs opened after (changed only by
+	// the session's goroutine).
 	tracking bool
-	swapN    atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps    []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
+	trackRaw []byte
+	// The bridge's legs (legs.go): w is the subscriber whose writer every
+	// leg's relay hands to (itself for the bridge's first connection); legs
+	// the connections to other upstreams; cur the leg the commands being
+	// gathered go to; legDown a leg's relay ended; watchUp the upstream a
+	// WATCH went to, until EXEC, DISCARD or UNWATCH; setname names a leg's
+	// connection with the barrier's nonce.
+	w       *subscriber
+	legs    map[*Upstream]*subscriber
+	cur     *subscriber
+	legDown chan struct{}
+	watchUp *Upstream
+	setname []byte
+	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
+	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
 	// muted: the relay drops the replies (not the pushes) while the
 	// client's CLIENT REPLY mode silences them (clientreply.go); changed
 	// only after a barrier. skipFirst: a SKIP silences the command that
@@ -197,13 +211,17 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		wake:    make(chan struct{}, 1),
 		wrote:   make(chan struct{}),
 	}
+	sub.w, sub.cur = sub, sub
+	sub.legDown = make(chan struct{}, 1)
 	sub.acct.mem = s.srv.mem
 	sub.rr = replyReader{br: br, acct: &sub.acct}
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
-	sub.tracking, _ = trackingSwitch(f.args)
+	if on, _ := trackingSwitch(f.args); on {
+		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.raw...)
+	}
 	sub.muted.Store(s.mute)
 	sub.skipFirst = s.mute && !s.rm.muted()
 	if sub.resp3 {
@@ -213,6 +231,7 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		// the client's next command, and the connection is the client's
 		// own (its CLIENT SETNAME is answered by the proxy).
 		setname := "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n"
+		sub.setname = []byte(setname)
 		sub.first = append([]byte(setname), sub.first...)
 		sub.swap(nil)
 		sub.ping = []byte("*2\r\n$6\r\nCLIENT\r\n$7\r\nGETNAME\r\n")
@@ -279,7 +298,7 @@ func (s *session) serveSubscribed() (err error) {
 			if err != nil {
 				return err
 			}
-			if err := sub.send(out); err != nil {
+			if err := sub.cur.send(out); err != nil {
 				return err
 			}
 			out = out[:0]
@@ -333,6 +352,8 @@ func (s *session) serveSubscribed() (err error) {
 			}
 		case <-sub.ended:
 			return sub.failure()
+		case <-sub.legDown:
+			return sub.legFailure() // legs.go
 		case <-s.srv.ctx.Done():
 			return ErrServerClosed
 		}
@@ -364,10 +385,20 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
 			}
+			if err := s.toLeg(out, sub); err != nil { // legs.go
+				return false, false, err
+			}
 			return false, true, sub.finishWith(out, errReply)
 		}
 		s.lastArgs = f.args // CLIENT LIST's cmd
 		kind := subKindOf(f.args[0])
+		if kind != subOther {
+			// Subscribe commands, PING, QUIT and RESET are the bridge's
+			// first connection's (legs.go).
+			if err := s.toLeg(out, sub); err != nil {
+				return false, false, err
+			}
+		}
 		if sub.resp3 && kind == subOther {
 			s.start += n
 			if err := s.bridged(f, out); errors.Is(err, errBridgeLeft) {
@@ -376,6 +407,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 				return false, false, err
 			}
 			if s.closing { // authlimit.go: after the reply
+				if err := s.toLeg(out, sub); err != nil {
+					return false, false, err
+				}
 				return false, true, sub.finishWith(out, nil)
 			}
 			continue
@@ -509,7 +543,8 @@ func (sub *subscriber) failure() error {
 	default:
 		sub.u.met.upstreamError(sub.u.name, "lost")
 		s.log.Warn("subscriber upstream connection lost", zap.Error(sub.err))
-		sub.drain() // the client gets what the server sent, then the close
+		sub.w.stopRelays()
+		sub.w.drain() // the client gets what the server sent, then the close
 	}
 	return errClose
 }
@@ -518,15 +553,18 @@ func (sub *subscriber) failure() error {
 // writer, dropping what it still holds when abort is set (the client is
 // being closed).
 func (sub *subscriber) stop(abort bool) {
-	sub.u.disown(sub.nc)
-	<-sub.ended
+	sub.stopRelays()
 	if abort {
 		_ = sub.s.nc.Close()
 	}
 	sub.drain()
-	mem := sub.s.srv.mem // what the relay and the writer still hold
+	mem := sub.s.srv.mem // what the relays and the writer still hold
 	mem.give(sub.acct.held)
 	sub.acct.held = 0
+	for _, l := range sub.legs {
+		mem.give(l.acct.held)
+		l.acct.held = 0
+	}
 	sub.mu.Lock()
 	mem.give(sub.pendHeld)
 	sub.pendHeld = 0
