@@ -159,7 +159,7 @@ func TestDecisionsAreTheSameInEverySessionMode(t *testing.T) {
 				args: fixed("EVALSHA", strings.Repeat("0", 40), "0")},
 			{name: "SCRIPT LOAD", queue: "", kind: "local", want: "$40\r\n" + pauseSHA + "\r\n",
 				wantTx: "-EMQREFUSED emqproxy answers 'SCRIPT LOAD' itself and cannot queue it in MULTI",
-				args: fixed("SCRIPT", "LOAD", string(scripts.Body("pause"))),
+				args:   fixed("SCRIPT", "LOAD", string(scripts.Body("pause"))),
 				check: func(t *testing.T, r *routed, _ int64, mode string) {
 					want := "*1\r\n:1\r\n"
 					if mode == "transaction" {
