@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -34,7 +33,7 @@ const shrinkAfter = 64
 var errClose = errors.New("close")
 
 // session serves one client connection. Its goroutine is the only place
-// that knows about order: it reads a batch, decides each command, forwards
+// that knows about order: it reads a batch, plans each command, forwards
 // the forwarded ones as one batch per upstream connection, and writes every
 // reply in command order in one write.
 type session struct {
@@ -167,91 +166,6 @@ func (s *session) cleanup() {
 		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
-}
-
-// fill reads more client bytes, making room first.
-func (s *session) fill() error {
-	if err := s.room(); err != nil {
-		return err
-	}
-	s.readDeadline() // authlimit.go
-	if s.srv.closing.Load() {
-		return ErrServerClosed
-	}
-	n, err := s.nc.Read(s.buf[s.end:])
-	s.srv.met.bytesIn.Add(float64(n))
-	s.readFull = n > 0 && s.end+n == len(s.buf)
-	if n < len(s.buf)/4 {
-		s.smallReads++
-	} else {
-		s.smallReads = 0
-	}
-	s.end += n
-	if n > 0 {
-		return nil // bytes to frame; an error shows again on the next read
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) && s.authPending() && !time.Now().Before(s.authBy) {
-		s.authTimedOut()
-	}
-	return err
-}
-
-// room makes room in the read buffer for more client bytes: it moves the
-// unread bytes to the front, or grows the buffer (up to MaxQueryBuffer),
-// taking the bytes from the memory budget (budget.go), and waits for them
-// when the budget is short: the client is not read from meanwhile.
-func (s *session) room() error {
-	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.fr.need <= initialReadBuf {
-		// Shrink back after a big command (what follows it fits the
-		// initial buffer), releasing its bytes to the budget.
-		if _, err := s.resizeInput(initialReadBuf, true); err != nil {
-			return err
-		}
-	}
-	if s.start == s.end {
-		s.start, s.end = 0, 0
-		// Shrink back when the client's reads have become small next to
-		// a buffer grown for its pipelines.
-		if len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter {
-			if _, err := s.resizeInput(initialReadBuf, true); err != nil {
-				return err
-			}
-		}
-	}
-	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.opts.MaxQueryBuffer {
-		// The last read filled the buffer: the client pipelines more than
-		// it holds. Double it so the next pipeline arrives in one read
-		// (unless the budget is short: the pipeline then takes two).
-		s.readFull = false
-		if _, err := s.resizeInput(int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)), false); err != nil {
-			return err
-		}
-	}
-	if s.end == len(s.buf) {
-		if s.start > 0 {
-			s.end = copy(s.buf, s.buf[s.start:s.end])
-			s.start = 0
-		} else {
-			if int64(len(s.buf)) >= s.srv.opts.MaxQueryBuffer {
-				s.srv.met.rejected.WithLabelValues("query_buffer").Inc()
-				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
-				return errClose
-			}
-			// Grow to what the incomplete command is known to need (the
-			// budget holds its size: one allocation, no copies on the
-			// way), else geometrically as bytes arrive (a header line,
-			// at most MaxInline).
-			size := 2 * len(s.buf)
-			if s.fr.need > len(s.buf) {
-				size = s.fr.need
-			}
-			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
-			if _, err := s.resizeInput(size, true); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -503,121 +417,4 @@ func (s *session) route() *Upstream {
 		return s.routed
 	}
 	return s.v.routes.def
-}
-
-// forward adds a forwarded command to the segment for its connection.
-func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
-	u := s.route()
-	if d.Effect == rewrite.Subscribe {
-		s.startSubscribe(u, f, audit) // subscribe.go
-		return
-	}
-	p, ded := s.pipeFor(u, d)
-	if p == nil {
-		s.addLocal(u.unavailable(), audit)
-		return
-	}
-	s.target(u, p, ded)
-	b := s.parts[s.cur].b
-	b.encode(f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
-	if d.Effect == rewrite.ScriptExists {
-		sl.patch = f.args
-		s.simple = false
-	}
-	if s.mute {
-		s.simple = false
-	}
-	if s.cur != 0 || len(s.slots) != b.n {
-		s.simple = false
-	}
-	b.n++
-	s.slots = append(s.slots, sl)
-	s.alsoLoad(f, d, u, !ded) // observe.go
-}
-
-// pipeFor chooses the connection a forwarded command goes on: the WATCH pin
-// while there is one, a dedicated connection for WATCH and blocking
-// commands, else the shared one. nil when it is unavailable.
-func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
-	switch {
-	case s.pinned != nil:
-		if !u.Fenced() { // the probe found the fence broken since the pin
-			return nil, true
-		}
-		return s.pinned, true
-	case d.Effect == rewrite.Watch:
-		s.pinnedUp = u
-		s.st.Watching = true
-		return s.dedicated(u, &s.pinned), true
-	case d.Effect == rewrite.Blocking:
-		if s.blocker != nil && s.blockerUp != u {
-			s.blocker.close() // routed elsewhere now: a connection to the new upstream
-			s.blocker = nil
-		}
-		s.blockerUp = u
-		return s.dedicated(u, &s.blocker), true
-	}
-	p = u.shared(s.id, s.proto())
-	if p == nil && s.proto() == 3 {
-		// The RESP3 connections open for the first RESP3 client.
-		p = u.replaced(s.srv.ctx, s.id, 3, nil)
-	}
-	return p, false
-}
-
-// proto is the protocol the client speaks: 2 or 3.
-func (s *session) proto() int {
-	if s.st.Proto == 3 {
-		return 3
-	}
-	return 2
-}
-
-// encode appends a forwarded command's bytes to out: the client's bytes for
-// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
-func encode(out []byte, f frame, d *rewrite.Decision) []byte {
-	if d.Action != rewrite.Rewrite {
-		return append(out, f.raw...)
-	}
-	return append(encodeHead(out, f, d), f.tailFrom(d.Replace)...)
-}
-
-// encodeHead appends a rewritten command's head: its array header and
-// its new name, which the client's tail bytes follow.
-func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
-	tail := max(len(f.args)-d.Replace, 0)
-	out = redcon.AppendArray(out, 1+tail)
-	return redcon.AppendBulkString(out, d.Head)
-}
-
-// dedicated returns the client's own connection kept in *slot, opening it
-// when needed; nil when it cannot be opened.
-func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
-	if p := *slot; p != nil && p.failed() == nil && u.Fenced() {
-		return p
-	}
-	if *slot != nil {
-		(*slot).close()
-		*slot = nil
-	}
-	p, err := u.dedicated(s.srv.ctx, s.proto())
-	if err != nil {
-		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
-		return nil
-	}
-	*slot = p
-	return p
-}
-
-// closePinned releases the WATCH connection (closed, never reused: its
-// server-side state belongs to this client).
-func (s *session) closePinned() {
-	if s.pinned != nil {
-		s.pinned.close()
-		s.pinned = nil
-	}
-	s.pinnedUp = nil
-	s.unpin = false
-	s.st.Watching = false
 }
