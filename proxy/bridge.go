@@ -98,12 +98,23 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
 	forwarded := sp.forwards()
 	leg := sub
-	if forwarded && (!s.st.InMulti || sp.exec) {
+	sends := forwarded && (!s.st.InMulti || sp.exec)
+	if sends && isClientCaching(f.args) {
+		// For the leg of the client's next command (legs.go).
+		sub.caching = append(sub.caching[:0], f.raw...)
+		s.relayed(audit, nil)
+		return nil
+	}
+	if !sends {
+		s.flushCaching(out)
+	}
+	if sends {
 		// The leg to the command's upstream (legs.go), after every reply
 		// gathered for another one.
 		l, err := s.legFor(sp.up)
 		if err != nil {
 			s.release()
+			s.flushCaching(out)
 			return s.bridgeLocal(out, sp.up.unavailable(), audit)
 		}
 		if err := s.toLeg(out, l); err != nil {
@@ -132,6 +143,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
+		s.flushCaching(out)
 		for range s.tx.n + 1 {
 			leg.swap(nil)
 		}
@@ -178,6 +190,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		case rewrite.Unwatch:
 			sub.watchUp = nil
 		}
+		s.flushCaching(out)
 		if err := leg.add(out, f, d); err != nil {
 			return err
 		}

@@ -20,11 +20,31 @@ import (
 // arrival order. A leg opened while the client tracks gets the client's own
 // CLIENT TRACKING command first (its reply dropped), and a CLIENT TRACKING
 // the client sends later goes to every open leg, so each upstream
-// invalidates the keys the client read there. A WATCH binds the bridge to
+// invalidates the keys the client read there. A CLIENT CACHING (tracking
+// OPTIN or OPTOUT) applies to the connection's next command, so it is kept
+// and sent to the leg of the client's next command, just before it (its
+// reply keeps its place); when no command follows in the same read, it goes
+// to the current leg. A WATCH binds the bridge to
 // its leg's upstream until EXEC, DISCARD, UNWATCH or RESET (a key routed
 // elsewhere is refused with CROSSROUTE), as a WATCH pin does in normal
 // service. A leg whose connection fails closes the client, as the first
-// connection's does.
+// connection's does: its replies in flight are lost, and so would be the
+// invalidations of what the client read there (a client that reconnects
+// drops its cache).
+
+// isClientCaching reports whether args is CLIENT CACHING ...
+func isClientCaching(args [][]byte) bool {
+	return len(args) >= 2 && foldEq(args[0], "CLIENT") && foldEq(args[1], "CACHING")
+}
+
+// flushCaching adds a kept CLIENT CACHING to the commands gathered for the
+// current leg.
+func (s *session) flushCaching(out *[]byte) {
+	if sub := s.sub; len(sub.caching) > 0 {
+		*out = append(*out, sub.caching...)
+		sub.caching = sub.caching[:0]
+	}
+}
 
 // legFor returns the leg to u (nil: the default route's, the bridge's
 // first connection), opening it when needed.

@@ -367,3 +367,29 @@ func TestRESP3SubscriberBackToRESP2(t *testing.T) {
 		poll(t, "the bridge's connection to be given back", func() bool { return h.srv.Upstream().owned.len() == 0 })
 	})
 }
+
+// TestRESP3OptInCachingFollowsTheCommandsLeg: a tracking client in OPTIN
+// mode (valkey-go's default) sends CLIENT CACHING YES with a read of a key
+// routed away from its bridge's first connection: the read is tracked on
+// its own node, whose invalidation reaches the client, and the replies keep
+// their order.
+func TestRESP3OptInCachingFollowsTheCommandsLeg(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		r := startRoutedOn(t, srv.Path, func(o *Options) {
+			o.Routes = []Route{{Queues: []string{"quotes*"}, Upstream: "module-a"}, {Queues: []string{"*"}, Upstream: "scripts-b"}}
+		})
+		nodeDo(t, r.module, "SET", "emq:{quotes}:c", "1")
+		c := r.dial()
+		c.do("HELLO", "3").hasPrefix("%")
+		c.do("CLIENT", "TRACKING", "ON", "OPTIN").is("+OK\r\n") // bridged to scripts-b
+		c.send(cmd("CLIENT", "CACHING", "YES"), cmd("GET", "emq:{quotes}:c"))
+		c.read().is("+OK\r\n")
+		c.read().is("$1\r\n1\r\n")
+		r.dial().do("SET", "emq:{quotes}:c", "2").is("+OK\r\n")
+		c.read().is(">2\r\n$10\r\ninvalidate\r\n*1\r\n$14\r\nemq:{quotes}:c\r\n")
+		// Without CLIENT CACHING YES the read is not tracked.
+		c.do("GET", "emq:{quotes}:c").is("$1\r\n2\r\n")
+		r.dial().do("SET", "emq:{quotes}:c", "3").is("+OK\r\n")
+		c.do("PING").is("+PONG\r\n") // no invalidation before PONG
+	})
+}

@@ -153,6 +153,7 @@ type subscriber struct {
 	legDown chan struct{}
 	watchUp *Upstream
 	setname []byte
+	caching []byte       // a CLIENT CACHING kept for the next command's leg
 	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
 	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
 	// muted: the relay drops the replies (not the pushes) while the
@@ -377,6 +378,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			continue
 		case frameIncomplete:
 			s.fr.need = need
+			if sub.resp3 {
+				s.flushCaching(out) // legs.go: no command follows in this read
+			}
 			s.logAudits() // before the next read reuses the buffer
 			s.publish(time.Now())
 			return false, false, nil
@@ -384,6 +388,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
+			}
+			if sub.resp3 {
+				s.flushCaching(out) // legs.go
 			}
 			if err := s.toLeg(out, sub); err != nil { // legs.go
 				return false, false, err
@@ -395,6 +402,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 		if kind != subOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's
 			// first connection's (legs.go).
+			if sub.resp3 {
+				s.flushCaching(out)
+			}
 			if err := s.toLeg(out, sub); err != nil {
 				return false, false, err
 			}
