@@ -12,6 +12,11 @@
 //	                          epoch it applied, when it renewed, its lease)
 //	{emqproxy}:lease:<id>     a proxy's lease on the node: a key with an expiry
 //	{emqproxy}:move:<queue>   a move in progress (hash: from, to, epoch, step)
+//	{emqproxy}:moves          on a move's source: the queues with a record
+//	{emqproxy}:progress:<q>   a running move's progress (JSON, expiring)
+//	{emqproxy}:notify         on a move's source: the node's own
+//	                          notify-keyspace-events ("saved") and the moves
+//	                          that turned the notifications on
 //
 // Decisions:
 //
@@ -33,6 +38,16 @@
 //     queue is empty or has braces is skipped (Table.Skipped) and
 //     reported by whoever reads it; it never holds another queue. No
 //     client writes these keys through a proxy (proxy/rule.go).
+//   - The mover copies while the queue is served and holds it only for what
+//     changed last. The changes are learnt from the source node itself
+//     (keyspace notifications on the queue's hashtag, on a subscription of
+//     the mover's own), which sees every writer; a barrier message on the
+//     same subscription proves the record complete up to a point, and a
+//     lost subscription, a changed setting, a flush or a restart restarts
+//     the tracking with a full copy, never a silent miss.
+//   - No command the mover sends carries a large value: keys past
+//     DefaultLargeKey are copied in chunks into a temporary key renamed into
+//     place, and compared in chunks once there.
 //
 // The package speaks to nodes with valkey-go, the project's client.
 package control

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ var ErrMove = errors.New("queue move")
 
 // Steps of a move, as recorded in {emqproxy}:move:<queue> on the source.
 const (
+	StepCopying  = "copying"  // keys are copied while the queue is served (nothing held)
 	StepHeld     = "held"     // the queue is held on the source at Epoch
 	StepCopied   = "copied"   // every key is on the target, verified
 	StepFlipping = "flipping" // the flip began: it can only be completed
@@ -45,6 +45,26 @@ type Mover struct {
 	Replace, DeleteSource bool
 	// Wait bounds the wait for the proxies' acknowledgements.
 	Wait time.Duration
+	// HoldCopy holds the queue for the whole copy (every key with one
+	// DUMP/RESTORE under the hold, no tracking): for small queues, or a
+	// source that refuses CONFIG SET.
+	HoldCopy bool
+	// Rate paces the copy while the queue is served, in bytes of values
+	// per second (0: as fast as the nodes answer). Under the hold the copy
+	// is never paced.
+	Rate int64
+	// MaxHold bounds the copy under the hold: past it the queue is
+	// released and copied again while served (default DefaultMaxHold).
+	MaxHold time.Duration
+	// LargeKey is the MEMORY USAGE past which a key is copied in chunks
+	// (default DefaultLargeKey); Chunk the elements per command (default
+	// DefaultChunk); TailKeys the changed keys a round may leave for the
+	// hold (default DefaultTailKeys).
+	LargeKey int64
+	Chunk    int
+	TailKeys int
+	// ProgressEvery is how often progress is printed and stored (default 1s).
+	ProgressEvery time.Duration
 	// StopAfter, when set to a step, makes Run stop there as if killed
 	// (tests of --resume and --abort).
 	StopAfter string
@@ -52,15 +72,50 @@ type Mover struct {
 	Out io.Writer
 }
 
+func (m *Mover) largeKey() int64 {
+	if m.LargeKey > 0 {
+		return m.LargeKey
+	}
+	return DefaultLargeKey
+}
+
+func (m *Mover) maxHold() time.Duration {
+	if m.MaxHold > 0 {
+		return m.MaxHold
+	}
+	return DefaultMaxHold
+}
+
+func (m *Mover) tailKeys() int {
+	if m.TailKeys > 0 {
+		return m.TailKeys
+	}
+	return DefaultTailKeys
+}
+
 // Report is what a move did.
 type Report struct {
 	Queue, From, To string
+	HoldCopy        bool // the whole copy was made under the hold
 	HoldEpoch       int64
 	FlipEpoch       int64
-	Keys            int
+	Keys            int              // keys of the queue moved
+	Rows            int64            // of which job rows
 	Other           []string         // keys under the hashtag that are not job-core keys
-	Jobs            map[string]int64 // job rows by state
+	Jobs            map[string]int64 // jobs per state: the job-core sets' sizes at the flip
 	Held            time.Duration    // from the hold to the flip
+	HoldWork        time.Duration    // the copy under the hold, after every proxy acknowledged
+	PreCopy         time.Duration    // the copy while served, before the (last) hold
+	Rounds          int              // rounds of copy while served
+	Released        int              // holds released because their copy passed MaxHold
+	TailKeys        int              // keys copied under the hold
+	Copied          int64            // keys written (a key copied again counts again)
+	Bytes           int64            // bytes of values written
+	Chunked         int64            // keys copied in chunks
+	Longest         []RoundTrip      // the longest round trip to each node
+	Slowest         []SlowCommand    // the slowest command of the mover each node's SLOWLOG kept
+	Events          int64            // keyspace notifications received
+	Restarts        int              // times the tracking was lost and restarted
 	Acked           []string         // proxies that acknowledged the hold
 	WaitedOut       []string         // proxies whose lease expired instead
 	SourceDeleted   bool
@@ -68,14 +123,6 @@ type Report struct {
 
 // ErrStopped is returned by Run when StopAfter stopped it.
 var ErrStopped = errors.New("stopped")
-
-// record is a move in progress.
-type record struct {
-	from, to, step string
-	epoch          int64
-	replace        bool
-	started        int64 // unix ms of the hold
-}
 
 func (m *Mover) say(format string, args ...any) {
 	if m.Out != nil {
@@ -121,21 +168,6 @@ func (m *Mover) maxEpoch(ctx context.Context) int64 {
 	return top
 }
 
-// readRecord reads the move record of the queue on n (nil: none).
-func readRecord(ctx context.Context, n *Node, queue string) (*record, error) {
-	f, err := n.C.Do(ctx, n.C.B().Hgetall().Key(MoveKey(queue)).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", n.Name, err)
-	}
-	if len(f) == 0 {
-		return nil, nil
-	}
-	r := &record{from: f["from"], to: f["to"], step: f["step"], replace: f["replace"] == "1"}
-	r.epoch, _ = strconv.ParseInt(f["epoch"], 10, 64)
-	r.started, _ = strconv.ParseInt(f["started"], 10, 64)
-	return r, nil
-}
-
 // findRecord looks for the queue's move record on every node.
 func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
@@ -150,8 +182,10 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	return nil, nil
 }
 
-// Run starts a move: it validates the target, then holds, copies, verifies
-// and flips.
+// Run starts a move: it validates the target, copies every key while the
+// queue is served (tracking the source's changes), holds the queue for
+// what changed last, and flips; with HoldCopy it holds the queue for the
+// whole copy instead.
 func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	if m.Queue == "" || strings.ContainsAny(m.Queue, "{}") {
 		return nil, fmt.Errorf("%w: queue %q is not a queue name (no braces)", ErrMove, m.Queue)
@@ -189,8 +223,14 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	if err := m.validate(ctx, src, to); err != nil {
 		return nil, err
 	}
-	rec := &record{from: from, to: m.To, replace: m.Replace, epoch: m.maxEpoch(ctx) + 1, started: time.Now().UnixMilli()}
-	if err := m.hold(ctx, src, rec); err != nil {
+	now := time.Now().UnixMilli()
+	rec := &record{from: from, to: m.To, replace: m.Replace, holdCopy: m.HoldCopy, started: now}
+	if m.HoldCopy {
+		rec.epoch, rec.held = m.maxEpoch(ctx)+1, now
+		if err := m.hold(ctx, src, rec); err != nil {
+			return nil, err
+		}
+	} else if err := m.begin(ctx, src, rec); err != nil {
 		return nil, err
 	}
 	return m.complete(ctx, rec)
@@ -220,24 +260,18 @@ func (m *Mover) validate(ctx context.Context, src, to *Node) error {
 	return nil
 }
 
-// hold marks the queue held on the source at rec.epoch and records the move.
+// hold marks the queue held on the source at rec.epoch and records the
+// move at step held.
 func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
 	c := src.C
-	rep := "0"
-	if rec.replace {
-		rep = "1"
-	}
-	err := multi(ctx, c,
+	rec.step = StepHeld
+	cmds := valkey.Commands{
 		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: rec.epoch, State: Held, Owner: rec.from}.String()).Build(),
 		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(rec.epoch, 10)).Build(),
-		c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("from", rec.from).FieldValue("to", rec.to).
-			FieldValue("epoch", strconv.FormatInt(rec.epoch, 10)).FieldValue("step", StepHeld).
-			FieldValue("replace", rep).FieldValue("started", strconv.FormatInt(rec.started, 10)).Build(),
-	)
-	if err != nil {
+	}
+	if err := multi(ctx, c, append(cmds, recordCmds(c, m.Queue, rec)...)...); err != nil {
 		return fmt.Errorf("%w: holding on %s: %v", ErrMove, src.Name, err)
 	}
-	rec.step = StepHeld
 	m.say("held %s on %s at epoch %d", m.Queue, src.Name, rec.epoch)
 	return nil
 }
@@ -260,41 +294,53 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 	return m.complete(ctx, rec)
 }
 
-// complete runs the steps after the hold, from rec.step on.
+// complete runs the steps from rec.step on.
 func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 	src, dst := m.Nodes[rec.from], m.Nodes[rec.to]
-	rep := &Report{Queue: m.Queue, From: rec.from, To: rec.to, HoldEpoch: rec.epoch}
-	if err := m.stop(StepHeld); err != nil {
+	rep := &Report{Queue: m.Queue, From: rec.from, To: rec.to, HoldCopy: rec.holdCopy}
+	if rec.step == StepHeld && !rec.holdCopy {
+		// The changes made since the mover stopped are unknown: copying
+		// again while served keeps the hold short.
+		if err := m.release(ctx, src, rec); err != nil {
+			return rep, fmt.Errorf("%w: %v", ErrMove, err)
+		}
+		m.say("released %s on %s: copying again while it is served", m.Queue, src.Name)
+	}
+	switch rec.step {
+	case StepCopying:
+		if err := m.online(ctx, src, dst, rec, rep); err != nil {
+			return rep, err
+		}
+	case StepHeld:
+		if err := m.stop(StepHeld); err != nil {
+			return rep, err
+		}
+		if err := m.holdCopyAll(ctx, src, dst, rec, rep); err != nil {
+			return rep, err
+		}
+	case StepCopied, StepFlipping:
+		// The copy was verified before it was recorded; check which
+		// proxies acknowledged the hold again, and take its counts.
+		if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
+			return rep, err
+		}
+		rep.Keys, rep.Rows, rep.Other = int(rec.keys), rec.rows, rec.other
+	}
+	rep.HoldEpoch = rec.epoch
+	if err := m.stop(StepCopied); err != nil {
 		return rep, err
 	}
-	if rec.step == StepHeld {
-		if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
-			return rep, err
-		}
-		if err := m.copy(ctx, src, dst, rep); err != nil {
-			return rep, err
-		}
-		if err := src.C.Do(ctx, src.C.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopied).Build()).Error(); err != nil {
-			return rep, fmt.Errorf("%w: recording the copy on %s: %v", ErrMove, src.Name, err)
-		}
-		rec.step = StepCopied
-		if err := m.stop(StepCopied); err != nil {
-			return rep, err
-		}
-	} else if rec.step == StepCopied || rec.step == StepFlipping {
-		// The copy was verified before it was recorded; count what is
-		// there, and which proxies acknowledged the hold (a check again).
-		if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
-			return rep, err
-		}
-		if err := m.copyReport(ctx, src, rep); err != nil {
-			return rep, err
-		}
+	var err error
+	if rep.Jobs, err = jobCounts(ctx, src, m.Queue); err != nil {
+		return rep, err
 	}
 	if err := m.flip(ctx, src, dst, rec, rep); err != nil {
 		return rep, err
 	}
-	rep.Held = time.Since(time.UnixMilli(rec.started))
+	rep.Held = time.Since(time.UnixMilli(rec.held))
+	for _, n := range []*Node{src, dst} {
+		rep.Slowest = append(rep.Slowest, slowest(ctx, n, n.Opts.ClientName, time.UnixMilli(rec.started)))
+	}
 	if m.DeleteSource {
 		keys, err := scanQueue(ctx, src, m.Queue, 0)
 		if err == nil {
@@ -307,10 +353,61 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		rep.SourceDeleted = true
 		m.say("deleted %d keys of %s on %s", len(keys), m.Queue, src.Name)
 	}
-	if err := src.C.Do(ctx, src.C.B().Del().Key(MoveKey(m.Queue)).Build()).Error(); err != nil {
+	if err := multi(ctx, src.C, deleteRecordCmds(src.C, m.Queue)...); err != nil {
 		return rep, fmt.Errorf("%w: the move is done, removing its record on %s failed: %v", ErrMove, src.Name, err)
 	}
+	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
+		return rep, fmt.Errorf("%w: the move is done; %v", ErrMove, err)
+	}
 	return rep, nil
+}
+
+// holdCopyAll copies every key under the hold (HoldCopy): every proxy
+// acknowledges the hold, then one DUMP/RESTORE per key, each verified.
+func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
+	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	cp := newCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
+	if err := cp.wipeTarget(ctx); err != nil {
+		return err
+	}
+	err := scanEach(ctx, src, m.Queue, func(keys []string, _ float64) error {
+		_, err := cp.copyKeys(ctx, keys, false)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
+		return err
+	}
+	rec.step = StepCopied
+	rep.HoldWork = time.Since(t0)
+	m.fill(cp, nil, rep)
+	m.say("copied and verified %d keys of %s from %s to %s under the hold", rep.Keys, m.Queue, src.Name, dst.Name)
+	return nil
+}
+
+// jobCounts are the sizes of the queue's job-core sets on n.
+func jobCounts(ctx context.Context, n *Node, queue string) (map[string]int64, error) {
+	sets := jobCore[:5]
+	cmds := make(valkey.Commands, len(sets))
+	for i, s := range sets {
+		cmds[i] = n.C.B().Zcard().Key("emq:{" + queue + "}:" + s).Build()
+	}
+	out := map[string]int64{}
+	for i, r := range n.C.DoMulti(ctx, cmds...) {
+		v, err := r.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("%w: ZCARD %s on %s: %v", ErrMove, sets[i], n.Name, err)
+		}
+		if v > 0 {
+			out[sets[i]] = v
+		}
+	}
+	return out, nil
 }
 
 // waitAcks waits until every proxy registered on src acknowledged epoch or
@@ -358,103 +455,6 @@ func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Repor
 // jobCore are the suffixes of job-core keys under emq:{q}: (job-core.md).
 var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 
-// copy copies every key of the queue from src to dst (DUMP, PTTL; RESTORE
-// REPLACE with the remaining TTL; pipelined) and verifies each on dst.
-func (m *Mover) copy(ctx context.Context, src, dst *Node, rep *Report) error {
-	keys, err := scanQueue(ctx, src, m.Queue, 0)
-	if err != nil {
-		return fmt.Errorf("%w: scanning %s: %v", ErrMove, src.Name, err)
-	}
-	const chunk = 512
-	for lo := 0; lo < len(keys); lo += chunk {
-		part := keys[lo:min(lo+chunk, len(keys))]
-		cmds := make(valkey.Commands, 0, 2*len(part))
-		for _, k := range part {
-			cmds = append(cmds, src.C.B().Dump().Key(k).Build(), src.C.B().Pttl().Key(k).Build())
-		}
-		res := src.C.DoMulti(ctx, cmds...)
-		payloads := make([]string, len(part))
-		rcmds := make(valkey.Commands, 0, len(part))
-		for i, k := range part {
-			p, err := res[2*i].ToString()
-			if err != nil {
-				return fmt.Errorf("%w: DUMP %s on %s: %v", ErrMove, k, src.Name, err)
-			}
-			ttl, err := res[2*i+1].AsInt64()
-			if err != nil {
-				return fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, src.Name, err)
-			}
-			payloads[i] = p
-			rcmds = append(rcmds, dst.C.B().Restore().Key(k).Ttl(max(ttl, 0)).SerializedValue(p).Replace().Build())
-		}
-		for i, r := range dst.C.DoMulti(ctx, rcmds...) {
-			if err := r.Error(); err != nil {
-				return fmt.Errorf("%w: RESTORE %s on %s: %v", ErrMove, part[i], dst.Name, err)
-			}
-		}
-		vcmds := make(valkey.Commands, len(part))
-		for i, k := range part {
-			vcmds[i] = dst.C.B().Dump().Key(k).Build()
-		}
-		for i, r := range dst.C.DoMulti(ctx, vcmds...) {
-			p, err := r.ToString()
-			if err != nil {
-				return fmt.Errorf("%w: verifying %s on %s: %v", ErrMove, part[i], dst.Name, err)
-			}
-			if !bytes.Equal([]byte(p), []byte(payloads[i])) {
-				return fmt.Errorf("%w: verifying %s on %s: its value differs from the source's", ErrMove, part[i], dst.Name)
-			}
-		}
-	}
-	m.say("copied and verified %d keys of %s from %s to %s", len(keys), m.Queue, src.Name, dst.Name)
-	return m.countKeys(ctx, src, keys, rep)
-}
-
-// copyReport fills the report's counts from the source's keys (a resumed
-// move whose copy was done).
-func (m *Mover) copyReport(ctx context.Context, src *Node, rep *Report) error {
-	keys, err := scanQueue(ctx, src, m.Queue, 0)
-	if err != nil {
-		return fmt.Errorf("%w: scanning %s: %v", ErrMove, src.Name, err)
-	}
-	return m.countKeys(ctx, src, keys, rep)
-}
-
-// countKeys counts the keys, the job rows by state, and lists the keys that
-// are not job-core keys.
-func (m *Mover) countKeys(ctx context.Context, src *Node, keys []string, rep *Report) error {
-	rep.Keys = len(keys)
-	rep.Jobs = map[string]int64{}
-	prefix := "emq:{" + m.Queue + "}:"
-	var rows []string
-	for _, k := range keys {
-		suf := strings.TrimPrefix(k, prefix)
-		switch {
-		case strings.HasPrefix(suf, "job:"):
-			rows = append(rows, k)
-		case slices.Contains(jobCore, suf):
-		default:
-			rep.Other = append(rep.Other, k)
-		}
-	}
-	slices.Sort(rep.Other)
-	for lo := 0; lo < len(rows); lo += 1024 {
-		part := rows[lo:min(lo+1024, len(rows))]
-		cmds := make(valkey.Commands, len(part))
-		for i, k := range part {
-			cmds[i] = src.C.B().Hget().Key(k).Field("state").Build()
-		}
-		for _, r := range src.C.DoMulti(ctx, cmds...) {
-			st, err := r.ToString()
-			if err != nil {
-				st = "unknown"
-			}
-			rep.Jobs[st]++
-		}
-	}
-	return nil
-}
-
 // flip gives the queue to the target at a new epoch: recorded as flipping
 // on the source, written on the target, then on the source.
 func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
@@ -477,54 +477,6 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	}
 	rep.FlipEpoch = ep
 	m.say("flipped %s to %s at epoch %d", m.Queue, rec.to, ep)
-	return nil
-}
-
-// Abort rolls back a move that has not begun its flip: the queue is
-// released on the source at a new epoch and the keys copied to the target
-// are deleted (unless the move replaced keys the target had).
-func (m *Mover) Abort(ctx context.Context) error {
-	rec, err := m.findRecord(ctx)
-	if err != nil {
-		return err
-	}
-	if rec == nil {
-		// A hold without a record cannot be made by the mover; release it anyway.
-		owner, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
-		if err != nil {
-			return err
-		}
-		if e == nil || e.State != Held {
-			return fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
-		}
-		rec = &record{from: owner}
-	}
-	if rec.step == StepFlipping {
-		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", ErrMove, m.Queue, rec.to)
-	}
-	src := m.Nodes[rec.from]
-	if src == nil {
-		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", ErrMove, m.Queue, rec.from)
-	}
-	if dst := m.Nodes[rec.to]; dst != nil && !rec.replace {
-		keys, err := scanQueue(ctx, dst, m.Queue, 0)
-		if err == nil {
-			err = unlink(ctx, dst, keys)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: deleting the copied keys on %s: %v (the queue stays held; run --abort again)", ErrMove, dst.Name, err)
-		}
-		m.say("deleted %d copied keys of %s on %s", len(keys), m.Queue, dst.Name)
-	}
-	ep := m.maxEpoch(ctx) + 1
-	c := src.C
-	if err := multi(ctx, c,
-		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
-		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
-		c.B().Del().Key(MoveKey(m.Queue)).Build()); err != nil {
-		return fmt.Errorf("%w: releasing %s on %s: %v", ErrMove, m.Queue, src.Name, err)
-	}
-	m.say("aborted: %s released on %s at epoch %d", m.Queue, rec.from, ep)
 	return nil
 }
 

@@ -59,10 +59,24 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 			if e := t.Queues[q]; e.State == Owned && nodes[e.Owner] == nil {
 				fmt.Fprintf(tw, "  SKIPPED %q: owner %q is not an upstream of this configuration\n", q, e.Owner)
 			}
-			if rec, err := readRecord(ctx, n, q); err == nil && rec != nil {
-				fmt.Fprintf(tw, "  MOVE %s: %s -> %s, step %s, held at epoch %d since %v\n", q, rec.from, rec.to, rec.step, rec.epoch,
-					time.Duration(now-rec.started)*time.Millisecond)
+		}
+		for _, q := range movesOn(ctx, n, t) {
+			rec, err := readRecord(ctx, n, q)
+			if err != nil || rec == nil {
+				continue
 			}
+			line := fmt.Sprintf("  MOVE %s: %s -> %s, step %s, started %v ago", q, rec.from, rec.to, rec.step,
+				time.Duration(now-rec.started)*time.Millisecond)
+			if rec.step != StepCopying {
+				line += fmt.Sprintf(", held at epoch %d since %v", rec.epoch, time.Duration(now-rec.held)*time.Millisecond)
+			}
+			fmt.Fprintln(tw, line)
+			if p := readProgress(ctx, n, q); p != nil {
+				fmt.Fprintf(tw, "    progress (%v ago): %s\n", (time.Duration(now-p.Updated) * time.Millisecond).Round(time.Millisecond), p)
+			}
+		}
+		if s := notifyStatus(ctx, n); s != "" {
+			fmt.Fprintf(tw, "  %s\n", s)
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)

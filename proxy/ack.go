@@ -31,7 +31,15 @@ import (
 //     keeps the unavailable error, one lost in flight the lost error).
 //
 // One WAIT per batch, not per command: WAIT confirms everything the
-// connection wrote before it.
+// connection wrote before it. A write is a rewritten verb (EMQ.<VERB>), a
+// verb call passed as EVALSHA to a scripts node, a script call that is not
+// a declared read (EVAL_RO, EVALSHA_RO), a command the server's table
+// flags write, and EXEC of a transaction that queued one. While WAIT
+// confirms, each costs a round trip between the primary and its replicas,
+// during which it holds up the batches written after it on its connection
+// (measured in bench, "ack_replicas 1"). The commands of a RESP3 client the
+// proxy bridges (bridge.go) and of a client in RESP2 subscribe mode go on
+// its own connections and are not confirmed.
 //
 // While the replicas are short: the server serves a connection's commands
 // in order, so a WAIT that runs out its timeout holds up every command

@@ -137,8 +137,8 @@ func (s *session) logAudits() {
 		s.audits = s.audits[:0]
 	}()
 	digest := ""
-	if s.pol != nil && s.pol.Map != nil {
-		digest = s.pol.Map.Digest
+	if s.v.pol != nil && s.v.pol.Map != nil {
+		digest = s.v.pol.Map.Digest
 	}
 	core := s.audLog.core(s, digest)
 	if !core.Enabled(zapcore.InfoLevel) {

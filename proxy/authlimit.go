@@ -175,13 +175,12 @@ func sourceHost(addr string) string {
 	return addr
 }
 
-// authFailed counts a failed authentication of the session, delays its
-// reply as its address's count says, and closes the client at the
-// per-connection limit.
-func (s *session) authFailed() {
+// authFailed counts a failed authentication of the session and closes the
+// client at the per-connection limit (after its reply); it returns the
+// delay the reply waits, as its address's count says (authDelay).
+func (s *session) authFailed() time.Duration {
 	s.authFails++
-	now := time.Now()
-	wait := s.srv.fails.failed(sourceHost(s.addr), now, s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
+	wait := s.srv.fails.failed(sourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
 	if s.authFails >= s.srv.opts.MaxAuthFailures {
 		if !s.closing {
 			s.srv.met.rejected.WithLabelValues("auth_failures").Inc()
@@ -189,9 +188,13 @@ func (s *session) authFailed() {
 		}
 		s.closing = true // after its reply, delayed as every other
 	}
-	if wait <= 0 {
-		return
-	}
+	return wait
+}
+
+// authDelay waits the delay of a failed authentication before its reply;
+// past the authentication deadline the client is closed without one.
+func (s *session) authDelay(wait time.Duration) {
+	now := time.Now()
 	cut := false
 	if s.authPending() {
 		if left := s.authBy.Sub(now); left < wait {

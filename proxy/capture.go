@@ -106,35 +106,14 @@ type capPending struct {
 }
 
 // captureCommand records the command just forwarded (the session's last
-// slot) when a capture wants its queue.
+// slot) when a capture wants its queue (observe.go).
 func (s *session) captureCommand(f frame, d *rewrite.Decision) {
-	c := s.srv.cap.active.Load()
-	if c == nil || d.Effect == rewrite.Subscribe || len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
+	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}
-	q := d.Queue
-	if d.SHA == "" {
-		q = queueOfArgs(f.args)
-	}
-	if len(q) == 0 || !c.wants(q) {
+	rec, c := s.newCapture(f, d)
+	if rec == nil {
 		return
-	}
-	n := 0
-	for _, a := range f.args {
-		n += len(a)
-	}
-	buf := make([]byte, 0, n)
-	args := make([][]byte, len(f.args))
-	for i, a := range f.args {
-		buf = append(buf, a...)
-		args[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
-	}
-	rec := &capture.Record{Seq: c.seq.Add(1), Time: s.began, Conn: s.id, Queue: string(q), Args: args}
-	if d.Script != nil {
-		rec.Script, rec.Token = d.Script.Name, d.Script.Verb
-		rec.SetPayload(d.Script.Payload())
-	} else if c.o.Redact {
-		s.captureKeys(rec)
 	}
 	s.cap.pend = append(s.cap.pend, capPending{slot: len(s.slots) - 1, rec: rec, c: c})
 }

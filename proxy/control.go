@@ -261,7 +261,9 @@ func (c *controller) round(ctx context.Context) {
 // renew renews the lease on n and reads its table, dialing first if needed.
 func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, error) {
 	if n.cn == nil {
-		cn, err := DialControl(n.up.opts, c.opts.Lease/2)
+		o := n.up.opts
+		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
+			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
 		if err != nil {
 			return control.Table{}, err
 		}

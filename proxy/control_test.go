@@ -11,9 +11,12 @@ import (
 
 // startControlled is startRouted (billing* on scripts-b, the rest on
 // module-a) with the control table on: poll 50ms, lease 400ms, hold 600ms.
-func startControlled(t *testing.T) *routed {
+func startControlled(t *testing.T) *routed { return startControlledOn(t, "") }
+
+// startControlledOn is startControlled on the server binary server.
+func startControlledOn(t *testing.T, server string) *routed {
 	t.Helper()
-	r := startRoutedWith(t, func(o *Options) {
+	r := startRoutedOn(t, server, func(o *Options) {
 		o.Control = &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"}
 	})
 	r.waitApplied(t, r.scripts, 0)

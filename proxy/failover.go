@@ -8,10 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/discovery"
 )
 
@@ -53,8 +51,8 @@ import (
 // What is written by hand, and why: the data path frames replies byte for
 // byte on connections of its own (pipeline.go), so it needs the primary's
 // address, not a client; valkey-go's Sentinel support is used where the
-// proxy speaks as a client (the control loop, control.go; the queue
-// mover), through discovery.Options.ClientOption.
+// proxy speaks as a client (the control loop, control.go, and the queue
+// mover: control.Dial with NodeOptions.Sentinel).
 
 // follower ties a Sentinel upstream's connections to its resolver.
 type follower struct {
@@ -218,6 +216,10 @@ func (u *Upstream) switched(old, addr string) {
 			closed++
 		}
 	}
+	// The connections of one client each (WATCH pins, blocking,
+	// subscribed and bridged clients: owned.go) were all opened to the
+	// old primary, or while it was still the one confirmed.
+	closed += u.owned.closeAll()
 	u.log.Warn("upstream primary switched", zap.String("from", old), zap.String("to", addr),
 		zap.Int("connections_closed", closed))
 }
@@ -248,33 +250,4 @@ func (u *Upstream) awaitShared(ctx context.Context, id uint64, proto int, old *p
 // upstream has no primary: `-UPSTREAM <name> has no primary: <reason>`.
 func noPrimaryReply(name, reason string) []byte {
 	return []byte("-UPSTREAM " + name + " has no primary: " + oneLine(reason) + "\r\n")
-}
-
-// DialControl opens a control-table client to an upstream's node (the
-// control loop's, control.go, and the queue mover's): control.Dial for a fixed address; for a Sentinel upstream,
-// valkey-go's own Sentinel client (discovery.Options.ClientOption), which
-// finds the primary, checks its role and follows +switch-master itself.
-// Its settings are control.Dial's: no client-side cache, no retry (a
-// write is sent at most once), one connection, timeout for a dial and a
-// reply.
-func DialControl(o UpstreamOptions, timeout time.Duration) (*control.Node, error) {
-	if o.Sentinel == nil {
-		return control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Username: o.Username,
-			Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: timeout})
-	}
-	so := *o.Sentinel
-	so.Node = discovery.NodeAuth{Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig}
-	so.DialTimeout = timeout
-	co := so.ClientOption()
-	co.SelectDB = o.DB
-	co.DisableCache = true
-	co.DisableRetry = true
-	co.ConnWriteTimeout = timeout
-	co.BlockingPoolSize = 1
-	co.PipelineMultiplex = -1
-	c, err := valkey.NewClient(co)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s (master %s): %w", o.Name, so.Master, err)
-	}
-	return &control.Node{Name: o.Name, C: c}, nil
 }

@@ -24,10 +24,14 @@ import (
 // before it acknowledges a new epoch.
 //
 // A transaction is admitted at EXEC, when it is sent, by the queues of the
-// commands it queued (whatever round queued them).
+// commands it queued (whatever round queued them), and goes where those
+// queues route then (route_session.go).
 //
-// Not covered: a command whose keys only COMMAND GETKEYS can find (the
-// routing asks the node; the hold check does not).
+// Every session mode is held alike, a bridged RESP3 client included: its
+// pushes go on reaching it while its command waits. The keys are those the
+// plan found (plan.go); a command whose keys only COMMAND GETKEYS can tell
+// is held by them when routes split (the node is asked), and not held with
+// a single route.
 
 // admission is a session's hold state: the states it admitted commands
 // under in the current round, and scratch space for a command's queues.
@@ -36,72 +40,33 @@ type admission struct {
 	qs     [][]byte
 }
 
-// hold admits, holds or refuses a decided command (see above). It is called
-// only with the control table on.
-func (s *session) hold(args [][]byte, d *rewrite.Decision) {
-	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
-		return
-	}
-	c := s.srv.ctl
-	qs := s.commandQueues(args)
-	if d.Effect == rewrite.Exec && s.st.InMulti {
+// admitStep admits a planned command under the view's control state
+// (plan.go), by the queues of its keys (and, at EXEC, of what the
+// transaction queued): counted in flight in that state, or sp.wait with the
+// queue that may not be sent. False when the state changed meanwhile: the
+// command is planned again under the new one.
+func (s *session) admitStep(sp *planStep) bool {
+	qs := s.queuesOfKeys()
+	if sp.exec {
 		// The queued commands leave now, whatever round queued them.
-		qs = append(qs, s.tx.queues...)
+		qs = s.tx.appendQueues(qs)
+		s.adm.qs = qs
 	}
 	if len(qs) == 0 {
-		return
+		return true
 	}
-	var began, deadline time.Time
-	for {
-		st, q, up := s.admit(qs)
-		if q == nil {
-			s.adm.states = append(s.adm.states, st)
-			if !began.IsZero() {
-				c.heldNow.Dec()
-				c.holdSecs.Observe(time.Since(began).Seconds())
-			}
-			return
-		}
-		now := time.Now()
-		if began.IsZero() {
-			began, deadline = now, now.Add(c.opts.Hold)
-			c.heldNow.Inc()
-			s.flush() // what this round admitted must not wait with it
-			s.release()
-		}
-		if !now.Before(deadline) {
-			c.heldNow.Dec()
-			c.holdSecs.Observe(now.Sub(began).Seconds())
-			s.refuseHeld(d, q, up)
-			return
-		}
-		t := time.NewTimer(min(deadline.Sub(now), c.opts.Poll/5+time.Millisecond))
-		select {
-		case <-st.changed:
-		case <-t.C:
-		case <-s.srv.ctx.Done():
-		}
-		t.Stop()
+	st := s.v.ctl
+	if q, up := s.blocked(st, qs); q != nil {
+		sp.wait, sp.heldQ, sp.heldUp = true, q, up
+		return true
 	}
-}
-
-// admit counts a command for queues qs in flight under the current state
-// and returns that state, or, when one of qs may not be sent, returns that
-// queue (and the node whose lease lapsed, if that is why) with st the state
-// that blocks it.
-func (s *session) admit(qs [][]byte) (st *ctlState, q []byte, up *Upstream) {
-	c := s.srv.ctl
-	for {
-		st = c.state.Load()
-		if q, up = s.blocked(st, qs); q != nil {
-			return st, q, up
-		}
-		st.inflight.Add(1)
-		if c.state.Load() == st {
-			return st, nil, nil
-		}
+	st.inflight.Add(1)
+	if s.srv.ctl.state.Load() != st {
 		st.inflight.Add(-1) // a new state came in between: admit under it
+		return false
 	}
+	s.adm.states = append(s.adm.states, st)
+	return true
 }
 
 // refuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
@@ -117,11 +82,15 @@ func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
 // refuseWith turns d into a refusal the proxy decides from its routes or
 // the control table (CROSSROUTE, TRYAGAIN), with the error text and
 // reason, keeping what the audit record needs; inside MULTI it discards
-// the transaction.
+// the transaction, and a refused EXEC ends it.
 func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
+	exec := d.Effect == rewrite.Exec
 	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
 		Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
-	if s.st.InMulti {
+	switch {
+	case exec:
+		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's
+	case s.st.InMulti:
 		d.Effect = rewrite.AbortMulti
 	}
 }
@@ -132,7 +101,7 @@ func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Re
 func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *Upstream) {
 	c := s.srv.ctl
 	var now time.Time
-	r := s.srv.routes.Load()
+	r := s.v.routes
 	for _, q := range qs {
 		if st.held[string(q)] {
 			return q, nil
@@ -156,31 +125,4 @@ func (s *session) release() {
 		s.adm.states[i] = nil
 	}
 	s.adm.states = s.adm.states[:0]
-}
-
-// commandQueues returns the queues (key hashtags) of a command's keys, as
-// routing finds them (route_session.go), without asking the node.
-func (s *session) commandQueues(args [][]byte) [][]byte {
-	qs := s.adm.qs[:0]
-	add := func(k []byte) {
-		if q := rewrite.Hashtag(k); q != nil {
-			qs = append(qs, q)
-		}
-	}
-	if isScriptCall(args[0]) {
-		if len(args) >= 3 {
-			if n, ok := rewrite.ParseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
-				for _, k := range args[3 : 3+n] {
-					add(k)
-				}
-			}
-		}
-	} else if ck := s.srv.keys.lookup(args); ck != nil && !ck.ask {
-		s.keyPos = ck.positions(args, s.keyPos[:0])
-		for _, i := range s.keyPos {
-			add(args[i])
-		}
-	}
-	s.adm.qs = qs
-	return qs
 }

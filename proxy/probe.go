@@ -17,7 +17,8 @@ import (
 // its own (dialed, booted and fenced exactly like a dedicated connection,
 // then closed). When the fence refuses it, the upstream is marked not
 // fenced (Readiness reports it, /readyz answers 503) and its shared
-// connections are closed: every command waiting on them gets the explicit
+// connections are closed, and so is every connection it handed out to one
+// client (owned.go): every command waiting on them gets the explicit
 // lost error, new ones fail fast with the fence error, and the normal
 // reconnect loop, which re-runs the fence on every connect, restores service
 // once the node is fit again.
@@ -69,6 +70,7 @@ func (u *Upstream) probeOnce() {
 			p.close()
 		}
 	}
+	u.owned.closeAll() // owned.go: pins, blocking and subscribed connections too
 }
 
 // Probes returns how many probes passed the fence so far.

@@ -277,20 +277,119 @@ func TestRESP3BadInputMatchesTheServer(t *testing.T) {
 	}
 }
 
-// TestRESP3BridgedRouting: a bridged client is served by the upstream it
-// was bridged to; a command for a queue routed elsewhere is refused with
-// the reason, and nothing of it is sent.
-func TestRESP3BridgedRouting(t *testing.T) {
-	r := startRouted(t)
-	c := r.dial()
-	c.do("HELLO", "3")
-	c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to module-a, the default route
-	c.do("SET", "emq:{quotes}:x", "1").is("+OK\r\n")
-	c.do("SET", "emq:{billing}:x", "1").hasPrefix("-CROSSROUTE queue billing routes to upstream scripts-b")
-	if got := nodeDo(t, r.scripts, "EXISTS", "emq:{billing}:x"); got != ":0\r\n" {
-		t.Errorf("the refused SET reached the scripts node: %q", got)
-	}
-	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$1\r\n1\r\n" {
-		t.Errorf("the module node holds %q", got)
-	}
+// TestRESP3BridgedClientReachesEveryRoute: a tracking client whose
+// default route is a scripts node (the bridge's first connection) enqueues
+// on a queue routed to the module node: planned and routed as in normal
+// service, over a connection of its own to the module node, which tracks
+// too; replies keep the client's order and both nodes' invalidations reach
+// it.
+func TestRESP3BridgedClientReachesEveryRoute(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		r := startRoutedOn(t, srv.Path, func(o *Options) {
+			o.Routes = []Route{{Queues: []string{"quotes*"}, Upstream: "module-a"}, {Queues: []string{"*"}, Upstream: "scripts-b"}}
+		})
+		enq, _ := testPolicy(t).Map.ByName("enqueue")
+		c := r.dial()
+		c.do("HELLO", "3").hasPrefix("%")
+		c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to scripts-b, the default route
+		c.do("EVALSHA", enq.SHA, "2", "emq:{quotes}:job:J1", "emq:{quotes}:pending", "J1", "hello").is(":1\r\n")
+		if st := nodeStats(t, r.module); st["emq.enqueue"] != 1 {
+			t.Errorf("the module node ran emq.enqueue %d times, want 1", st["emq.enqueue"])
+		}
+		if st := nodeStats(t, r.scripts); st["evalsha"] != 0 {
+			t.Errorf("the scripts node ran evalsha %d times", st["evalsha"])
+		}
+		// A pipeline across both nodes: replies in the client's order.
+		nodeDo(t, r.module, "SET", "emq:{quotes}:k", "m")
+		nodeDo(t, r.scripts, "SET", "emq:{billing}:k", "s")
+		c.send(cmd("GET", "emq:{quotes}:k"), cmd("GET", "emq:{billing}:k"), cmd("GET", "emq:{quotes}:k"), cmd("PING"))
+		c.readSkippingPushes().is("$1\r\nm\r\n")
+		c.readSkippingPushes().is("$1\r\ns\r\n")
+		c.readSkippingPushes().is("$1\r\nm\r\n")
+		c.readSkippingPushes().is("+PONG\r\n")
+		// Both nodes track the keys the client read there.
+		o := r.dial()
+		o.do("SET", "emq:{quotes}:k", "m2").is("+OK\r\n")
+		o.do("SET", "emq:{billing}:k", "s2").is("+OK\r\n")
+		seen := map[string]bool{}
+		for len(seen) < 2 {
+			p := string(c.read().got)
+			for _, k := range []string{"emq:{quotes}:k", "emq:{billing}:k"} {
+				if strings.HasPrefix(p, ">2\r\n$10\r\ninvalidate\r\n") && strings.Contains(p, k) {
+					seen[k] = true
+				}
+			}
+		}
+		// A WATCH binds the bridge to its node until EXEC.
+		c.do("WATCH", "emq:{quotes}:w").is("+OK\r\n")
+		c.do("MULTI").is("+OK\r\n")
+		c.do("SET", "emq:{billing}:x", "1").hasPrefix("-CROSSROUTE 'SET' routes to upstream scripts-b but WATCH pinned the connection to module-a")
+		c.do("EXEC").hasPrefix("-EXECABORT")
+		c.do("SET", "emq:{billing}:x", "2").is("+OK\r\n")
+		if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$1\r\n2\r\n" {
+			t.Errorf("scripts-b has %q", got)
+		}
+		if got := r.srv.Upstream().owned.len(); got == 0 {
+			t.Errorf("no owned connection on the first upstream")
+		}
+	})
+}
+
+// TestRESP3SubscriberBackToRESP2: a RESP3 client that subscribed,
+// unsubscribed from everything and switched back with HELLO 2 gets RESP2
+// replies, as from the server directly: the bridge ends with the switch.
+func TestRESP3SubscriberBackToRESP2(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		direct := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+		behind := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+		h := startProxy(t, behind, nil)
+		steps := [][]string{
+			cmd("HSET", "h", "f", "1", "g", "2"), cmd("HELLO", "3"), cmd("SUBSCRIBE", "ch"), cmd("UNSUBSCRIBE"),
+			cmd("HELLO", "2"), cmd("HGETALL", "h"), cmd("GET", "missing"),
+		}
+		run := func(addr string) []string {
+			c := dial(t, addr)
+			var out []string
+			for _, st := range steps {
+				out = append(out, helloIDField.ReplaceAllString(string(c.do(st...).got), "id#"))
+			}
+			return out
+		}
+		want, got := run(direct.Addr), run(h.addr)
+		for i := range steps {
+			if want[i] != got[i] {
+				t.Errorf("%q:\n direct %q\n proxy  %q", steps[i], want[i], got[i])
+			}
+		}
+		if got[5] != "*4\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n" {
+			t.Errorf("HGETALL after HELLO 2: %q, want a RESP2 array", got[5])
+		}
+		poll(t, "the bridge's connection to be given back", func() bool { return h.srv.Upstream().owned.len() == 0 })
+	})
+}
+
+// TestRESP3OptInCachingFollowsTheCommandsLeg: a tracking client in OPTIN
+// mode (valkey-go's default) sends CLIENT CACHING YES with a read of a key
+// routed away from its bridge's first connection: the read is tracked on
+// its own node, whose invalidation reaches the client, and the replies keep
+// their order.
+func TestRESP3OptInCachingFollowsTheCommandsLeg(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		r := startRoutedOn(t, srv.Path, func(o *Options) {
+			o.Routes = []Route{{Queues: []string{"quotes*"}, Upstream: "module-a"}, {Queues: []string{"*"}, Upstream: "scripts-b"}}
+		})
+		nodeDo(t, r.module, "SET", "emq:{quotes}:c", "1")
+		c := r.dial()
+		c.do("HELLO", "3").hasPrefix("%")
+		c.do("CLIENT", "TRACKING", "ON", "OPTIN").is("+OK\r\n") // bridged to scripts-b
+		c.send(cmd("CLIENT", "CACHING", "YES"), cmd("GET", "emq:{quotes}:c"))
+		c.read().is("+OK\r\n")
+		c.read().is("$1\r\n1\r\n")
+		r.dial().do("SET", "emq:{quotes}:c", "2").is("+OK\r\n")
+		c.read().is(">2\r\n$10\r\ninvalidate\r\n*1\r\n$14\r\nemq:{quotes}:c\r\n")
+		// Without CLIENT CACHING YES the read is not tracked.
+		c.do("GET", "emq:{quotes}:c").is("$1\r\n2\r\n")
+		r.dial().do("SET", "emq:{quotes}:c", "3").is("+OK\r\n")
+		c.do("PING").is("+PONG\r\n") // no invalidation before PONG
+	})
 }

@@ -10,13 +10,16 @@ import (
 // or a command queued in MULTI, whose keys route to two upstreams.
 const ReasonCrossRoute rewrite.Reason = "crossroute"
 
-// routeDecision chooses the upstream of a forwarded command (route.go) and
-// adjusts the decision to it:
+// routeDecision chooses the upstream of a forwarded command (route.go) by
+// the keys the plan found (plan.go) and adjusts the decision to it:
 //
 //   - keys that route to two upstreams, or a command routed away from the
-//     upstream the session is bound to (a WATCH pin, or the transaction's
-//     earlier commands), turn the decision into a CROSSROUTE refusal
-//     (AbortMulti inside MULTI), so nothing of it is sent;
+//     upstream the session is bound to (a WATCH pin, the transaction's
+//     earlier commands), turn the decision into a
+//     CROSSROUTE refusal (AbortMulti inside MULTI), so nothing of it is sent;
+//   - at EXEC the route is recomputed from the queues the transaction
+//     queued, under the routes of now: a queue that moved since goes to its
+//     new owner (execRoute);
 //   - on a scripts upstream a verb rewrite becomes a pass: the call leaves
 //     as the client's own EVALSHA. A declared read stays EVALSHA_RO there
 //     too: a read is a read on either node, and a script declared one by
@@ -26,22 +29,13 @@ const ReasonCrossRoute rewrite.Reason = "crossroute"
 //
 // It returns nil for a decision that forwards nothing.
 func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
-	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
-		return nil
-	}
-	r := s.srv.routes.Load()
-	bound, why := s.bound()
+	r := s.v.routes
 	if d.Effect == rewrite.Exec && s.st.InMulti {
-		if bound != nil {
-			return bound
-		}
-		return r.def
+		return s.execRoute(r, d)
 	}
-	u, keyed, other := r.def, false, (*Upstream)(nil)
-	if !r.single {
-		u, keyed, other = s.keysRoute(r, args)
-	}
-	keyed = keyed || isScriptCall(args[0])
+	bound, why := s.bound()
+	u, first, other := s.keysRoute(r)
+	keyed := first != nil || isScriptCall(args[0])
 	switch {
 	case other != nil:
 		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.name+" and "+other.name+
@@ -54,21 +48,75 @@ func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
 	case bound != nil:
 		u = bound
 	}
-	if s.st.InMulti && keyed && s.tx.up == nil {
-		s.tx.up = u
-	}
+	s.keyed = keyed
 	if u.role == RoleScripts && d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
 		d.Action, d.Head, d.Replace = rewrite.Pass, "", 0
 	}
 	return u
 }
 
+// execRoute is the upstream of a transaction's EXEC: where the queues of
+// its queued commands route now (the default route for keyed commands
+// without a queue, and for a transaction with no keyed command), the WATCH
+// pin's or the bridged connection's when the session is bound. Queues that
+// now route to two upstreams, or away from the binding, refuse EXEC with
+// CROSSROUTE; script calls queued for a node of the other role (the queue
+// moved between a scripts and a module node since) with TRYAGAIN: they
+// were encoded for that role. A refused EXEC ends the transaction.
+func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
+	var u, other *Upstream
+	pick := func(k *Upstream) {
+		switch {
+		case u == nil:
+			u = k
+		case k != u && other == nil:
+			other = k
+		}
+	}
+	s.tx.eachQueue(func(q []byte) { pick(r.forQueue(q)) })
+	if s.tx.defKeyed {
+		pick(r.def)
+	}
+	if other != nil {
+		s.crossRoute(d, "the transaction's queued commands now route to upstreams "+u.name+" and "+other.name+
+			"; emqproxy does not split a transaction across upstreams")
+		return nil
+	}
+	switch {
+	case s.pinned != nil && s.pinnedUp != nil:
+		if u != nil && u != s.pinnedUp {
+			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.name+
+				" but WATCH pinned the connection to "+s.pinnedUp.name+"; emqproxy does not split a WATCH ... EXEC across upstreams")
+			return nil
+		}
+		u = s.pinnedUp
+	case s.sub != nil && s.sub.watchUp != nil:
+		if u != nil && u != s.sub.watchUp {
+			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.name+
+				" but WATCH pinned the connection to "+s.sub.watchUp.name+"; emqproxy does not split a WATCH ... EXEC across upstreams")
+			return nil
+		}
+		u = s.sub.watchUp
+	case u == nil:
+		u = r.def
+	}
+	if s.tx.verbs > 0 && u.role != s.tx.verbRole {
+		s.refuseWith(d, "TRYAGAIN the transaction's queue moved to upstream "+u.name+
+			" since its script calls were queued; run the transaction again", ReasonHeld)
+		return nil
+	}
+	return u
+}
+
 // bound returns the upstream the session is bound to, and why: the WATCH
-// pin's, or, inside MULTI, the transaction's.
+// pin's (a bridged client's WATCH leg's: legs.go), or, inside MULTI, the
+// transaction's.
 func (s *session) bound() (*Upstream, string) {
 	switch {
 	case s.pinned != nil && s.pinnedUp != nil:
 		return s.pinnedUp, "WATCH pinned the connection to"
+	case s.sub != nil && s.sub.watchUp != nil:
+		return s.sub.watchUp, "WATCH pinned the connection to"
 	case s.st.InMulti && s.tx.up != nil:
 		return s.tx.up, "the transaction's earlier commands route to"
 	}
@@ -88,46 +136,26 @@ func (s *session) crossRoute(d *rewrite.Decision, text string) {
 	s.refuseWith(d, "CROSSROUTE "+text, ReasonCrossRoute)
 }
 
-// keysRoute routes a command by its keys: u is the upstream of its first
-// key (the default route when it has none, keyed false); other is a second
-// upstream some other key routes to, if any.
-func (s *session) keysRoute(r *router, args [][]byte) (u *Upstream, keyed bool, other *Upstream) {
-	pick := func(key []byte) {
+// keysRoute routes a command by the keys the plan found: u is the upstream
+// of the first key, first (nil when it has none: the default route); other
+// is a second upstream some other key routes to, if any.
+func (s *session) keysRoute(r *router) (u *Upstream, first []byte, other *Upstream) {
+	for _, key := range s.cmdKeys {
 		k := r.def
 		if q := rewrite.Hashtag(key); q != nil {
 			k = r.forQueue(q)
 		}
 		switch {
 		case u == nil:
-			u = k
+			u, first = k, key
 		case k != u && other == nil:
 			other = k
 		}
 	}
-	if isScriptCall(args[0]) {
-		if len(args) >= 3 {
-			if n, ok := rewrite.ParseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
-				for _, k := range args[3 : 3+n] {
-					pick(k)
-				}
-			}
-		}
-	} else if ck := s.srv.keys.lookup(args); ck != nil {
-		if ck.ask {
-			for _, k := range s.getkeys(r, args) {
-				pick(k)
-			}
-		} else {
-			s.keyPos = ck.positions(args, s.keyPos[:0])
-			for _, i := range s.keyPos {
-				pick(args[i])
-			}
-		}
-	}
 	if u == nil {
-		return r.def, false, nil
+		return r.def, nil, nil
 	}
-	return u, true, other
+	return u, first, other
 }
 
 // getkeys asks the default upstream for a command's keys (COMMAND GETKEYS),
@@ -232,15 +260,15 @@ func (s *session) loadOnScripts(f frame) {
 }
 
 // alsoSend adds f, as the client sent it, to the current segment's part
-// for the shared connection of every upstream to that wants it. No reply
-// slot is added: those replies are read and dropped. An upstream that is
-// down is skipped.
+// for the shared RESP2 connection (always open, unlike the RESP3 ones) of
+// every upstream to that wants it. No reply slot is added: those replies
+// are read and dropped. An upstream that is down is skipped.
 func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 	for _, u := range s.srv.ups {
 		if !to(u) {
 			continue
 		}
-		p := u.shared(s.id, s.proto())
+		p := u.shared(s.id, 2)
 		if p == nil {
 			continue
 		}

@@ -28,11 +28,15 @@ type routed struct {
 func startRouted(t *testing.T) *routed { return startRoutedWith(t, nil) }
 
 // startRoutedWith is startRouted with mod applied to the proxy's options.
-func startRoutedWith(t *testing.T, mod func(*Options)) *routed {
+func startRoutedWith(t *testing.T, mod func(*Options)) *routed { return startRoutedOn(t, "", mod) }
+
+// startRoutedOn is startRoutedWith with both nodes run by the server binary
+// server ("" for Debian's redis-server).
+func startRoutedOn(t *testing.T, server string, mod func(*Options)) *routed {
 	t.Helper()
 	pol := testPolicy(t)
-	mn := node.StartT(t, node.Options{Role: node.Module})
-	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand})
+	mn := node.StartT(t, node.Options{Role: node.Module, Server: server})
+	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand, Server: server})
 	logs := &syncBuffer{}
 	opts := Options{
 		Policy: pol,

@@ -226,7 +226,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	x := s.srv.keys.idx.Load()
 	if x == nil {
 		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
-			Reply: s.srv.routes.Load().def.unavailable()}
+			Reply: s.v.routes.def.unavailable()}
 		if s.st.InMulti {
 			d.Effect = rewrite.AbortMulti
 		}
@@ -249,7 +249,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	case class == classReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args)),
 		class == classNoscript && d.Effect == rewrite.Subscribe,
 		class == classBlocking && (d.Effect == rewrite.Blocking || s.st.InMulti),
-		class.openable() && (s.pol.Allow[ck.label] || (ck.parent != "" && s.pol.Allow[ck.parent])):
+		class.openable() && (s.v.pol.Allow[ck.label] || (ck.parent != "" && s.v.pol.Allow[ck.parent])):
 		class = classOpen
 	}
 	if class != classOpen {
@@ -257,7 +257,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 			class.String()+": "+classWhy(class, ck), ruleReason(class.String()))
 		return
 	}
-	if why := argumentCheck(args, ck, s.pol.DB); why != "" {
+	if why := argumentCheck(args, ck, s.v.pol.DB); why != "" {
 		class := "database"
 		if ck.name == "config|get" {
 			class = "secret"

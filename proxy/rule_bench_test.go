@@ -17,8 +17,8 @@ func ruleSession(tb testing.TB) (*session, *rewrite.Policy) {
 	nc, peer := net.Pipe()
 	tb.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
 	s := newSession(h.srv, 1, nc)
-	s.pol = h.srv.Policy()
-	return s, s.pol
+	s.loadView()
+	return s, s.v.pol
 }
 
 // ruleHotPath are commands the rule lets through, as clients send them.

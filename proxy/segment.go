@@ -145,7 +145,7 @@ func (s *session) emit() {
 			} else {
 				r = s.parts[sl.part].b.reply(sl.idx)
 				if sl.patch != nil {
-					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.pol.Map); err == nil {
+					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.v.pol.Map); err == nil {
 						r = p
 					}
 				}

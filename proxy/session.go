@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -34,7 +33,7 @@ const shrinkAfter = 64
 var errClose = errors.New("close")
 
 // session serves one client connection. Its goroutine is the only place
-// that knows about order: it reads a batch, decides each command, forwards
+// that knows about order: it reads a batch, plans each command, forwards
 // the forwarded ones as one batch per upstream connection, and writes every
 // reply in command order in one write.
 type session struct {
@@ -44,9 +43,9 @@ type session struct {
 	addr string
 	log  *zap.Logger
 
-	st  rewrite.State
-	pol *rewrite.Policy // the policy of the current batch
-	fr  framer
+	st rewrite.State
+	v  view // what the current round decides under (plan.go)
+	fr framer
 
 	buf        []byte // read buffer; unread bytes are buf[start:end]
 	start, end int
@@ -62,7 +61,9 @@ type session struct {
 	cur     int       // the part the command being added goes to
 	spare   []*batch  // batches kept for reuse
 	routed  *Upstream // where the command being decided routes (route_session.go)
-	keyPos  []int     // key positions of the command being routed
+	keyPos  []int     // key positions of the command being planned
+	cmdKeys [][]byte  // its keys, found once (plan.go)
+	keyed   bool      // it routes by its keys (or is a script call)
 	slots   []rslot   // the current segment's replies, in command order
 	local   []byte    // the current segment's local replies
 	simple  bool      // one part, and every slot is its reply i, in order
@@ -162,94 +163,9 @@ func (s *session) cleanup() {
 		s.blocker = nil
 	}
 	if s.sub != nil { // entered subscribe mode, never served
-		_ = s.sub.nc.Close()
+		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
-}
-
-// fill reads more client bytes, making room first.
-func (s *session) fill() error {
-	if err := s.room(); err != nil {
-		return err
-	}
-	s.readDeadline() // authlimit.go
-	if s.srv.closing.Load() {
-		return ErrServerClosed
-	}
-	n, err := s.nc.Read(s.buf[s.end:])
-	s.srv.met.bytesIn.Add(float64(n))
-	s.readFull = n > 0 && s.end+n == len(s.buf)
-	if n < len(s.buf)/4 {
-		s.smallReads++
-	} else {
-		s.smallReads = 0
-	}
-	s.end += n
-	if n > 0 {
-		return nil // bytes to frame; an error shows again on the next read
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) && s.authPending() && !time.Now().Before(s.authBy) {
-		s.authTimedOut()
-	}
-	return err
-}
-
-// room makes room in the read buffer for more client bytes: it moves the
-// unread bytes to the front, or grows the buffer (up to MaxQueryBuffer),
-// taking the bytes from the memory budget (budget.go), and waits for them
-// when the budget is short: the client is not read from meanwhile.
-func (s *session) room() error {
-	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.fr.need <= initialReadBuf {
-		// Shrink back after a big command (what follows it fits the
-		// initial buffer), releasing its bytes to the budget.
-		if _, err := s.resizeInput(initialReadBuf, true); err != nil {
-			return err
-		}
-	}
-	if s.start == s.end {
-		s.start, s.end = 0, 0
-		// Shrink back when the client's reads have become small next to
-		// a buffer grown for its pipelines.
-		if len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter {
-			if _, err := s.resizeInput(initialReadBuf, true); err != nil {
-				return err
-			}
-		}
-	}
-	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.opts.MaxQueryBuffer {
-		// The last read filled the buffer: the client pipelines more than
-		// it holds. Double it so the next pipeline arrives in one read
-		// (unless the budget is short: the pipeline then takes two).
-		s.readFull = false
-		if _, err := s.resizeInput(int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)), false); err != nil {
-			return err
-		}
-	}
-	if s.end == len(s.buf) {
-		if s.start > 0 {
-			s.end = copy(s.buf, s.buf[s.start:s.end])
-			s.start = 0
-		} else {
-			if int64(len(s.buf)) >= s.srv.opts.MaxQueryBuffer {
-				s.srv.met.rejected.WithLabelValues("query_buffer").Inc()
-				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
-				return errClose
-			}
-			// Grow to what the incomplete command is known to need (the
-			// budget holds its size: one allocation, no copies on the
-			// way), else geometrically as bytes arrive (a header line,
-			// at most MaxInline).
-			size := 2 * len(s.buf)
-			if s.fr.need > len(s.buf) {
-				size = s.fr.need
-			}
-			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
-			if _, err := s.resizeInput(size, true); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -265,13 +181,13 @@ func (s *session) round() (served int, err error) {
 			s.release() // hold.go: the round's replies are in
 		}
 	}()
-	s.pol = s.srv.policy.Load()
+	s.loadView() // plan.go: once per read
 	s.fr.reset()
 	s.fr.need = 0
 	s.began = time.Time{}
 	s.kind = batchLocal
 	for served < s.srv.opts.MaxPipeline && !s.closing && s.sub == nil {
-		s.fr.lim.Unauthenticated = len(s.pol.Users) > 0 && !s.st.Authenticated
+		s.fr.lim.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
 		case frameSkip:
@@ -288,8 +204,6 @@ func (s *session) round() (served int, err error) {
 		case frameOK:
 			if served == 0 {
 				s.began = time.Now()
-				s.st.Fenced = s.srv.fenced()
-				s.st.NoSub = s.srv.noSub()
 			}
 			s.start += n
 			served++
@@ -351,32 +265,58 @@ func (s *session) write() error {
 	return nil
 }
 
-// command decides one command and adds it to the current segment.
+// command plans one command (plan.go) and adds it to the current segment.
 func (s *session) command(f frame) {
 	s.lastArgs = f.args
-	d := rewrite.Decide(f.args, &s.st, s.pol)
-	if d.Reason == rewrite.ReasonWrongPass {
-		s.authFailed() // authlimit.go
+	var sp planStep
+	s.plan(f.args, &sp)
+	if sp.wait {
+		_ = s.waitHeld(f.args, &sp, s.flushHeld) // hold.go
 	}
-	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
-		// The server rejects an unknown command or a wrong number of
-		// arguments before it asks for authentication (queuecheck.go).
-		if reply, reason := s.srv.keys.commandError(f.args); reply != nil {
-			d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
-		}
+	if sp.authWait > 0 {
+		s.authDelay(sp.authWait) // authlimit.go
 	}
-	if s.st.InMulti {
-		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
+	d := &sp.d
+	s.routed = sp.up
+	s.localReply(d)
+	audit := s.observe(f.args, d) // observe.go
+	s.mute = s.rm.command(d.Effect)
+
+	if s.st.InMulti && s.queueable(d) {
+		s.tx.queue(s, f, d, audit)
+		return
 	}
-	s.shareRule(f.args, &d) // rule.go: the shared-connection rule
-	if s.srv.ctl != nil {
-		s.hold(f.args, &d) // hold.go: a queue that is moving waits
+	if sp.exec && d.Action == rewrite.Pass {
+		s.tx.exec(s, f, audit)
+		return
 	}
-	s.routed = s.routeDecision(f.args, &d)
-	if d.Effect == rewrite.Hello && d.Action == rewrite.Local {
-		// The server's own reply, with the session's id (dial.go). The
-		// first RESP3 client opens the RESP3 connections, whose boot
-		// brings the server's RESP3 reply.
+	switch d.Action {
+	case rewrite.Refuse, rewrite.Local:
+		s.addLocal(d.Reply, audit)
+		s.alsoLoad(f, d, nil, false) // observe.go
+	case rewrite.Pass, rewrite.Rewrite:
+		s.forward(f, d, audit)
+		s.captureCommand(f, d) // capture.go
+	}
+	s.apply(f, d)
+}
+
+// flushHeld sends the segment built so far before a held command waits.
+func (s *session) flushHeld() error {
+	s.flush()
+	return nil
+}
+
+// localReply completes a reply the proxy makes from what only it knows:
+// the server's HELLO reply with the session's id (dial.go; the first RESP3
+// client opens the RESP3 connections, whose boot brings the server's RESP3
+// reply), and CLIENT LIST of its own clients (clientlist.go).
+func (s *session) localReply(d *rewrite.Decision) {
+	if d.Action != rewrite.Local {
+		return
+	}
+	switch d.Effect {
+	case rewrite.Hello:
 		u := s.route()
 		if d.Proto == 3 && !u.dialer.hello.has(3) {
 			u.replaced(s.srv.ctx, s.id, 3, nil)
@@ -384,34 +324,9 @@ func (s *session) command(f frame) {
 		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r
 		}
-	}
-	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
+	case rewrite.ClientList:
 		d.Reply = s.clientList(d.List) // clientlist.go
 	}
-	s.srv.met.command(&d)
-	s.kind = max(s.kind, kindOf(&d))
-	s.mute = s.rm.command(d.Effect)
-	audit := s.auditFor(f.args, &d)
-
-	if s.st.InMulti && s.queueable(&d) {
-		s.tx.queue(s, f, &d, audit)
-		return
-	}
-	if d.Effect == rewrite.Exec && d.Action == rewrite.Pass && s.st.InMulti {
-		s.tx.exec(s, f, audit)
-		return
-	}
-	switch d.Action {
-	case rewrite.Refuse, rewrite.Local:
-		s.addLocal(d.Reply, audit)
-		if d.Action == rewrite.Local && d.Script != nil && isScriptLoad(f.args) {
-			s.loadOnScripts(f) // a verb body: scripts nodes still run it
-		}
-	case rewrite.Pass, rewrite.Rewrite:
-		s.forward(f, &d, audit)
-		s.captureCommand(f, &d) // capture.go
-	}
-	s.apply(f, &d)
 }
 
 // queueable reports whether a command decided inside MULTI is queued.
@@ -434,8 +349,7 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.tx.clear(s)
 		s.closePinned()
 		s.resetState()
-		s.st.Fenced = s.srv.fenced()
-		s.st.NoSub = s.srv.noSub()
+		s.loadView()
 	case rewrite.Auth:
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:
@@ -502,130 +416,5 @@ func (s *session) route() *Upstream {
 	if s.routed != nil {
 		return s.routed
 	}
-	return s.srv.routes.Load().def
-}
-
-// forward adds a forwarded command to the segment for its connection.
-func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
-	u := s.route()
-	if d.Effect == rewrite.Subscribe {
-		s.startSubscribe(u, f, audit) // subscribe.go
-		return
-	}
-	p, ded := s.pipeFor(u, d)
-	if p == nil {
-		s.addLocal(u.unavailable(), audit)
-		return
-	}
-	s.target(u, p, ded)
-	b := s.parts[s.cur].b
-	b.encode(f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
-	if d.Effect == rewrite.ScriptExists {
-		sl.patch = f.args
-		s.simple = false
-	}
-	if s.mute {
-		s.simple = false
-	}
-	if s.cur != 0 || len(s.slots) != b.n {
-		s.simple = false
-	}
-	if u.ack != nil {
-		s.noteWrite(b, f.args, d) // ack.go
-	}
-	b.n++
-	s.slots = append(s.slots, sl)
-	if isScriptLoad(f.args) && !ded {
-		s.loadEverywhere(f, u)
-	}
-}
-
-// pipeFor chooses the connection a forwarded command goes on: the WATCH pin
-// while there is one, a dedicated connection for WATCH and blocking
-// commands, else the shared one. nil when it is unavailable.
-func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
-	switch {
-	case s.pinned != nil:
-		if !u.Fenced() { // the probe found the fence broken since the pin
-			return nil, true
-		}
-		return s.pinned, true
-	case d.Effect == rewrite.Watch:
-		s.pinnedUp = u
-		s.st.Watching = true
-		return s.dedicated(u, &s.pinned), true
-	case d.Effect == rewrite.Blocking:
-		if s.blocker != nil && s.blockerUp != u {
-			s.blocker.close() // routed elsewhere now: a connection to the new upstream
-			s.blocker = nil
-		}
-		s.blockerUp = u
-		return s.dedicated(u, &s.blocker), true
-	}
-	p = u.shared(s.id, s.proto())
-	if p == nil && s.proto() == 3 {
-		// The RESP3 connections open for the first RESP3 client.
-		p = u.replaced(s.srv.ctx, s.id, 3, nil)
-	}
-	if p == nil {
-		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
-	}
-	return p, false
-}
-
-// proto is the protocol the client speaks: 2 or 3.
-func (s *session) proto() int {
-	if s.st.Proto == 3 {
-		return 3
-	}
-	return 2
-}
-
-// encode appends a forwarded command's bytes to out: the client's bytes for
-// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
-func encode(out []byte, f frame, d *rewrite.Decision) []byte {
-	if d.Action != rewrite.Rewrite {
-		return append(out, f.raw...)
-	}
-	return append(encodeHead(out, f, d), f.tailFrom(d.Replace)...)
-}
-
-// encodeHead appends a rewritten command's head: its array header and
-// its new name, which the client's tail bytes follow.
-func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
-	tail := max(len(f.args)-d.Replace, 0)
-	out = redcon.AppendArray(out, 1+tail)
-	return redcon.AppendBulkString(out, d.Head)
-}
-
-// dedicated returns the client's own connection kept in *slot, opening it
-// when needed; nil when it cannot be opened.
-func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
-	if p := *slot; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
-		return p
-	}
-	if *slot != nil {
-		(*slot).close()
-		*slot = nil
-	}
-	p, err := u.dedicated(s.srv.ctx, s.proto())
-	if err != nil {
-		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
-		return nil
-	}
-	*slot = p
-	return p
-}
-
-// closePinned releases the WATCH connection (closed, never reused: its
-// server-side state belongs to this client).
-func (s *session) closePinned() {
-	if s.pinned != nil {
-		s.pinned.close()
-		s.pinned = nil
-	}
-	s.pinnedUp = nil
-	s.unpin = false
-	s.st.Watching = false
+	return s.v.routes.def
 }

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -56,20 +54,20 @@ import (
 // (nothing runs but the subscribe commands and PING) and are not audited.
 //
 // A RESP3 client (HELLO 3) is bridged the same way when it subscribes or
-// turns CLIENT TRACKING on, and stays bridged until RESET or the end of its
-// connection: in RESP3 a subscribed or tracking client may send any
+// turns CLIENT TRACKING on, and stays bridged until RESET, HELLO 2 once it
+// is subscribed to nothing and does not track, or the end of its connection
+// (bridge.go): in RESP3 a subscribed or tracking client may send any
 // command, and the server's pushes (messages, invalidations) arrive on its
-// own connection between the replies. Every command is then decided as in
-// normal service (rewrite.Decide: rewrites, refusals, the version key,
-// audit records, whose reply field says "relayed" for what the server
-// answered) and sent on the client's own connection, whose replies and
-// pushes the relay passes on in the server's order; a reply the proxy makes
-// itself goes after a barrier, so it keeps its place. Transactions, WATCH
-// and blocking commands run on the server as they would on a direct
-// connection (the connection is the client's own); a command the proxy
-// refuses inside MULTI makes EXEC answer EXECABORT, with the server's
-// transaction discarded. A bridged client cannot switch protocol (HELLO 2
-// is refused).
+// own connection between the replies. Every command is then planned as in
+// normal service (plan.go: rewrites, refusals, the version key, routing,
+// the control table, audit records, whose reply field says "relayed" for
+// what the server answered) and sent on the client's own connection, whose
+// replies and pushes the relay passes on in the server's order; a reply the
+// proxy makes itself goes after a barrier, so it keeps its place.
+// Transactions, WATCH and blocking commands run on the server as they would
+// on a direct connection (the connection is the client's own); a command
+// the proxy refuses inside MULTI makes EXEC answer EXECABORT, with the
+// server's transaction discarded.
 //
 // A slow subscriber is bounded: the relay keeps reading the upstream, and
 // the replies waiting for the client may take Options.MaxReplyBytes; past
@@ -134,12 +132,30 @@ type subscriber struct {
 	u     *Upstream
 	nc    net.Conn // the upstream connection
 	rr    replyReader
-	first []byte       // the command that entered subscribe mode
-	max   int          // cap on the bytes waiting for the client
-	acct  replyAcct    // what the relay's chunk holds of the memory budget (the relay's)
-	resp3 bool         // a RESP3 client: bridged for good (see below)
-	swapN atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps [][]byte     // replies (not pushes) the relay replaces, in order (under mu; nil: drop)
+	first []byte    // the command that entered subscribe mode
+	max   int       // cap on the bytes waiting for the client
+	acct  replyAcct // what the relay's chunk holds of the memory budget (the relay's)
+	resp3 bool      // a RESP3 client: bridged (bridge.go)
+	// tracking: the client turned CLIENT TRACKING on, with trackRaw the
+	// command as it sent it, for the legs opened after (changed only by
+	// the session's goroutine).
+	tracking bool
+	trackRaw []byte
+	// The bridge's legs (legs.go): w is the subscriber whose writer every
+	// leg's relay hands to (itself for the bridge's first connection); legs
+	// the connections to other upstreams; cur the leg the commands being
+	// gathered go to; legDown a leg's relay ended; watchUp the upstream a
+	// WATCH went to, until EXEC, DISCARD or UNWATCH; setname names a leg's
+	// connection with the barrier's nonce.
+	w       *subscriber
+	legs    map[*Upstream]*subscriber
+	cur     *subscriber
+	legDown chan struct{}
+	watchUp *Upstream
+	setname []byte
+	caching []byte       // a CLIENT CACHING kept for the next command's leg
+	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
+	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
 	// muted: the relay drops the replies (not the pushes) while the
 	// client's CLIENT REPLY mode silences them (clientreply.go); changed
 	// only after a barrier. skipFirst: a SKIP silences the command that
@@ -169,26 +185,14 @@ type subscriber struct {
 	pendHeld int64 // what pending holds of the memory budget (under mu)
 }
 
-// dialSubscriber opens the upstream connection for a subscribing client.
-func (u *Upstream) dialSubscriber(ctx context.Context, proto int) (net.Conn, *bufio.Reader, error) {
-	if !u.Fenced() {
-		return nil, nil, fmt.Errorf("%w: not fenced", ErrUnavailable)
-	}
-	dl, fenceErr, err := u.dialer.dial(ctx, proto)
-	if err != nil {
-		u.met.upstreamError(u.name, errKind(err, fenceErr))
-		return nil, nil, err
-	}
-	return dl.nc, dl.br, nil
-}
-
 // startSubscribe handles a subscribe command decided outside subscribe
 // mode: the commands before it are answered first, then the session's loop
 // stops and serveSubscribed takes over (s.sub is set). When the upstream
 // connection cannot be opened the command gets the unavailable error.
 func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	s.flush()
-	nc, br, err := u.dialSubscriber(s.srv.ctx, s.proto())
+	dl, err := u.own(s.srv.ctx, s.proto()) // owned.go
+	nc, br := dl.nc, dl.br
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.unavailable(), audit)
@@ -209,12 +213,17 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		wake:    make(chan struct{}, 1),
 		wrote:   make(chan struct{}),
 	}
+	sub.w, sub.cur = sub, sub
+	sub.legDown = make(chan struct{}, 1)
 	sub.acct.mem = s.srv.mem
 	sub.rr = replyReader{br: br, acct: &sub.acct}
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
+	if on, _ := trackingSwitch(f.args); on {
+		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.raw...)
+	}
 	sub.muted.Store(s.mute)
 	sub.skipFirst = s.mute && !s.rm.muted()
 	if sub.resp3 {
@@ -224,6 +233,7 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		// the client's next command, and the connection is the client's
 		// own (its CLIENT SETNAME is answered by the proxy).
 		setname := "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n"
+		sub.setname = []byte(setname)
 		sub.first = append([]byte(setname), sub.first...)
 		sub.swap(nil)
 		sub.ping = []byte("*2\r\n$6\r\nCLIENT\r\n$7\r\nGETNAME\r\n")
@@ -290,7 +300,7 @@ func (s *session) serveSubscribed() (err error) {
 			if err != nil {
 				return err
 			}
-			if err := sub.send(out); err != nil {
+			if err := sub.cur.send(out); err != nil {
 				return err
 			}
 			out = out[:0]
@@ -344,6 +354,8 @@ func (s *session) serveSubscribed() (err error) {
 			}
 		case <-sub.ended:
 			return sub.failure()
+		case <-sub.legDown:
+			return sub.legFailure() // legs.go
 		case <-s.srv.ctx.Done():
 			return ErrServerClosed
 		}
@@ -357,6 +369,8 @@ func (s *session) serveSubscribed() (err error) {
 func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 	sub := s.sub
 	s.fr.reset()
+	s.loadView()         // plan.go: once per read, as in normal service
+	s.began = time.Now() // the audit records' latency_us: from this read
 	for {
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
@@ -365,6 +379,9 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			continue
 		case frameIncomplete:
 			s.fr.need = need
+			if sub.resp3 {
+				s.flushCaching(out) // legs.go: no command follows in this read
+			}
 			s.logAudits() // before the next read reuses the buffer
 			s.publish(time.Now())
 			return false, false, nil
@@ -373,14 +390,38 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
 			}
+			if sub.resp3 {
+				s.flushCaching(out) // legs.go
+			}
+			if err := s.toLeg(out, sub); err != nil { // legs.go
+				return false, false, err
+			}
 			return false, true, sub.finishWith(out, errReply)
 		}
 		s.lastArgs = f.args // CLIENT LIST's cmd
 		kind := subKindOf(f.args[0])
+		if kind != subOther {
+			// Subscribe commands, PING, QUIT and RESET are the bridge's
+			// first connection's (legs.go).
+			if sub.resp3 {
+				s.flushCaching(out)
+			}
+			if err := s.toLeg(out, sub); err != nil {
+				return false, false, err
+			}
+		}
 		if sub.resp3 && kind == subOther {
 			s.start += n
-			if err := s.bridged(f, out); err != nil {
+			if err := s.bridged(f, out); errors.Is(err, errBridgeLeft) {
+				return true, false, nil
+			} else if err != nil {
 				return false, false, err
+			}
+			if s.closing { // authlimit.go: after the reply
+				if err := s.toLeg(out, sub); err != nil {
+					return false, false, err
+				}
+				return false, true, sub.finishWith(out, nil)
 			}
 			continue
 		}
@@ -436,335 +477,4 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			s.start += n
 		}
 	}
-}
-
-// send writes the client's commands to the upstream connection.
-func (sub *subscriber) send(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	_ = sub.nc.SetWriteDeadline(time.Now().Add(sub.u.opts.Timeout))
-	if _, err := sub.nc.Write(b); err != nil {
-		sub.u.met.upstreamError(sub.u.name, "lost")
-		return fmt.Errorf("%w: %w", ErrLost, err)
-	}
-	return nil
-}
-
-// check sends a barrier and waits for it: subscribed reports whether the
-// upstream connection is still in subscribe mode. Every reply before the
-// barrier has been handed to the client writer when it returns. With stop
-// (or when not subscribed) the relay has stopped.
-func (sub *subscriber) check(stop bool) (subscribed bool, err error) {
-	sub.stopAfter.Store(stop)
-	sub.barrierOut.Store(true)
-	if err := sub.send(sub.ping); err != nil {
-		return false, err
-	}
-	select {
-	case subscribed = <-sub.barrier:
-		return subscribed, nil
-	case <-sub.ended:
-		select { // the barrier's outcome is sent before the relay ends
-		case subscribed = <-sub.barrier:
-			return subscribed, nil
-		default:
-		}
-		return false, sub.failure()
-	}
-}
-
-// finishWith sends out, stops the relay after every reply so far, waits
-// until the client has them, and writes reply after them.
-func (sub *subscriber) finishWith(out *[]byte, reply []byte) error {
-	if err := sub.send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	if _, err := sub.check(true); err != nil {
-		return err
-	}
-	sub.drain()
-	if sub.werr != nil {
-		return sub.werr
-	}
-	if len(reply) == 0 {
-		return nil // silenced by CLIENT REPLY
-	}
-	s := sub.s
-	_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
-	_, err := s.nc.Write(reply)
-	return err
-}
-
-// failure is the session's error once the relay ended on its own, and
-// what it means for the client: over the limit, or the upstream is gone.
-func (sub *subscriber) failure() error {
-	<-sub.ended
-	s := sub.s
-	switch {
-	case errors.Is(sub.err, errSubscriberBytes):
-		s.srv.met.rejected.WithLabelValues("subscriber_bytes").Inc()
-		s.log.Warn("closing a subscriber over the reply bytes limit", zap.Int("limit", sub.max))
-	case errors.Is(sub.err, errSubscriberBudget):
-		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
-		s.log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", s.srv.mem.limit))
-	case errors.Is(sub.err, errSubscriberGone):
-	default:
-		sub.u.met.upstreamError(sub.u.name, "lost")
-		s.log.Warn("subscriber upstream connection lost", zap.Error(sub.err))
-		sub.drain() // the client gets what the server sent, then the close
-	}
-	return errClose
-}
-
-// stop ends the bridge: closes the upstream connection and stops the
-// writer, dropping what it still holds when abort is set (the client is
-// being closed).
-func (sub *subscriber) stop(abort bool) {
-	_ = sub.nc.Close()
-	<-sub.ended
-	if abort {
-		_ = sub.s.nc.Close()
-	}
-	sub.drain()
-	mem := sub.s.srv.mem // what the relay and the writer still hold
-	mem.give(sub.acct.held)
-	sub.acct.held = 0
-	sub.mu.Lock()
-	mem.give(sub.pendHeld)
-	sub.pendHeld = 0
-	sub.mu.Unlock()
-}
-
-// replyRelayed is the audit record's reply kind for a command the server
-// answered on a bridged connection: the relay passes replies on unframed.
-const replyRelayed = "relayed"
-
-// replyBridgedHello refuses a protocol switch on a bridged connection.
-var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; RESET first\r\n")
-
-// bridged decides one command of a bridged RESP3 client (see above) and
-// appends what goes to the server to *out, or sends what is there and
-// hands a local reply to the writer in its place.
-//
-// A transaction is queued by the proxy in the session's transaction, as in
-// normal service (each +OK and +QUEUED after a barrier, so it keeps its
-// place), and EXEC sends MULTI,
-// the queued commands and EXEC as one unit after a barrier: the relay then
-// drops the server's replies to MULTI and the queued commands, which the
-// client already had from the proxy, and passes EXEC's on.
-func (s *session) bridged(f frame, out *[]byte) (err error) {
-	sub := s.sub
-	if s.began.IsZero() {
-		s.began = time.Now()
-	}
-	s.st.Fenced = s.srv.fenced()
-	s.lastArgs = f.args
-	d := rewrite.Decide(f.args, &s.st, s.pol)
-	if d.Effect == rewrite.ClientList && d.Action == rewrite.Local {
-		d.Reply = s.clientList(d.List) // clientlist.go
-	}
-	if s.st.InMulti {
-		s.queueCheck(f.args, &d) // queuecheck.go: the server's queue-time errors
-	}
-	s.shareRule(f.args, &d) // rule.go: the same rule on the client's own connection
-	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto != 3 {
-		d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
-	}
-	s.srv.met.command(&d)
-	audit := s.auditFor(f.args, &d)
-	drop := s.rm.command(d.Effect)
-	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
-	forwarded := d.Action == rewrite.Pass || d.Action == rewrite.Rewrite
-	var admitted *ctlState
-	if forwarded && (len(s.srv.ups) > 1 || s.srv.ctl != nil) {
-		qs := s.commandQueues(f.args)
-		if s.st.InMulti && d.Effect != rewrite.Exec {
-			// Checked now for routing, and again at EXEC, when it is sent.
-			s.tx.noteQueues(qs)
-		} else if d.Effect == rewrite.Exec {
-			qs = append(qs, s.tx.queues...)
-		}
-		if admitted = s.bridgeAdmit(qs, &d); d.Action == rewrite.Refuse {
-			forwarded = false
-		}
-		if admitted != nil && s.st.InMulti && d.Effect != rewrite.Exec {
-			admitted.inflight.Add(-1) // queued, not sent: admitted at EXEC
-			admitted = nil
-		}
-	}
-	if admitted != nil {
-		// Counted in flight until its reply is in: the control loop
-		// acknowledges a hold only once nothing admitted before it waits.
-		defer admitted.inflight.Add(-1)
-		defer func() {
-			if err == nil {
-				err = s.bridgeBarrier(out)
-			}
-		}()
-	}
-	switch {
-	case s.st.InMulti && forwarded && d.Effect == rewrite.Exec:
-		// Every reply before the unit is relayed first; then the relay
-		// drops MULTI's and each queued command's.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		for range s.tx.n + 1 {
-			sub.swap(nil)
-		}
-		if err := s.sub.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
-			return err
-		}
-		*out = append(*out, f.raw...)
-		s.endBridgedMulti()
-		s.relayed(audit)
-		return nil
-	case s.st.InMulti && forwarded && !s.tx.room(s, f):
-		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
-		s.st.MultiAborted = true
-		return s.bridgeLocal(out, replyTxOverBudget, audit)
-	case s.st.InMulti && forwarded:
-		s.tx.buf = encode(s.tx.buf, f, &d)
-		s.tx.n++
-		s.relayed(audit)
-		if d.Effect == rewrite.Wire6 {
-			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
-		}
-		if drop {
-			return nil
-		}
-		return s.bridgeLocal(out, replyQueued, -1)
-	case forwarded:
-		if skipped {
-			// Its one reply is the next after a barrier.
-			if err := s.bridgeBarrier(out); err != nil {
-				return err
-			}
-			sub.swap(nil)
-		}
-		s.relayed(audit)
-		if d.Effect == rewrite.Wire6 {
-			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
-		}
-		return sub.add(out, f, &d)
-	}
-	switch {
-	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
-		// The replies before it keep their fate; the relay changes after.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		sub.muted.Store(s.rm.muted())
-	}
-	if drop || len(d.Reply) == 0 {
-		if audit >= 0 {
-			s.audits[audit].setReply(d.Reply, nil)
-		}
-	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
-		return err
-	}
-	switch d.Effect {
-	case rewrite.Multi:
-		s.st.InMulti, s.st.MultiAborted = true, false
-		s.tx.begin(s)
-	case rewrite.AbortMulti:
-		s.st.MultiAborted = true
-	case rewrite.Discard:
-		s.endBridgedMulti()
-	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
-		s.apply(f, &d)
-	}
-	return nil
-}
-
-// bridgeAdmit applies routing and the control table to a bridged client's
-// forwarded command: it is served by the upstream the client was bridged
-// to only, so a command for a queue routed elsewhere is refused; with the
-// control table on, a command for a held queue (or one whose node's lease
-// lapsed) gets TRYAGAIN at once, without waiting (a bridged client's
-// connection cannot wait without holding its pushes back), and an admitted
-// one is returned's state, counted in flight (the caller uncounts it).
-func (s *session) bridgeAdmit(qs [][]byte, d *rewrite.Decision) *ctlState {
-	if len(qs) == 0 {
-		return nil
-	}
-	r := s.srv.routes.Load()
-	for _, q := range qs {
-		if u := r.forQueue(q); u != s.sub.u {
-			s.crossRoute(d, "queue "+string(q)+" routes to upstream "+u.name+
-				"; a subscribed or tracking RESP3 client is served by upstream "+s.sub.u.name+" only")
-			return nil
-		}
-	}
-	if s.srv.ctl == nil {
-		return nil
-	}
-	st, q, up := s.admit(qs)
-	if q != nil {
-		s.refuseHeld(d, q, up)
-		return nil
-	}
-	return st
-}
-
-// endBridgedMulti ends a bridged client's transaction.
-func (s *session) endBridgedMulti() {
-	s.st.InMulti, s.st.MultiAborted = false, false
-	s.tx.clear(s)
-}
-
-// relayed notes on an audit record that the server's reply went to the
-// client unframed.
-func (s *session) relayed(audit int) {
-	if audit >= 0 {
-		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, s.sub.u.name
-	}
-}
-
-// bridgeBarrier sends what is in *out and waits until every reply to it has
-// been handed to the writer.
-func (s *session) bridgeBarrier(out *[]byte) error {
-	if err := s.sub.send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	_, err := s.sub.check(false)
-	return err
-}
-
-// bridgeLocal hands a reply the proxy makes to the client in its place
-// among the server's replies: after a barrier.
-func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
-	if audit >= 0 {
-		s.audits[audit].setReply(reply, nil)
-	}
-	if err := s.bridgeBarrier(out); err != nil {
-		return err
-	}
-	if !s.sub.publish(reply) {
-		return s.sub.failure()
-	}
-	return nil
-}
-
-// swap makes the relay answer reply in place of the server's next reply
-// (not a push) after those already to be swapped; nil drops it. Only after
-// a barrier: then the next replies are known.
-func (sub *subscriber) swap(reply []byte) {
-	sub.mu.Lock()
-	sub.swaps = append(sub.swaps, reply)
-	sub.swapN.Store(int32(len(sub.swaps)))
-	sub.mu.Unlock()
-}
-
-// nextSwap takes the reply to answer in place of the server's next one.
-func (sub *subscriber) nextSwap() []byte {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	r := sub.swaps[0]
-	sub.swaps = sub.swaps[1:]
-	sub.swapN.Store(int32(len(sub.swaps)))
-	return r
 }

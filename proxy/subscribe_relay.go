@@ -55,8 +55,10 @@ func (sub *subscriber) relay() {
 		}
 		fr := chunk[start:]
 		if fr[0] != '>' && sub.swapN.Load() > 0 {
-			// A reply the proxy answers in its place (bridged RESP3).
-			chunk = append(chunk[:start], sub.nextSwap()...)
+			// A reply the proxy answers in its place, patches or taps
+			// (bridged RESP3: observe.go).
+			t := sub.nextSwap()
+			chunk = append(chunk[:start], t.apply(fr)...)
 			fr = chunk[start:]
 			if len(fr) == 0 {
 				continue
@@ -87,7 +89,7 @@ func (sub *subscriber) relay() {
 			}
 		}
 		sub.s.view.noteSubs(fr, sub.resp3) // clientlist.go
-		if sub.muted.Load() && sub.silenced(fr) {
+		if sub.w.muted.Load() && sub.silenced(fr) {
 			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
 		}
 		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
@@ -99,29 +101,37 @@ func (sub *subscriber) relay() {
 	}
 }
 
-// publish hands bytes to the writer; false (with sub.err set) when the
-// client is over its limit or gone.
+// publish hands bytes to the writer (the bridge's: a leg's relay shares
+// it, legs.go); false (with sub.err set) when the client is over its limit
+// or gone.
 func (sub *subscriber) publish(b []byte) bool {
+	if err := sub.w.push(b); err != nil {
+		sub.err = err
+		return false
+	}
+	return true
+}
+
+// push hands bytes to the writer; an error when the client is over its
+// limit or gone.
+func (sub *subscriber) push(b []byte) error {
 	if len(b) == 0 {
-		return true
+		return nil
 	}
 	sub.mu.Lock()
 	if sub.finish {
 		sub.mu.Unlock()
-		sub.err = errSubscriberGone
-		return false
+		return errSubscriberGone
 	}
 	if len(sub.pending)+len(b) > sub.max {
 		sub.mu.Unlock()
-		sub.err = errSubscriberBytes
-		return false
+		return errSubscriberBytes
 	}
 	if want := int64(len(sub.pending) + len(b) - freeReplyBytes); want > sub.pendHeld {
 		// The bytes waiting for the client come from the memory budget.
 		if !sub.s.srv.mem.tryTake(want - sub.pendHeld) {
 			sub.mu.Unlock()
-			sub.err = errSubscriberBudget
-			return false
+			return errSubscriberBudget
 		}
 		sub.pendHeld = want
 	}
@@ -131,7 +141,7 @@ func (sub *subscriber) publish(b []byte) bool {
 	case sub.wake <- struct{}{}:
 	default:
 	}
-	return true
+	return nil
 }
 
 // write sends the relayed bytes to the client, as many as are waiting per

@@ -33,13 +33,22 @@ type transaction struct {
 	// sameSegment is true while MULTI's reply slot is still in the
 	// session's current segment (nothing flushed since).
 	sameSegment bool
-	// up is the upstream the transaction is bound to: the route of its
-	// first queued command with keys (or script call); nil while none.
-	// A queued command routed elsewhere is refused (route_session.go).
+	// up is the upstream the transaction is bound to while it queues: the
+	// route of its first queued command with keys (or script call); nil
+	// while none. A queued command routed elsewhere is refused
+	// (route_session.go).
 	up *Upstream
-	// queues are the queued commands' queues (copies), kept with the
-	// control table on: EXEC is admitted by them (hold.go).
-	queues [][]byte
+	// qbuf and qend are the queued commands' queues (qbuf[qend[i-1]:qend[i]]):
+	// EXEC is admitted by them (hold.go) and routed where they route then;
+	// defKeyed: a queued command has a key with no queue (the default
+	// route's).
+	qbuf     []byte
+	qend     []int
+	defKeyed bool
+	// verbs counts the queued verb calls, encoded for verbRole (a rewrite
+	// on a module node, the client's EVALSHA on a scripts node).
+	verbs    int
+	verbRole Role
 	// held is what buf holds of the memory budget: its bytes past
 	// txFreeBytes (budget.go).
 	held int64
@@ -58,8 +67,15 @@ func (t *transaction) begin(s *session) {
 	t.n = 0
 	t.slots = append(t.slots[:0], len(s.slots)-1)
 	t.sameSegment = true
+	t.forget()
+}
+
+// forget drops what the transaction knows of its routes.
+func (t *transaction) forget() {
 	t.up = nil
-	t.queues = t.queues[:0]
+	t.qbuf, t.qend = t.qbuf[:0], t.qend[:0]
+	t.defKeyed = false
+	t.verbs = 0
 	t.writes = false
 }
 
@@ -74,9 +90,7 @@ func (t *transaction) clear(s *session) {
 	t.n = 0
 	t.slots = t.slots[:0]
 	t.sameSegment = false
-	t.up = nil
-	t.queues = t.queues[:0]
-	t.writes = false
+	t.forget()
 }
 
 // queue adds a command decided inside MULTI.
@@ -109,11 +123,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	if s.srv.acking && !t.writes {
 		t.writes = s.isWrite(f.args, d) // ack.go
 	}
-	if s.srv.ctl != nil {
-		// The control table admits the transaction at EXEC, when it is
-		// sent, by the queues of what it queued (hold.go).
-		t.noteQueues(s.commandQueues(f.args))
-	}
+	t.noteRoute(s, d)
 	s.addLocal(replyQueued, audit)
 	s.slots[len(s.slots)-1].target = s.route()
 	t.slots = append(t.slots, len(s.slots)-1)
@@ -137,11 +147,46 @@ func (t *transaction) room(s *session, f frame) bool {
 	return true
 }
 
-// noteQueues keeps copies of a queued command's queues.
-func (t *transaction) noteQueues(qs [][]byte) {
-	for _, q := range qs {
-		t.queues = append(t.queues, append([]byte(nil), q...))
+// noteRoute notes what a queued command tells of the transaction's route:
+// the upstream it binds to, its queues and its verb calls' role.
+func (t *transaction) noteRoute(s *session, d *rewrite.Decision) {
+	if !s.keyed {
+		return
 	}
+	if t.up == nil {
+		t.up = s.routed
+	}
+	if len(s.cmdKeys) == 0 {
+		t.defKeyed = true // a script call without keys
+	}
+	for _, k := range s.cmdKeys {
+		q := rewrite.Hashtag(k)
+		if q == nil {
+			t.defKeyed = true
+			continue
+		}
+		t.qbuf = append(t.qbuf, q...)
+		t.qend = append(t.qend, len(t.qbuf))
+	}
+	if d.Script != nil && d.Script.Verb != "" && s.routed != nil {
+		t.verbs++
+		t.verbRole = s.routed.role
+	}
+}
+
+// eachQueue calls f with each queued command's queue.
+func (t *transaction) eachQueue(f func(q []byte)) {
+	at := 0
+	for _, end := range t.qend {
+		f(t.qbuf[at:end])
+		at = end
+	}
+}
+
+// appendQueues appends the queued commands' queues to qs.
+func (t *transaction) appendQueues(qs [][]byte) [][]byte {
+	t.eachQueue(func(q []byte) { qs = append(qs, q) })
+	return qs
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
@@ -157,7 +202,9 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	var p *pipe
 	var ded bool
 	if s.pinned != nil {
-		p, ded = s.pinned, true
+		if u.Fenced() && s.pinned.failed() == nil { // else the fence failed since the WATCH
+			p, ded = s.pinned, true
+		}
 	} else if p = u.shared(s.id, s.proto()); p == nil {
 		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
 	}

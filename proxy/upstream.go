@@ -42,6 +42,7 @@ type Upstream struct {
 	fenceOK bool // the last connection attempt passed the fence (or there is none)
 
 	probes atomic.Int64 // probes that passed the fence (probe.go)
+	owned  ownedConns   // the connections of one client each it handed out (owned.go)
 
 	clients *atomic.Int64 // the server's client connections (pipe.spinFor)
 
@@ -417,21 +418,6 @@ func (u *Upstream) unavailable() []byte {
 // `-UPSTREAM <name> unavailable: <reason>`.
 func unavailableReply(name, reason string) []byte {
 	return []byte("-UPSTREAM " + name + " unavailable: " + oneLine(reason) + "\r\n")
-}
-
-// dedicated opens a connection of the client's own (blocking commands,
-// WATCH, subscriptions) in protocol proto: dialed, booted and fenced like
-// a shared one, with no reply timeout (its writes have the shared ones'
-// timeout). The caller closes it.
-func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
-	dl, _, err := u.dialer.dial(ctx, proto)
-	if err != nil {
-		u.met.upstreamError(u.name, errKind(err, false))
-		return nil, err
-	}
-	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, nil, true)
-	u.attach(p, dl.addr)
-	return p, nil
 }
 
 // close stops reconnecting and closes the shared connections; waiting

@@ -57,7 +57,7 @@ upstreams:
     role: scripts
 %s
 routes:
-  - queues: ["billing"]
+  - queues: ["billing", "ledger"]
     upstream: scripts-b
   - queues: ["*"]
     upstream: module-a

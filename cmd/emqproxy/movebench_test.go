@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,45 +17,301 @@ import (
 	"github.com/emqproxy/emqproxy/stand/legacy"
 )
 
-// TestQueueMoveBench measures a move of a queue of 100k jobs in mixed states
-// (pending, active, done, delayed) with one proxy running: the hold (hold to
-// flip) and the copy rate. Opt-in: EMQ_MOVE_BENCH=1 (about a minute); not
-// part of make test. The variable is not EMQPROXY_-prefixed: the proxies
-// the test starts inherit it, and refuse a variable that names no key.
+// TestQueueMoveBench measures moves of a queue of EMQ_MOVE_JOBS jobs
+// (default 1M: rows plus the pending, active, done and delayed sets, a
+// quarter each) through two proxies while legacy clients enqueue, claim and
+// complete on it, and on a queue of each node that does not move: today's
+// mover (--hold-copy: the whole copy under the hold), the online mover at
+// its default --rate, and unpaced (--rate 0), each on fresh nodes, in one
+// run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
+// test. (The variables are not EMQPROXY_-prefixed: the proxies the test
+// starts inherit them, and refuse a variable that names no key.) It prints the hold, the calls that got TRYAGAIN, the slowest call
+// on the moving queue, the p99 of the other queues' calls before and
+// during the move, the copy rate and the longest command.
 func TestQueueMoveBench(t *testing.T) {
 	if os.Getenv("EMQ_MOVE_BENCH") == "" {
-		t.Skip("set EMQ_MOVE_BENCH=1 to measure a move of 100k jobs")
+		t.Skip("set EMQ_MOVE_BENCH=1 to measure moves of a 1M-job queue under load")
 	}
-	s := startMoveStand(t, "")
+	jobs := 1_000_000
+	if v := os.Getenv("EMQ_MOVE_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			t.Fatalf("EMQ_MOVE_JOBS=%q: want a number of jobs >= 1000", v)
+		}
+		jobs = n
+	}
+	variants := []struct{ name, args string }{
+		{"today (--hold-copy)", "--hold-copy"},
+		{"online, default --rate", ""},
+		{"online, --rate 0", "--rate 0"},
+	}
+	if v := os.Getenv("EMQ_MOVE_ARGS"); v != "" {
+		// One variant by hand, e.g. EMQ_MOVE_ARGS="--rate 0 --max-hold 20s".
+		variants = variants[:0]
+		for _, args := range strings.Split(v, ";") {
+			variants = append(variants, struct{ name, args string }{"online " + strings.TrimSpace(args), args})
+		}
+	}
+	var rows []benchResult
+	for _, v := range variants {
+		t.Run(strings.ReplaceAll(v.name, " ", "_"), func(t *testing.T) {
+			r := benchMove(t, jobs, strings.Fields(v.args))
+			r.name = v.name
+			rows = append(rows, r)
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "move of a queue of %d jobs under load (two proxies, control.poll 100ms, timeouts.hold 5s):\n", jobs)
+	fmt.Fprintf(&b, "%-24s %9s %9s %9s %8s %9s %8s %22s %22s %6s\n", "mover", "move", "hold", "in hold", "TRYAGAIN", "slowest", "keys/s",
+		"p99 src before/copy/hold", "p99 dst before/copy/hold", "rounds")
+	for _, r := range rows {
+		if r.failed != "" {
+			fmt.Fprintf(&b, "%-24s failed after %v: %s\n", r.name, r.move.Round(time.Millisecond), r.failed)
+			continue
+		}
+		fmt.Fprintf(&b, "%-24s %9v %9v %9v %8d %9v %8.0f %22s %22s %6d\n", r.name, r.move.Round(time.Millisecond), r.hold, r.holdWork,
+			r.tryagain, r.slowestCall.Round(time.Millisecond), r.rate, r.p99[0].String(), r.p99[1].String(), r.rounds)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s: longest round trip %s; slowest in the slowlog %s\n", r.name, r.longest, r.slowlog)
+	}
+	if len(rows) == 3 && rows[0].failed == "" && rows[1].failed == "" {
+		fmt.Fprintf(&b, "hold: online at the default rate %.2fx today's; p99 of other calls during the copy while served / before: source %.2fx, target %.2fx; during the hold: %.2fx, %.2fx\n",
+			rows[1].holdD.Seconds()/rows[0].holdD.Seconds(), rows[1].p99[0].ratio(), rows[1].p99[1].ratio(),
+			rows[1].p99[0].holdRatio(), rows[1].p99[1].holdRatio())
+	}
+	t.Log("\n" + b.String())
+}
+
+type benchResult struct {
+	name                      string
+	move, holdD               time.Duration
+	hold, holdWork            string
+	tryagain                  int
+	slowestCall               time.Duration
+	rate                      float64
+	p99                       [2]p99pair // source's other queue, target's
+	rounds                    int
+	longest, slowlog          string
+	acked                     int
+	callsMoving, errorsMoving int
+	failed                    string
+}
+
+// p99pair is the p99 of a queue's calls before the move, during its copy
+// while served, and during its hold (for today's mover the whole move).
+type p99pair struct{ before, during, hold time.Duration }
+
+func (p p99pair) String() string {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return fmt.Sprintf("%.1f/%.1f/%.1fms", ms(p.before), ms(p.during), ms(p.hold))
+}
+
+func (p p99pair) ratio() float64     { return p.during.Seconds() / max(p.before.Seconds(), 1e-9) }
+func (p p99pair) holdRatio() float64 { return p.hold.Seconds() / max(p.before.Seconds(), 1e-9) }
+
+// timedLoad loops enqueue, claim and complete on one queue through one
+// proxy, recording when each call ended and how long it took.
+type timedLoad struct {
+	mu       sync.Mutex
+	at       []time.Time
+	took     []time.Duration
+	acked    []string
+	tryagain int
+	errs     []error
+}
+
+func (l *timedLoad) run(ctx context.Context, t *testing.T, s *moveStand, addr, q, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	c, err := legacy.Dial(ctx, legacy.Options{Addr: addr, Map: s.m, Brand: s.m.LegacyBrand})
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	defer c.Close()
+	call := func(f func() error) bool {
+		t0 := time.Now()
+		err := f()
+		d := time.Since(t0)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.at, l.took = append(l.at, t0.Add(d)), append(l.took, d)
+		switch {
+		case err == nil:
+			return true
+		case strings.Contains(err.Error(), "TRYAGAIN"):
+			l.tryagain++
+		default:
+			l.errs = append(l.errs, err)
+		}
+		return false
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		id := fmt.Sprintf("%s-%07d", prefix, i)
+		var ok bool
+		if call(func() (err error) { ok, err = c.Enqueue(ctx, q, id, "payload "+id); return }) && ok {
+			l.mu.Lock()
+			l.acked = append(l.acked, id)
+			l.mu.Unlock()
+		}
+		var job legacy.Job
+		var empty bool
+		if call(func() (err error) { job, empty, err = c.Claim(ctx, q, 30000); return }) && !empty {
+			call(func() error { _, err := c.Complete(ctx, q, job.ID); return err })
+		}
+	}
+}
+
+func (l *timedLoad) fail(err error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, err)
+	l.mu.Unlock()
+}
+
+// window returns the p99 and the slowest of the calls that ended in [from, to).
+func (l *timedLoad) window(from, to time.Time) (p99, slowest time.Duration, n int) {
+	l.mu.Lock()
+	var ds []time.Duration
+	for i, at := range l.at {
+		if !at.Before(from) && at.Before(to) {
+			ds = append(ds, l.took[i])
+		}
+	}
+	l.mu.Unlock()
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)*99/100], ds[len(ds)-1], len(ds)
+}
+
+// fillStates writes jobs of queue q on c in four states, a quarter each:
+// rows and the pending, active, done and delayed sets (pending at score 0,
+// active and delayed an hour ahead, done at its index).
+func fillStates(t *testing.T, c valkey.Client, q string, jobs int) {
+	t.Helper()
 	ctx := context.Background()
-	const jobs = 100_000
 	states := []string{"pending", "active", "done", "delayed"}
+	later := float64(time.Now().Add(time.Hour).UnixMilli())
 	for lo := 0; lo < jobs; lo += 1000 {
 		var cmds valkey.Commands
-		for i := lo; i < lo+1000; i++ {
-			id := fmt.Sprintf("J%07d", i)
+		for i := lo; i < min(lo+1000, jobs); i++ {
+			id := fmt.Sprintf("J%08d", i)
 			st := states[i%len(states)]
+			score := map[string]float64{"pending": 0, "active": later, "done": float64(i), "delayed": later}[st]
 			cmds = append(cmds,
-				s.src.B().Hset().Key(legacy.JobKey("billing", id)).FieldValue().FieldValue("state", st).
+				c.B().Hset().Key(legacy.JobKey(q, id)).FieldValue().FieldValue("state", st).
 					FieldValue("attempts", "1").FieldValue("payload", "payload of "+id).Build(),
-				s.src.B().Zadd().Key(legacy.Key("billing", st)).ScoreMember().ScoreMember(float64(i), id).Build())
+				c.B().Zadd().Key(legacy.Key(q, st)).ScoreMember().ScoreMember(score, id).Build())
 		}
-		for _, r := range s.src.DoMulti(ctx, cmds...) {
+		for _, r := range c.DoMulti(ctx, cmds...) {
 			if err := r.Error(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	p := s.proxy(t, "proxy1")
-	waitRegistered(t, s.src, 1)
-	_ = p
-	t0 := time.Now()
-	out, err := s.run(t, "move", "billing", "--to", "module-a")
-	if err != nil {
-		t.Fatal(err)
+}
+
+func benchMove(t *testing.T, jobs int, args []string) benchResult {
+	s := startMoveStand(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	for _, c := range []valkey.Client{s.src, s.dst} {
+		must := func(k, v string) {
+			if err := c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue(k, v).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		must("slowlog-log-slower-than", "1000")
+		must("slowlog-max-len", "1024")
 	}
-	total := time.Since(t0)
-	m := regexp.MustCompile(`held for (\S+)`).FindStringSubmatch(out)
-	keys := jobs + len(states)
-	t.Logf("moved %d keys in %v (process included): %.0f keys/s; hold %s", keys, total, float64(keys)/total.Seconds(), m[1])
+	t0 := time.Now()
+	fillStates(t, s.src, "billing", jobs)
+	t.Logf("filled %d jobs in %v", jobs, time.Since(t0))
+	ps := []*proc{s.proxy(t, "proxy1"), s.proxy(t, "proxy2")}
+	waitRegistered(t, s.src, 2)
+	waitRegistered(t, s.dst, 2)
+
+	moving, other := &timedLoad{}, [2]*timedLoad{{}, {}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	noLoad := os.Getenv("EMQ_MOVE_NOLOAD") != "" // the copy rate alone: no client on the moving queue
+	for i, p := range ps {
+		for j := range 2 {
+			if noLoad {
+				break
+			}
+			wg.Add(1)
+			go moving.run(ctx, t, s, p.listen, "billing", fmt.Sprintf("B%d%d", i, j), stop, &wg)
+		}
+		wg.Add(2)
+		go other[0].run(ctx, t, s, p.listen, "ledger", fmt.Sprintf("L%d", i), stop, &wg) // on the source
+		go other[1].run(ctx, t, s, p.listen, "quotes", fmt.Sprintf("Q%d", i), stop, &wg) // on the target
+	}
+	before := time.Now()
+	for time.Since(before) < 5*time.Second {
+		time.Sleep(100 * time.Millisecond) // the load's "before" window
+	}
+	began := time.Now()
+	out, err := s.run(t, append([]string{"move", "billing", "--to", "module-a"}, args...)...)
+	ended := time.Now()
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		t.Logf("move failed: %v", err)
+		return benchResult{move: ended.Sub(began), failed: lines[len(lines)-1]}
+	}
+	for time.Since(ended) < time.Second {
+		time.Sleep(100 * time.Millisecond) // calls held by the move end after it
+	}
+	close(stop)
+	wg.Wait()
+
+	r := benchResult{move: ended.Sub(began)}
+	r.hold = regexp.MustCompile(`held for (\S+)`).FindStringSubmatch(out)[1]
+	r.holdD, _ = time.ParseDuration(r.hold)
+	if m := regexp.MustCompile(`under the hold: \d+ changed keys in (\S+);`).FindStringSubmatch(out); m != nil {
+		r.holdWork = m[1]
+	} else if m := regexp.MustCompile(`copied under the hold \(--hold-copy\) in (\S+)`).FindStringSubmatch(out); m != nil {
+		r.holdWork = m[1]
+	}
+	if m := regexp.MustCompile(`copied while served: (\d+) rounds`).FindStringSubmatch(out); m != nil {
+		r.rounds, _ = strconv.Atoi(m[1])
+	}
+	keys := reportInt(t, out, `keys copied: (\d+)`)
+	r.rate = float64(keys) / r.move.Seconds()
+	var lrt, slow []string
+	for _, m := range regexp.MustCompile(`longest round trip to (\S+): (\S+) \(([^,]+), (\d+) commands\)`).FindAllStringSubmatch(out, -1) {
+		lrt = append(lrt, fmt.Sprintf("%s %s", m[1], m[2]))
+	}
+	for _, m := range regexp.MustCompile(`slowest command on (\S+): (.*)`).FindAllStringSubmatch(out, -1) {
+		slow = append(slow, m[1]+": "+m[2])
+	}
+	r.longest, r.slowlog = strings.Join(lrt, ", "), strings.Join(slow, "; ")
+	held := ended.Add(-r.holdD)
+	for i, l := range other {
+		b, _, _ := l.window(before, began)
+		d, _, _ := l.window(began, held)
+		h, _, _ := l.window(held, ended)
+		r.p99[i] = p99pair{b, d, h}
+		for _, err := range l.errs {
+			t.Errorf("a client of another queue: %v", err)
+		}
+	}
+	_, r.slowestCall, r.callsMoving = moving.window(began, ended.Add(time.Second))
+	r.tryagain, r.errorsMoving, r.acked = moving.tryagain, len(moving.errs), len(moving.acked)
+	for _, err := range moving.errs {
+		t.Errorf("a client of the moving queue: %v", err)
+	}
+	// Every enqueue acknowledged during the run is on the target once.
+	checkLanded(t, s, nil, &workload{acked: moving.acked})
+	t.Logf("mover:\n%s", out)
+	t.Logf("calls on the moving queue during the move: %d, %d TRYAGAIN; enqueues acknowledged: %d", r.callsMoving, r.tryagain, r.acked)
+	return r
 }

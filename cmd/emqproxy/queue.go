@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -27,18 +27,20 @@ func init() { extraCommands = append(extraCommands, newQueueCmd) }
 func newQueueCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Move queues between upstreams online; show the control table"}
 	var (
-		path, to, stopAfter                  string
-		resume, abort, replace, deleteSource bool
-		wait                                 time.Duration
+		path, to, stopAfter, rate                      string
+		resume, abort, replace, deleteSource, holdCopy bool
+		wait, maxHold                                  time.Duration
 	)
 	move := &cobra.Command{
 		Use:   "move QUEUE --to UPSTREAM --config FILE",
 		Short: "Move a queue, with its jobs, to another upstream while every proxy keeps serving",
-		Long: "Holds the queue on its node (every proxy acknowledges, or its lease expires), copies and " +
-			"verifies every key under its hashtag on the target, then gives the queue to the target on " +
-			"both nodes; the proxies release the held commands to the target. The proxies must run with " +
-			"control.enabled. --resume completes a move that was stopped; --abort rolls one back before " +
-			"its flip. Exit 1 on any refusal or failure, with the reason.",
+		Long: "Copies every key under the queue's hashtag to the target while the queue is served, " +
+			"tracking the keys that change on the source (keyspace notifications) and copying them again " +
+			"in rounds; then holds the queue on its node (every proxy acknowledges, or its lease expires), " +
+			"copies and verifies what changed last, and gives the queue to the target on both nodes; the " +
+			"proxies release the held commands to the target. Large keys are copied in chunks. The proxies " +
+			"must run with control.enabled. --resume completes a move that was stopped; --abort rolls one " +
+			"back before its flip. Exit 1 on any refusal or failure, with the reason.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if resume && abort {
@@ -62,10 +64,18 @@ func newQueueCmd() *cobra.Command {
 			if wait == 0 {
 				wait = 2*cfg.Control.Lease + cfg.Timeouts.Hold
 			}
+			if maxHold == 0 {
+				maxHold = cfg.Timeouts.Hold / 2
+			}
+			bps, err := control.ParseRate(rate)
+			if err != nil {
+				return err
+			}
 			mv := &control.Mover{
 				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: cfg.RouteFor,
 				CheckTarget: func(ctx context.Context, n *control.Node) error { return checkRole(ctx, cfg, m, n) },
 				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
+				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold,
 			}
 			ctx := cmd.Context()
 			if abort {
@@ -96,7 +106,10 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
-	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (held, copied, flipping) and wait to be killed")
+	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the copy while the queue is served, bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the copy under the hold is never paced")
+	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
+	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no keyspace notifications; for small queues or a source that refuses CONFIG SET)")
+	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
 
 	var spath string
@@ -149,8 +162,8 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 		}
 		// A master set under Sentinel is reached through valkey-go's
 		// Sentinel client: the mover finds the primary as the proxies do.
-		n, err := proxy.DialControl(proxy.UpstreamOptions{Name: name, Address: u.Address, Sentinel: so,
-			Username: u.Username, Password: u.Password, DB: u.DB, TLSConfig: t}, cfg.Timeouts.Dial)
+		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
+			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName, RESP2: true})
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
@@ -191,7 +204,18 @@ func checkRole(ctx context.Context, cfg *config.Config, m *shamap.Map, n *contro
 func printReport(w io.Writer, r *control.Report) {
 	fmt.Fprintf(w, "moved %s from %s to %s: held at epoch %d, flipped at epoch %d, held for %v\n",
 		r.Queue, r.From, r.To, r.HoldEpoch, r.FlipEpoch, r.Held.Round(time.Millisecond))
-	fmt.Fprintf(w, "keys copied: %d\n", r.Keys)
+	switch {
+	case r.HoldCopy:
+		fmt.Fprintf(w, "copied under the hold (--hold-copy) in %v\n", r.HoldWork.Round(time.Millisecond))
+	case r.Rounds == 0:
+		fmt.Fprintf(w, "copied and verified before the mover stopped\n")
+	default:
+		fmt.Fprintf(w, "copied while served: %d rounds in %v; under the hold: %d changed keys in %v; holds released: %d\n",
+			r.Rounds, r.PreCopy.Round(time.Millisecond), r.TailKeys, r.HoldWork.Round(time.Millisecond), r.Released)
+		fmt.Fprintf(w, "tracking: %d keyspace notifications, restarted %d times\n", r.Events, r.Restarts)
+	}
+	fmt.Fprintf(w, "keys copied: %d (job rows %d)\n", r.Keys, r.Rows)
+	fmt.Fprintf(w, "written: %d keys, %d bytes, %d keys in chunks\n", r.Copied, r.Bytes, r.Chunked)
 	var states []string
 	for _, s := range slices.Sorted(maps.Keys(r.Jobs)) {
 		states = append(states, fmt.Sprintf("%s %d", s, r.Jobs[s]))
@@ -202,6 +226,20 @@ func printReport(w io.Writer, r *control.Report) {
 	fmt.Fprintf(w, "jobs: %s\n", strings.Join(states, ", "))
 	if len(r.Other) > 0 {
 		fmt.Fprintf(w, "other keys (not job-core, copied too): %s\n", strings.Join(r.Other, ", "))
+	}
+	slices.SortFunc(r.Longest, func(a, b control.RoundTrip) int { return strings.Compare(a.Node, b.Node) })
+	for _, rt := range r.Longest {
+		fmt.Fprintf(w, "longest round trip to %s: %v (%s, %d commands)\n", rt.Node, rt.Took.Round(10*time.Microsecond), rt.What, rt.Commands)
+	}
+	for _, sc := range r.Slowest {
+		switch {
+		case sc.Threshold < 0:
+			fmt.Fprintf(w, "slowest command on %s: unknown (its slowlog is off)\n", sc.Node)
+		case sc.Took == 0:
+			fmt.Fprintf(w, "slowest command on %s: none past its slowlog-log-slower-than (%v)\n", sc.Node, sc.Threshold)
+		default:
+			fmt.Fprintf(w, "slowest command on %s: %v (%s; its slowlog keeps those past %v)\n", sc.Node, sc.Took, sc.Command, sc.Threshold)
+		}
 	}
 	fmt.Fprintf(w, "proxies acknowledged: %d %s\n", len(r.Acked), strings.Join(r.Acked, " "))
 	fmt.Fprintf(w, "proxies waited out (lease expired): %d %s\n", len(r.WaitedOut), strings.Join(r.WaitedOut, " "))

@@ -1,0 +1,81 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Abort rolls back a move that has not begun its flip: the keys copied to
+// the target are deleted (unless the move replaced keys the target had;
+// the temporary keys of chunked copies always are), a held queue is
+// released on the source at a new epoch, the source's keyspace
+// notifications get their previous setting back, and the record goes.
+func (m *Mover) Abort(ctx context.Context) error {
+	rec, err := m.findRecord(ctx)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		// A hold without a record cannot be made by the mover; release it anyway.
+		owner, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
+		if err != nil {
+			return err
+		}
+		if e == nil || e.State != Held {
+			return fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
+		}
+		rec = &record{from: owner, step: StepHeld}
+	}
+	if rec.step == StepFlipping {
+		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", ErrMove, m.Queue, rec.to)
+	}
+	src := m.Nodes[rec.from]
+	if src == nil {
+		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", ErrMove, m.Queue, rec.from)
+	}
+	if dst := m.Nodes[rec.to]; dst != nil {
+		keys, err := scanQueue(ctx, dst, m.Queue, 0)
+		if err == nil && rec.replace {
+			var tmp []string
+			for _, k := range keys {
+				if strings.HasSuffix(k, tmpSuffix) {
+					tmp = append(tmp, k)
+				}
+			}
+			keys = tmp
+		}
+		if err == nil {
+			err = unlink(ctx, dst, keys)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: deleting the copied keys on %s: %v (run --abort again)", ErrMove, dst.Name, err)
+		}
+		m.say("deleted %d copied keys of %s on %s", len(keys), m.Queue, dst.Name)
+	}
+	c := src.C
+	cmds := deleteRecordCmds(c, m.Queue)
+	var ep int64
+	if rec.step != StepCopying {
+		ep = m.maxEpoch(ctx) + 1
+		cmds = append(valkey.Commands{
+			c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
+			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
+		}, cmds...)
+	}
+	if err := multi(ctx, c, cmds...); err != nil {
+		return fmt.Errorf("%w: releasing %s on %s: %v", ErrMove, m.Queue, src.Name, err)
+	}
+	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
+		return fmt.Errorf("%w: aborted, but %v", ErrMove, err)
+	}
+	if rec.step == StepCopying {
+		m.say("aborted: the copy of %s stopped; %s serves it as before", m.Queue, rec.from)
+	} else {
+		m.say("aborted: %s released on %s at epoch %d", m.Queue, rec.from, ep)
+	}
+	return nil
+}

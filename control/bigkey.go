@@ -1,0 +1,445 @@
+package control
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// tmpSuffix names the key a chunked copy builds on the target before it
+// is renamed into place; it keeps the key's hashtag (and slot).
+const tmpSuffix = "~emqproxy-move"
+
+// stringChunk is the number of bytes one GETRANGE of a chunked string
+// copy reads.
+const stringChunk = 64 << 10
+
+// largeResult is what a large key's copy or comparison did.
+type largeResult struct {
+	typ     string
+	copied  bool // rebuilt on the target in chunks
+	diffs   int  // elements that differed (patched), or 1 when rebuilt after a difference
+	written int  // bytes written
+}
+
+// syncLarge brings one large key of the source onto the target: a chunked
+// copy when the target does not have it from this copy yet, else a
+// comparison that patches what differs (a sorted set element by element;
+// a hash or set field by field, rebuilt when the target has extra ones; a
+// list or string rebuilt when anything differs). Types that cannot be
+// chunked (streams, module types) are copied with one DUMP/RESTORE.
+func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeResult, error) {
+	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
+	if err != nil {
+		return largeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
+	}
+	res := largeResult{typ: typ}
+	c.mu.Lock()
+	onDst := c.bigDst[k]
+	c.mu.Unlock()
+	switch {
+	case typ == "none":
+		_, err = c.writeSmall(ctx, []dumped{{key: k, gone: true}})
+		return res, err
+	case typ != "zset" && typ != "hash" && typ != "set" && typ != "list" && typ != "string":
+		ds, _, _, err := c.readRound(ctx, []string{k}, nil)
+		if err != nil {
+			return res, err
+		}
+		n, err := c.writeSmall(ctx, ds)
+		res.written = n
+		return res, err
+	case !onDst:
+		res.copied = true
+		res.written, err = c.chunkCopy(ctx, k, typ, throttle)
+		return res, err
+	}
+	switch typ {
+	case "zset":
+		res.diffs, res.written, err = c.zsync(ctx, k, throttle)
+	case "hash", "set":
+		res.diffs, res.written, err = c.fieldSync(ctx, k, typ, throttle)
+	default:
+		var same bool
+		same, err = c.sameSequence(ctx, k, typ)
+		if err == nil && !same {
+			res.diffs, res.copied = 1, true
+			res.written, err = c.chunkCopy(ctx, k, typ, throttle)
+		}
+	}
+	return res, err
+}
+
+// chunkCopy builds k on the target in chunks under a temporary name (the
+// source's remaining TTL set on it) and renames it into place, unlinking
+// the target's old value first (UNLINK frees a large value off the main
+// thread; RENAME over it would free it inline).
+func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (int, error) {
+	tmp := k + tmpSuffix
+	s, d := c.src.C.B(), c.dst.C.B()
+	if err := c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error(); err != nil {
+		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, tmp, c.dst.Name, err)
+	}
+	written := 0
+	put := func(n int, cmds ...valkey.Completed) error {
+		for _, r := range c.st.do(ctx, c.dst, cmds...) {
+			if err := r.Error(); err != nil {
+				return fmt.Errorf("%w: copying %s in chunks to %s: %v", ErrMove, k, c.dst.Name, err)
+			}
+		}
+		written += n
+		c.st.add(0, n)
+		if throttle {
+			return c.lim.wait(ctx, n)
+		}
+		return nil
+	}
+	get := func(cmd valkey.Completed) (valkey.ValkeyResult, error) {
+		r := c.st.do1(ctx, c.src, cmd)
+		if err := r.Error(); err != nil {
+			return r, fmt.Errorf("%w: reading %s in chunks on %s: %v", ErrMove, k, c.src.Name, err)
+		}
+		return r, nil
+	}
+	var err error
+	switch typ {
+	case "zset":
+		// The reader runs ahead of the writes (one round trip of zdepth
+		// chunks each way at a time).
+		zctx, cancel := context.WithCancel(ctx)
+		z := c.newZstream(zctx, c.src, k, false)
+		var cmds valkey.Commands
+		n := 0
+		flush := func() error {
+			if len(cmds) == 0 {
+				return nil
+			}
+			err := put(n, cmds...)
+			cmds, n = nil, 0
+			return err
+		}
+		for zs := range z.ch {
+			cmd := d.Zadd().Key(tmp).ScoreMember()
+			for _, e := range zs {
+				cmd = cmd.ScoreMember(e.Score, e.Member)
+				n += len(e.Member) + 8
+			}
+			cmds = append(cmds, cmd.Build())
+			if len(cmds) == zdepth {
+				if err = flush(); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			err = flush()
+		}
+		cancel()
+		for range z.ch {
+		}
+		if err == nil {
+			err = z.err
+		}
+	case "hash", "set":
+		var cursor uint64
+		for {
+			var r valkey.ValkeyResult
+			if typ == "hash" {
+				r, err = get(s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+			} else {
+				r, err = get(s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+			}
+			if err != nil {
+				break
+			}
+			e, err2 := r.AsScanEntry()
+			if err2 != nil {
+				err = err2
+				break
+			}
+			if len(e.Elements) > 0 {
+				n := 0
+				for _, el := range e.Elements {
+					n += len(el)
+				}
+				if typ == "hash" {
+					cmd := d.Hset().Key(tmp).FieldValue()
+					for i := 0; i+1 < len(e.Elements); i += 2 {
+						cmd = cmd.FieldValue(e.Elements[i], e.Elements[i+1])
+					}
+					err = put(n, cmd.Build())
+				} else {
+					err = put(n, d.Sadd().Key(tmp).Member(e.Elements...).Build())
+				}
+				if err != nil {
+					break
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	case "list":
+		for lo := int64(0); ; lo += int64(c.chunk) {
+			var r valkey.ValkeyResult
+			if r, err = get(s.Lrange().Key(k).Start(lo).Stop(lo + int64(c.chunk) - 1).Build()); err != nil {
+				break
+			}
+			els, err2 := r.AsStrSlice()
+			if err2 != nil {
+				err = err2
+				break
+			}
+			if len(els) > 0 {
+				n := 0
+				for _, el := range els {
+					n += len(el)
+				}
+				if err = put(n, d.Rpush().Key(tmp).Element(els...).Build()); err != nil {
+					break
+				}
+			}
+			if len(els) < c.chunk {
+				break
+			}
+		}
+	case "string":
+		for lo := int64(0); ; lo += stringChunk {
+			var r valkey.ValkeyResult
+			if r, err = get(s.Getrange().Key(k).Start(lo).End(lo + stringChunk - 1).Build()); err != nil {
+				break
+			}
+			part, err2 := r.ToString()
+			if err2 != nil {
+				err = err2
+				break
+			}
+			if len(part) > 0 {
+				if err = put(len(part), d.Append().Key(tmp).Value(part).Build()); err != nil {
+					break
+				}
+			}
+			if len(part) < stringChunk {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return written, err
+	}
+	ttl, err := c.st.do1(ctx, c.src, s.Pttl().Key(k).Build()).AsInt64()
+	if err != nil {
+		return written, fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+	}
+	if written == 0 || ttl == -2 {
+		// Gone (or emptied) on the source while it was read.
+		_, err := c.writeSmall(ctx, []dumped{{key: k, gone: true}})
+		_ = c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error()
+		return written, err
+	}
+	cmds := valkey.Commands{d.Multi().Build()}
+	if ttl > 0 {
+		cmds = append(cmds, d.Pexpire().Key(tmp).Milliseconds(ttl).Build())
+	}
+	cmds = append(cmds, d.Unlink().Key(k).Build(), d.Rename().Key(tmp).Newkey(k).Build(), d.Exec().Build())
+	rs := c.st.do(ctx, c.dst, cmds...)
+	for _, r := range rs {
+		if err := r.Error(); err != nil {
+			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+		}
+	}
+	arr, err := rs[len(rs)-1].ToArray()
+	if err != nil {
+		return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+	}
+	for _, r := range arr {
+		if err := r.Error(); err != nil {
+			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+		}
+	}
+	existed, _ := arr[len(arr)-2].AsInt64()
+	c.present(k, existed == 1, true)
+	c.mu.Lock()
+	c.bigDst[k] = true
+	c.mu.Unlock()
+	c.st.mu.Lock()
+	c.st.keys++
+	c.st.chunked++
+	c.st.mu.Unlock()
+	return written, nil
+}
+
+// fieldSync compares a hash (field by field, HSCAN on the source, HMGET on
+// the target) or a set (SSCAN, SMISMEMBER) and patches the target; when the
+// target then has more fields or members than the source, it is rebuilt.
+func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (diffs, written int, err error) {
+	s, d := c.src.C.B(), c.dst.C.B()
+	var cursor uint64
+	for {
+		var cmd valkey.Completed
+		if typ == "hash" {
+			cmd = s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+		} else {
+			cmd = s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+		}
+		e, err := c.st.do1(ctx, c.src, cmd).AsScanEntry()
+		if err != nil {
+			return diffs, written, fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, c.src.Name, err)
+		}
+		if len(e.Elements) > 0 {
+			n, w, err := c.fieldPatch(ctx, k, typ, e.Elements)
+			if err != nil {
+				return diffs, written, err
+			}
+			diffs += n
+			written += w
+			if throttle {
+				if err := c.lim.wait(ctx, w); err != nil {
+					return diffs, written, err
+				}
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	var a, b valkey.Completed
+	if typ == "hash" {
+		a, b = s.Hlen().Key(k).Build(), d.Hlen().Key(k).Build()
+	} else {
+		a, b = s.Scard().Key(k).Build(), d.Scard().Key(k).Build()
+	}
+	na, err1 := c.st.do1(ctx, c.src, a).AsInt64()
+	nb, err2 := c.st.do1(ctx, c.dst, b).AsInt64()
+	if err1 != nil || err2 != nil {
+		return diffs, written, fmt.Errorf("%w: counting %s: %v %v", ErrMove, k, err1, err2)
+	}
+	if nb != na {
+		w, err := c.chunkCopy(ctx, k, typ, throttle)
+		return diffs + 1, written + w, err
+	}
+	if err := c.syncTTL(ctx, k); err != nil {
+		return diffs, written, err
+	}
+	c.st.add(0, written)
+	return diffs, written, nil
+}
+
+// fieldPatch checks one page of a hash's fields (field, value pairs) or a
+// set's members on the target and writes the ones that differ.
+func (c *copier) fieldPatch(ctx context.Context, k, typ string, els []string) (diffs, written int, err error) {
+	d := c.dst.C.B()
+	if typ == "hash" {
+		var fields []string
+		for i := 0; i+1 < len(els); i += 2 {
+			fields = append(fields, els[i])
+		}
+		vals, err := c.st.do1(ctx, c.dst, d.Hmget().Key(k).Field(fields...).Build()).ToArray()
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: HMGET %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		}
+		cmd := d.Hset().Key(k).FieldValue()
+		for i, v := range vals {
+			got, err := v.ToString()
+			if err != nil || got != els[2*i+1] {
+				cmd = cmd.FieldValue(els[2*i], els[2*i+1])
+				diffs++
+				written += len(els[2*i]) + len(els[2*i+1])
+			}
+		}
+		if diffs > 0 {
+			if err := c.st.do1(ctx, c.dst, cmd.Build()).Error(); err != nil {
+				return diffs, written, fmt.Errorf("%w: HSET %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			}
+		}
+		return diffs, written, nil
+	}
+	in, err := c.st.do1(ctx, c.dst, d.Smismember().Key(k).Member(els...).Build()).ToArray()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", ErrMove, k, c.dst.Name, err)
+	}
+	var missing []string
+	for i, v := range in {
+		if n, _ := v.AsInt64(); n == 0 {
+			missing = append(missing, els[i])
+			written += len(els[i])
+		}
+	}
+	if len(missing) > 0 {
+		if err := c.st.do1(ctx, c.dst, d.Sadd().Key(k).Member(missing...).Build()).Error(); err != nil {
+			return 0, 0, fmt.Errorf("%w: SADD %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		}
+	}
+	return len(missing), written, nil
+}
+
+// sameSequence compares a list (LRANGE) or a string (GETRANGE) chunk by
+// chunk on both nodes.
+func (c *copier) sameSequence(ctx context.Context, k, typ string) (bool, error) {
+	s, d := c.src.C.B(), c.dst.C.B()
+	for lo := int64(0); ; {
+		var a, b valkey.Completed
+		step := int64(c.chunk)
+		if typ == "list" {
+			a, b = s.Lrange().Key(k).Start(lo).Stop(lo+step-1).Build(), d.Lrange().Key(k).Start(lo).Stop(lo+step-1).Build()
+		} else {
+			step = stringChunk
+			a, b = s.Getrange().Key(k).Start(lo).End(lo+step-1).Build(), d.Getrange().Key(k).Start(lo).End(lo+step-1).Build()
+		}
+		ra, rb := c.st.do1(ctx, c.src, a), c.st.do1(ctx, c.dst, b)
+		if err := ra.Error(); err != nil {
+			return false, fmt.Errorf("%w: reading %s on %s: %v", ErrMove, k, c.src.Name, err)
+		}
+		if err := rb.Error(); err != nil {
+			return false, nil // another type on the target: rebuild it
+		}
+		var na int
+		if typ == "list" {
+			xa, _ := ra.AsStrSlice()
+			xb, _ := rb.AsStrSlice()
+			if len(xa) != len(xb) {
+				return false, nil
+			}
+			for i := range xa {
+				if xa[i] != xb[i] {
+					return false, nil
+				}
+			}
+			na = len(xa)
+		} else {
+			xa, _ := ra.ToString()
+			xb, _ := rb.ToString()
+			if xa != xb {
+				return false, nil
+			}
+			na = len(xa)
+		}
+		if int64(na) < step {
+			return true, c.syncTTL(ctx, k)
+		}
+		lo += step
+	}
+}
+
+// syncTTL gives the target's key the source's remaining TTL (or none).
+func (c *copier) syncTTL(ctx context.Context, k string) error {
+	ttl, err := c.st.do1(ctx, c.src, c.src.C.B().Pttl().Key(k).Build()).AsInt64()
+	if err != nil {
+		return fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+	}
+	d := c.dst.C.B()
+	var cmd valkey.Completed
+	switch {
+	case ttl > 0:
+		cmd = d.Pexpire().Key(k).Milliseconds(ttl).Build()
+	case ttl == -1:
+		cmd = d.Persist().Key(k).Build()
+	default:
+		return nil
+	}
+	if err := c.st.do1(ctx, c.dst, cmd).Error(); err != nil {
+		return fmt.Errorf("%w: setting the TTL of %s on %s: %v", ErrMove, k, c.dst.Name, err)
+	}
+	return nil
+}

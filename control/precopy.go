@@ -1,0 +1,458 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the copy while serving.
+const (
+	// DefaultTailKeys: the rounds end when a round leaves at most this
+	// many changed keys (or stops shrinking the remainder).
+	DefaultTailKeys = 1000
+	// DefaultMaxHold bounds the work under the hold when Mover.MaxHold is
+	// not set (the command line's default is timeouts.hold / 2): past it
+	// the queue is released and copied again while served.
+	DefaultMaxHold = 2500 * time.Millisecond
+	// maxRounds bounds the rounds before a hold is tried anyway.
+	maxRounds = 50
+	// maxHolds is how many holds a move tries before it gives up.
+	maxHolds = 3
+	// cutHold marks a large key whose comparison the hold's deadline cut.
+	cutHold = time.Duration(1<<63 - 1)
+	// maxOver is how many rounds may end with large keys too slow to
+	// compare under the hold before the move gives up.
+	maxOver = 5
+	// largeParallel is how many large keys the hold copies at once.
+	largeParallel = 4
+	// tailPasses bounds the passes under one hold (each copies what
+	// changed during the previous one: writers that bypass the proxies).
+	tailPasses = 4
+)
+
+// online is the move of a queue copied while it is served: rounds of copy
+// (the first reads every key, the next ones the keys that changed), then
+// the hold for what changed last. It returns with the record at step
+// copied and the report's copy figures.
+func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Report) (err error) {
+	tr, err := startTracker(ctx, src, m.Queue)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if errors.Is(err, ErrStopped) {
+			return // as if killed: --resume or --abort restores the node's setting
+		}
+		if serr := tr.stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			err = fmt.Errorf("%w: %v", ErrMove, serr)
+		}
+	}()
+	m.say("tracking changes of %s on %s (keyspace notifications)", m.Queue, src.Name)
+	cp := newCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
+	pr := m.startProgress(ctx, src, cp, tr)
+	defer pr.stop()
+	t0 := time.Now()
+	for holds := 0; ; holds++ {
+		if err := m.rounds(ctx, cp, tr, pr, rep); err != nil {
+			return err
+		}
+		if err := m.stop(StepCopying); err != nil {
+			return err
+		}
+		if holds == maxHolds {
+			return fmt.Errorf("%w: %d holds of %s could not copy what changed within --max-hold %v: the queue is served by %s again; "+
+				"--resume tries again, --abort drops the move", ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
+		}
+		rep.PreCopy = time.Since(t0)
+		rec.epoch = m.maxEpoch(ctx) + 1
+		rec.held = time.Now().UnixMilli()
+		if err := m.hold(ctx, src, rec); err != nil {
+			return err
+		}
+		pr.phase("held")
+		if err := m.stop(StepHeld); err != nil {
+			return err
+		}
+		done, why, err := m.tail(ctx, src, cp, tr, rep, rec)
+		if err != nil || !done {
+			if rerr := m.release(ctx, src, rec); rerr != nil {
+				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue stays held: --resume or --abort)", ErrMove, err, rerr)
+			}
+			if err != nil {
+				return fmt.Errorf("%w (the queue is served by %s again; --resume tries again, --abort drops the move)", err, src.Name)
+			}
+			rep.Released++
+			m.say("released %s: %s; copying again while it is served", m.Queue, why)
+			pr.phase("copying")
+			continue
+		}
+		break
+	}
+	m.fill(cp, tr, rep)
+	return nil
+}
+
+// rounds copies while the queue is served until little is left for the
+// hold. Large keys that change are compared in one round of their own: the
+// small keys' rounds converge first (the large keys that change meanwhile
+// wait), then one round compares the large keys, then the small keys
+// converge again, and the hold follows. A large key written all the time is
+// compared under the hold anyway; comparing it in every round would only
+// leave more small keys for the hold.
+func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
+	prev, over, inStage := -1, 0, 0
+	withLarge, compared := true, false // the first round copies every key, large ones too
+	for round := 1; round <= maxRounds; round++ {
+		if _, lost := tr.pending(); lost {
+			if err := tr.settle(ctx); err != nil {
+				m.say("%v: tracking again, every key is read again", err)
+				if err := tr.restart(ctx, err); err != nil {
+					return err
+				}
+			}
+		}
+		rep.Rounds++
+		pr.round(rep.Rounds)
+		t0 := time.Now()
+		k0, b0 := cp.st.snapshot()
+		keys, full := tr.take()
+		thisLarge := withLarge || full
+		var err error
+		if full {
+			err = m.fullRound(ctx, cp, pr)
+		} else {
+			err = m.changedRound(ctx, cp, keys, true, thisLarge)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tr.settle(ctx); err != nil {
+			m.say("%v: tracking again, every key is read again", err)
+			if err := tr.restart(ctx, err); err != nil {
+				return err
+			}
+			prev, inStage, withLarge, compared = -1, 0, true, false
+			continue
+		}
+		if err := m.verifyChunked(ctx, cp, tr); err != nil {
+			return err
+		}
+		if err := m.checkRecord(ctx, cp.src); err != nil {
+			return err
+		}
+		n := tr.pendingWhere(func(k string) bool { return !cp.isLarge(k) })
+		k1, b1 := cp.st.snapshot()
+		d := time.Since(t0)
+		what := "keys"
+		if thisLarge {
+			what = "keys, large ones too"
+		}
+		m.say("round %d: %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile", rep.Rounds, k1-k0, what, byteSize(b1-b0),
+			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
+		inStage++
+		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4)
+		prev = n
+		withLarge = false
+		if thisLarge && !full {
+			compared = true
+		}
+		switch {
+		case !converged:
+			continue
+		case !compared:
+			// The small keys converged: a round for the large keys next.
+			withLarge, prev, inStage = true, -1, 0
+			continue
+		}
+		est, large := cp.holdEstimate(tr)
+		if est <= m.maxHold() {
+			return nil
+		}
+		took := "about " + est.Round(time.Millisecond).String()
+		if est >= cutHold {
+			took = "longer than that (a hold was released before they were compared)"
+		}
+		if over++; over >= maxOver {
+			return fmt.Errorf("%w: the large keys %s changed in every round; comparing them under the hold takes %s, past --max-hold %v. "+
+				"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
+				"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
+				ErrMove, strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.src.Name)
+		}
+		m.say("the large keys %s changed during the round; comparing them under the hold takes %s, past --max-hold %v: copying again",
+			strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
+		withLarge, prev, inStage = true, -1, 0
+	}
+	return nil
+}
+
+// fullRound empties the target's keys of the queue and copies every key of
+// the source.
+func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
+	if err := cp.wipeTarget(ctx); err != nil {
+		return err
+	}
+	pages := make(chan []string, 4)
+	scanErr := make(chan error, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(pages)
+		scanErr <- scanEach(sctx, cp.src, m.Queue, func(keys []string, frac float64) error {
+			select {
+			case pages <- keys:
+				pr.scanned(frac)
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+	}()
+	large, err := cp.copyStream(ctx, pages, true)
+	cancel()
+	for range pages {
+	}
+	if serr := <-scanErr; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return m.copyLarge(ctx, cp, large, true)
+}
+
+// changedRound copies the keys that changed; the large ones only
+// withLarge (else they count as changed again, for a later round).
+func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, throttle, withLarge bool) error {
+	if !withLarge {
+		var small []string
+		for _, k := range keys {
+			if cp.isLarge(k) {
+				cp.tr.markChanged([]string{k})
+			} else {
+				small = append(small, k)
+			}
+		}
+		keys = small
+	}
+	large, err := cp.copyKeys(ctx, keys, throttle)
+	if err != nil {
+		return err
+	}
+	if !withLarge {
+		cp.tr.markChanged(large)
+		return nil
+	}
+	return m.copyLarge(ctx, cp, large, throttle)
+}
+
+// copyLarge copies or compares each large key; the ones copied in chunks
+// are verified once they are known not to have changed (verifyChunked).
+// Unpaced (under the hold), up to largeParallel keys at once.
+func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throttle bool) error {
+	large = slices.Compact(slices.Sorted(slices.Values(large)))
+	par := 1
+	if !throttle || cp.lim == nil {
+		par = largeParallel
+	}
+	sem := make(chan struct{}, par)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, k := range large {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t0 := time.Now()
+			res, err := cp.syncLarge(ctx, k, throttle)
+			if !throttle {
+				// How long the key takes unpaced: the estimate of the next
+				// hold (past --max-hold when the hold's deadline cut it).
+				d := time.Since(t0)
+				if ctx.Err() != nil {
+					d = cutHold
+				}
+				cp.mu.Lock()
+				cp.lastSync[k] = d
+				cp.mu.Unlock()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = err
+			}
+			if err == nil && res.copied {
+				cp.mu.Lock()
+				cp.unverified = append(cp.unverified, k)
+				cp.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// verifyChunked compares each key copied in chunks that has not changed
+// since (the tracker is settled): a difference found while the key did not
+// change is an error. Keys that changed are compared when copied again.
+func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) error {
+	cp.mu.Lock()
+	keys := cp.unverified
+	cp.unverified = nil
+	cp.mu.Unlock()
+	for _, k := range keys {
+		if tr.changed(k) {
+			continue
+		}
+		res, err := cp.syncLarge(ctx, k, false)
+		if err != nil {
+			return err
+		}
+		if res.diffs == 0 {
+			continue
+		}
+		if err := tr.barrier(ctx); err != nil {
+			return err
+		}
+		if !tr.changed(k) {
+			return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", ErrMove, k, cp.dst.Name, res.diffs)
+		}
+	}
+	return nil
+}
+
+// tail runs under the hold: what changed since the last round is copied
+// and verified, then again for what changed meanwhile (writers that bypass
+// the proxies), until nothing did. It returns false (and why) when the
+// hold must be released: the tracking was lost, or the hold's work passed
+// --max-hold.
+func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, rep *Report, rec *record) (done bool, why string, err error) {
+	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
+		return false, "", err
+	}
+	t0 := time.Now()
+	rep.TailKeys = 0
+	// The copy under the hold stops at --max-hold; what it took is copied
+	// again (it may be half written on the target).
+	hctx, cancel := context.WithDeadline(ctx, t0.Add(m.maxHold()))
+	defer cancel()
+	var taken []string
+	defer func() {
+		if !done {
+			tr.markChanged(taken)
+		}
+	}()
+	late := func(err error) (bool, string, error) {
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return false, fmt.Sprintf("the copy under the hold passed --max-hold %v", m.maxHold()), nil
+		}
+		return false, "", err
+	}
+	for pass := 0; pass < tailPasses; pass++ {
+		if err := tr.settle(ctx); err != nil {
+			if rerr := tr.restart(ctx, err); rerr != nil {
+				return false, "", rerr
+			}
+			return false, err.Error(), nil
+		}
+		keys, full := tr.take()
+		if full {
+			return false, "the tracking restarted", nil
+		}
+		if pass > 0 && len(keys) == 0 {
+			if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
+				return false, "", err
+			}
+			rec.step = StepCopied
+			rep.HoldWork = time.Since(t0)
+			m.say("copied and verified the last %d changed keys of %s under the hold in %v", rep.TailKeys, m.Queue, rep.HoldWork.Round(time.Millisecond))
+			return true, "", nil
+		}
+		taken = append(taken, keys...)
+		rep.TailKeys += len(keys)
+		if err := m.changedRound(hctx, cp, keys, false, true); err != nil {
+			return late(err)
+		}
+		// Keys copied in chunks under the hold are compared now: the
+		// source does not change while held (the next settle checks it).
+		if err := m.verifyChunked(hctx, cp, tr); err != nil {
+			return late(err)
+		}
+	}
+	return false, "writers kept changing the queue on the source under the hold (clients that bypass the proxies?)", nil
+}
+
+// inventoryFields are the record fields of the verified copy's counts.
+func (m *Mover) inventoryFields(cp *copier) []string {
+	cp.inv.mu.Lock()
+	defer cp.inv.mu.Unlock()
+	var other []string
+	for k := range cp.inv.other {
+		other = append(other, k)
+	}
+	return []string{"keys", strconv.FormatInt(cp.inv.keys, 10), "rows", strconv.FormatInt(cp.inv.rows, 10), "other", strings.Join(sortedCap(other, 100), "\n")}
+}
+
+// fill puts the copy's figures into the report.
+func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
+	cp.inv.mu.Lock()
+	rep.Keys = int(cp.inv.keys)
+	rep.Rows = cp.inv.rows
+	for k := range cp.inv.other {
+		rep.Other = append(rep.Other, k)
+	}
+	cp.inv.mu.Unlock()
+	rep.Other = sortedCap(rep.Other, 100)
+	keys, bytes := cp.st.snapshot()
+	rep.Copied, rep.Bytes = keys, bytes
+	rep.Chunked = cp.st.chunked
+	rep.Longest = cp.st.roundTrips()
+	if tr != nil {
+		rep.Events, rep.Restarts = tr.counts()
+	}
+}
+
+// release gives a held queue back to its source (at a new epoch) and puts
+// the record back at step copying.
+func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
+	ctx = context.WithoutCancel(ctx)
+	ep := m.maxEpoch(ctx) + 1
+	c := src.C
+	err := multi(ctx, c,
+		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
+		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
+		c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build())
+	if err != nil {
+		return fmt.Errorf("releasing %s on %s: %v", m.Queue, src.Name, err)
+	}
+	rec.step, rec.epoch = StepCopying, 0
+	return nil
+}
+
+// checkRecord stops the mover when its record is gone (aborted elsewhere).
+func (m *Mover) checkRecord(ctx context.Context, src *Node) error {
+	n, err := src.C.Do(ctx, src.C.B().Exists().Key(MoveKey(m.Queue)).Build()).AsInt64()
+	if err != nil {
+		return fmt.Errorf("%w: reading the move record on %s: %v", ErrMove, src.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: the move record of %s on %s is gone (aborted elsewhere?): stopping", ErrMove, m.Queue, src.Name)
+	}
+	return nil
+}
+
+// sortedCap sorts names and keeps the first n (with a note of the rest).
+func sortedCap(names []string, n int) []string {
+	out := slices.Sorted(slices.Values(names))
+	if len(out) > n {
+		more := len(out) - n
+		out = append(out[:n], fmt.Sprintf("(and %d more)", more))
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// lineWriter collects a mover's lines for the test log.
+type lineWriter struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	onLine func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.onLine != nil {
+		w.onLine(string(p))
+	}
+	return w.b.Write(p)
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestHoldReleasedAtMaxHold: a writer that bypasses any proxy changes the
+// queue throughout, so the hold has work, and --max-hold is shorter than
+// any: the hold is released (the queue owned by its source again) and the
+// keys it took are copied again while served. The writer stops at the
+// first release; the next hold completes the move, and the target equals
+// the source. Then a move stopped while copying is aborted and the
+// notification setting comes back.
+func TestHoldReleasedAtMaxHold(t *testing.T) { node.EachServer(t, testHoldReleased) }
+
+func testHoldReleased(t *testing.T, srv node.Server) {
+	src, dst := pair(t, srv)
+	ctx := context.Background()
+	keys := fillLarge(t, src, "q", 3000)
+	stop := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the writer
+		defer wg.Done()
+		c := src.C
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("W%06d", i)
+			_ = c.Do(ctx, c.B().Zadd().Key("emq:{q}:pending").ScoreMember().ScoreMember(float64(i), id).Build()).Error()
+			_ = c.Do(ctx, c.B().Hset().Key("emq:{q}:job:"+id).FieldValue().FieldValue("state", "pending").Build()).Error()
+			time.Sleep(200 * time.Microsecond) // a steady writer, not a busy loop
+		}
+	}()
+	defer once.Do(func() { close(stop) })
+	out := &lineWriter{onLine: func(l string) {
+		if strings.HasPrefix(l, "released q") {
+			once.Do(func() { close(stop) })
+		}
+	}}
+	nodes := map[string]*Node{"src": src, "dst": dst}
+	rep, err := (&Mover{Queue: "q", To: "dst", Nodes: nodes, FileRoute: func(string) string { return "src" },
+		LargeKey: 4 << 10, Chunk: 200, MaxHold: time.Nanosecond, Wait: time.Second, Out: out}).Run(ctx)
+	wg.Wait()
+	t.Logf("mover:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "released q: the copy under the hold passed --max-hold") || rep.Released < 1 {
+		t.Errorf("no hold was released for --max-hold (%d released)", rep.Released)
+	}
+	srcKeys, _ := scanQueue(ctx, src, "q", 0)
+	dstKeys, _ := scanQueue(ctx, dst, "q", 0)
+	if len(srcKeys) != len(dstKeys) || rep.Keys != len(srcKeys) {
+		t.Errorf("source %d keys, target %d, report %d", len(srcKeys), len(dstKeys), rep.Keys)
+	}
+	cp := newCopier(src, dst, "q", 0, 4<<10, 200, nil)
+	equalKeys(t, cp, append(keys, srcKeys...))
+	if v, _ := getNotify(ctx, src.C); v != "" {
+		t.Errorf("notify-keyspace-events after the move: %q", v)
+	}
+
+	// A stopped move is aborted: the setting comes back.
+	out = &lineWriter{}
+	if _, err := (&Mover{Queue: "q", To: "src", Nodes: nodes, FileRoute: func(string) string { return "src" },
+		Replace: true, MaxHold: time.Nanosecond, Wait: time.Second, StopAfter: StepCopying, Out: out}).Run(ctx); err != ErrStopped {
+		t.Fatalf("stop after copying: %v", err)
+	}
+	if v, _ := getNotify(ctx, dst.C); !notifyCovers(v) {
+		t.Errorf("the stopped mover's source has notifications %q", v)
+	}
+	if err := (&Mover{Queue: "q", Nodes: nodes, FileRoute: func(string) string { return "src" }, Out: out}).Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := getNotify(ctx, dst.C); v != "" {
+		t.Errorf("notify-keyspace-events after --abort: %q", v)
+	}
+}

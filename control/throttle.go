@@ -1,0 +1,163 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// DefaultRate is the copy rate while the queue is served, in bytes per
+// second of copied values, when --rate is not given: about 20k job rows a
+// second, a third of what an unpaced mover copies on a small machine, so
+// that the nodes keep answering other queues near their usual latency
+// (docs/queue-move.md, "Measured").
+const DefaultRate = 2 << 20
+
+// ParseRate parses a --rate value: bytes per second, with an optional
+// unit (k, m, g: powers of 1000; KiB, MiB, GiB: powers of 1024; a trailing
+// "B" or "/s" is allowed). "0" (or "unlimited") copies as fast as the
+// nodes answer.
+func ParseRate(s string) (int64, error) {
+	v := strings.TrimSpace(s)
+	if v == "unlimited" {
+		return 0, nil
+	}
+	v = strings.TrimSuffix(v, "/s")
+	mult := int64(1)
+	lower := strings.ToLower(v)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
+		if strings.HasSuffix(lower, u.suf) {
+			mult, v = u.m, v[:len(v)-len(u.suf)]
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("--rate %q is not bytes per second (e.g. 8MiB, 500k, 0 for unlimited)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// limiter paces the copy to a number of bytes per second (a token bucket
+// with a tenth of a second of burst), shared by the copy's goroutines. A
+// nil limiter does not wait.
+type limiter struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate int64) *limiter {
+	if rate <= 0 {
+		return nil
+	}
+	return &limiter{rate: float64(rate), tokens: float64(rate) / 10, last: time.Now()}
+}
+
+// wait takes n bytes, sleeping until the bucket allows them.
+func (l *limiter) wait(ctx context.Context, n int) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	now := time.Now()
+	l.tokens = min(l.tokens+now.Sub(l.last).Seconds()*l.rate, l.rate/10)
+	l.last = now
+	l.tokens -= float64(n)
+	d := time.Duration(-l.tokens / l.rate * float64(time.Second))
+	l.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// RoundTrip is the longest round trip the mover made to one node: one
+// command, or one pipeline of small commands (bounded by the copy's batch).
+type RoundTrip struct {
+	Node     string
+	Took     time.Duration
+	What     string // the command, and how many when pipelined
+	Commands int
+}
+
+// copyStats are the counters of a copy, shared by its goroutines.
+type copyStats struct {
+	mu      sync.Mutex
+	keys    int64 // keys written to the target (a key copied again counts again)
+	bytes   int64 // bytes of values written
+	deleted int64 // keys deleted on the target (gone from the source)
+	chunked int64 // keys copied in chunks
+	longest map[string]RoundTrip
+	started time.Time
+}
+
+func newCopyStats() *copyStats {
+	return &copyStats{longest: map[string]RoundTrip{}, started: time.Now()}
+}
+
+func (s *copyStats) add(keys, bytes int) {
+	s.mu.Lock()
+	s.keys += int64(keys)
+	s.bytes += int64(bytes)
+	s.mu.Unlock()
+}
+
+func (s *copyStats) snapshot() (keys, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys, s.bytes
+}
+
+// roundTrips returns the longest round trip to each node.
+func (s *copyStats) roundTrips() []RoundTrip {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []RoundTrip
+	for _, r := range s.longest {
+		out = append(out, r)
+	}
+	return out
+}
+
+// do sends cmds to n in one round trip and records how long it took.
+func (s *copyStats) do(ctx context.Context, n *Node, cmds ...valkey.Completed) []valkey.ValkeyResult {
+	var names []string
+	for _, c := range cmds {
+		if name := c.Commands()[0]; !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	what := strings.Join(names, "+")
+	t0 := time.Now()
+	rs := n.C.DoMulti(ctx, cmds...)
+	d := time.Since(t0)
+	s.mu.Lock()
+	if d > s.longest[n.Name].Took {
+		s.longest[n.Name] = RoundTrip{Node: n.Name, Took: d, What: what, Commands: len(cmds)}
+	}
+	s.mu.Unlock()
+	return rs
+}
+
+// do1 is do for one command.
+func (s *copyStats) do1(ctx context.Context, n *Node, cmd valkey.Completed) valkey.ValkeyResult {
+	return s.do(ctx, n, cmd)[0]
+}

@@ -1,0 +1,133 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// waitLost polls until the tracker has noticed that its subscription is
+// gone.
+func waitLost(t *testing.T, tr *tracker) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tr.mu.Lock()
+		lost := tr.lost
+		tr.mu.Unlock()
+		if lost != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tracker did not notice its subscription was killed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTrackerSeesChangesAndRestarts: the tracker records exactly the keys
+// of its queue that change (from any client: a script's writes too); a
+// killed subscription (CLIENT KILL TYPE pubsub), a flush and a changed
+// notification setting are each noticed, and after a restart every key
+// counts as changed. The node's setting is restored when the last tracker
+// stops.
+func TestTrackerSeesChangesAndRestarts(t *testing.T) { node.EachServer(t, testTracker) }
+
+func testTracker(t *testing.T, srv node.Server) {
+	src, _ := pair(t, srv)
+	ctx := context.Background()
+	c := src.C
+	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "Ex").Build())
+	tr, err := startTracker(ctx, src, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := startTracker(ctx, src, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := getNotify(ctx, c); !notifyCovers(v) {
+		t.Fatalf("notify-keyspace-events while tracking: %q", v)
+	}
+	if _, full := tr.take(); !full {
+		t.Error("a new tracker does not ask for a full copy")
+	}
+	must(t, c, c.B().Hset().Key("emq:{a}:job:1").FieldValue().FieldValue("state", "pending").Build(),
+		c.B().Zadd().Key("emq:{a}:pending").ScoreMember().ScoreMember(0, "1").Build(),
+		c.B().Set().Key("emq:{ab}:x").Value("1").Build(),
+		c.B().Set().Key("emq:{b}:x").Value("1").Build(),
+		c.B().Eval().Script("redis.call('DEL', KEYS[1]) return 1").Numkeys(1).Key("emq:{a}:gone").Build(),
+		c.B().Eval().Script("redis.call('ZREM', KEYS[1], '1') return 1").Numkeys(1).Key("emq:{a}:pending").Build())
+	if err := tr.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, full := tr.take()
+	slices.Sort(keys)
+	if full || !slices.Equal(keys, []string{"emq:{a}:job:1", "emq:{a}:pending"}) {
+		t.Errorf("changed keys %v (full %v)", keys, full)
+	}
+
+	// A killed subscription.
+	must(t, c, c.B().ClientKill().TypePubsub().Build())
+	waitLost(t, tr)
+	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+		t.Fatalf("settle after the kill: %v", err)
+	}
+	if err := tr.restart(ctx, err); err != nil {
+		t.Fatal(err)
+	}
+	if _, full := tr.take(); !full {
+		t.Error("a restarted tracker does not ask for a full copy")
+	}
+	must(t, c, c.B().Set().Key("emq:{a}:paused").Value("1").Build())
+	if err := tr.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := tr.take(); !slices.Equal(keys, []string{"emq:{a}:paused"}) {
+		t.Errorf("after the restart: %v", keys)
+	}
+
+	// A setting changed under the tracker.
+	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "").Build())
+	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+		t.Errorf("settle with notifications turned off: %v", err)
+	}
+	if err := tr.restart(ctx, err); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.settle(ctx); err != nil {
+		t.Errorf("settle after the restart turned them on again: %v", err)
+	}
+
+	// The previous setting comes back with the last tracker.
+	if err := tr.stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := getNotify(ctx, c); !notifyCovers(v) {
+		t.Errorf("stopping one tracker turned notifications off under another: %q", v)
+	}
+	if err := other.stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := getNotify(ctx, c); v != "xE" && v != "Ex" {
+		t.Errorf("notify-keyspace-events after the trackers: %q, want the operator's Ex", v)
+	}
+	if n, _ := c.Do(ctx, c.B().Exists().Key(KeyNotify).Build()).AsInt64(); n != 0 {
+		t.Errorf("%s left behind", KeyNotify)
+	}
+
+	// A flush sends no event: the fingerprint sees it.
+	tr, err = startTracker(ctx, src, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.stop(ctx) }()
+	must(t, c, c.B().Flushdb().Build())
+	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+		t.Errorf("settle after FLUSHDB: %v", err)
+	}
+}

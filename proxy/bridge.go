@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// The RESP3 bridge: a subscribed or tracking RESP3 client (subscribe.go)
+// sends any command on its connection of its own, each planned as in normal
+// service (plan.go) and sent there; the relay passes the server's replies
+// and pushes on in the server's order (subscribe_relay.go), and a reply the
+// proxy makes itself goes after a barrier, so it keeps its place.
+//
+// The bridge ends, and the client is back in normal service, on RESET, and
+// on HELLO 2 once the client is subscribed to nothing and does not track
+// (its connection is given back; the server's RESP2 HELLO reply answers,
+// and the next command travels on the RESP2 shared connections). While it
+// is subscribed or tracks, HELLO 2 is refused: a RESP2 connection could not
+// carry its pushes between replies.
+
+// errBridgeLeft ends the bridge after HELLO 2 (see above): the session
+// goes on in normal service.
+var errBridgeLeft = errors.New("bridge left")
+
+// replyRelayed is the audit record's reply kind for a command the server
+// answered on a bridged connection: the relay passes replies on unframed.
+const replyRelayed = "relayed"
+
+// replyBridgedHello refuses a protocol switch on a bridged connection that
+// is subscribed or tracks.
+var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first\r\n")
+
+// leaveBridge answers HELLO 2 of a bridged client subscribed to nothing and
+// not tracking: the relay stops after every reply so far, the client gets
+// the server's RESP2 HELLO reply, and the session leaves the bridge.
+func (s *session) leaveBridge(f frame, d *rewrite.Decision) error {
+	s.localReply(d)
+	audit := s.observe(f.args, d) // observe.go
+	reply := d.Reply
+	if s.rm.command(d.Effect) {
+		reply = nil
+	}
+	if audit >= 0 {
+		s.audits[audit].setReply(d.Reply, nil)
+	}
+	var none []byte
+	if err := s.sub.finishWith(&none, reply); err != nil {
+		return err
+	}
+	s.apply(f, d)
+	return errBridgeLeft
+}
+
+// bridged decides one command of a bridged RESP3 client (see above) and
+// appends what goes to the server to *out, or sends what is there and
+// hands a local reply to the writer in its place.
+//
+// A transaction is queued by the proxy in the session's transaction, as in
+// normal service (each +OK and +QUEUED after a barrier, so it keeps its
+// place), and EXEC sends MULTI,
+// the queued commands and EXEC as one unit after a barrier: the relay then
+// drops the server's replies to MULTI and the queued commands, which the
+// client already had from the proxy, and passes EXEC's on.
+func (s *session) bridged(f frame, out *[]byte) (err error) {
+	sub := s.sub
+	s.lastArgs = f.args
+	var sp planStep
+	s.plan(f.args, &sp) // plan.go: the same plan as in normal service
+	if sp.wait {
+		if err := s.waitHeld(f.args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
+			return err
+		}
+	}
+	if sp.authWait > 0 {
+		s.authDelay(sp.authWait) // authlimit.go
+		if s.silent {
+			return errClose
+		}
+	}
+	d := &sp.d
+	s.routed = sp.up
+	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
+		// Leaving RESP3: only once nothing may push (see above); the
+		// subscription counts are current after a barrier.
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		if sub.tracking || s.view.sub.Load()+s.view.psub.Load()+s.view.ssub.Load() > 0 {
+			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
+		} else {
+			return s.leaveBridge(f, d)
+		}
+	}
+	s.localReply(d)
+	audit := s.observe(f.args, d) // observe.go
+	drop := s.rm.command(d.Effect)
+	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
+	forwarded := sp.forwards()
+	leg := sub
+	sends := forwarded && (!s.st.InMulti || sp.exec)
+	if sends && isClientCaching(f.args) {
+		// For the leg of the client's next command (legs.go).
+		sub.caching = append(sub.caching[:0], f.raw...)
+		s.relayed(audit, nil)
+		return nil
+	}
+	if !sends {
+		s.flushCaching(out)
+	}
+	if sends {
+		// The leg to the command's upstream (legs.go), after every reply
+		// gathered for another one.
+		l, err := s.legFor(sp.up)
+		if err != nil {
+			s.release()
+			s.flushCaching(out)
+			return s.bridgeLocal(out, sp.up.unavailable(), audit)
+		}
+		if err := s.toLeg(out, l); err != nil {
+			return err
+		}
+		leg = l
+	}
+	if len(s.adm.states) > 0 {
+		if s.st.InMulti && !sp.exec {
+			s.release() // queued, not sent: admitted at EXEC
+		} else {
+			// Counted in flight until its reply is in: the control loop
+			// acknowledges a hold only once nothing admitted before it waits.
+			defer func() {
+				if err == nil {
+					err = s.bridgeBarrier(out)
+				}
+				s.release()
+			}()
+		}
+	}
+	switch {
+	case sp.exec && forwarded:
+		// Every reply before the unit is relayed first; then the relay
+		// drops MULTI's and each queued command's.
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		s.flushCaching(out)
+		for range s.tx.n + 1 {
+			leg.swap(nil)
+		}
+		if err := leg.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+			return err
+		}
+		*out = append(*out, f.raw...)
+		s.endBridgedMulti()
+		sub.watchUp = nil // EXEC ends the WATCH
+		s.relayed(audit, leg.u)
+		return nil
+	case s.st.InMulti && forwarded && !s.tx.room(s, f):
+		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
+		s.st.MultiAborted = true
+		return s.bridgeLocal(out, replyTxOverBudget, audit)
+	case s.st.InMulti && forwarded:
+		s.tx.buf = encode(s.tx.buf, f, d)
+		s.tx.n++
+		s.tx.noteRoute(s, d)
+		s.relayed(audit, sp.up)
+		if d.Effect == rewrite.Wire6 {
+			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
+		}
+		if drop {
+			return nil
+		}
+		return s.bridgeLocal(out, replyQueued, -1)
+	case forwarded:
+		if t := s.bridgeTap(f, d, skipped); t != nil {
+			// Its one reply is the next after a barrier (observe.go).
+			if err := s.bridgeBarrier(out); err != nil {
+				return err
+			}
+			leg.swapTap(*t)
+		}
+		s.relayed(audit, leg.u)
+		switch d.Effect {
+		case rewrite.Wire6:
+			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
+		case rewrite.Watch:
+			if sub.watchUp == nil {
+				sub.watchUp = leg.u // legs.go: the bridge is bound to it until EXEC
+			}
+		case rewrite.Unwatch:
+			sub.watchUp = nil
+		}
+		s.flushCaching(out)
+		if err := leg.add(out, f, d); err != nil {
+			return err
+		}
+		if on, ok := trackingSwitch(f.args); ok {
+			// Every leg tracks as the client asked (legs.go).
+			sub.tracking, sub.trackRaw = on, nil
+			if on {
+				sub.trackRaw = append([]byte(nil), f.raw...)
+			}
+			if err := s.toOtherLegs(f.raw); err != nil {
+				return err
+			}
+		}
+		s.alsoLoad(f, d, leg.u, true) // observe.go
+		s.flushSide()
+		return nil
+	}
+	switch {
+	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
+		// The replies before it keep their fate; the relay changes after.
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		sub.muted.Store(s.rm.muted())
+	}
+	if drop || len(d.Reply) == 0 {
+		if audit >= 0 {
+			s.audits[audit].setReply(d.Reply, nil)
+		}
+	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
+		return err
+	}
+	s.alsoLoad(f, d, nil, false) // observe.go
+	s.flushSide()
+	switch d.Effect {
+	case rewrite.Multi:
+		s.st.InMulti, s.st.MultiAborted = true, false
+		s.tx.begin(s)
+	case rewrite.AbortMulti:
+		s.st.MultiAborted = true
+	case rewrite.Discard:
+		s.endBridgedMulti()
+		sub.watchUp = nil
+	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
+		s.apply(f, d)
+	}
+	return nil
+}
+
+// endBridgedMulti ends a bridged client's transaction.
+func (s *session) endBridgedMulti() {
+	s.st.InMulti, s.st.MultiAborted = false, false
+	s.tx.clear(s)
+}
+
+// relayed notes on an audit record that the server's reply, from u, went
+// to the client unframed.
+func (s *session) relayed(audit int, u *Upstream) {
+	if u == nil {
+		u = s.sub.u
+	}
+	if audit >= 0 {
+		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, u.name
+	}
+}
+
+// bridgeBarrier sends what is in *out to the current leg (legs.go) and
+// waits until every reply to it has been handed to the writer.
+func (s *session) bridgeBarrier(out *[]byte) error {
+	if err := s.sub.cur.send(*out); err != nil {
+		return err
+	}
+	*out = (*out)[:0]
+	_, err := s.sub.cur.check(false)
+	return err
+}
+
+// bridgeLocal hands a reply the proxy makes to the client in its place
+// among the server's replies: after a barrier.
+func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
+	if audit >= 0 {
+		s.audits[audit].setReply(reply, nil)
+	}
+	if err := s.bridgeBarrier(out); err != nil {
+		return err
+	}
+	if !s.sub.publish(reply) {
+		return s.sub.failure()
+	}
+	return nil
+}
+
+// swap makes the relay answer reply in place of the server's next reply
+// (not a push) after those already to be swapped; nil drops it. Only after
+// a barrier: then the next replies are known.
+func (sub *subscriber) swap(reply []byte) { sub.swapTap(tap{reply: reply}) }
+
+// swapTap makes the relay do t with the server's next reply (observe.go),
+// as swap.
+func (sub *subscriber) swapTap(t tap) {
+	sub.mu.Lock()
+	sub.swaps = append(sub.swaps, t)
+	sub.swapN.Store(int32(len(sub.swaps)))
+	sub.mu.Unlock()
+}
+
+// nextSwap takes what to do with the server's next reply.
+func (sub *subscriber) nextSwap() tap {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	t := sub.swaps[0]
+	sub.swaps[0] = tap{}
+	sub.swaps = sub.swaps[1:]
+	sub.swapN.Store(int32(len(sub.swaps)))
+	return t
+}
+
+// flushSide sends the side sends a bridged command added to the segment
+// (the SCRIPT LOAD fan-out) and drops their replies.
+func (s *session) flushSide() {
+	if len(s.parts) > 0 {
+		s.flush()
+	}
+}
+
+// trackingSwitch reports whether args is CLIENT TRACKING ON or OFF (ok),
+// and which (on).
+func trackingSwitch(args [][]byte) (on, ok bool) {
+	if len(args) < 3 || !foldEq(args[0], "CLIENT") || !foldEq(args[1], "TRACKING") {
+		return false, false
+	}
+	switch {
+	case foldEq(args[2], "ON"):
+		return true, true
+	case foldEq(args[2], "OFF"):
+		return false, true
+	}
+	return false, false
+}

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"github.com/tidwall/redcon"
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Forwarding: the connection a planned command goes on (the shared pipe, a
+// WATCH pin, a blocking command's connection: owned.go) and its bytes (the
+// client's own, or a rewritten head and the client's tail).
+
+// forward adds a forwarded command to the segment for its connection.
+func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
+	u := s.route()
+	if d.Effect == rewrite.Subscribe {
+		s.startSubscribe(u, f, audit) // subscribe.go
+		return
+	}
+	p, ded := s.pipeFor(u, d)
+	if p == nil {
+		s.addLocal(u.unavailable(), audit)
+		return
+	}
+	s.target(u, p, ded)
+	b := s.parts[s.cur].b
+	b.encode(f, d)
+	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
+	if d.Effect == rewrite.ScriptExists {
+		sl.patch = f.args
+		s.simple = false
+	}
+	if s.mute {
+		s.simple = false
+	}
+	if s.cur != 0 || len(s.slots) != b.n {
+		s.simple = false
+	}
+	if u.ack != nil {
+		s.noteWrite(b, f.args, d) // ack.go
+	}
+	b.n++
+	s.slots = append(s.slots, sl)
+	s.alsoLoad(f, d, u, !ded) // observe.go
+}
+
+// pipeFor chooses the connection a forwarded command goes on: the WATCH pin
+// while there is one, a dedicated connection for WATCH and blocking
+// commands, else the shared one. nil when it is unavailable.
+func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
+	switch {
+	case s.pinned != nil:
+		if !u.Fenced() { // the probe found the fence broken since the pin
+			return nil, true
+		}
+		return s.pinned, true
+	case d.Effect == rewrite.Watch:
+		s.pinnedUp = u
+		s.st.Watching = true
+		return s.dedicated(u, &s.pinned), true
+	case d.Effect == rewrite.Blocking:
+		if s.blocker != nil && s.blockerUp != u {
+			s.blocker.close() // routed elsewhere now: a connection to the new upstream
+			s.blocker = nil
+		}
+		s.blockerUp = u
+		return s.dedicated(u, &s.blocker), true
+	}
+	p = u.shared(s.id, s.proto())
+	if p == nil && s.proto() == 3 {
+		// The RESP3 connections open for the first RESP3 client.
+		p = u.replaced(s.srv.ctx, s.id, 3, nil)
+	}
+	if p == nil {
+		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
+	}
+	return p, false
+}
+
+// proto is the protocol the client speaks: 2 or 3.
+func (s *session) proto() int {
+	if s.st.Proto == 3 {
+		return 3
+	}
+	return 2
+}
+
+// encode appends a forwarded command's bytes to out: the client's bytes for
+// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
+func encode(out []byte, f frame, d *rewrite.Decision) []byte {
+	if d.Action != rewrite.Rewrite {
+		return append(out, f.raw...)
+	}
+	return append(encodeHead(out, f, d), f.tailFrom(d.Replace)...)
+}
+
+// encodeHead appends a rewritten command's head: its array header and
+// its new name, which the client's tail bytes follow.
+func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
+	tail := max(len(f.args)-d.Replace, 0)
+	out = redcon.AppendArray(out, 1+tail)
+	return redcon.AppendBulkString(out, d.Head)
+}
+
+// dedicated returns the client's own connection kept in *slot, opening it
+// when needed; nil when it cannot be opened.
+func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
+	if p := *slot; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
+		return p
+	}
+	if *slot != nil {
+		(*slot).close()
+		*slot = nil
+	}
+	p, err := u.dedicated(s.srv.ctx, s.proto())
+	if err != nil {
+		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	*slot = p
+	return p
+}
+
+// closePinned releases the WATCH connection (closed, never reused: its
+// server-side state belongs to this client).
+func (s *session) closePinned() {
+	if s.pinned != nil {
+		s.pinned.close()
+		s.pinned = nil
+	}
+	s.pinnedUp = nil
+	s.unpin = false
+	s.st.Watching = false
+}

@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// Owned connections.
+//
+// Besides its shared connections an upstream hands out connections of one
+// client each: a WATCH pin and a blocking command's connection (a
+// dedicated pipe), and a subscribed or bridged RESP3 client's connection
+// (subscribe.go). They are opened the one way a shared connection is:
+// only while the fence holds, dialed, booted and fenced by the dialer. The
+// upstream keeps every one it handed out in its registry until its holder
+// lets it go, so a probe that finds the fence broken (probe.go) closes them
+// all with the shared ones: a pinned client's next command, its EXEC
+// included, gets the upstream's fence error, and nothing more of it reaches
+// the node. A connection whose dial was under way when the fence failed is
+// closed as it registers.
+
+// ownedConns is an upstream's registry of the connections it handed out.
+type ownedConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	gen   uint64 // bumped by every closeAll
+}
+
+// begin returns the generation a new connection registers under.
+func (o *ownedConns) begin() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gen
+}
+
+// add registers nc, dialed under generation gen; false (nc not kept) when
+// a failed fence closed the registry since.
+func (o *ownedConns) add(gen uint64, nc net.Conn) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gen != o.gen {
+		return false
+	}
+	if o.conns == nil {
+		o.conns = map[net.Conn]struct{}{}
+	}
+	o.conns[nc] = struct{}{}
+	return true
+}
+
+// remove forgets nc once its holder closed it.
+func (o *ownedConns) remove(nc net.Conn) {
+	o.mu.Lock()
+	delete(o.conns, nc)
+	o.mu.Unlock()
+}
+
+// closeAll closes every registered connection and makes the dials under
+// way close theirs.
+func (o *ownedConns) closeAll() int {
+	o.mu.Lock()
+	conns := o.conns
+	o.conns = nil
+	o.gen++
+	o.mu.Unlock()
+	for nc := range conns {
+		_ = nc.Close()
+	}
+	return len(conns)
+}
+
+// len is how many connections the upstream has handed out and not got back.
+func (o *ownedConns) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.conns)
+}
+
+// own opens a connection of one client's own in protocol proto, through
+// the fence check every connection passes, and registers it; the holder
+// gives it back with disown.
+func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
+	if !u.Fenced() {
+		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+	}
+	gen := u.owned.begin()
+	dl, fenceErr, err := u.dialer.dial(ctx, proto)
+	if err != nil {
+		u.met.upstreamError(u.name, errKind(err, fenceErr))
+		return dialed{}, err
+	}
+	if !u.owned.add(gen, dl.nc) {
+		_ = dl.nc.Close()
+		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+	}
+	return dl, nil
+}
+
+// disown closes an owned connection and forgets it.
+func (u *Upstream) disown(nc net.Conn) {
+	u.owned.remove(nc)
+	_ = nc.Close()
+}
+
+// notServed is why the upstream is not served now.
+func (u *Upstream) notServed() error {
+	if err := u.LastError(); err != nil {
+		return err
+	}
+	return ErrFence
+}
+
+// dedicated opens a connection of the client's own (blocking commands,
+// WATCH) in protocol proto, owned (see above), with no reply timeout (its
+// writes have the shared ones' timeout). Closing the pipe gives it back.
+func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
+	dl, err := u.own(ctx, proto)
+	if err != nil {
+		return nil, err
+	}
+	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, true)
+	u.attach(p, dl.addr) // failover.go
+	return p, nil
+}

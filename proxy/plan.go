@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// The plan.
+//
+// Every command a session reads, in every mode (normal service, a WATCH
+// pin, a blocking command, a transaction queued and sent at EXEC, a
+// pipeline split across routes, a bridged RESP3 client), is decided by
+// plan and nowhere else. In order:
+//
+//  1. rewrite.Decide, under the view's policy;
+//  2. a wrong password is counted against the connection and its address
+//     (authlimit.go; the delay it earns is the caller's to wait);
+//  3. before authentication, the server's unknown-command and arity errors,
+//     which the server answers before it asks for a password (queuecheck.go);
+//  4. inside MULTI, the server's queue-time errors (queuecheck.go);
+//  5. the shared-connection rule (rule.go);
+//  6. the command's keys, found once, and from them its route
+//     (route_session.go): CROSSROUTE refusals, the binding of a WATCH pin, a
+//     transaction or a bridged connection, the scripts role (a verb rewrite
+//     becomes a pass on a scripts upstream); at EXEC the route is recomputed
+//     from the queues of what was queued, under the routes of now;
+//  7. with the control table on, admission by the same keys' queues
+//     (hold.go): an admitted command counts in flight in the state it was
+//     admitted under.
+//
+// Nothing in it waits. A command whose queue is held yields a step that says
+// so (wait); the caller sends what it built so far, gets its replies, waits
+// for a new control state (waitHeld) and plans the command again, up to the
+// hold; past it the command is refused with TRYAGAIN.
+//
+// A round decides under one view: the policy, the routes, the control state
+// and the fences, loaded once at its start (loadView); only a control state
+// that changes while a command is being admitted makes the plan load the
+// state and the routes again (admitted commands must count in the newest
+// state, hold.go).
+
+// view is what a round decides under.
+type view struct {
+	pol    *rewrite.Policy
+	routes *router
+	ctl    *ctlState // the control table's state; nil when it is off
+}
+
+// loadView takes the view for a round: the control state before the routes
+// (the control loop stores the routes first), and the fences into the
+// decision state.
+func (s *session) loadView() {
+	if c := s.srv.ctl; c != nil {
+		s.v.ctl = c.state.Load()
+	}
+	s.v.routes = s.srv.routes.Load()
+	s.v.pol = s.srv.policy.Load()
+	s.st.Fenced = s.srv.fenced()
+	s.st.NoSub = s.srv.noSub()
+}
+
+// planStep is what plan makes of one command.
+type planStep struct {
+	d  rewrite.Decision
+	up *Upstream // where a forwarded command goes; nil when nothing is forwarded
+	// wait: a queue of the command may not be sent under the view's control
+	// state: held (heldUp nil) or routed to a node whose lease lapsed
+	// (heldUp). The caller waits (waitHeld) and plans again.
+	wait   bool
+	heldQ  []byte
+	heldUp *Upstream
+	// authWait is the delay a failed authentication earned, waited by the
+	// caller before the reply.
+	authWait time.Duration
+	// exec: the command is the EXEC of the session's transaction.
+	exec bool
+}
+
+// forwards reports whether the step sends the command to an upstream.
+func (sp *planStep) forwards() bool {
+	return sp.d.Action == rewrite.Pass || sp.d.Action == rewrite.Rewrite
+}
+
+// plan decides one command (see above) into sp.
+func (s *session) plan(args [][]byte, sp *planStep) {
+	for {
+		if s.planOnce(args, sp) {
+			return
+		}
+		// The control state changed while the command was admitted: plan
+		// it under the new one (and the routes stored before it).
+		s.v.ctl = s.srv.ctl.state.Load()
+		s.v.routes = s.srv.routes.Load()
+	}
+}
+
+// planOnce is one attempt of plan; false when the control state changed
+// while the command was being admitted.
+func (s *session) planOnce(args [][]byte, sp *planStep) bool {
+	*sp = planStep{d: rewrite.Decide(args, &s.st, s.v.pol)}
+	d := &sp.d
+	sp.exec = d.Effect == rewrite.Exec && s.st.InMulti
+	if d.Reason == rewrite.ReasonWrongPass {
+		sp.authWait = s.authFailed() // authlimit.go
+	}
+	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
+		// The server rejects an unknown command or a wrong number of
+		// arguments before it asks for authentication (queuecheck.go).
+		if reply, reason := s.srv.keys.commandError(args); reply != nil {
+			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
+		}
+	}
+	if s.st.InMulti {
+		s.queueCheck(args, d) // queuecheck.go: the server's queue-time errors
+	}
+	s.shareRule(args, d) // rule.go: the shared-connection rule
+	if !sp.forwards() {
+		return true
+	}
+	s.findKeys(args)
+	sp.up = s.routeDecision(args, d) // route_session.go
+	if sp.up == nil || s.v.ctl == nil {
+		return true
+	}
+	return s.admitStep(sp) // hold.go
+}
+
+// waitHeld waits for the held queue of sp (hold.go) and plans the command
+// again until it may be sent or the hold is over, then it is refused with
+// TRYAGAIN. flush first sends what the session built and gets its replies,
+// so nothing admitted before the command stays in flight while it waits.
+func (s *session) waitHeld(args [][]byte, sp *planStep, flush func() error) error {
+	c := s.srv.ctl
+	began := time.Now()
+	deadline := began.Add(c.opts.Hold)
+	c.heldNow.Inc()
+	defer func() {
+		c.heldNow.Dec()
+		c.holdSecs.Observe(time.Since(began).Seconds())
+	}()
+	if err := flush(); err != nil {
+		return err
+	}
+	s.release()
+	for sp.wait {
+		now := time.Now()
+		if !now.Before(deadline) {
+			exec := sp.exec
+			s.refuseHeld(&sp.d, sp.heldQ, sp.heldUp)
+			sp.up, sp.wait, sp.exec = nil, false, exec
+			return nil
+		}
+		t := time.NewTimer(min(deadline.Sub(now), c.opts.Poll/5+time.Millisecond))
+		select {
+		case <-s.v.ctl.changed:
+		case <-t.C:
+		case <-s.srv.ctx.Done():
+		}
+		t.Stop()
+		s.v.ctl = c.state.Load()
+		s.v.routes = s.srv.routes.Load()
+		s.plan(args, sp)
+	}
+	return nil
+}
+
+// findKeys finds the keys of a command Decide forwards, once, in
+// s.cmdKeys: what routing, admission and their queues read. Nothing is
+// looked at when every route leads to one upstream and the control table is
+// off (no key needs looking at); a command whose keys only COMMAND GETKEYS
+// can tell is asked about only when there are routes to choose from.
+func (s *session) findKeys(args [][]byte) {
+	s.cmdKeys = s.cmdKeys[:0]
+	if s.v.routes.single && s.v.ctl == nil {
+		return
+	}
+	if isScriptCall(args[0]) {
+		if len(args) >= 3 {
+			if n, ok := rewrite.ParseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
+				s.cmdKeys = append(s.cmdKeys, args[3:3+n]...)
+			}
+		}
+		return
+	}
+	ck := s.srv.keys.lookup(args)
+	switch {
+	case ck == nil:
+	case ck.ask:
+		if !s.v.routes.single {
+			s.cmdKeys = append(s.cmdKeys, s.getkeys(s.v.routes, args)...)
+		}
+	default:
+		s.keyPos = ck.positions(args, s.keyPos[:0])
+		for _, i := range s.keyPos {
+			s.cmdKeys = append(s.cmdKeys, args[i])
+		}
+	}
+}
+
+// queuesOfKeys returns the queues (hashtags) of the keys findKeys found,
+// in s.adm.qs.
+func (s *session) queuesOfKeys() [][]byte {
+	qs := s.adm.qs[:0]
+	for _, k := range s.cmdKeys {
+		if q := rewrite.Hashtag(k); q != nil {
+			qs = append(qs, q)
+		}
+	}
+	s.adm.qs = qs
+	return qs
+}
