@@ -456,6 +456,7 @@ func (c *Config) validateUpstreams(p *problems) {
 		key := "upstreams." + name
 		validateSource(p, key, u)
 		validateFailover(p, key, u)
+		validateAckTimeout(p, key, u, c.Timeouts.Upstream)
 		if u.Role != RoleModule && u.Role != RoleScripts {
 			p.bad(key+".role", "%q is not %s or %s", u.Role, RoleModule, RoleScripts)
 		}

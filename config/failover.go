@@ -81,3 +81,12 @@ func validateFailover(p *problems, key string, u Upstream) {
 		p.bad(key+".ack_timeout", "must be positive when ack_replicas is %d: it bounds how long a write waits for its replicas", u.AckReplicas)
 	}
 }
+
+// validateAckTimeout checks that a WAIT for the replicas ends before the
+// upstream's reply timeout, which would otherwise break the connection as
+// a node that stopped answering.
+func validateAckTimeout(p *problems, key string, u Upstream, upstream time.Duration) {
+	if u.AckReplicas > 0 && u.AckTimeout > 0 && upstream > 0 && u.AckTimeout >= upstream {
+		p.bad(key+".ack_timeout", "%v must be shorter than timeouts.upstream (%v): a WAIT that long would break the connection as a node that stopped answering", u.AckTimeout, upstream)
+	}
+}

@@ -99,6 +99,7 @@ func TestSentinelValidation(t *testing.T) {
 		{"negative ack_replicas", strings.Replace(sentinelUpstream, "ack_replicas: 1", "ack_replicas: -1", 1), "upstreams.module-a.ack_replicas", "negative"},
 		{"ack without timeout", strings.Replace(sentinelUpstream, "    ack_timeout: 250ms\n", "", 1), "upstreams.module-a.ack_timeout", "must be positive when ack_replicas is 1"},
 		{"negative ack_timeout", strings.Replace(sentinelUpstream, "ack_timeout: 250ms", "ack_timeout: -1s", 1), "upstreams.module-a.ack_timeout", "negative"},
+		{"ack_timeout past the reply timeout", strings.Replace(sentinelUpstream, "ack_timeout: 250ms", "ack_timeout: 10s", 1), "upstreams.module-a.ack_timeout", "must be shorter than timeouts.upstream (5s)"},
 		{"negative failover_wait", strings.Replace(minimal, "    role: module\n", "    role: module\n    failover_wait: -1s\n", 1), "upstreams.module-a.failover_wait", "negative"},
 	}
 	for _, tt := range tests {

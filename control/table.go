@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/discovery"
 )
 
 // The keys of the control table on every node.
@@ -109,8 +111,14 @@ type Registration struct {
 
 // NodeOptions says how to reach a node.
 type NodeOptions struct {
-	Name     string
-	Address  string
+	Name    string
+	Address string
+	// Sentinel, when set instead of Address, names a master set under
+	// Sentinel: the client is valkey-go's Sentinel client
+	// (discovery.Options.ClientOption), which finds the primary, checks
+	// its role and follows it across failovers. Username, Password and TLS
+	// are the data nodes'; the sentinels' own are in Sentinel.
+	Sentinel *discovery.Options
 	Username string
 	Password string
 	DB       int
@@ -133,31 +141,35 @@ type Node struct {
 	Opts NodeOptions
 }
 
-// Dial connects to a node. The client is single-connection, without client
-// side caching.
+// Dial connects to a node (through its sentinels for a master set under
+// Sentinel). The client is single-connection, without client side caching,
+// and never retries a command.
 func Dial(o NodeOptions) (*Node, error) {
 	to := o.Timeout
 	if to <= 0 {
 		to = 2 * time.Second
 	}
-	c, err := valkey.NewClient(valkey.ClientOption{
-		InitAddress:       []string{o.Address},
-		Username:          o.Username,
-		Password:          o.Password,
-		SelectDB:          o.DB,
-		ClientName:        o.ClientName,
-		AlwaysRESP2:       o.RESP2,
-		TLSConfig:         o.TLS,
-		DisableCache:      true,
-		ForceSingleClient: true,
-		DisableRetry:      true,
-		Dialer:            net.Dialer{Timeout: to},
-		ConnWriteTimeout:  to,
-		BlockingPoolSize:  1,
-		PipelineMultiplex: -1,
-	})
+	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true}
+	where := o.Address
+	if o.Sentinel != nil {
+		so := *o.Sentinel
+		so.Node = discovery.NodeAuth{Username: o.Username, Password: o.Password, TLSConfig: o.TLS}
+		so.DialTimeout = to
+		co, where = so.ClientOption(), "master "+so.Master
+	}
+	co.Username, co.Password, co.TLSConfig = o.Username, o.Password, o.TLS
+	co.SelectDB = o.DB
+	co.ClientName = o.ClientName
+	co.AlwaysRESP2 = o.RESP2
+	co.DisableCache = true
+	co.DisableRetry = true
+	co.Dialer = net.Dialer{Timeout: to}
+	co.ConnWriteTimeout = to
+	co.BlockingPoolSize = 1
+	co.PipelineMultiplex = -1
+	c, err := valkey.NewClient(co)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s (%s): %w", o.Name, o.Address, err)
+		return nil, fmt.Errorf("upstream %s (%s): %w", o.Name, where, err)
 	}
 	return &Node{Name: o.Name, C: c, Opts: o}, nil
 }

@@ -51,13 +51,24 @@ type load struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// backoff, when set, is how long a worker pauses after a failed
+	// enqueue before its next call, as a worker that retries would.
+	backoff time.Duration
 }
 
 // startLoad runs faultClients legacy clients against addr until stopped.
 func startLoad(t *testing.T, m *shamap.Map, addr, q string) *load {
 	t.Helper()
+	return startLoadBackoff(t, m, addr, q, 0)
+}
+
+// startLoadBackoff is startLoad with workers that pause for backoff after
+// a failed enqueue.
+func startLoadBackoff(t *testing.T, m *shamap.Map, addr, q string, backoff time.Duration) *load {
+	t.Helper()
 	l := &load{q: q, acked: map[string]bool{}, errored: map[string]bool{}, claimed: map[string]int{},
-		errTexts: map[string]int{}, stop: make(chan struct{})}
+		errTexts: map[string]int{}, stop: make(chan struct{}), backoff: backoff}
 	for i := range faultClients {
 		c, err := legacy.Dial(testCtx(t), legacy.Options{Addr: addr, Map: m})
 		if err != nil {
@@ -84,6 +95,9 @@ func (l *load) run(i int, c *legacy.Client) {
 		start := time.Now()
 		ok, err := c.Enqueue(ctx, l.q, id, "payload")
 		l.record(time.Since(start), err)
+		if err != nil && l.backoff > 0 {
+			time.Sleep(l.backoff) // the worker's own pause before it goes on
+		}
 		l.mu.Lock()
 		switch {
 		case err != nil:

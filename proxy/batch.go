@@ -32,6 +32,12 @@ type batch struct {
 
 	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
 
+	// writes are the indexes of the replies that wait for the replicas,
+	// and wait tells whether (and how) the batch ends with the proxy's
+	// WAIT (ack.go).
+	writes []int
+	wait   uint8
+
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
 
@@ -53,6 +59,7 @@ func (b *batch) reset() {
 	}
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
+	b.writes, b.wait = b.writes[:0], waitNone
 }
 
 // reply returns the bytes of reply i.

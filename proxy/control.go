@@ -262,8 +262,8 @@ func (c *controller) round(ctx context.Context) {
 func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, error) {
 	if n.cn == nil {
 		o := n.up.opts
-		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Username: o.Username,
-			Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
+		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
+			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
 		if err != nil {
 			return control.Table{}, err
 		}

@@ -122,17 +122,50 @@ type dialer struct {
 	// family outside subscribe mode (unsubscribe.go), from the first
 	// connection that passes the fence.
 	unsub *unsubProbe
+	// fol, when set, gives a Sentinel upstream's address (failover.go).
+	fol *follower
+}
+
+// dialed is a connection the dialer opened: the socket, its reader (which
+// may hold buffered bytes) and the address it was dialed at.
+type dialed struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	addr string
 }
 
 // dial returns a connection ready for client traffic in protocol proto (2
-// or 3) and its reader. fenceErr is true when the hook refused it. The boot,
-// the fence and the command table speak RESP2; a RESP3 connection sends
-// HELLO 3 last.
-func (d *dialer) dial(ctx context.Context, proto int) (nc net.Conn, br *bufio.Reader, fenceErr bool, err error) {
+// or 3). fenceErr is true when the hook refused it. The address is the
+// fixed one, or a Sentinel upstream's primary (failover.go), whose role is
+// checked after the boot and before the fence. The boot, the role, the
+// fence and the command table speak RESP2; a RESP3 connection sends HELLO
+// 3 last.
+func (d *dialer) dial(ctx context.Context, proto int) (dl dialed, fenceErr bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.DialTimeout)
 	defer cancel()
+	addr := d.opts.Address
+	if d.fol != nil {
+		if addr, err = d.fol.address(ctx); err != nil {
+			return dialed{}, false, err
+		}
+	}
+	nc, br, fenceErr, err := d.open(ctx, addr, proto)
+	if err != nil {
+		if d.fol != nil && !fenceErr {
+			d.fol.failed(addr, err)
+		}
+		return dialed{}, fenceErr, err
+	}
+	if d.fol != nil {
+		d.fol.connected(addr)
+	}
+	return dialed{nc: nc, br: br, addr: addr}, false, nil
+}
+
+// open dials addr and readies the connection (see dial).
+func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn, br *bufio.Reader, fenceErr bool, err error) {
 	var nd net.Dialer
-	nc, err = nd.DialContext(ctx, "tcp", d.opts.Address)
+	nc, err = nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -153,6 +186,14 @@ func (d *dialer) dial(ctx context.Context, proto int) (nc net.Conn, br *bufio.Re
 	if err := d.boot(ctx, sc); err != nil {
 		_ = nc.Close()
 		return nil, nil, false, err
+	}
+	if d.fol != nil {
+		// A Sentinel upstream's node must be the primary before the fence
+		// runs on it (failover.go).
+		if err := checkRole(ctx, sc, addr); err != nil {
+			_ = nc.Close()
+			return nil, nil, false, err
+		}
 	}
 	if d.hook != nil {
 		if err := d.hook(ctx, sc); err != nil {

@@ -26,7 +26,9 @@
 // (deadline.go), and the connections of one client each, owned by their
 // upstream through the one fence check (owned.go); the periodic re-run of
 // the fence on a live upstream, which closes every connection of an
-// upstream whose fence fails (probe.go); subscribe mode over a connection
+// upstream whose fence fails (probe.go); a Sentinel upstream's primary
+// followed across failovers (failover.go) and the replicas' confirmation
+// of writes (ack.go); subscribe mode over a connection
 // of the client's own (subscribe.go, subscribe_barrier.go,
 // subscribe_relay.go) and the RESP3 bridge of a subscribed or tracking
 // client, one connection per upstream it uses (bridge.go, legs.go); the

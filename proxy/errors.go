@@ -19,6 +19,12 @@ var (
 	ErrUpstreamProtocol = errors.New("proxy: upstream protocol error")
 	// ErrBoot means AUTH or SELECT failed on a new upstream connection.
 	ErrBoot = errors.New("proxy: upstream boot failed")
+	// ErrNoPrimary means a Sentinel upstream's primary could not be found
+	// (the sentinels named none that answers ROLE master in time).
+	ErrNoPrimary = errors.New("proxy: upstream has no primary")
+	// ErrNotPrimary means a new connection's node answered ROLE with
+	// another role than master: it is refused before the fence.
+	ErrNotPrimary = errors.New("proxy: upstream node is not a primary")
 	// ErrFence means the OnConnect hook refused a new upstream connection.
 	ErrFence = errors.New("proxy: upstream fence failed")
 	// ErrRoutes means a set of routes is unusable (an unknown upstream, a

@@ -37,6 +37,9 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	if s.cur != 0 || len(s.slots) != b.n {
 		s.simple = false
 	}
+	if u.ack != nil {
+		s.noteWrite(b, f.args, d) // ack.go
+	}
 	b.n++
 	s.slots = append(s.slots, sl)
 	s.alsoLoad(f, d, u, !ded) // observe.go
@@ -69,6 +72,9 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 		// The RESP3 connections open for the first RESP3 client.
 		p = u.replaced(s.srv.ctx, s.id, 3, nil)
 	}
+	if p == nil {
+		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
+	}
 	return p, false
 }
 
@@ -100,7 +106,7 @@ func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
 func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
-	if p := *slot; p != nil && p.failed() == nil && u.Fenced() {
+	if p := *slot; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
 		return p
 	}
 	if *slot != nil {

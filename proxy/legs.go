@@ -56,7 +56,8 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 	if l := sub.legs[u]; l != nil {
 		return l, nil
 	}
-	nc, br, err := u.own(s.srv.ctx, 3) // owned.go
+	dl, err := u.own(s.srv.ctx, 3) // owned.go
+	nc, br := dl.nc, dl.br
 	if err != nil {
 		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.name), zap.Error(err))
 		return nil, err

@@ -14,10 +14,14 @@ import (
 //
 //	emqproxy_commands_total{decision,token}     commands by decision (pass, rewrite, refuse, local) and job-core token ("" for none)
 //	emqproxy_refusals_total{reason}             refusals by reason
-//	emqproxy_upstream_errors_total{upstream,kind} connection failures: dial, boot, fence, lost, timeout, protocol; probe (a readiness probe that got no verdict)
+//	emqproxy_upstream_errors_total{upstream,kind} connection failures: dial, boot, fence, lost, timeout, protocol; probe (a readiness probe that got no verdict);
+//	                                            discovery (no primary found), role (a node not the primary): Sentinel upstreams
 //	emqproxy_upstream_reconnects_total{upstream} shared connections lost and reconnected
 //	emqproxy_upstream_up{upstream}              1 while every shared connection is up
 //	emqproxy_upstream_fenced{upstream}          1 while the fence holds
+//	emqproxy_upstream_failovers_total{upstream} a Sentinel upstream's primary switched to another node (failover.go)
+//	emqproxy_upstream_primary{upstream,address} 1 for a Sentinel upstream's primary confirmed last
+//	emqproxy_upstream_unconfirmed_total{upstream} writes answered with the not-confirmed error: WAIT saw too few replicas (ack.go)
 //	emqproxy_client_connections                 clients connected now
 //	emqproxy_client_connections_total           clients accepted
 //	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,
@@ -35,6 +39,9 @@ type metrics struct {
 	reconnects *prometheus.CounterVec
 	up         *prometheus.GaugeVec
 	fenced     *prometheus.GaugeVec
+	failovers  *prometheus.CounterVec
+	primaryOf  *prometheus.GaugeVec
+	unacked    *prometheus.CounterVec
 	clients    prometheus.Gauge
 	accepted   prometheus.Counter
 	rejected   *prometheus.CounterVec
@@ -62,6 +69,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"upstream"}),
 		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_upstream_fenced", Help: "1 while the upstream's fence holds.",
+		}, []string{"upstream"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_upstream_failovers_total", Help: "Times a Sentinel upstream's primary switched to another node.",
+		}, []string{"upstream"}),
+		primaryOf: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "emqproxy_upstream_primary", Help: "1 for the primary a Sentinel upstream confirmed last, by address.",
+		}, []string{"upstream", "address"}),
+		unacked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_upstream_unconfirmed_total", Help: "Writes answered with an error because WAIT confirmed fewer replicas than ack_replicas.",
 		}, []string{"upstream"}),
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "emqproxy_client_connections", Help: "Client connections open now.",
@@ -104,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{cmds, m.refusals, m.upErrors, m.reconnects, m.up, m.fenced,
-			m.clients, m.accepted, m.rejected, m.panics, latency, bytes, m.mapInfo} {
+			m.failovers, m.primaryOf, m.unacked, m.clients, m.accepted, m.rejected, m.panics, latency, bytes, m.mapInfo} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -147,6 +163,17 @@ func (m *metrics) upstreamState(name string, up, fenced bool) {
 	m.up.WithLabelValues(name).Set(b2f(up))
 	m.fenced.WithLabelValues(name).Set(b2f(fenced))
 }
+
+// primary moves the upstream's primary info from old ("" for none) to addr.
+func (m *metrics) primary(name, old, addr string) {
+	if old != "" {
+		m.primaryOf.DeleteLabelValues(name, old)
+	}
+	m.primaryOf.WithLabelValues(name, addr).Set(1)
+}
+
+// failover counts a switch of the upstream's primary.
+func (m *metrics) failover(name string) { m.failovers.WithLabelValues(name).Inc() }
 
 // b2f is 1 for true, 0 for false.
 func b2f(b bool) float64 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -146,8 +147,29 @@ type UpstreamOptions struct {
 	// OnConnect is this upstream's fence hook (see Options.OnConnect),
 	// used when the upstream is one of Options.Upstreams.
 	OnConnect OnConnectFunc
-	// Address is host:port. Required.
+	// Address is host:port: a fixed node. Exactly one of Address and
+	// Sentinel is set.
 	Address string
+	// Sentinel, when set, names a master set under Sentinel instead of a
+	// fixed node: every connection goes to the primary the sentinels name
+	// and ROLE confirms, and the upstream follows it across failovers
+	// (failover.go). Its Node credentials are this upstream's own
+	// (Username, Password, TLSConfig), whatever the field holds.
+	Sentinel *discovery.Options
+	// FailoverWait is how long a new command waits for a Sentinel
+	// upstream's new primary while it has none (counted from the moment
+	// its connection was lost), before it gets `-UPSTREAM <name> has no
+	// primary: <reason>`; 0: the error at once. Ignored for a fixed
+	// Address, whose commands get the unavailable error at once.
+	FailoverWait time.Duration
+	// AckReplicas, when positive, makes the upstream answer a write only
+	// after `WAIT AckReplicas AckTimeout`, sent after the batch's last
+	// write on the same connection, confirms that many replicas have it;
+	// a write not confirmed gets an explicit error instead of its reply
+	// (ack.go). 0: writes are answered as the primary answers them.
+	AckReplicas int
+	// AckTimeout bounds that WAIT (required when AckReplicas is positive).
+	AckTimeout time.Duration
 	// Username and Password, when Password is set, are sent with AUTH on
 	// every new connection (AUTH <password> when Username is empty).
 	Username string

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -82,21 +81,21 @@ func (o *ownedConns) len() int {
 // own opens a connection of one client's own in protocol proto, through
 // the fence check every connection passes, and registers it; the holder
 // gives it back with disown.
-func (u *Upstream) own(ctx context.Context, proto int) (net.Conn, *bufio.Reader, error) {
+func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
 	if !u.Fenced() {
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
 	}
 	gen := u.owned.begin()
-	nc, br, fenceErr, err := u.dialer.dial(ctx, proto)
+	dl, fenceErr, err := u.dialer.dial(ctx, proto)
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, fenceErr))
-		return nil, nil, err
+		return dialed{}, err
 	}
-	if !u.owned.add(gen, nc) {
-		_ = nc.Close()
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+	if !u.owned.add(gen, dl.nc) {
+		_ = dl.nc.Close()
+		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
 	}
-	return nc, br, nil
+	return dl, nil
 }
 
 // disown closes an owned connection and forgets it.
@@ -117,9 +116,11 @@ func (u *Upstream) notServed() error {
 // WATCH) in protocol proto, owned (see above), with no reply timeout (its
 // writes have the shared ones' timeout). Closing the pipe gives it back.
 func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
-	nc, br, err := u.own(ctx, proto)
+	dl, err := u.own(ctx, proto)
 	if err != nil {
 		return nil, err
 	}
-	return newPipe(u.name, nc, br, 0, u.opts.Timeout, func(error) { u.owned.remove(nc) }, true), nil
+	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, true)
+	u.attach(p, dl.addr) // failover.go
+	return p, nil
 }

@@ -127,6 +127,8 @@ type pipe struct {
 	wtimeout time.Duration // write timeout; 0 = none
 	lostMsg  []byte        // the error a command in flight gets on failure
 	onDead   func(err error)
+	addr     string       // the address it was dialed at (failover.go)
+	onErr    func([]byte) // sees each top-level error reply (failover.go); nil: none
 
 	mu       sync.Mutex
 	queue    []*batch    // waiting to be written

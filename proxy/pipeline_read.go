@@ -37,6 +37,9 @@ func (p *pipe) readBatch(b *batch) error {
 		if err != nil {
 			return err
 		}
+		if p.onErr != nil && len(b.replies) > start && b.replies[start] == '-' {
+			p.onErr(b.replies[start:]) // failover.go: -READONLY, -LOADING
+		}
 		push := len(b.replies) > start && b.replies[start] == '>'
 		if b.acct.refused {
 			// Over the memory budget: read and dropped (budget.go).

@@ -45,9 +45,9 @@ func (u *Upstream) probe(every time.Duration) {
 // probeOnce dials, boots and fences one connection, closes it, and acts on
 // the outcome.
 func (u *Upstream) probeOnce() {
-	nc, _, fenceErr, err := u.dialer.dial(u.ctx, 2)
+	dl, fenceErr, err := u.dialer.dial(u.ctx, 2)
 	if err == nil {
-		_ = nc.Close()
+		_ = dl.nc.Close()
 		u.probes.Add(1)
 		return
 	}

@@ -74,11 +74,19 @@ func (s *session) flush() {
 			continue
 		}
 		pt.b.max = budget
+		if pt.up.ack != nil {
+			pt.p = pt.up.ackBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
+		}
 		err := pt.p.send(pt.b)
-		if errors.Is(err, errIdleClosed) && !pt.ded {
+		if err != nil && !pt.ded && (errors.Is(err, errIdleClosed) || pt.up.fol != nil) {
 			// Nothing was written: the server had closed the idle
-			// connection. Send on its replacement once it is up.
-			if np := pt.up.replaced(s.srv.ctx, s.id, s.proto(), pt.p); np != nil {
+			// connection, or a Sentinel upstream's broke. Send on its
+			// replacement once it is up (failover.go: a new primary).
+			np := pt.up.awaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
+			if pt.up.fol == nil {
+				np = pt.up.replaced(s.srv.ctx, s.id, s.proto(), pt.p)
+			}
+			if np != nil {
 				pt.p = np
 				err = np.send(pt.b)
 			}
@@ -106,6 +114,9 @@ func (s *session) flush() {
 			pt.p.await(pt.b)
 		}
 		s.over = s.over || pt.b.over
+	}
+	if s.srv.acking {
+		s.settleAcks() // ack.go
 	}
 	s.captureReplies() // capture.go
 	s.emit()

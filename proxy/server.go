@@ -41,6 +41,7 @@ type Server struct {
 	ctl    *controller  // the control table's loop; nil when off (control.go)
 
 	metLatency bool
+	acking     bool // some upstream waits for replicas (ack.go)
 
 	ctx    context.Context // canceled when the server closes
 	cancel context.CancelFunc
@@ -66,8 +67,19 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	opts = opts.withDefaults()
 	seen := map[string]bool{}
 	for _, u := range opts.Upstreams {
-		if u.Address == "" {
+		switch {
+		case u.Address == "" && u.Sentinel == nil:
 			return nil, fmt.Errorf("%w: upstream %q: no address", ErrOptions, u.Name)
+		case u.Address != "" && u.Sentinel != nil:
+			return nil, fmt.Errorf("%w: upstream %q: an address and a sentinel master set; set one", ErrOptions, u.Name)
+		case u.AckReplicas < 0:
+			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d is negative", ErrOptions, u.Name, u.AckReplicas)
+		case u.AckReplicas > 0 && u.AckTimeout <= 0:
+			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d needs a positive ack timeout", ErrOptions, u.Name, u.AckReplicas)
+		case u.AckReplicas > 0 && u.AckTimeout >= u.Timeout:
+			// WAIT sends nothing back until it ends: the reply timeout
+			// would break the connection first.
+			return nil, fmt.Errorf("%w: upstream %q: ack timeout %v must be shorter than the reply timeout %v", ErrOptions, u.Name, u.AckTimeout, u.Timeout)
 		}
 		if seen[u.Name] {
 			return nil, fmt.Errorf("%w: upstream name %q used twice", ErrOptions, u.Name)
@@ -110,8 +122,13 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		// positions choose between upstreams, and inside MULTI the names,
 		// arities and flags give a command the server's own queue-time
 		// error (queuecheck.go).
-		u := newUpstream(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
+		u, err := newUpstream(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
+		if err != nil {
+			s.closeUpstreams()
+			return nil, err
+		}
 		s.ups = append(s.ups, u)
+		s.acking = s.acking || u.ack != nil
 		s.byName[u.name] = u
 	}
 	s.up = s.ups[0]

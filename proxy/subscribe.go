@@ -191,7 +191,8 @@ type subscriber struct {
 // connection cannot be opened the command gets the unavailable error.
 func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	s.flush()
-	nc, br, err := u.own(s.srv.ctx, s.proto()) // owned.go
+	dl, err := u.own(s.srv.ctx, s.proto()) // owned.go
+	nc, br := dl.nc, dl.br
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.unavailable(), audit)

@@ -52,6 +52,9 @@ type transaction struct {
 	// held is what buf holds of the memory budget: its bytes past
 	// txFreeBytes (budget.go).
 	held int64
+	// writes: a queued command is a write, so EXEC's reply waits for the
+	// replicas where the upstream asks for them (ack.go).
+	writes bool
 }
 
 // txFreeBytes are the bytes of a transaction's queued commands not taken
@@ -73,6 +76,7 @@ func (t *transaction) forget() {
 	t.qbuf, t.qend = t.qbuf[:0], t.qend[:0]
 	t.defKeyed = false
 	t.verbs = 0
+	t.writes = false
 }
 
 // clear drops the transaction.
@@ -116,6 +120,9 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	}
 	t.buf = encode(t.buf, f, d)
 	t.n++
+	if s.srv.acking && !t.writes {
+		t.writes = s.isWrite(f.args, d) // ack.go
+	}
 	t.noteRoute(s, d)
 	s.addLocal(replyQueued, audit)
 	s.slots[len(s.slots)-1].target = s.route()
@@ -198,8 +205,8 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 		if u.Fenced() && s.pinned.failed() == nil { // else the fence failed since the WATCH
 			p, ded = s.pinned, true
 		}
-	} else {
-		p = u.shared(s.id, s.proto())
+	} else if p = u.shared(s.id, s.proto()); p == nil {
+		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
 	}
 	if p == nil {
 		s.addLocal(u.unavailable(), audit)
@@ -224,6 +231,9 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 		for j, si := range t.slots {
 			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
 		}
+	}
+	if u.ack != nil && t.writes {
+		b.writes = append(b.writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
 	}
 	b.n += t.n + 2
 	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: s.mute})

@@ -29,6 +29,8 @@ type Upstream struct {
 	opts   UpstreamOptions
 	log    *zap.Logger
 	met    *metrics
+	fol    *follower // a Sentinel upstream's (failover.go); nil for a fixed address
+	ack    *ackSpec  // writes wait for replicas (ack.go); nil when AckReplicas is 0
 
 	slots  []*slot                 // the RESP2 shared connections
 	slots3 atomic.Pointer[[]*slot] // the RESP3 ones, opened for the first RESP3 client (resp3Slots)
@@ -51,21 +53,49 @@ type Upstream struct {
 
 // slot is one shared connection position, reconnected when it breaks.
 type slot struct {
-	cur atomic.Pointer[pipe]
+	cur  atomic.Pointer[pipe]
+	down atomic.Int64 // since when it has no connection (unix ns); 0 while it has one
 }
 
-// newUpstream starts connecting the shared connections in the background.
+// newSlot returns a slot without a connection yet.
+func newSlot() *slot {
+	s := &slot{}
+	s.down.Store(time.Now().UnixNano())
+	return s
+}
+
+// downSince is when the slot lost its connection (now while it has one:
+// a connection found broken is not cleared yet).
+func (s *slot) downSince() time.Time {
+	if v := s.down.Load(); v != 0 {
+		return time.Unix(0, v)
+	}
+	return time.Now()
+}
+
+// newUpstream starts connecting the shared connections in the background
+// (and, for a Sentinel upstream, following its primary: failover.go).
 // With keys set, the first connection that passes the fence also loads the
 // node's command table into it (keys.go).
-func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clients *atomic.Int64, log *zap.Logger, met *metrics) *Upstream {
+func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clients *atomic.Int64, log *zap.Logger, met *metrics) (*Upstream, error) {
+	log = log.With(zap.String("upstream", opts.Name))
+	var fol *follower
+	if opts.Sentinel != nil {
+		var err error
+		if fol, err = newFollower(opts, log); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Upstream{
 		name:    opts.Name,
 		role:    opts.Role,
-		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool), hello: new(helloStore), unsub: new(unsubProbe)},
+		dialer:  dialer{opts: opts, hook: hook, keys: keys, keysDone: new(atomic.Bool), hello: new(helloStore), unsub: new(unsubProbe), fol: fol},
 		opts:    opts,
-		log:     log.With(zap.String("upstream", opts.Name)),
+		log:     log,
 		met:     met,
+		fol:     fol,
+		ack:     newAckSpec(opts),
 		clients: clients,
 		slots:   make([]*slot, opts.Conns),
 		ctx:     ctx,
@@ -74,7 +104,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clien
 	}
 	u.lastErr = fmt.Errorf("%w: not connected yet", ErrUnavailable)
 	for i := range u.slots {
-		s := &slot{}
+		s := newSlot()
 		u.slots[i] = s
 		u.wg.Add(1)
 		go u.keep(s, 2)
@@ -85,7 +115,12 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clien
 		u.wg.Add(1)
 		go u.probe(opts.ProbeInterval)
 	}
-	return u
+	if fol != nil {
+		met.failovers.WithLabelValues(opts.Name) // the series exists from the start, at 0
+		u.wg.Add(1)
+		go u.follow()
+	}
+	return u, nil
 }
 
 // Name returns the upstream's name.
@@ -134,7 +169,7 @@ func (u *Upstream) resp3Slots() []*slot {
 		}
 		slots := make([]*slot, len(u.slots))
 		for i := range slots {
-			slots[i] = &slot{}
+			slots[i] = newSlot()
 			u.wg.Add(1)
 			go u.keep(slots[i], 3)
 		}
@@ -146,12 +181,19 @@ func (u *Upstream) resp3Slots() []*slot {
 	return nil
 }
 
-// allSlots returns every shared connection's slot, RESP2 and RESP3.
+// allSlots returns every shared connection's slot, RESP2 and RESP3, and
+// the replicas' probe connection (ack.go).
 func (u *Upstream) allSlots() []*slot {
+	out := u.slots
 	if p := u.slots3.Load(); p != nil {
-		return append(u.slots[:len(u.slots):len(u.slots)], *p...)
+		out = append(out[:len(out):len(out)], *p...)
 	}
-	return u.slots
+	if u.ack != nil {
+		if s := u.ack.slot.Load(); s != nil {
+			out = append(out[:len(out):len(out)], s)
+		}
+	}
+	return out
 }
 
 // keep connects a slot in protocol proto (2 or 3) and reconnects it, with
@@ -160,10 +202,10 @@ func (u *Upstream) keep(s *slot, proto int) {
 	defer u.wg.Done()
 	wait := backoffMin
 	for {
-		nc, br, fenceErr, err := u.dialer.dial(u.ctx, proto)
+		dl, fenceErr, err := u.dialer.dial(u.ctx, proto)
 		if u.ctx.Err() != nil {
 			if err == nil {
-				_ = nc.Close()
+				_ = dl.nc.Close()
 			}
 			return
 		}
@@ -180,16 +222,21 @@ func (u *Upstream) keep(s *slot, proto int) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, nc, br, u.opts.Timeout, u.opts.Timeout, nil, false)
+		p := newPipe(u.name, dl.nc, dl.br, u.opts.Timeout, u.opts.Timeout, nil, false)
 		p.clients = u.clients
+		u.attach(p, dl.addr)
 		s.cur.Store(p)
+		s.down.Store(0)
 		u.mu.Lock()
 		close(u.swapped)
 		u.swapped = make(chan struct{})
 		u.mu.Unlock()
 		u.setState(nil, true)
 		u.met.upstreamState(u.name, u.Up(), u.Fenced())
-		u.log.Info("upstream connected", zap.String("address", u.opts.Address))
+		u.log.Info("upstream connected", zap.String("address", dl.addr))
+		if !u.current(p) {
+			p.close() // the primary switched while it dialed (failover.go)
+		}
 		select {
 		case <-p.dead:
 		case <-u.ctx.Done():
@@ -198,8 +245,12 @@ func (u *Upstream) keep(s *slot, proto int) {
 			s.cur.Store(nil)
 			return
 		}
+		s.down.Store(time.Now().UnixNano())
 		s.cur.Store(nil)
 		err = p.failed()
+		if u.fol != nil {
+			u.fol.failed(p.addr, err)
+		}
 		u.lost(err)
 		u.met.upstreamError(u.name, errKind(err, false))
 		u.met.reconnect(u.name)
@@ -237,6 +288,10 @@ func errKind(err error, fence bool) string {
 		return "fence"
 	case errors.Is(err, ErrTimeout):
 		return "timeout"
+	case errors.Is(err, ErrNoPrimary):
+		return "discovery"
+	case errors.Is(err, ErrNotPrimary):
+		return "role"
 	case errors.Is(err, ErrBoot):
 		return "boot"
 	case errors.Is(err, ErrUpstreamProtocol):
@@ -250,6 +305,15 @@ func errKind(err error, fence bool) string {
 // shared returns the shared connection for a client (by its id) in
 // protocol proto, or nil when it is down.
 func (u *Upstream) shared(id uint64, proto int) *pipe {
+	if s := u.slotFor(id, proto); s != nil {
+		return s.cur.Load()
+	}
+	return nil
+}
+
+// slotFor returns the shared connection's slot for a client (by its id)
+// in protocol proto (nil: the RESP3 ones could not start).
+func (u *Upstream) slotFor(id uint64, proto int) *slot {
 	slots := u.slots
 	if proto == 3 {
 		if slots = u.resp3Slots(); len(slots) == 0 {
@@ -257,15 +321,20 @@ func (u *Upstream) shared(id uint64, proto int) *pipe {
 		}
 	}
 	if len(slots) == 1 {
-		return slots[0].cur.Load()
+		return slots[0]
 	}
-	return slots[id%uint64(len(slots))].cur.Load()
+	return slots[id%uint64(len(slots))]
 }
 
 // replaced waits, at most the dial timeout, for the shared connection in
 // protocol proto that replaces old (nil: the first one) for a client (by
 // its id), and returns it; nil when none comes in time.
 func (u *Upstream) replaced(ctx context.Context, id uint64, proto int, old *pipe) *pipe {
+	return u.replacedUntil(ctx, id, proto, old, time.Now().Add(u.opts.DialTimeout))
+}
+
+// replacedUntil is replaced, waiting until deadline at most.
+func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old *pipe, deadline time.Time) *pipe {
 	var timeout <-chan time.Time
 	for {
 		u.mu.Lock()
@@ -275,7 +344,11 @@ func (u *Upstream) replaced(ctx context.Context, id uint64, proto int, old *pipe
 			return p
 		}
 		if timeout == nil {
-			t := time.NewTimer(u.opts.DialTimeout)
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil
+			}
+			t := time.NewTimer(left)
 			defer t.Stop()
 			timeout = t.C
 		}
@@ -322,12 +395,20 @@ func (u *Upstream) every(interval time.Duration, f func()) {
 	}
 }
 
-// unavailable is the reply a command gets while the upstream is down.
+// unavailable is the reply a command gets while the upstream is down: a
+// Sentinel upstream that lost its primary says it has none (failover.go);
+// a fence refusal, and a fixed address, say unavailable.
 func (u *Upstream) unavailable() []byte {
+	u.mu.Lock()
+	fenceOK := u.fenceOK
+	u.mu.Unlock()
 	err := u.LastError()
 	reason := "not connected"
 	if err != nil {
 		reason = err.Error()
+	}
+	if u.fol != nil && fenceOK {
+		return noPrimaryReply(u.name, reason)
 	}
 	return unavailableReply(u.name, reason)
 }
@@ -340,8 +421,11 @@ func unavailableReply(name, reason string) []byte {
 }
 
 // close stops reconnecting and closes the shared connections; waiting
-// batches get the lost error.
+// batches get the lost error. A Sentinel upstream's resolver stops.
 func (u *Upstream) close() {
 	u.cancel()
 	u.wg.Wait()
+	if u.fol != nil {
+		u.fol.res.Close()
+	}
 }

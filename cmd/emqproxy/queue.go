@@ -155,7 +155,14 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 			closeNodes(nodes)
 			return nil, nil, nil, err
 		}
-		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Username: u.Username,
+		so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
+		if err != nil {
+			closeNodes(nodes)
+			return nil, nil, nil, err
+		}
+		// A master set under Sentinel is reached through valkey-go's
+		// Sentinel client: the mover finds the primary as the proxies do.
+		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
 			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName, RESP2: true})
 		if err != nil {
 			unreachable = append(unreachable, err.Error())

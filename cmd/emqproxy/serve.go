@@ -25,6 +25,7 @@ import (
 	"github.com/emqproxy/emqproxy/admin"
 	"github.com/emqproxy/emqproxy/capture"
 	"github.com/emqproxy/emqproxy/config"
+	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -301,15 +302,11 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 	dbs := map[int]bool{}
 	for _, name := range cfg.UpstreamNames() {
 		u := cfg.Upstreams[name]
-		// The data path does not follow a Sentinel master set or wait for
-		// replicas yet: refuse the keys rather than serve without them.
-		if !u.Sentinel.IsZero() {
-			return nil, fmt.Errorf("upstreams.%s.sentinel: this build validates the section but does not serve a master set under Sentinel yet; set address", name)
-		}
-		if u.AckReplicas > 0 {
-			return nil, fmt.Errorf("upstreams.%s.ack_replicas: this build does not wait for replicas yet; set 0", name)
-		}
 		utls, err := upstreamTLS(name, u.TLS)
+		if err != nil {
+			return nil, err
+		}
+		so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
 		if err != nil {
 			return nil, err
 		}
@@ -324,6 +321,12 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 			DialTimeout: cfg.Timeouts.Dial,
 			Timeout:     cfg.Timeouts.Upstream,
 			OnConnect:   d.moduleFence(u),
+			Sentinel:    so,
+			// failover_wait: 0 gives the error at once, which the proxy's
+			// options say the same way.
+			FailoverWait: u.FailoverWait,
+			AckReplicas:  u.AckReplicas,
+			AckTimeout:   u.AckTimeout,
 			// timeouts.probe: 0 disables the probe, which the proxy's
 			// options say with a negative interval.
 			ProbeInterval: cmp.Or(cfg.Timeouts.Probe, -1),
@@ -339,6 +342,29 @@ func (d *daemon) upstreamOptions() ([]proxy.UpstreamOptions, error) {
 		return nil, fmt.Errorf("upstreams: every upstream must use the same db (SELECT is answered by the proxy)")
 	}
 	return out, nil
+}
+
+// sentinelOptions is an upstream's sentinel section as discovery's
+// options (nil for a fixed address). The data nodes are reached with the
+// upstream's own credentials and TLS (the proxy sets them); dial bounds a
+// dial to a sentinel or a candidate.
+func sentinelOptions(name string, u config.Upstream, dial time.Duration) (*discovery.Options, error) {
+	if u.Sentinel.IsZero() {
+		return nil, nil
+	}
+	stls, err := upstreamTLS(name+".sentinel", u.Sentinel.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return &discovery.Options{
+		Master:      u.Sentinel.Master,
+		Addresses:   u.Sentinel.Addresses,
+		Username:    u.Sentinel.Username,
+		Password:    u.Sentinel.Password,
+		TLSConfig:   stls,
+		DialTimeout: dial,
+		Timeout:     dial,
+	}, nil
 }
 
 // controlOptions turns on the control table (control.enabled).

@@ -54,6 +54,7 @@ type runner struct {
 	ptTargets                           []target
 	pipelines                           []int
 	mixTargets                          []mixTarget
+	ack                                 ackResult // section 7 (ack.go)
 }
 
 type namedText struct{ name, text string }
@@ -92,7 +93,11 @@ func run() error {
 	nP16 := flag.Int("n-p16", 1_000_000, "redis-benchmark requests per test at pipeline 16")
 	nP16k := flag.Int("n-p16-1k", 400_000, "redis-benchmark requests per test at pipeline 16 with 1 KiB values")
 	idleConns := flag.Int("idle-clients", 1000, "idle client connections for the memory measurement")
+	only := flag.String("only", "", `run one section alone: "ack" (section 7, ack_replicas), written to <stem>-ack.md`)
 	flag.Parse()
+	if *only != "" && *only != "ack" {
+		return fmt.Errorf("--only %q: the one section that runs alone is \"ack\"", *only)
+	}
 	if r.reps < 1 || r.reps > 9 {
 		return fmt.Errorf("reps %d: 1..9", r.reps)
 	}
@@ -131,6 +136,17 @@ func run() error {
 			p.stop()
 		}
 	}()
+
+	if *only == "ack" {
+		kind := kindBinary
+		if !r.binaryServes() {
+			kind = kindProxyd
+		}
+		if err := r.ackReplicas(ctx, kind); err != nil {
+			return err
+		}
+		return r.writeAckOnly(resultStem(r.root, r.started))
+	}
 
 	if r.module, err = node.Start(node.Options{Role: node.Module}); err != nil {
 		return err
@@ -224,6 +240,10 @@ func run() error {
 	}
 	pdOn.stop()
 	pdOff.stop()
+	// 7. ack_replicas, on a primary with a replica of its own.
+	if err := r.ackReplicas(ctx, kind); err != nil {
+		return err
+	}
 	pxCap.stop() // writes what it has queued
 	r.replay = r.replayCapture(ctx, capDir)
 

@@ -143,6 +143,7 @@ func (r *runner) writeReport(stem string) error {
 	r.writeLatency(w)
 	r.writeMix(w)
 	r.writeBudget(w)
+	r.writeAck(w)
 	tables := b.String()[summary:]
 
 	w("\n## 3. Idle memory\n\n")

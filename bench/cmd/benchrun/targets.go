@@ -24,6 +24,11 @@ type proxySpec struct {
 	audit      string // a file path, or "off" (proxyd only)
 	pprof      bool
 	capture    string // a capture directory: every queue captured (binary only)
+	// upstream is the node's address ("" = the run's module node);
+	// upstreamKeys are more keys of the upstream's section (binary only),
+	// each line indented as under upstreams.module-a.
+	upstream     string
+	upstreamKeys string
 }
 
 // binaryServes reports whether the emqproxy binary has a working serve command.
@@ -51,13 +56,17 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", s.gomaxprocs))
 	}
 	mapPath := filepath.Join(r.root, "stand", "map.yaml")
+	upstream := s.upstream
+	if upstream == "" {
+		upstream = r.module.Addr
+	}
 	var p *proc
 	switch s.kind {
 	case kindBinary:
 		cfg := filepath.Join(r.tmp, safeName(s.name)+".yaml")
 		var b strings.Builder
 		fmt.Fprintf(&b, "listen: %q\nmap: %q\n", addr, mapPath)
-		fmt.Fprintf(&b, "upstreams:\n  module-a:\n    address: %q\n    role: module\n", r.module.Addr)
+		fmt.Fprintf(&b, "upstreams:\n  module-a:\n    address: %q\n    role: module\n%s", upstream, s.upstreamKeys)
 		fmt.Fprintf(&b, "routes:\n  - queues: [\"*\"]\n    upstream: module-a\n")
 		fmt.Fprintf(&b, "audit:\n  sink: %q\nlog:\n  level: warn\n", s.audit)
 		if admin != "" {
@@ -78,7 +87,7 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 		r.configs = append(r.configs, namedText{s.name + " (" + filepath.Base(cfg) + ")", b.String()})
 		p, err = r.startProc(s.name, addr, proxyReady, env, r.proxyBin, "serve", "--config", cfg)
 	case kindProxyd:
-		argv := []string{r.proxydBin, "--listen", addr, "--upstream", r.module.Addr, "--map", mapPath, "--audit", s.audit}
+		argv := []string{r.proxydBin, "--listen", addr, "--upstream", upstream, "--map", mapPath, "--audit", s.audit}
 		if admin != "" {
 			argv = append(argv, "--pprof", admin)
 		}

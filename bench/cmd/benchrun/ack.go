@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/emqproxy/emqproxy/bench/jobmix"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// Section 7: the cost of ack_replicas. A module primary with one replica
+// of its own (the other sections' module node has none: a replica costs
+// the primary its replication stream), and two `emqproxy serve` in front
+// of it, the same configuration but for `ack_replicas: 1` (ack_timeout
+// 1s): every batch of a client that writes then ends with the proxy's
+// `WAIT 1 1000`. The job mix is all writes (enqueue, claim, complete), so
+// every batch carries one WAIT.
+
+// The section's target names.
+const (
+	ackOff = "emqproxy, ack_replicas 0 (primary with a replica)"
+	ackOn  = "emqproxy, ack_replicas 1"
+)
+
+// ackResult is the section's measurements.
+type ackResult struct {
+	ran     bool
+	mix     map[string][]mixResult // by pipeline and target
+	waits   map[string]int64       // WAIT calls the primary served, by pipeline and target (all reps)
+	ops     map[string]float64     // script calls over the same runs (ops/s × warmup + window)
+	latency map[string]mixResult   // one client, pipeline 1
+}
+
+// ackReplicas measures section 7.
+func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
+	a := ackResult{ran: true, mix: map[string][]mixResult{}, waits: map[string]int64{}, ops: map[string]float64{}, latency: map[string]mixResult{}}
+	primary, err := node.Start(node.Options{Role: node.Module})
+	if err != nil {
+		return err
+	}
+	defer primary.Stop()
+	replica, err := node.Start(node.Options{Role: node.Module, ReplicaOf: primary.Addr})
+	if err != nil {
+		return err
+	}
+	defer replica.Stop()
+	if err := replica.WaitSynced(time.Minute); err != nil {
+		return err
+	}
+	r.logf("ack_replicas: primary %s (pid %d), replica %s", primary.Addr, primary.PID(), replica.Addr)
+	if kind != kindBinary {
+		r.notes = append(r.notes, "section 7 (ack_replicas) needs `emqproxy serve`: not measured.")
+		return nil
+	}
+	audit := func(name string) string { return filepath.Join(r.tmp, safeName(name)+"-audit.log") }
+	off, err := r.startProxy(proxySpec{name: ackOff, kind: kind, audit: audit(ackOff), upstream: primary.Addr})
+	if err != nil {
+		return err
+	}
+	defer off.stop()
+	on, err := r.startProxy(proxySpec{name: ackOn, kind: kind, audit: audit(ackOn), upstream: primary.Addr,
+		upstreamKeys: "    ack_replicas: 1\n    ack_timeout: 1s\n"})
+	if err != nil {
+		return err
+	}
+	defer on.stop()
+	targets := []mixTarget{
+		{name: ackOff, mode: jobmix.Legacy, addr: off.addr, pid: off.pid(), server: primary},
+		{name: ackOn, mode: jobmix.Legacy, addr: on.addr, pid: on.pid(), server: primary},
+	}
+	for rep := range r.reps {
+		for _, p := range []int{1, 16} {
+			for _, t := range targets {
+				if err := waitFenced(t.addr); err != nil {
+					return err
+				}
+				w0 := waitsOf(primary.Addr)
+				res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
+				if err != nil {
+					return err
+				}
+				k := key2(strconv.Itoa(p), t.name)
+				a.mix[k] = append(a.mix[k], res)
+				a.waits[k] += waitsOf(primary.Addr) - w0
+				a.ops[k] += res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
+				r.logf("ack_replicas rep %d P%-2d %-48s %9.0f ops/s", rep+1, p, t.name, res.OpsPerSec)
+			}
+		}
+	}
+	for _, t := range targets {
+		if err := waitFenced(t.addr); err != nil {
+			return err
+		}
+		res, err := r.jobmixOnce(ctx, t, 1, 1, r.mixWarmup/2, r.latDur)
+		if err != nil {
+			return err
+		}
+		r.logf("ack_replicas latency 1 client P1 %-48s p50 %.0f us p99 %.0f us", t.name, res.P50us, res.P99us)
+		a.latency[t.name] = res
+	}
+	r.ack = a
+	return nil
+}
+
+// waitFenced waits until the proxy at addr serves the legacy fence again:
+// the node's reset between runs (FLUSHALL, then the brand written back)
+// can meet the proxy's fence probe, which then closes its connections
+// until a new one passes.
+func waitFenced(addr string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for !proxyReady(addr) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proxy %s not fenced again within 20s of the node's reset", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// waitsOf returns the WAIT calls a node has served (INFO commandstats).
+func waitsOf(addr string) int64 {
+	b, err := node.RawDo(addr, "INFO", "commandstats")
+	if err != nil {
+		return 0
+	}
+	st, err := node.ParseCommandStats(string(b))
+	if err != nil {
+		return 0
+	}
+	return st["wait"]
+}
+
+// writeAck writes section 7.
+func (r *runner) writeAck(w func(string, ...any)) {
+	a := r.ack
+	if !a.ran {
+		return
+	}
+	w("\n## 7. ack_replicas (job mix, 50 clients, each on its own queue; a module primary with one replica)\n\n")
+	w("Both proxies are `emqproxy serve` in front of the same primary, which has a replica (the baseline pays for replication too); \"ack_replicas 1\" adds `ack_replicas: 1`, `ack_timeout: 1s`: each client batch that writes ends with `WAIT 1 1000`, whose reply the proxy reads. The job mix's calls are all writes. WAIT per call is the primary's WAIT calls over the script calls of the same runs (warmup included, so approximate): one per batch, so about 1 at pipeline 1 and 1/16 at pipeline 16. Window %v after %v warmup, medians of %d interleaved repetitions.\n\n", r.mixDur, r.mixWarmup, r.reps)
+	w("| pipeline | ack_replicas 0 | ack_replicas 1 | 1 / 0 | WAIT per call (ack 1) |\n|---|---|---|---|---|\n")
+	for _, p := range []int{1, 16} {
+		off, on := a.median(p, ackOff), a.median(p, ackOn)
+		k := key2(itoa(p), ackOn)
+		w("| %d | %s | %s | %s | %s |\n", p, kops(off), kops(on), ratio(on, off), ratio(float64(a.waits[k]), a.ops[k]))
+	}
+	w("\nSingle client, pipeline 1 (one call's latency; a claim includes its pause read, which is a read and waits for nothing):\n\n")
+	w("| path | ops/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
+	for _, name := range []string{ackOff, ackOn} {
+		l := a.latency[name]
+		w("| %s | %.0f | %.0f | %.0f |\n", name, l.OpsPerSec, l.P50us, l.P99us)
+	}
+}
+
+func (a ackResult) median(p int, name string) float64 {
+	var xs []float64
+	for _, res := range a.mix[key2(itoa(p), name)] {
+		xs = append(xs, res.OpsPerSec)
+	}
+	return median(xs)
+}
+
+// writeAckOnly writes the report of a run of section 7 alone (--only ack):
+// <stem>-ack.md, beside the full runs' files; latest.md is left alone.
+func (r *runner) writeAckOnly(stem string) error {
+	var text []byte
+	w := func(format string, args ...any) { text = fmt.Appendf(text, format, args...) }
+	w("# emqproxy benchmark: section 7 alone (`--only ack`)\n\n")
+	w("| | |\n|---|---|\n")
+	for _, kv := range r.machineInfo() {
+		w("| %s | %s |\n", kv[0], kv[1])
+	}
+	for _, n := range r.notes {
+		w("\n- Note: %s\n", n)
+	}
+	r.writeAck(w)
+	w("\n## Commands\n\n```\n")
+	for _, c := range r.cmds {
+		w("%s\n", c)
+	}
+	w("```\n\nGenerated configurations:\n\n")
+	for _, c := range r.configs {
+		w("%s:\n\n```yaml\n%s```\n\n", c.name, c.text)
+	}
+	if err := os.MkdirAll(r.out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(r.out, stem+"-ack.md")
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("%s\nwritten: %s\n", text, path)
+	return nil
+}

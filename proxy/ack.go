@@ -1,0 +1,280 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Writes confirmed by replicas (UpstreamOptions.AckReplicas).
+//
+// Replication is asynchronous: a write the primary answered but had not
+// sent to a replica is gone when that replica is promoted. With
+// AckReplicas N, a batch that holds a write gets `WAIT N <AckTimeout ms>`
+// appended after its last command, on the same connection; the proxy reads
+// WAIT's reply itself (the client never sees it) and:
+//
+//   - when it is an integer of at least N, every reply goes to the client
+//     as the server sent it;
+//   - otherwise (fewer replicas acknowledged in time, or WAIT failed) every
+//     write of the batch whose reply is not an error gets, instead of its
+//     reply, `-UPSTREAM <name> write not confirmed by N replicas ...; the
+//     command may have been applied`: the primary did apply it, but it may
+//     not survive a failover, and the client must treat it as an unknown
+//     outcome. A write answered with an error keeps the server's error
+//     (the server reports what it did not do; a command that never left
+//     keeps the unavailable error, one lost in flight the lost error).
+//
+// One WAIT per batch, not per command: WAIT confirms everything the
+// connection wrote before it. A write is a rewritten verb (EMQ.<VERB>), a
+// verb call passed as EVALSHA to a scripts node, a script call that is not
+// a declared read (EVAL_RO, EVALSHA_RO), a command the server's table
+// flags write, and EXEC of a transaction that queued one. While WAIT
+// confirms, each costs a round trip between the primary and its replicas,
+// during which it holds up the batches written after it on its connection
+// (measured in bench, "ack_replicas 1"). The commands of a RESP3 client the
+// proxy bridges (bridge.go) and of a client in RESP2 subscribe mode go on
+// its own connections and are not confirmed.
+//
+// While the replicas are short: the server serves a connection's commands
+// in order, so a WAIT that runs out its timeout holds up every command
+// written after it on that connection, and with a replica gone each batch
+// would wait for all the WAITs ahead of it. (A WAIT with a short timeout is
+// no way out: the server notices a blocked client's timeout only at its
+// next cron tick, 50 to 100 ms later at hz 10.) So once a WAIT confirms
+// fewer than N, the upstream is short: a write batch on a shared RESP2
+// connection is sent, one at a time, on a connection of its own (the
+// probe connection) with the full WAIT, and every other write batch on a
+// shared connection is sent without WAIT and its writes answered with the
+// not-confirmed error at once (`... (replicas short: ...) ...`). The first
+// WAIT that confirms ends it; a switch of a Sentinel upstream's primary
+// starts it (the new primary's replicas are unknown). Reads and the other
+// clients' commands are then never held up by a WAIT, and a write waits at
+// most AckTimeout. A client's own connection (WATCH, blocking commands)
+// keeps its full WAIT: it holds up nobody else. The batches already sent
+// when the replicas went away each wait out their own WAIT, one after the
+// other on their connection: at most one per batch then in flight.
+//
+// With AckReplicas 0 none of this runs: the session checks one nil
+// pointer per forwarded command, and one flag per segment.
+
+// ackSpec is how an upstream's writes are confirmed.
+type ackSpec struct {
+	name    string
+	n       int64
+	timeout time.Duration
+	cmd     []byte // WAIT n timeout-ms, encoded
+
+	short   atomic.Bool  // the last WAIT confirmed fewer than n
+	last    atomic.Int64 // what the last WAIT answered
+	probing atomic.Bool  // a batch is out on the probe connection
+
+	once sync.Once
+	slot atomic.Pointer[slot] // the probe connection, opened when first short
+}
+
+// How a batch waits for the replicas (batch.wait).
+const (
+	waitNone  uint8 = iota
+	waitFull        // WAIT at its end, on its own connection
+	waitProbe       // WAIT at its end, on the probe connection, while short
+	waitShort       // no WAIT: short, its writes are not confirmed
+)
+
+// newAckSpec returns the upstream's ackSpec, or nil when it does not ask
+// for replicas.
+func newAckSpec(o UpstreamOptions) *ackSpec {
+	if o.AckReplicas <= 0 {
+		return nil
+	}
+	ms := max(o.AckTimeout.Milliseconds(), 1)
+	a := &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond}
+	a.cmd = redcon.AppendArray(nil, 3)
+	a.cmd = redcon.AppendBulkString(a.cmd, "WAIT")
+	a.cmd = redcon.AppendBulkString(a.cmd, strconv.Itoa(o.AckReplicas))
+	a.cmd = redcon.AppendBulkString(a.cmd, strconv.FormatInt(ms, 10))
+	return a
+}
+
+// noteWrite records the command about to be added to b (as reply b.n)
+// as a write when it is one.
+func (s *session) noteWrite(b *batch, args [][]byte, d *rewrite.Decision) {
+	if s.isWrite(args, d) {
+		b.writes = append(b.writes, b.n)
+	}
+}
+
+// isWrite reports whether a forwarded command writes (see above).
+func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
+	if isScriptCall(args[0]) {
+		if d.Script != nil {
+			return d.Script.Verb != ""
+		}
+		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
+		return !ro
+	}
+	ck := s.srv.keys.lookup(args)
+	return ck != nil && ck.traits&tWrite != 0
+}
+
+// ackBatch readies a batch bound for p (a shared connection in protocol
+// proto, or the client's own when dedicated) to wait for the replicas
+// when it holds a write, and returns the connection to send it on: p, or
+// the probe connection while short (see above).
+func (u *Upstream) ackBatch(b *batch, p *pipe, proto int, dedicated bool) *pipe {
+	a := u.ack
+	if len(b.writes) == 0 || b.wait != waitNone {
+		return p
+	}
+	if a.short.Load() && !dedicated {
+		b.wait = waitShort
+		if proto != 2 || !a.probing.CompareAndSwap(false, true) {
+			return p
+		}
+		pp := u.probePipe()
+		if pp == nil {
+			a.probing.Store(false)
+			return p
+		}
+		b.wait, p = waitProbe, pp
+	} else {
+		b.wait = waitFull
+	}
+	b.out = append(b.out, a.cmd...)
+	b.n++
+	return p
+}
+
+// probePipe returns the probe connection, opening it on first use (nil
+// until it is up).
+func (u *Upstream) probePipe() *pipe {
+	a := u.ack
+	a.once.Do(func() {
+		if u.ctx.Err() != nil {
+			return
+		}
+		s := newSlot()
+		a.slot.Store(s)
+		u.wg.Add(1)
+		go u.keep(s, 2)
+	})
+	if s := a.slot.Load(); s != nil {
+		return s.cur.Load()
+	}
+	return nil
+}
+
+// settleAcks takes WAIT's reply out of every batch of the segment that
+// ends with one, and answers its writes as WAIT says (see above).
+func (s *session) settleAcks() {
+	for i := range s.parts {
+		pt := &s.parts[i]
+		if pt.b.wait != waitNone && pt.up.ack != nil {
+			if n := pt.up.ack.settle(pt.b); n > 0 {
+				s.srv.met.unacked.WithLabelValues(pt.up.name).Add(float64(n))
+			}
+		}
+	}
+}
+
+// settle removes WAIT's reply, the batch's last, and replaces the writes'
+// replies when it does not confirm them (or, short, when no WAIT was
+// sent). It returns how many were replaced.
+func (a *ackSpec) settle(b *batch) int {
+	kind := b.wait
+	b.wait = waitNone
+	var msg []byte
+	if kind == waitShort {
+		msg = a.shortError(a.last.Load())
+	} else {
+		w := b.n - 1
+		reply := b.reply(w)
+		got, answered := waitCount(reply)
+		confirmed := answered && got >= a.n
+		b.replies = b.replies[:b.ends[w]-len(reply)]
+		b.ends = b.ends[:w]
+		b.n = w
+		if kind == waitProbe {
+			a.probing.Store(false)
+		}
+		if answered {
+			a.last.Store(got)
+			a.short.Store(!confirmed)
+		}
+		if confirmed {
+			return 0
+		}
+		msg = a.unconfirmed(got, reply)
+	}
+	if b.over {
+		return 0
+	}
+	out := make([]byte, 0, len(b.replies)+len(b.writes)*len(msg))
+	replaced, k, start := 0, 0, 0
+	for i := range b.n {
+		r := b.replies[start:b.ends[i]]
+		start = b.ends[i]
+		for k < len(b.writes) && b.writes[k] < i {
+			k++
+		}
+		if k < len(b.writes) && b.writes[k] == i && !isErrorReply(r) {
+			r = msg
+			replaced++
+		}
+		out = append(out, r...)
+		b.ends[i] = len(out)
+	}
+	b.replies = out
+	return replaced
+}
+
+// waitCount reads WAIT's integer reply.
+func waitCount(r []byte) (int64, bool) {
+	if len(r) < 4 || r[0] != ':' {
+		return 0, false
+	}
+	return rewrite.ParseInt(r[1 : len(r)-2])
+}
+
+// isErrorReply reports whether r is an error reply (RESP2 or a RESP3
+// blob error).
+func isErrorReply(r []byte) bool { return len(r) > 0 && (r[0] == '-' || r[0] == '!') }
+
+// unconfirmed is the error a write gets in place of its reply when WAIT
+// (whose reply is wait) confirmed only got replicas.
+func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
+	why := "WAIT answered " + strconv.FormatInt(got, 10)
+	if _, ok := waitCount(wait); !ok {
+		why = "WAIT: " + string(firstLine(wait))
+	}
+	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
+		" replicas within " + a.timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
+}
+
+// shortError is the error a write gets while the replicas are short and
+// its batch was sent without WAIT; last is what the last WAIT answered.
+func (a *ackSpec) shortError(last int64) []byte {
+	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
+		" replicas (replicas short: the last WAIT answered " + strconv.FormatInt(last, 10) +
+		"; writes wait for them again once one confirms); the command may have been applied\r\n")
+}
+
+// firstLine is r's first line without its type byte and its CRLF, cut to
+// 200 bytes.
+func firstLine(r []byte) []byte {
+	if len(r) > 0 {
+		r = r[1:]
+	}
+	for i, c := range r {
+		if c == '\r' || c == '\n' {
+			r = r[:i]
+			break
+		}
+	}
+	return r[:min(len(r), 200)]
+}

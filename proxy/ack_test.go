@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// Writes confirmed by a replica (ack.go), on a module primary with one
+// replica, once per server.
+
+// waitCalls returns the calls of WAIT the node has served.
+func waitCalls(t *testing.T, n *node.Node) int64 {
+	t.Helper()
+	st, err := node.CommandStats(context.Background(), n.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st["wait"]
+}
+
+func TestAckReplicasIntegration(t *testing.T) { node.EachServer(t, testAckReplicas) }
+
+func testAckReplicas(t *testing.T, srv node.Server) {
+	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
+	if err := r.WaitSynced(testTimeout); err != nil {
+		t.Fatal(err)
+	}
+	const ackTimeout = 300 * time.Millisecond
+	h := startProxy(t, p, func(o *Options) {
+		o.Upstream.AckReplicas, o.Upstream.AckTimeout = 1, ackTimeout
+	})
+	c := h.dial()
+	job, pending := "emq:{q}:job:J1", "emq:{q}:pending"
+	enqueue := func(id string) []string {
+		return cmd("EVALSHA", enqueueSHA, "2", "emq:{q}:job:"+id, pending, id, "payload")
+	}
+
+	// A replica just synchronised may take a moment to acknowledge
+	// (Valkey 8 under the race detector): wait for a first confirmed write.
+	poll(t, "a first write confirmed", func() bool { return string(c.do("SET", "warm", "1").got) == "+OK\r\n" })
+
+	{ // a batch of writes waits once
+		before := waitCalls(t, p)
+		c.send(cmd("SET", "a", "1"), cmd("GET", "a"), enqueue("J1"), cmd("INCR", "a"))
+		c.read().is("+OK\r\n")
+		c.read().is("$1\r\n1\r\n")
+		c.read().is(":1\r\n")
+		c.read().is(":2\r\n")
+		if got := waitCalls(t, p) - before; got != 1 {
+			t.Errorf("WAIT ran %d times for one batch of writes, want 1", got)
+		}
+	}
+	{ // reads do not wait
+		before := waitCalls(t, p)
+		c.send(cmd("GET", "a"), cmd("HGET", job, "state"), cmd("EXISTS", "a"))
+		c.read().is("$1\r\n2\r\n")
+		c.read().is("$7\r\npending\r\n")
+		c.read().is(":1\r\n")
+		if got := waitCalls(t, p) - before; got != 0 {
+			t.Errorf("WAIT ran %d times for a batch of reads", got)
+		}
+	}
+
+	// The replica stops acknowledging: the writes are applied on the
+	// primary, but their clients get the explicit error instead; reads
+	// and the writes' own errors pass unchanged.
+	if err := r.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = r.Thaw()
+		}
+	}()
+	unconfirmed := "-UPSTREAM node write not confirmed by 1 replicas within 300ms (WAIT answered 0); the command may have been applied\r\n"
+	short := "-UPSTREAM node write not confirmed by 1 replicas (replicas short: the last WAIT answered 0; writes wait for them again once one confirms); the command may have been applied\r\n"
+	unacked := func() float64 { return testutil.ToFloat64(h.srv.met.unacked.WithLabelValues("node")) }
+	{ // a write not confirmed gets the error
+		before := unacked()
+		start := time.Now()
+		c.send(cmd("SET", "b", "x"), cmd("GET", "a"), enqueue("J2"), cmd("INCR", "b"), cmd("SET", "c", "y"))
+		c.read().is(unconfirmed)
+		c.read().is("$1\r\n2\r\n")
+		c.read().is(unconfirmed)
+		c.read().hasPrefix("-ERR value is not an integer")
+		c.read().is(unconfirmed)
+		if took := time.Since(start); took < ackTimeout {
+			t.Errorf("answered after %v, before WAIT's timeout %v", took, ackTimeout)
+		}
+		if got := unacked() - before; got != 3 {
+			t.Errorf("emqproxy_upstream_unconfirmed_total grew by %v, want 3", got)
+		}
+		// Applied on the primary all the same.
+		c.do("GET", "b").is("$1\r\nx\r\n")
+		c.do("HGET", "emq:{q}:job:J2", "state").is("$7\r\npending\r\n")
+	}
+	{ // a transaction not confirmed gets the error at EXEC
+		c.send(cmd("MULTI"), cmd("SET", "t", "1"), cmd("GET", "t"), cmd("EXEC"))
+		c.read().is("+OK\r\n")
+		c.read().is("+QUEUED\r\n")
+		c.read().is("+QUEUED\r\n")
+		// Short now: the probe connection may not be up yet, then the
+		// batch is answered at once without WAIT.
+		if r := string(c.read().got); r != unconfirmed && r != short {
+			t.Errorf("EXEC while short: %q", r)
+		}
+		c.send(cmd("MULTI"), cmd("GET", "t"), cmd("EXEC"))
+		c.read().is("+OK\r\n")
+		c.read().is("+QUEUED\r\n")
+		c.read().is("*1\r\n$1\r\n1\r\n") // a read-only transaction does not wait
+	}
+	{ // while short, one batch waits on the probe connection, the others not at all
+		poll(t, "the probe connection", func() bool { return h.srv.up.probePipe() != nil })
+		before := waitCalls(t, p)
+		c.send(cmd("SET", "p", "1"))
+		poll(t, "the probe to be out", h.srv.up.ack.probing.Load)
+		other := h.dial()
+		other.send(cmd("SET", "q", "1"), cmd("GET", "a"))
+		other.read().is(short)
+		other.read().is("$1\r\n2\r\n")
+		c.read().is(unconfirmed)
+		if got := waitCalls(t, p) - before; got != 1 {
+			t.Errorf("WAIT ran %d times while short, want 1 (the probe's)", got)
+		}
+		other.do("GET", "q").is("$1\r\n1\r\n") // applied all the same
+	}
+	if err := r.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	{ // confirmed again
+		poll(t, "the replica to acknowledge again", func() bool {
+			return !strings.HasPrefix(string(c.do("SET", "d", "z").got), "-UPSTREAM")
+		})
+		c.do("SET", "e", "z").is("+OK\r\n")
+		if got := nodeGet(t, r, "e"); got != "$1\r\nz\r\n" {
+			t.Errorf("the replica holds e = %q", got)
+		}
+	}
+}
