@@ -41,9 +41,10 @@ import (
 //     applied"), nothing is resent, and the connections reconnect to the
 //     new primary. A client's own connection (WATCH, blocking commands) to
 //     the old primary is not reused for its next command.
-//   - A new command that finds no shared connection waits for the new
-//     primary, at most FailoverWait from the moment the connection was
-//     lost, then gets `-UPSTREAM <name> has no primary: <reason>`; once
+//   - A new command that finds no shared connection (or that needs a
+//     connection of its own, owned.go, while the upstream is down) waits
+//     for the new primary, at most FailoverWait from the moment the
+//     connection was lost, then gets `-UPSTREAM <name> has no primary: <reason>`; once
 //     that much time has passed, commands get the error at once until a
 //     primary is connected again. A fence refusal is no failover: commands
 //     get its error at once.
@@ -244,6 +245,15 @@ func (u *Upstream) awaitShared(ctx context.Context, id uint64, proto int, old *p
 		return nil
 	}
 	return u.replacedUntil(ctx, id, proto, old, s.downSince().Add(u.fol.wait))
+}
+
+// awaitPrimary waits, as awaitShared does, until a Sentinel upstream that
+// lost its primary is connected to the new one: a client's own connection
+// (owned.go) is opened only while the fence holds.
+func (u *Upstream) awaitPrimary(ctx context.Context) {
+	if u.fol != nil {
+		u.awaitShared(ctx, 0, 2, nil)
+	}
 }
 
 // noPrimaryReply is the error a new command gets when a Sentinel

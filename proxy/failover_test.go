@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +224,28 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	c.read().is(lost)
 	c.read().is(lost)
 	after := hs.dial()
+	// A blocking command (a connection of the client's own) sent now
+	// waits for the next primary too.
+	blocked := make(chan string, 1)
+	go func() {
+		nc, err := net.DialTimeout("tcp", hs.addr, testTimeout)
+		if err != nil {
+			blocked <- err.Error()
+			return
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(2 * haTimeout))
+		if _, err := nc.Write(node.AppendCommand(nil, "BLPOP", "nolist", "0.05")); err != nil {
+			blocked <- err.Error()
+			return
+		}
+		r, err := node.ReadReply(bufio.NewReader(nc))
+		if err != nil {
+			blocked <- err.Error()
+			return
+		}
+		blocked <- string(r)
+	}()
 	promoted := make(chan time.Duration, 1)
 	go func() {
 		// Sentinel refuses a second failover of the same master within
@@ -254,6 +278,11 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	}
 	if f := failovers(t, hs.srv); f != 2 {
 		t.Errorf("failovers %v after two switches", f)
+	}
+	if b := <-blocked; p < hs.srv.opts.Upstream.FailoverWait-time.Second && b != "*-1\r\n" {
+		t.Errorf("a blocking command sent after the kill: %q, want the new primary's nil", b)
+	} else {
+		t.Logf("a blocking command sent after the kill: %q", b)
 	}
 
 	// 3. Every node gone: a new command waits at most failover_wait, then

@@ -83,6 +83,9 @@ func (o *ownedConns) len() int {
 // gives it back with disown.
 func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
 	if !u.Fenced() {
+		u.awaitPrimary(ctx) // failover.go: a Sentinel upstream's new primary
+	}
+	if !u.Fenced() {
 		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
 	}
 	gen := u.owned.begin()
