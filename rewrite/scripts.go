@@ -60,27 +60,11 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 			d.Reply = errReply("EMQREFUSED script " + d.SHA + " is not pinned; emqproxy does not run unpinned scripts")
 			return d
 		}
-		switch k {
-		case kEvalSha:
-			d.Action, d.Head, d.Replace = Rewrite, "EVALSHA_RO", 1
-		case kEval:
-			d.Action, d.Head, d.Replace = Rewrite, "EVAL_RO", 1
-		default:
-			d.Action = Pass
-		}
-		return d
+		return readOnly(d, k)
 	}
 	d.Script, d.SHA = s, s.SHA
 	if s.Read {
-		switch k {
-		case kEvalSha:
-			d.Action, d.Head, d.Replace = Rewrite, "EVALSHA_RO", 1
-		case kEval:
-			d.Action, d.Head, d.Replace = Rewrite, "EVAL_RO", 1
-		default:
-			d.Action = Pass
-		}
-		return d
+		return readOnly(d, k)
 	}
 	if k == kEvalRO || k == kEvalShaRO {
 		d.Action, d.Reason = Refuse, ReasonUnknownScript
@@ -240,4 +224,19 @@ func GlobEscape(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// readOnly sends a script call as its read-only form: EVALSHA as
+// EVALSHA_RO, EVAL as EVAL_RO, a call already read-only as it is. The
+// server then refuses any write the script tries.
+func readOnly(d Decision, k kind) Decision {
+	switch k {
+	case kEvalSha:
+		d.Action, d.Head, d.Replace = Rewrite, "EVALSHA_RO", 1
+	case kEval:
+		d.Action, d.Head, d.Replace = Rewrite, "EVAL_RO", 1
+	default:
+		d.Action = Pass
+	}
+	return d
 }
