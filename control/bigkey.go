@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -29,7 +30,11 @@ type largeResult struct {
 // a hash or set field by field, rebuilt when the target has extra ones; a
 // list or string rebuilt when anything differs). Types that cannot be
 // chunked (streams, module types) are copied with one DUMP/RESTORE.
-func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeResult, error) {
+//
+// rebuild copies in chunks even a key the target has: while the source is
+// served and its changes come member by member, that copy is a base for
+// the patches that follow (patch.go), which a comparison is not.
+func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool) (largeResult, error) {
 	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
 		return largeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
@@ -50,11 +55,12 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 		n, err := c.writeSmall(ctx, ds)
 		res.written = n
 		return res, err
-	case !onDst:
+	case !onDst || rebuild:
 		res.copied = true
 		res.written, err = c.chunkCopy(ctx, k, typ, throttle)
 		return res, err
 	}
+	c.setBased(k, false)
 	switch typ {
 	case "zset":
 		res.diffs, res.written, err = c.zsync(ctx, k, throttle)
@@ -104,50 +110,18 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	}
 	var err error
 	switch typ {
-	case "zset":
-		// The reader runs ahead of the writes (one round trip of zdepth
-		// chunks each way at a time).
-		zctx, cancel := context.WithCancel(ctx)
-		z := c.newZstream(zctx, c.src, k, false)
-		var cmds valkey.Commands
-		n := 0
-		flush := func() error {
-			if len(cmds) == 0 {
-				return nil
-			}
-			err := put(n, cmds...)
-			cmds, n = nil, 0
-			return err
-		}
-		for zs := range z.ch {
-			cmd := d.Zadd().Key(tmp).ScoreMember()
-			for _, e := range zs {
-				cmd = cmd.ScoreMember(e.Score, e.Member)
-				n += len(e.Member) + 8
-			}
-			cmds = append(cmds, cmd.Build())
-			if len(cmds) == zdepth {
-				if err = flush(); err != nil {
-					break
-				}
-			}
-		}
-		if err == nil {
-			err = flush()
-		}
-		cancel()
-		for range z.ch {
-		}
-		if err == nil {
-			err = z.err
-		}
-	case "hash", "set":
+	case "zset", "hash", "set":
+		// A scan, not ranks: it returns every element present for its
+		// whole length while the key is written (patch.go).
 		var cursor uint64
 		for {
 			var r valkey.ValkeyResult
-			if typ == "hash" {
+			switch typ {
+			case "zset":
+				r, err = get(s.Zscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+			case "hash":
 				r, err = get(s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
-			} else {
+			default:
 				r, err = get(s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
 			}
 			if err != nil {
@@ -163,13 +137,24 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				for _, el := range e.Elements {
 					n += len(el)
 				}
-				if typ == "hash" {
+				switch typ {
+				case "zset":
+					cmd := d.Zadd().Key(tmp).ScoreMember()
+					for i := 0; i+1 < len(e.Elements); i += 2 {
+						f, perr := strconv.ParseFloat(e.Elements[i+1], 64)
+						if perr != nil {
+							return written, fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", ErrMove, k, c.src.Name, e.Elements[i+1], perr)
+						}
+						cmd = cmd.ScoreMember(f, e.Elements[i])
+					}
+					err = put(n, cmd.Build())
+				case "hash":
 					cmd := d.Hset().Key(tmp).FieldValue()
 					for i := 0; i+1 < len(e.Elements); i += 2 {
 						cmd = cmd.FieldValue(e.Elements[i], e.Elements[i+1])
 					}
 					err = put(n, cmd.Build())
-				} else {
+				default:
 					err = put(n, d.Sadd().Key(tmp).Member(e.Elements...).Build())
 				}
 				if err != nil {
@@ -262,6 +247,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	c.present(k, existed == 1, true)
 	c.mu.Lock()
 	c.bigDst[k] = true
+	c.base[k] = true
 	c.mu.Unlock()
 	c.st.mu.Lock()
 	c.st.keys++

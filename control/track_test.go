@@ -42,11 +42,11 @@ func testTracker(t *testing.T, srv node.Server) {
 	ctx := context.Background()
 	c := src.C
 	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "Ex").Build())
-	tr, err := startTracker(ctx, src, "a")
+	tr, err := startTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := startTracker(ctx, src, "b")
+	other, err := startTracker(ctx, src, "b", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func testTracker(t *testing.T, srv node.Server) {
 	}
 
 	// A flush sends no event: the fingerprint sees it.
-	tr, err = startTracker(ctx, src, "a")
+	tr, err = startTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
