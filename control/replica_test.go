@@ -408,3 +408,22 @@ func TestReplFramingBounds(t *testing.T) {
 		t.Fatalf("inline commands: db %d, %q, %v", db, argv, err)
 	}
 }
+
+// TestReplStreamOpenCancelled: the context bounds the opening, also while
+// the node delays a full synchronisation (repl-diskless-sync-delay, 5 s by
+// default) and sends only newlines.
+func TestReplStreamOpenCancelled(t *testing.T) { node.EachServer(t, testReplOpenCancelled) }
+
+func testReplOpenCancelled(t *testing.T, srv node.Server) {
+	n, _ := replNode(t, srv, node.Bare)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	r, info, err := openReplStream(ctx, replOpts(n))
+	if err == nil {
+		_ = r.Close()
+		t.Fatalf("opened %+v after the context ended", info)
+	}
+	if !errors.Is(err, ErrReplStream) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("open: %v, want ErrReplStream and the context's deadline", err)
+	}
+}
