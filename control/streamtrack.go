@@ -33,6 +33,13 @@ func (t *tracker) readStream(gen int, rs *replStream) {
 	bchan := []byte(t.bchan)
 	for {
 		cdb, argv, err := rs.next()
+		if cdb < 0 {
+			// Joined from the backlog, before the stream's first SELECT:
+			// the database is not known yet. Counting it as ours marks
+			// too much (a key of another database under the queue's
+			// prefix is read again), never too little.
+			cdb = db
+		}
 		if err != nil {
 			t.mu.Lock()
 			if t.gen == gen && t.lost == nil {
