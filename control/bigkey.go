@@ -84,6 +84,11 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool
 func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (int, error) {
 	tmp := k + tmpSuffix
 	s, d := c.src.C.B(), c.dst.C.B()
+	if c.tr != nil {
+		// What changed before the copy begins is in the copy: only the
+		// changes from now on are patched after it (patch.go).
+		c.tr.forget(k)
+	}
 	if err := c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error(); err != nil {
 		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, tmp, c.dst.Name, err)
 	}
@@ -112,58 +117,54 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	switch typ {
 	case "zset", "hash", "set":
 		// A scan, not ranks: it returns every element present for its
-		// whole length while the key is written (patch.go).
-		var cursor uint64
-		for {
-			var r valkey.ValkeyResult
+		// whole length while the key is written (patch.go). The scan runs
+		// ahead of the writes, which go zdepth chunks a round trip.
+		sctx, cancel := context.WithCancel(ctx)
+		pages, scanErr := c.scanPages(sctx, c.src, k, typ)
+		var cmds valkey.Commands
+		n := 0
+		for els := range pages {
+			if err != nil {
+				continue
+			}
+			for _, el := range els {
+				n += len(el)
+			}
 			switch typ {
 			case "zset":
-				r, err = get(s.Zscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+				cmd := d.Zadd().Key(tmp).ScoreMember()
+				for i := 0; i+1 < len(els); i += 2 {
+					f, perr := strconv.ParseFloat(els[i+1], 64)
+					if perr != nil {
+						err = fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", ErrMove, k, c.src.Name, els[i+1], perr)
+						break
+					}
+					cmd = cmd.ScoreMember(f, els[i])
+				}
+				cmds = append(cmds, cmd.Build())
 			case "hash":
-				r, err = get(s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+				cmd := d.Hset().Key(tmp).FieldValue()
+				for i := 0; i+1 < len(els); i += 2 {
+					cmd = cmd.FieldValue(els[i], els[i+1])
+				}
+				cmds = append(cmds, cmd.Build())
 			default:
-				r, err = get(s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+				cmds = append(cmds, d.Sadd().Key(tmp).Member(els...).Build())
+			}
+			if err == nil && len(cmds) == zdepth {
+				err = put(n, cmds...)
+				cmds, n = nil, 0
 			}
 			if err != nil {
-				break
+				cancel()
 			}
-			e, err2 := r.AsScanEntry()
-			if err2 != nil {
-				err = err2
-				break
-			}
-			if len(e.Elements) > 0 {
-				n := 0
-				for _, el := range e.Elements {
-					n += len(el)
-				}
-				switch typ {
-				case "zset":
-					cmd := d.Zadd().Key(tmp).ScoreMember()
-					for i := 0; i+1 < len(e.Elements); i += 2 {
-						f, perr := strconv.ParseFloat(e.Elements[i+1], 64)
-						if perr != nil {
-							return written, fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", ErrMove, k, c.src.Name, e.Elements[i+1], perr)
-						}
-						cmd = cmd.ScoreMember(f, e.Elements[i])
-					}
-					err = put(n, cmd.Build())
-				case "hash":
-					cmd := d.Hset().Key(tmp).FieldValue()
-					for i := 0; i+1 < len(e.Elements); i += 2 {
-						cmd = cmd.FieldValue(e.Elements[i], e.Elements[i+1])
-					}
-					err = put(n, cmd.Build())
-				default:
-					err = put(n, d.Sadd().Key(tmp).Member(e.Elements...).Build())
-				}
-				if err != nil {
-					break
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
+		}
+		if err == nil && len(cmds) > 0 {
+			err = put(n, cmds...)
+		}
+		cancel()
+		if serr := scanErr(); err == nil && serr != nil {
+			err = serr
 		}
 	case "list":
 		for lo := int64(0); ; lo += int64(c.chunk) {
@@ -254,6 +255,53 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	c.st.chunked++
 	c.st.mu.Unlock()
 	return written, nil
+}
+
+// scanPages scans a sorted set (ZSCAN: member, score pairs), hash (HSCAN:
+// field, value pairs) or set (SSCAN) of n, c.chunk elements a command,
+// ahead of its consumer. The channel closes at the end of the scan, or when
+// ctx ends; then the function returns the scan's error.
+func (c *copier) scanPages(ctx context.Context, n *Node, k, typ string) (<-chan []string, func() error) {
+	pages := make(chan []string, zdepth)
+	var err error
+	go func() {
+		defer close(pages)
+		b := n.C.B()
+		var cursor uint64
+		for {
+			var cmd valkey.Completed
+			switch typ {
+			case "zset":
+				cmd = b.Zscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			case "hash":
+				cmd = b.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			default:
+				cmd = b.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			}
+			e, rerr := c.st.do1(ctx, n, cmd).AsScanEntry()
+			if rerr != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, n.Name, rerr)
+				}
+				return
+			}
+			if len(e.Elements) > 0 {
+				select {
+				case pages <- e.Elements:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				return
+			}
+		}
+	}()
+	return pages, func() error {
+		for range pages {
+		}
+		return err
+	}
 }
 
 // fieldSync compares a hash (field by field, HSCAN on the source, HMGET on

@@ -7,8 +7,9 @@ import (
 
 // maxMembers bounds the members one key's change records: past it the key
 // counts as changed whole (read again in full), so a burst of writes never
-// grows the mover's memory without bound.
-const maxMembers = 1 << 16
+// grows the mover's memory without bound (about 20 MiB a key at the
+// bound).
+const maxMembers = 1 << 18
 
 // change is what the tracker knows of one key's writes since the last
 // take. With keyspace notifications every change is whole: they name the

@@ -205,9 +205,18 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
 	}
 	if c.large > 0 {
+		// A job row is a hash of a few fields (job-core.md): however large
+		// its payload, no chunking would split it, so it is not probed.
+		var probed []string
 		for _, k := range probe {
+			if c.kind(k) == "row" {
+				small = append(small, k)
+				continue
+			}
+			probed = append(probed, k)
 			cmds = append(cmds, b.MemoryUsage().Key(k).Samples(1).Build())
 		}
+		probe = probed
 	} else {
 		small = probe
 	}

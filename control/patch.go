@@ -362,8 +362,7 @@ func (c *copier) sameSize(ctx context.Context, keys []string) ([]string, error) 
 // hold, by the sizes (sameSize). Other types are verified as before, once
 // they did not change.
 func (c *copier) scanVerify(ctx context.Context, k string) error {
-	s := c.src.C.B()
-	typ, err := c.st.do1(ctx, c.src, s.Type().Key(k).Build()).ToString()
+	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
 		return fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
 	}
@@ -371,38 +370,33 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 		return nil // gone (the change says so), or verified when unchanged
 	}
 	var differ []string
-	var cursor uint64
-	for {
-		var scan valkey.Completed
-		switch typ {
-		case "zset":
-			scan = s.Zscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
-		case "hash":
-			scan = s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
-		default:
-			scan = s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
-		}
-		e, err := c.st.do1(ctx, c.src, scan).AsScanEntry()
-		if err != nil {
-			return fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, c.src.Name, err)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages, scanErr := c.scanPages(sctx, c.src, k, typ)
+	var err2 error
+	for els := range pages {
+		if err2 != nil {
+			continue
 		}
 		read := 0
-		for _, el := range e.Elements {
+		for _, el := range els {
 			read += len(el)
 		}
-		if len(e.Elements) > 0 {
-			got, err := c.differing(ctx, k, typ, e.Elements)
-			if err != nil {
-				return err
-			}
+		got, err := c.differing(ctx, k, typ, els)
+		if err == nil {
 			differ = append(differ, got...)
+			err = c.lim.wait(ctx, 2*read)
 		}
-		if err := c.lim.wait(ctx, 2*read); err != nil {
-			return err
+		if err != nil {
+			err2 = err
+			cancel()
 		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
-		}
+	}
+	if err := scanErr(); err2 == nil && err != nil {
+		err2 = err
+	}
+	if err2 != nil {
+		return err2
 	}
 	if len(differ) == 0 {
 		return nil

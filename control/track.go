@@ -313,6 +313,14 @@ func (t *tracker) markChanged(keys []string) {
 	}
 }
 
+// forget drops what is recorded of key's changes: a copy of it that reads
+// it whole starts now (every later change is recorded again).
+func (t *tracker) forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.dirty, key)
+}
+
 // requeue counts changes as not copied yet, merged with what changed since.
 func (t *tracker) requeue(ch map[string]*change) {
 	t.mu.Lock()

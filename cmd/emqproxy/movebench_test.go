@@ -306,6 +306,17 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 			t.Errorf("a client of another queue: %v", err)
 		}
 	}
+	if os.Getenv("EMQ_MOVE_TIMELINE") != "" {
+		// The other queues' p99, five seconds at a time, through the move.
+		var tl strings.Builder
+		for at := before; at.Before(ended); at = at.Add(5 * time.Second) {
+			a, _, na := other[0].window(at, at.Add(5*time.Second))
+			b, _, nb := other[1].window(at, at.Add(5*time.Second))
+			fmt.Fprintf(&tl, "%+6.0fs  source %5.1fms (%d calls)  target %5.1fms (%d calls)\n", at.Sub(began).Seconds(),
+				float64(a.Microseconds())/1000, na, float64(b.Microseconds())/1000, nb)
+		}
+		t.Logf("p99 of the other queues, 5 s windows (0 = the move's start):\n%s", tl.String())
+	}
 	_, r.slowestCall, r.callsMoving = moving.window(began, ended.Add(time.Second))
 	r.tryagain, r.errorsMoving, r.acked = moving.tryagain, len(moving.errs), len(moving.acked)
 	for _, err := range moving.errs {
