@@ -303,16 +303,6 @@ func (t *tracker) takeChanges() (map[string]*change, bool) {
 	return ch, full
 }
 
-// markChanged counts keys as changed again, whole (a copy of them that did
-// not finish).
-func (t *tracker) markChanged(keys []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, k := range keys {
-		t.dirty[k] = wholeChange()
-	}
-}
-
 // forget drops what is recorded of key's changes: a copy of it that reads
 // it whole starts now (every later change is recorded again).
 func (t *tracker) forget(key string) {
