@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -29,7 +30,11 @@ type largeResult struct {
 // a hash or set field by field, rebuilt when the target has extra ones; a
 // list or string rebuilt when anything differs). Types that cannot be
 // chunked (streams, module types) are copied with one DUMP/RESTORE.
-func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeResult, error) {
+//
+// rebuild copies in chunks even a key the target has: while the source is
+// served and its changes come member by member, that copy is a base for
+// the patches that follow (patch.go), which a comparison is not.
+func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool) (largeResult, error) {
 	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
 		return largeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
@@ -50,11 +55,12 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 		n, err := c.writeSmall(ctx, ds)
 		res.written = n
 		return res, err
-	case !onDst:
+	case !onDst || rebuild:
 		res.copied = true
 		res.written, err = c.chunkCopy(ctx, k, typ, throttle)
 		return res, err
 	}
+	c.setBased(k, false)
 	switch typ {
 	case "zset":
 		res.diffs, res.written, err = c.zsync(ctx, k, throttle)
@@ -78,6 +84,11 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle bool) (largeR
 func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (int, error) {
 	tmp := k + tmpSuffix
 	s, d := c.src.C.B(), c.dst.C.B()
+	if c.tr != nil {
+		// What changed before the copy begins is in the copy: only the
+		// changes from now on are patched after it (patch.go).
+		c.tr.forget(k)
+	}
 	if err := c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error(); err != nil {
 		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, tmp, c.dst.Name, err)
 	}
@@ -104,81 +115,56 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	}
 	var err error
 	switch typ {
-	case "zset":
-		// The reader runs ahead of the writes (one round trip of zdepth
-		// chunks each way at a time).
-		zctx, cancel := context.WithCancel(ctx)
-		z := c.newZstream(zctx, c.src, k, false)
+	case "zset", "hash", "set":
+		// A scan, not ranks: it returns every element present for its
+		// whole length while the key is written (patch.go). The scan runs
+		// ahead of the writes, which go zdepth chunks a round trip.
+		sctx, cancel := context.WithCancel(ctx)
+		pages, scanErr := c.scanPages(sctx, c.src, k, typ)
 		var cmds valkey.Commands
 		n := 0
-		flush := func() error {
-			if len(cmds) == 0 {
-				return nil
+		for els := range pages {
+			if err != nil {
+				continue
 			}
-			err := put(n, cmds...)
-			cmds, n = nil, 0
-			return err
-		}
-		for zs := range z.ch {
-			cmd := d.Zadd().Key(tmp).ScoreMember()
-			for _, e := range zs {
-				cmd = cmd.ScoreMember(e.Score, e.Member)
-				n += len(e.Member) + 8
+			for _, el := range els {
+				n += len(el)
 			}
-			cmds = append(cmds, cmd.Build())
-			if len(cmds) == zdepth {
-				if err = flush(); err != nil {
-					break
+			switch typ {
+			case "zset":
+				cmd := d.Zadd().Key(tmp).ScoreMember()
+				for i := 0; i+1 < len(els); i += 2 {
+					f, perr := strconv.ParseFloat(els[i+1], 64)
+					if perr != nil {
+						err = fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", ErrMove, k, c.src.Name, els[i+1], perr)
+						break
+					}
+					cmd = cmd.ScoreMember(f, els[i])
 				}
+				cmds = append(cmds, cmd.Build())
+			case "hash":
+				cmd := d.Hset().Key(tmp).FieldValue()
+				for i := 0; i+1 < len(els); i += 2 {
+					cmd = cmd.FieldValue(els[i], els[i+1])
+				}
+				cmds = append(cmds, cmd.Build())
+			default:
+				cmds = append(cmds, d.Sadd().Key(tmp).Member(els...).Build())
 			}
-		}
-		if err == nil {
-			err = flush()
-		}
-		cancel()
-		for range z.ch {
-		}
-		if err == nil {
-			err = z.err
-		}
-	case "hash", "set":
-		var cursor uint64
-		for {
-			var r valkey.ValkeyResult
-			if typ == "hash" {
-				r, err = get(s.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
-			} else {
-				r, err = get(s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build())
+			if err == nil && len(cmds) == zdepth {
+				err = put(n, cmds...)
+				cmds, n = nil, 0
 			}
 			if err != nil {
-				break
+				cancel()
 			}
-			e, err2 := r.AsScanEntry()
-			if err2 != nil {
-				err = err2
-				break
-			}
-			if len(e.Elements) > 0 {
-				n := 0
-				for _, el := range e.Elements {
-					n += len(el)
-				}
-				if typ == "hash" {
-					cmd := d.Hset().Key(tmp).FieldValue()
-					for i := 0; i+1 < len(e.Elements); i += 2 {
-						cmd = cmd.FieldValue(e.Elements[i], e.Elements[i+1])
-					}
-					err = put(n, cmd.Build())
-				} else {
-					err = put(n, d.Sadd().Key(tmp).Member(e.Elements...).Build())
-				}
-				if err != nil {
-					break
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
+		}
+		if err == nil && len(cmds) > 0 {
+			err = put(n, cmds...)
+		}
+		cancel()
+		if serr := scanErr(); err == nil && serr != nil {
+			err = serr
 		}
 	case "list":
 		for lo := int64(0); ; lo += int64(c.chunk) {
@@ -262,12 +248,60 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	c.present(k, existed == 1, true)
 	c.mu.Lock()
 	c.bigDst[k] = true
+	c.base[k] = true
 	c.mu.Unlock()
 	c.st.mu.Lock()
 	c.st.keys++
 	c.st.chunked++
 	c.st.mu.Unlock()
 	return written, nil
+}
+
+// scanPages scans a sorted set (ZSCAN: member, score pairs), hash (HSCAN:
+// field, value pairs) or set (SSCAN) of n, c.chunk elements a command,
+// ahead of its consumer. The channel closes at the end of the scan, or when
+// ctx ends; then the function returns the scan's error.
+func (c *copier) scanPages(ctx context.Context, n *Node, k, typ string) (<-chan []string, func() error) {
+	pages := make(chan []string, zdepth)
+	var err error
+	go func() {
+		defer close(pages)
+		b := n.C.B()
+		var cursor uint64
+		for {
+			var cmd valkey.Completed
+			switch typ {
+			case "zset":
+				cmd = b.Zscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			case "hash":
+				cmd = b.Hscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			default:
+				cmd = b.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
+			}
+			e, rerr := c.st.do1(ctx, n, cmd).AsScanEntry()
+			if rerr != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, n.Name, rerr)
+				}
+				return
+			}
+			if len(e.Elements) > 0 {
+				select {
+				case pages <- e.Elements:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				return
+			}
+		}
+	}()
+	return pages, func() error {
+		for range pages {
+		}
+		return err
+	}
 }
 
 // fieldSync compares a hash (field by field, HSCAN on the source, HMGET on

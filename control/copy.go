@@ -44,6 +44,7 @@ type copier struct {
 	inv        *inventory
 	mu         sync.Mutex
 	bigDst     map[string]bool // keys copied in chunks: large on the target
+	base       map[string]bool // large keys whose copy is a base for member patches (patch.go)
 	unverified []string        // keys copied in chunks, not compared yet
 	lastSync   map[string]time.Duration
 }
@@ -53,7 +54,7 @@ func newCopier(src, dst *Node, queue string, rate, large int64, chunk int, tr *t
 		chunk = DefaultChunk
 	}
 	return &copier{src: src, dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", lim: newLimiter(rate),
-		st: newCopyStats(), large: large, chunk: chunk, tr: tr, inv: newInventory(), bigDst: map[string]bool{}, lastSync: map[string]time.Duration{}}
+		st: newCopyStats(), large: large, chunk: chunk, tr: tr, inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, lastSync: map[string]time.Duration{}}
 }
 
 // inventory counts the queue's keys on the target as the copy writes and
@@ -204,9 +205,18 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
 	}
 	if c.large > 0 {
+		// A job row is a hash of a few fields (job-core.md): however large
+		// its payload, no chunking would split it, so it is not probed.
+		var probed []string
 		for _, k := range probe {
+			if c.kind(k) == "row" {
+				small = append(small, k)
+				continue
+			}
+			probed = append(probed, k)
 			cmds = append(cmds, b.MemoryUsage().Key(k).Samples(1).Build())
 		}
+		probe = probed
 	} else {
 		small = probe
 	}
@@ -331,8 +341,15 @@ func (c *copier) isLarge(k string) bool {
 	return c.bigDst[k]
 }
 
+// largeKeys are the keys copied in chunks.
+func (c *copier) largeKeys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.bigDst))
+}
+
 // holdEstimate is how long the large keys that changed since the last take
-// would take to compare under the hold (largeParallel at once), from how
+// (and cannot be patched member by member) would take to compare under the hold (largeParallel at once), from how
 // long each took last time (cutHold when a hold was released before one
 // was compared), and their names.
 func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
@@ -347,8 +364,8 @@ func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 	var keys []string
 	cut := false
 	for _, k := range big {
-		if !tr.changed(k) {
-			continue
+		if ch, ok := tr.changeOf(k); !ok || c.patchable(k, ch) {
+			continue // unchanged, or patched at the cost of its change
 		}
 		keys = append(keys, k)
 		d := last[k]

@@ -113,7 +113,7 @@ func testChunkedCopy(t *testing.T, srv node.Server) {
 		t.Fatalf("large keys %v, want all of %v", large, keys)
 	}
 	for _, k := range large {
-		res, err := cp.syncLarge(ctx, k, false)
+		res, err := cp.syncLarge(ctx, k, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func testChunkedCopy(t *testing.T, srv node.Server) {
 		b.Lset().Key(p+"l").Index(4000).Element("changed").Build(),
 		b.Setrange().Key(p+"str").Offset(700_000).Value("CHANGED").Build())
 	for _, k := range keys {
-		res, err := cp.syncLarge(ctx, k, false)
+		res, err := cp.syncLarge(ctx, k, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func testChunkedCopy(t *testing.T, srv node.Server) {
 	}
 	equalKeys(t, cp, keys)
 	for _, k := range keys {
-		if res, err := cp.syncLarge(ctx, k, false); err != nil || res.diffs != 0 || res.copied {
+		if res, err := cp.syncLarge(ctx, k, false, false); err != nil || res.diffs != 0 || res.copied {
 			t.Errorf("%s compared again: %+v %v", k, res, err)
 		}
 	}

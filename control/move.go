@@ -53,6 +53,9 @@ type Mover struct {
 	// per second (0: as fast as the nodes answer). Under the hold the copy
 	// is never paced.
 	Rate int64
+	// Track is how the copy while served learns what changes on the
+	// source: TrackAuto (the default), TrackReplication or TrackKeyspace.
+	Track string
 	// MaxHold bounds the copy under the hold: past it the queue is
 	// released and copied again while served (default DefaultMaxHold).
 	MaxHold time.Duration
@@ -114,7 +117,9 @@ type Report struct {
 	Chunked         int64            // keys copied in chunks
 	Longest         []RoundTrip      // the longest round trip to each node
 	Slowest         []SlowCommand    // the slowest command of the mover each node's SLOWLOG kept
-	Events          int64            // keyspace notifications received
+	Tracking        string           // where the changes came from
+	Events          int64            // changes recorded (notifications, or the stream's writes to the queue)
+	Patched         int64            // elements of large keys written by member patches
 	Restarts        int              // times the tracking was lost and restarted
 	Acked           []string         // proxies that acknowledged the hold
 	WaitedOut       []string         // proxies whose lease expired instead

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ const (
 // the hold for what changed last. It returns with the record at step
 // copied and the report's copy figures.
 func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Report) (err error) {
-	tr, err := startTracker(ctx, src, m.Queue)
+	tr, err := startTracker(ctx, src, m.Queue, m.Track)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 			err = fmt.Errorf("%w: %v", ErrMove, serr)
 		}
 	}()
-	m.say("tracking changes of %s on %s (keyspace notifications)", m.Queue, src.Name)
+	m.say("tracking changes of %s on %s: %s", m.Queue, src.Name, tr.source())
 	cp := newCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
 	pr := m.startProgress(ctx, src, cp, tr)
 	defer pr.stop()
@@ -121,13 +122,13 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		pr.round(rep.Rounds)
 		t0 := time.Now()
 		k0, b0 := cp.st.snapshot()
-		keys, full := tr.take()
+		chs, full := tr.takeChanges()
 		thisLarge := withLarge || full
 		var err error
 		if full {
 			err = m.fullRound(ctx, cp, pr)
 		} else {
-			err = m.changedRound(ctx, cp, keys, true, thisLarge)
+			err = m.changedRound(ctx, cp, chs, true, thisLarge)
 		}
 		if err != nil {
 			return err
@@ -223,39 +224,56 @@ func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
 	if err != nil {
 		return err
 	}
-	return m.copyLarge(ctx, cp, large, true)
+	return m.copyLarge(ctx, cp, wholeChanges(large), true)
 }
 
-// changedRound copies the keys that changed; the large ones only
-// withLarge (else they count as changed again, for a later round).
-func (m *Mover) changedRound(ctx context.Context, cp *copier, keys []string, throttle, withLarge bool) error {
-	if !withLarge {
-		var small []string
-		for _, k := range keys {
-			if cp.isLarge(k) {
-				cp.tr.markChanged([]string{k})
-			} else {
-				small = append(small, k)
-			}
-		}
-		keys = small
+// wholeChanges is keys, each changed whole.
+func wholeChanges(keys []string) map[string]*change {
+	out := make(map[string]*change, len(keys))
+	for _, k := range keys {
+		out[k] = wholeChange()
 	}
-	large, err := cp.copyKeys(ctx, keys, throttle)
+	return out
+}
+
+// changedRound copies the keys that changed. A large key whose change is
+// known member by member is patched (its cost follows the change); one
+// that changed whole only withLarge (else it counts as changed again, for
+// a later round).
+func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*change, throttle, withLarge bool) error {
+	var small []string
+	large := map[string]*change{}
+	later := map[string]*change{}
+	for k, ch := range chs {
+		switch {
+		case !cp.isLarge(k):
+			small = append(small, k)
+		case withLarge || cp.patchable(k, ch):
+			large[k] = ch
+		default:
+			later[k] = ch
+		}
+	}
+	found, err := cp.copyKeys(ctx, small, throttle)
 	if err != nil {
 		return err
 	}
-	if !withLarge {
-		cp.tr.markChanged(large)
-		return nil
+	for _, k := range found { // small keys that grew large: copied in chunks
+		if withLarge {
+			large[k] = wholeChange()
+		} else {
+			later[k] = wholeChange()
+		}
 	}
+	cp.tr.requeue(later)
 	return m.copyLarge(ctx, cp, large, throttle)
 }
 
-// copyLarge copies or compares each large key; the ones copied in chunks
-// are verified once they are known not to have changed (verifyChunked).
-// Unpaced (under the hold), up to largeParallel keys at once.
-func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throttle bool) error {
-	large = slices.Compact(slices.Sorted(slices.Values(large)))
+// copyLarge patches, copies or compares each large key; the ones copied
+// in chunks are verified later (verifyChunked). Unpaced (under the hold),
+// up to largeParallel keys at once.
+func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*change, throttle bool) error {
+	large := slices.Sorted(maps.Keys(chs))
 	par := 1
 	if !throttle || cp.lim == nil {
 		par = largeParallel
@@ -270,8 +288,18 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, large []string, throt
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
-			res, err := cp.syncLarge(ctx, k, throttle)
-			if !throttle {
+			var res largeResult
+			var err error
+			ch := chs[k]
+			patched := cp.patchable(k, ch)
+			if patched {
+				res, err = cp.patch(ctx, k, ch, throttle)
+			} else {
+				// While served with member-level changes, a rebuild: it
+				// leaves a base for the patches that follow.
+				res, err = cp.syncLarge(ctx, k, throttle, throttle && cp.tr != nil && cp.tr.memberLevel())
+			}
+			if !throttle && !patched {
 				// How long the key takes unpaced: the estimate of the next
 				// hold (past --max-hold when the hold's deadline cut it).
 				d := time.Since(t0)
@@ -307,10 +335,16 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) erro
 	cp.unverified = nil
 	cp.mu.Unlock()
 	for _, k := range keys {
+		if tr.memberLevel() && cp.based(k) {
+			if err := cp.scanVerify(ctx, k); err != nil {
+				return err
+			}
+			continue
+		}
 		if tr.changed(k) {
 			continue
 		}
-		res, err := cp.syncLarge(ctx, k, false)
+		res, err := cp.syncLarge(ctx, k, false, false)
 		if err != nil {
 			return err
 		}
@@ -342,10 +376,10 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 	// again (it may be half written on the target).
 	hctx, cancel := context.WithDeadline(ctx, t0.Add(m.maxHold()))
 	defer cancel()
-	var taken []string
+	taken := map[string]*change{}
 	defer func() {
 		if !done {
-			tr.markChanged(taken)
+			tr.requeue(taken)
 		}
 	}()
 	late := func(err error) (bool, string, error) {
@@ -361,11 +395,31 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			}
 			return false, err.Error(), nil
 		}
-		keys, full := tr.take()
+		chs, full := tr.takeChanges()
 		if full {
 			return false, "the tracking restarted", nil
 		}
-		if pass > 0 && len(keys) == 0 {
+		if pass > 0 && len(chs) == 0 {
+			// The last check: every large key has as many elements on
+			// both nodes. One that has not is compared whole (the source
+			// is held: that comparison is exact), and the passes go on.
+			// (Two pipelines of O(1) commands: not cut by --max-hold.)
+			bad, err := cp.sameSize(ctx, cp.largeKeys())
+			if err != nil {
+				return late(err)
+			}
+			if len(bad) > 0 {
+				cp.st.mu.Lock()
+				cp.st.whole += int64(len(bad))
+				cp.st.mu.Unlock()
+				m.say("under the hold, %s differ in size on %s after the patches: comparing them whole", strings.Join(bad, ", "), cp.dst.Name)
+				for _, k := range bad {
+					cp.setBased(k, false)
+				}
+				chs = wholeChanges(bad)
+			}
+		}
+		if pass > 0 && len(chs) == 0 {
 			if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
 				return false, "", err
 			}
@@ -374,9 +428,15 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			m.say("copied and verified the last %d changed keys of %s under the hold in %v", rep.TailKeys, m.Queue, rep.HoldWork.Round(time.Millisecond))
 			return true, "", nil
 		}
-		taken = append(taken, keys...)
-		rep.TailKeys += len(keys)
-		if err := m.changedRound(hctx, cp, keys, false, true); err != nil {
+		for k, ch := range chs {
+			if t, ok := taken[k]; ok {
+				t.merge(ch)
+			} else {
+				taken[k] = ch
+			}
+		}
+		rep.TailKeys += len(chs)
+		if err := m.changedRound(hctx, cp, chs, false, true); err != nil {
 			return late(err)
 		}
 		// Keys copied in chunks under the hold are compared now: the
@@ -415,7 +475,11 @@ func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
 	rep.Longest = cp.st.roundTrips()
 	if tr != nil {
 		rep.Events, rep.Restarts = tr.counts()
+		rep.Tracking = tr.source()
 	}
+	cp.st.mu.Lock()
+	rep.Patched = cp.st.patched
+	cp.st.mu.Unlock()
 }
 
 // release gives a held queue back to its source (at a new epoch) and puts

@@ -96,7 +96,7 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 	// A stopped move is aborted: the setting comes back.
 	out = &lineWriter{}
 	if _, err := (&Mover{Queue: "q", To: "src", Nodes: nodes, FileRoute: func(string) string { return "src" },
-		Replace: true, MaxHold: time.Nanosecond, Wait: time.Second, StopAfter: StepCopying, Out: out}).Run(ctx); err != ErrStopped {
+		Replace: true, MaxHold: time.Nanosecond, Wait: time.Second, StopAfter: StepCopying, Track: TrackKeyspace, Out: out}).Run(ctx); err != ErrStopped {
 		t.Fatalf("stop after copying: %v", err)
 	}
 	if v, _ := getNotify(ctx, dst.C); !notifyCovers(v) {

@@ -105,6 +105,8 @@ type copyStats struct {
 	bytes   int64 // bytes of values written
 	deleted int64 // keys deleted on the target (gone from the source)
 	chunked int64 // keys copied in chunks
+	patched int64 // elements of large keys written by member patches
+	whole   int64 // large keys compared whole under the hold after a size check
 	longest map[string]RoundTrip
 	started time.Time
 }

@@ -23,17 +23,44 @@ var ErrTracking = errors.New("change tracking lost")
 // barrierWait bounds the wait for the tracker's own barrier message.
 const barrierWait = 5 * time.Second
 
-// tracker follows the changes of one queue's keys on its source node: a
-// pattern subscription to the keyspace channels of the queue's hashtag on
-// a connection of its own, and a barrier channel of its own on the same
-// connection. A node delivers a client's messages in the order it produced
-// them, so once the tracker has received a barrier message it published,
-// it has received the notification of every write the node executed
-// before it.
+// Tracking modes (Mover.Track).
+const (
+	// TrackAuto reads the replication stream where the source allows it
+	// (openReplStream says when it does not) and keyspace notifications
+	// elsewhere.
+	TrackAuto = "auto"
+	// TrackReplication reads the source's replication stream, as a
+	// replica does: it names every member a write changes.
+	TrackReplication = "replication"
+	// TrackKeyspace subscribes to the source's keyspace notifications:
+	// they name the key a write changes, not the member.
+	TrackKeyspace = "keyspace"
+)
+
+// ParseTrack checks a tracking mode ("" is TrackAuto).
+func ParseTrack(s string) (string, error) {
+	switch s {
+	case "", TrackAuto:
+		return TrackAuto, nil
+	case TrackReplication, TrackKeyspace:
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: --track %q: want %s, %s or %s", ErrMove, s, TrackAuto, TrackReplication, TrackKeyspace)
+}
+
+// tracker follows the changes of one queue's keys on its source node, on
+// a connection of its own: the node's replication stream (every write the
+// node executes, in order, member by member), or a pattern subscription to
+// the keyspace channels of the queue's hashtag (the key of every write).
+// Either way a barrier message the tracker publishes on a channel of its
+// own comes back on that connection after everything the node executed
+// before it: once it is back, every earlier change is recorded.
 type tracker struct {
 	n       *Node
 	queue   string
+	mode    string // TrackAuto, TrackReplication or TrackKeyspace
 	prefix  string // channel prefix of the node's database: "__keyspace@<db>__:"
+	kprefix []byte // the queue's keys: "emq:{q}:"
 	pattern string // the queue's keyspace channels
 	bchan   string // the barrier channel
 
@@ -41,31 +68,37 @@ type tracker struct {
 	gen      int  // subscription generation
 	full     bool // every key must be read again (started, or tracking was lost)
 	lost     error
-	dirty    map[string]struct{}
+	dirty    map[string]*change
 	waits    map[string]chan struct{}
 	events   int64
 	restarts int
 	fp       string // the node's fingerprint when the subscription began
+	stream   bool   // the changes come from the replication stream
+	joined   replInfo
+	fellBack string // why TrackAuto uses keyspace notifications
 
 	sub     *Node
 	release func()
+	rs      *replStream
 }
 
-// startTracker turns on the node's keyspace notifications (recording its
-// previous setting) and subscribes. Every key counts as changed until the
-// first round reads them all.
-func startTracker(ctx context.Context, n *Node, queue string) (*tracker, error) {
+// startTracker starts tracking queue on n in the mode asked (TrackAuto
+// when empty). Keyspace notifications are turned on for it (the node's
+// previous setting recorded). Every key counts as changed until the first
+// round reads them all.
+func startTracker(ctx context.Context, n *Node, queue, mode string) (*tracker, error) {
+	if mode == "" {
+		mode = TrackAuto
+	}
 	t := &tracker{
-		n: n, queue: queue,
-		prefix: "__keyspace@" + strconv.Itoa(n.Opts.DB) + "__:",
-		bchan:  keyMove + queue + ":barrier",
-		dirty:  map[string]struct{}{},
-		waits:  map[string]chan struct{}{},
+		n: n, queue: queue, mode: mode,
+		prefix:  "__keyspace@" + strconv.Itoa(n.Opts.DB) + "__:",
+		kprefix: []byte("emq:{" + queue + "}:"),
+		bchan:   keyMove + queue + ":barrier",
+		dirty:   map[string]*change{},
+		waits:   map[string]chan struct{}{},
 	}
 	t.pattern = rewrite.GlobEscape(t.prefix+"emq:{"+queue+"}:") + "*"
-	if _, err := acquireNotify(ctx, n, queue); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMove, err)
-	}
 	if err := t.subscribe(ctx); err != nil {
 		t.closeSub()
 		_, _ = releaseNotify(context.WithoutCancel(ctx), n, queue)
@@ -74,9 +107,25 @@ func startTracker(ctx context.Context, n *Node, queue string) (*tracker, error) 
 	return t, nil
 }
 
-// subscribe opens a new subscription and marks every key changed.
+// subscribe opens a new subscription (or stream) and marks every key
+// changed.
 func (t *tracker) subscribe(ctx context.Context) error {
 	t.closeSub()
+	if t.mode != TrackKeyspace {
+		err := t.openStream(ctx)
+		if err == nil {
+			return t.began(ctx)
+		}
+		if t.mode == TrackReplication {
+			return fmt.Errorf("%w: --track %s: %v", ErrMove, TrackReplication, err)
+		}
+		t.mu.Lock()
+		t.fellBack = err.Error()
+		t.mu.Unlock()
+	}
+	if _, err := acquireNotify(ctx, t.n, t.queue); err != nil {
+		return fmt.Errorf("%w: %v", ErrMove, err)
+	}
 	sub, err := Dial(t.n.Opts)
 	if err != nil {
 		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
@@ -85,8 +134,8 @@ func (t *tracker) subscribe(ctx context.Context) error {
 	t.mu.Lock()
 	t.gen++
 	gen := t.gen
-	t.full, t.lost = true, nil
-	t.dirty = map[string]struct{}{}
+	t.full, t.lost, t.stream = true, nil, false
+	t.dirty = map[string]*change{}
 	t.sub, t.release = sub, release
 	t.mu.Unlock()
 	errc := dc.SetPubSubHooks(valkey.PubSubHooks{OnMessage: func(m valkey.PubSubMessage) { t.onMessage(gen, m) }})
@@ -104,6 +153,12 @@ func (t *tracker) subscribe(ctx context.Context) error {
 	if err := dc.Do(ctx, dc.B().Psubscribe().Pattern(t.pattern, rewrite.GlobEscape(t.bchan)).Build()).Error(); err != nil {
 		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
 	}
+	return t.began(ctx)
+}
+
+// began records the node's fingerprint once the tracking runs, and waits
+// for its first barrier.
+func (t *tracker) began(ctx context.Context) error {
 	fp, err := fingerprint(ctx, t.n)
 	if err != nil {
 		return fmt.Errorf("%w: reading %s: %v", ErrMove, t.n.Name, err)
@@ -128,7 +183,7 @@ func (t *tracker) onMessage(gen int, m valkey.PubSubMessage) {
 		return
 	}
 	if k, ok := strings.CutPrefix(m.Channel, t.prefix); ok {
-		t.dirty[k] = struct{}{}
+		t.dirty[k] = wholeChange()
 		t.events++
 	}
 }
@@ -155,7 +210,10 @@ func (t *tracker) barrier(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w on %s: PUBLISH: %v", ErrTracking, t.n.Name, err)
 	}
-	if got == 0 {
+	t.mu.Lock()
+	stream := t.stream
+	t.mu.Unlock()
+	if got == 0 && !stream {
 		return fmt.Errorf("%w on %s: the subscription is gone", ErrTracking, t.n.Name)
 	}
 	timer := time.NewTimer(barrierWait)
@@ -184,12 +242,21 @@ func (t *tracker) settle(ctx context.Context) error {
 	if err := t.barrier(ctx); err != nil {
 		return err
 	}
-	v, err := getNotify(ctx, t.n.C)
-	if err != nil {
-		return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
-	}
-	if !notifyCovers(v) {
-		return fmt.Errorf("%w on %s: notify-keyspace-events was changed to %q", ErrTracking, t.n.Name, v)
+	t.mu.Lock()
+	stream := t.stream
+	t.mu.Unlock()
+	if stream {
+		if err := streamAllowed(ctx, t.n); err != nil {
+			return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
+		}
+	} else {
+		v, err := getNotify(ctx, t.n.C)
+		if err != nil {
+			return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
+		}
+		if !notifyCovers(v) {
+			return fmt.Errorf("%w on %s: notify-keyspace-events was changed to %q", ErrTracking, t.n.Name, v)
+		}
 	}
 	fp, err := fingerprint(ctx, t.n)
 	if err != nil {
@@ -209,33 +276,111 @@ func (t *tracker) restart(ctx context.Context, why error) error {
 	t.mu.Lock()
 	t.restarts++
 	t.mu.Unlock()
-	if _, err := acquireNotify(ctx, t.n, t.queue); err != nil {
+	if err := t.subscribe(ctx); err != nil {
 		return fmt.Errorf("%w: restarting the tracking (%v): %v", ErrMove, why, err)
 	}
-	return t.subscribe(ctx)
+	return nil
 }
 
 // take returns the keys changed since the last take (or that every key
 // must be read: full) and starts a new set.
 func (t *tracker) take() (keys []string, full bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	full, t.full = t.full, false
-	for k := range t.dirty {
+	ch, full := t.takeChanges()
+	for k := range ch {
 		keys = append(keys, k)
 	}
-	t.dirty = map[string]struct{}{}
 	return keys, full
 }
 
-// markChanged counts keys as changed again (a copy of them that did not
-// finish).
-func (t *tracker) markChanged(keys []string) {
+// takeChanges is take with what is known of each key's change.
+func (t *tracker) takeChanges() (map[string]*change, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, k := range keys {
-		t.dirty[k] = struct{}{}
+	full := t.full
+	t.full = false
+	ch := t.dirty
+	t.dirty = map[string]*change{}
+	return ch, full
+}
+
+// forget drops what is recorded of key's changes: a copy of it that reads
+// it whole starts now (every later change is recorded again).
+func (t *tracker) forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.dirty, key)
+}
+
+// requeue counts changes as not copied yet, merged with what changed since.
+func (t *tracker) requeue(ch map[string]*change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, c := range ch {
+		if d, ok := t.dirty[k]; ok {
+			c.merge(d)
+		}
+		t.dirty[k] = c
 	}
+}
+
+// touched reports whether member of key may have changed since the last
+// take (the key changed whole, or a write named the member).
+func (t *tracker) touched(key, member string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.full || t.lost != nil {
+		return true
+	}
+	c, ok := t.dirty[key]
+	if !ok {
+		return false
+	}
+	if c.whole || c.head > 0 || c.tail > 0 {
+		return true
+	}
+	_, ok = c.members[member]
+	return ok
+}
+
+// changeOf is key's change since the last take (whole when the tracking
+// must restart), and whether it changed.
+func (t *tracker) changeOf(key string) (*change, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.full || t.lost != nil {
+		return wholeChange(), true
+	}
+	c, ok := t.dirty[key]
+	if !ok {
+		return nil, false
+	}
+	cp := *c
+	return &cp, true
+}
+
+// memberLevel reports whether the changes come member by member (the
+// replication stream).
+func (t *tracker) memberLevel() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stream
+}
+
+// source describes where the changes come from, for the mover's output.
+func (t *tracker) source() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stream {
+		how := "joined from its replication backlog"
+		if t.joined.Full {
+			how = fmt.Sprintf("joined by a full synchronisation: the node forked, %s of RDB skipped", byteSize(t.joined.Skipped))
+		}
+		return "the replication stream, " + how
+	}
+	if t.fellBack != "" {
+		return "keyspace notifications (not the replication stream: " + t.fellBack + ")"
+	}
+	return "keyspace notifications"
 }
 
 // pending is the number of keys changed since the last take, and whether
@@ -281,8 +426,8 @@ func (t *tracker) counts() (events int64, restarts int) {
 
 func (t *tracker) closeSub() {
 	t.mu.Lock()
-	sub, release := t.sub, t.release
-	t.sub, t.release = nil, nil
+	sub, release, rs := t.sub, t.release, t.rs
+	t.sub, t.release, t.rs = nil, nil, nil
 	t.gen++ // a closed subscription is not a loss
 	t.mu.Unlock()
 	if release != nil {
@@ -290,6 +435,9 @@ func (t *tracker) closeSub() {
 	}
 	if sub != nil {
 		sub.Close()
+	}
+	if rs != nil {
+		_ = rs.Close()
 	}
 }
 

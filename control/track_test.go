@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,11 +43,11 @@ func testTracker(t *testing.T, srv node.Server) {
 	ctx := context.Background()
 	c := src.C
 	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "Ex").Build())
-	tr, err := startTracker(ctx, src, "a")
+	tr, err := startTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := startTracker(ctx, src, "b")
+	other, err := startTracker(ctx, src, "b", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func testTracker(t *testing.T, srv node.Server) {
 	}
 
 	// A flush sends no event: the fingerprint sees it.
-	tr, err = startTracker(ctx, src, "a")
+	tr, err = startTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +130,43 @@ func testTracker(t *testing.T, srv node.Server) {
 	must(t, c, c.B().Flushdb().Build())
 	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
 		t.Errorf("settle after FLUSHDB: %v", err)
+	}
+}
+
+// TestTrackAutoFallsBack: where the source refuses its replication stream
+// (here an ACL user without PSYNC), --track auto tracks keyspace
+// notifications instead and says why, and --track replication fails with
+// the reason.
+func TestTrackAutoFallsBack(t *testing.T) { node.EachServer(t, testTrackFallback) }
+
+func testTrackFallback(t *testing.T, srv node.Server) {
+	src, _ := pair(t, srv)
+	ctx := context.Background()
+	must(t, src.C, src.C.B().AclSetuser().Username("mover").Rule("on", ">secret", "~*", "&*", "+@all", "-psync", "-sync").Build())
+	o := src.Opts
+	o.Username, o.Password = "mover", "secret"
+	n, err := Dial(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := startTracker(ctx, n, "a", TrackReplication); err == nil || !strings.Contains(err.Error(), "PSYNC") {
+		t.Errorf("--track replication without PSYNC: %v", err)
+	}
+	tr, err := startTracker(ctx, n, "a", TrackAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.stop(ctx) }()
+	if tr.memberLevel() || !strings.Contains(tr.source(), "keyspace notifications (not the replication stream: ") {
+		t.Errorf("auto without PSYNC tracks %q", tr.source())
+	}
+	tr.takeChanges()
+	must(t, src.C, src.C.B().Zadd().Key("emq:{a}:pending").ScoreMember().ScoreMember(0, "1").Build())
+	if err := tr.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ch, ok := tr.changeOf("emq:{a}:pending"); !ok || !ch.whole {
+		t.Errorf("a notification's change: %+v %v, want whole", ch, ok)
 	}
 }

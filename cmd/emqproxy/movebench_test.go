@@ -22,8 +22,9 @@ import (
 // quarter each) through two proxies while legacy clients enqueue, claim and
 // complete on it, and on a queue of each node that does not move: today's
 // mover (--hold-copy: the whole copy under the hold), the online mover at
-// its default --rate, and unpaced (--rate 0), each on fresh nodes, in one
-// run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
+// its default --rate (tracking the source's replication stream), unpaced
+// (--rate 0), and at the default rate tracking keyspace notifications
+// (--track keyspace), each on fresh nodes, in one run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
 // test. (The variables are not EMQPROXY_-prefixed: the proxies the test
 // starts inherit them, and refuse a variable that names no key.) It prints the hold, the calls that got TRYAGAIN, the slowest call
 // on the moving queue, the p99 of the other queues' calls before and
@@ -44,6 +45,7 @@ func TestQueueMoveBench(t *testing.T) {
 		{"today (--hold-copy)", "--hold-copy"},
 		{"online, default --rate", ""},
 		{"online, --rate 0", "--rate 0"},
+		{"online, keyspace", "--track keyspace"},
 	}
 	if v := os.Getenv("EMQ_MOVE_ARGS"); v != "" {
 		// One variant by hand, e.g. EMQ_MOVE_ARGS="--rate 0 --max-hold 20s".
@@ -75,7 +77,7 @@ func TestQueueMoveBench(t *testing.T) {
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%s: longest round trip %s; slowest in the slowlog %s\n", r.name, r.longest, r.slowlog)
 	}
-	if len(rows) == 3 && rows[0].failed == "" && rows[1].failed == "" {
+	if len(rows) >= 3 && rows[0].failed == "" && rows[1].failed == "" {
 		fmt.Fprintf(&b, "hold: online at the default rate %.2fx today's; p99 of other calls during the copy while served / before: source %.2fx, target %.2fx; during the hold: %.2fx, %.2fx\n",
 			rows[1].holdD.Seconds()/rows[0].holdD.Seconds(), rows[1].p99[0].ratio(), rows[1].p99[1].ratio(),
 			rows[1].p99[0].holdRatio(), rows[1].p99[1].holdRatio())
@@ -303,6 +305,17 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 		for _, err := range l.errs {
 			t.Errorf("a client of another queue: %v", err)
 		}
+	}
+	if os.Getenv("EMQ_MOVE_TIMELINE") != "" {
+		// The other queues' p99, five seconds at a time, through the move.
+		var tl strings.Builder
+		for at := before; at.Before(ended); at = at.Add(5 * time.Second) {
+			a, _, na := other[0].window(at, at.Add(5*time.Second))
+			b, _, nb := other[1].window(at, at.Add(5*time.Second))
+			fmt.Fprintf(&tl, "%+6.0fs  source %5.1fms (%d calls)  target %5.1fms (%d calls)\n", at.Sub(began).Seconds(),
+				float64(a.Microseconds())/1000, na, float64(b.Microseconds())/1000, nb)
+		}
+		t.Logf("p99 of the other queues, 5 s windows (0 = the move's start):\n%s", tl.String())
 	}
 	_, r.slowestCall, r.callsMoving = moving.window(began, ended.Add(time.Second))
 	r.tryagain, r.errorsMoving, r.acked = moving.tryagain, len(moving.errs), len(moving.acked)

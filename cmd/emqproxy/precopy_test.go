@@ -278,45 +278,57 @@ func TestQueueMoveWritesDuringPreCopy(t *testing.T) {
 	if n := reportInt(t, out, `(\d+) keys in chunks`); n < 1 {
 		t.Errorf("the pending set (20k members) was not copied in chunks")
 	}
-	if n := reportInt(t, out, `tracking: (\d+) keyspace notifications`); n == 0 {
+	if n := reportInt(t, out, `; (\d+) changes recorded`); n == 0 {
 		t.Errorf("no change was tracked under load")
+	}
+	if !strings.Contains(out, "tracking: the replication stream") {
+		t.Errorf("the mover did not track the source's replication stream")
+	}
+	if n := reportInt(t, out, `(\d+) elements of large keys patched`); n == 0 {
+		t.Errorf("the pending set, written all along, was never patched member by member")
 	}
 	checkLanded(t, s, filled, billing, quotes)
 	notifyRestored(t, s.src)
 }
 
-// TestQueueMoveTrackingLost kills the mover's subscription on the source
-// (CLIENT KILL TYPE pubsub) during its first round: the mover tracks again,
-// reads every key again, and nothing of the load on the queue is lost.
+// TestQueueMoveTrackingLost kills the mover's tracking connection on the
+// source during its first round (CLIENT KILL TYPE replica for the
+// replication stream, TYPE pubsub for keyspace notifications): the mover
+// tracks again, reads every key again, and nothing of the load on the
+// queue is lost.
 func TestQueueMoveTrackingLost(t *testing.T) {
-	s := startMoveStand(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	filled := fillQueue(t, s.src, "billing", 10000)
-	ps := []*proc{s.proxy(t, "proxy1")}
-	waitRegistered(t, s.src, 1)
-	billing, quotes, stop := loadQueues(ctx, t, s, ps)
+	for _, tc := range []struct{ track, kill string }{{"replication", "replica"}, {"keyspace", "pubsub"}} {
+		t.Run(tc.track, func(t *testing.T) {
+			s := startMoveStand(t, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			filled := fillQueue(t, s.src, "billing", 10000)
+			ps := []*proc{s.proxy(t, "proxy1")}
+			waitRegistered(t, s.src, 1)
+			billing, quotes, stop := loadQueues(ctx, t, s, ps)
 
-	mv := s.start(t, "move", "billing", "--to", "module-a", "--rate", "512KiB")
-	mv.waitLine(t, "progress: copying, round 1")
-	killed, err := s.src.Do(ctx, s.src.B().ClientKill().TypePubsub().Build()).AsInt64()
-	if err != nil || killed != 1 {
-		t.Fatalf("CLIENT KILL TYPE pubsub: %d %v", killed, err)
+			mv := s.start(t, "move", "billing", "--to", "module-a", "--rate", "512KiB", "--track", tc.track)
+			mv.waitLine(t, "progress: copying, round 1")
+			killed, err := s.src.Do(ctx, s.src.B().Arbitrary("CLIENT", "KILL", "TYPE", tc.kill).Build()).AsInt64()
+			if err != nil || killed != 1 {
+				t.Fatalf("CLIENT KILL TYPE %s: %d %v", tc.kill, killed, err)
+			}
+			out, err := mv.wait(t)
+			if err != nil {
+				t.Fatalf("move: %v\n%s", err, out)
+			}
+			t.Logf("mover:\n%s", out)
+			stop()
+			if !strings.Contains(out, "tracking again, every key is read again") {
+				t.Errorf("the mover did not say it tracks again")
+			}
+			if n := reportInt(t, out, `restarted (\d+) times`); n < 1 {
+				t.Errorf("tracking restarted %d times", n)
+			}
+			checkLanded(t, s, filled, billing, quotes)
+			notifyRestored(t, s.src)
+		})
 	}
-	out, err := mv.wait(t)
-	if err != nil {
-		t.Fatalf("move: %v\n%s", err, out)
-	}
-	t.Logf("mover:\n%s", out)
-	stop()
-	if !strings.Contains(out, "tracking again, every key is read again") {
-		t.Errorf("the mover did not say it tracks again")
-	}
-	if n := reportInt(t, out, `restarted (\d+) times`); n < 1 {
-		t.Errorf("tracking restarted %d times", n)
-	}
-	checkLanded(t, s, filled, billing, quotes)
-	notifyRestored(t, s.src)
 }
 
 // enqueueLands enqueues one job through the proxy at addr and reports
@@ -336,9 +348,11 @@ func enqueueLands(t *testing.T, s *moveStand, addr, id string, want, other valke
 }
 
 // TestQueueMoveResumeWhileCopying kills the mover after its copy while
-// served (before any hold) under load; queue status shows the move at
-// step copying; --resume copies again and completes it, and every job
-// lands on the target once.
+// served (before any hold) under load, tracking keyspace notifications;
+// queue status shows the move at step copying and who holds the node's
+// notifications on; --resume (tracking the replication stream) copies
+// again and completes it, every job lands on the target once, and the
+// node's notification setting is given back.
 func TestQueueMoveResumeWhileCopying(t *testing.T) {
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -347,7 +361,7 @@ func TestQueueMoveResumeWhileCopying(t *testing.T) {
 	ps := []*proc{s.proxy(t, "proxy1"), s.proxy(t, "proxy2")}
 	waitRegistered(t, s.src, 2)
 	billing, quotes, stop := loadQueues(ctx, t, s, ps)
-	s.killAfter(t, "copying", "move", "billing", "--to", "module-a")
+	s.killAfter(t, "copying", "move", "billing", "--to", "module-a", "--track", "keyspace")
 	if out, err := s.run(t, "status"); err != nil || !strings.Contains(out, "step copying") ||
 		!strings.Contains(out, "keyspace notifications on for the move of billing") {
 		t.Errorf("status after the kill: %v", err)

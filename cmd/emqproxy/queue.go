@@ -27,7 +27,7 @@ func init() { extraCommands = append(extraCommands, newQueueCmd) }
 func newQueueCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Move queues between upstreams online; show the control table"}
 	var (
-		path, to, stopAfter, rate                      string
+		path, to, stopAfter, rate, track               string
 		resume, abort, replace, deleteSource, holdCopy bool
 		wait, maxHold                                  time.Duration
 	)
@@ -71,11 +71,15 @@ func newQueueCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tracking, err := control.ParseTrack(track)
+			if err != nil {
+				return err
+			}
 			mv := &control.Mover{
 				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: cfg.RouteFor,
 				CheckTarget: func(ctx context.Context, n *control.Node) error { return checkRole(ctx, cfg, m, n) },
 				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
-				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold,
+				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,
 			}
 			ctx := cmd.Context()
 			if abort {
@@ -108,7 +112,8 @@ func newQueueCmd() *cobra.Command {
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
 	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the copy while the queue is served, bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the copy under the hold is never paced")
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
-	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no keyspace notifications; for small queues or a source that refuses CONFIG SET)")
+	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no tracking: for small queues, or a source that refuses both PSYNC and CONFIG SET)")
+	mf.StringVar(&track, "track", control.TrackAuto, "how the copy while served learns what changes on the source: replication (its replication stream, member by member), keyspace (keyspace notifications, key by key) or auto (replication where the source allows it)")
 	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
 
@@ -212,10 +217,10 @@ func printReport(w io.Writer, r *control.Report) {
 	default:
 		fmt.Fprintf(w, "copied while served: %d rounds in %v; under the hold: %d changed keys in %v; holds released: %d\n",
 			r.Rounds, r.PreCopy.Round(time.Millisecond), r.TailKeys, r.HoldWork.Round(time.Millisecond), r.Released)
-		fmt.Fprintf(w, "tracking: %d keyspace notifications, restarted %d times\n", r.Events, r.Restarts)
+		fmt.Fprintf(w, "tracking: %s; %d changes recorded, restarted %d times\n", r.Tracking, r.Events, r.Restarts)
 	}
 	fmt.Fprintf(w, "keys copied: %d (job rows %d)\n", r.Keys, r.Rows)
-	fmt.Fprintf(w, "written: %d keys, %d bytes, %d keys in chunks\n", r.Copied, r.Bytes, r.Chunked)
+	fmt.Fprintf(w, "written: %d keys, %d bytes, %d keys in chunks, %d elements of large keys patched\n", r.Copied, r.Bytes, r.Chunked, r.Patched)
 	var states []string
 	for _, s := range slices.Sorted(maps.Keys(r.Jobs)) {
 		states = append(states, fmt.Sprintf("%s %d", s, r.Jobs[s]))
