@@ -15,13 +15,7 @@ func (t *tracker) openStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	t.gen++
-	gen := t.gen
-	t.full, t.lost, t.stream = true, nil, true
-	t.dirty = map[string]*change{}
-	t.rs, t.joined = rs, info
-	t.mu.Unlock()
+	gen := t.begin(true, func() { t.rs, t.joined = rs, info })
 	go t.readStream(gen, rs)
 	return nil
 }

@@ -131,13 +131,7 @@ func (t *tracker) subscribe(ctx context.Context) error {
 		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
 	}
 	dc, release := sub.C.Dedicate()
-	t.mu.Lock()
-	t.gen++
-	gen := t.gen
-	t.full, t.lost, t.stream = true, nil, false
-	t.dirty = map[string]*change{}
-	t.sub, t.release = sub, release
-	t.mu.Unlock()
+	gen := t.begin(false, func() { t.sub, t.release = sub, release })
 	errc := dc.SetPubSubHooks(valkey.PubSubHooks{OnMessage: func(m valkey.PubSubMessage) { t.onMessage(gen, m) }})
 	go func() {
 		err, ok := <-errc
@@ -154,6 +148,19 @@ func (t *tracker) subscribe(ctx context.Context) error {
 		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
 	}
 	return t.began(ctx)
+}
+
+// begin starts a new generation of the tracking (stream: from the
+// replication stream), every key counted as changed; set runs under the
+// lock. It returns the generation.
+func (t *tracker) begin(stream bool, set func()) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	t.full, t.lost, t.stream = true, nil, stream
+	t.dirty = map[string]*change{}
+	set()
+	return t.gen
 }
 
 // began records the node's fingerprint once the tracking runs, and waits
