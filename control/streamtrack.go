@@ -63,6 +63,11 @@ func (t *tracker) readStream(gen int, rs *replStream) {
 			c, ok := t.dirty[string(key)]
 			if !ok {
 				c = &change{}
+				if !t.members[string(key)] {
+					// Copied whole when it changes (a small key): its
+					// members would only cost memory.
+					c.whole = true
+				}
 				t.dirty[string(key)] = c
 			}
 			fn(c)

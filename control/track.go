@@ -69,6 +69,7 @@ type tracker struct {
 	full     bool // every key must be read again (started, or tracking was lost)
 	lost     error
 	dirty    map[string]*change
+	members  map[string]bool // keys whose changes are recorded member by member (large keys)
 	waits    map[string]chan struct{}
 	events   int64
 	restarts int
@@ -96,6 +97,7 @@ func startTracker(ctx context.Context, n *Node, queue, mode string) (*tracker, e
 		kprefix: []byte("emq:{" + queue + "}:"),
 		bchan:   keyMove + queue + ":barrier",
 		dirty:   map[string]*change{},
+		members: map[string]bool{},
 		waits:   map[string]chan struct{}{},
 	}
 	t.pattern = rewrite.GlobEscape(t.prefix+"emq:{"+queue+"}:") + "*"
@@ -311,11 +313,14 @@ func (t *tracker) takeChanges() (map[string]*change, bool) {
 }
 
 // forget drops what is recorded of key's changes: a copy of it that reads
-// it whole starts now (every later change is recorded again).
+// it whole starts now (every later change is recorded again), and its
+// changes are recorded member by member from now on (other keys' changes
+// are whole: they are copied whole).
 func (t *tracker) forget(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.dirty, key)
+	t.members[key] = true
 }
 
 // requeue counts changes as not copied yet, merged with what changed since.
