@@ -153,10 +153,21 @@ func (n *Node) Replication(field string) (string, error) {
 // WaitSynced polls until the replica's link to its primary is up (the
 // first synchronisation is done) or the timeout passes.
 func (n *Node) WaitSynced(timeout time.Duration) error {
-	return poll(timeout, func() (bool, error) {
+	err := poll(timeout, func() (bool, error) {
 		v, err := n.Replication("master_link_status")
 		return v == "up", err
 	}, "replica %s: link to its primary not up", n.Addr)
+	if err != nil {
+		// What the replica says of its link, for the one who reads the
+		// failure.
+		var state []string
+		for _, f := range []string{"role", "master_host", "master_port", "master_link_status", "master_sync_in_progress", "master_link_down_since_seconds"} {
+			v, _ := n.Replication(f)
+			state = append(state, f+"="+v)
+		}
+		err = fmt.Errorf("%w (%s)", err, strings.Join(state, " "))
+	}
+	return err
 }
 
 // poll calls f every pollEvery until it reports done or timeout passes; the
