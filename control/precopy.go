@@ -156,6 +156,12 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		}
 		m.say("round %d: %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile", rep.Rounds, k1-k0, what, byteSize(b1-b0),
 			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
+		if !full && m.Rate > 0 && n > m.tailKeys() && int64(n) >= (k1-k0)*9/10 {
+			// The rounds cannot shrink: the queue's keys change about as
+			// fast as the pace copies them, and the tail will be as long.
+			m.say("the queue's keys change about as fast as --rate %s/s copies them (%d changed during a round that copied %d): "+
+				"a higher --rate (or --rate 0) lets the rounds shrink", byteSize(m.Rate), n, k1-k0)
+		}
 		inStage++
 		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4)
 		prev = n

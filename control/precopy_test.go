@@ -109,3 +109,48 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 		t.Errorf("notify-keyspace-events after --abort: %q", v)
 	}
 }
+
+// TestRateBelowTheWriteRateIsSaid: when the queue's keys change about as
+// fast as --rate copies them, the mover says so (the rounds cannot
+// shrink) and names the way out.
+func TestRateBelowTheWriteRateIsSaid(t *testing.T) {
+	srv := node.Redis()
+	src, dst := pair(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := src.C.B()
+	for i := range 600 {
+		must(t, src.C, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%05d", i)).FieldValue().FieldValue("state", "pending").Build())
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // rewrites every row, over and over
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = src.C.Do(ctx, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%05d", i%600)).FieldValue().FieldValue("attempts", fmt.Sprint(i)).Build()).Error()
+		}
+	}()
+	said := make(chan struct{})
+	var once sync.Once
+	out := &lineWriter{onLine: func(l string) {
+		if strings.Contains(l, "change about as fast as --rate") && strings.Contains(l, "a higher --rate") {
+			once.Do(func() { close(said) })
+		}
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
+			Rate: 8 << 10, TailKeys: 100, Wait: time.Second, Out: out}).Run(ctx)
+		done <- err
+	}()
+	select {
+	case <-said:
+	case err := <-done:
+		t.Fatalf("the move ended (%v) without saying the rate is too low:\n%s", err, out)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the mover never said the rate is too low:\n%s", out)
+	}
+	cancel()
+	<-done
+	wg.Wait()
+}
