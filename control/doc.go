@@ -39,15 +39,20 @@
 //     reported by whoever reads it; it never holds another queue. No
 //     client writes these keys through a proxy (proxy/rule.go).
 //   - The mover copies while the queue is served and holds it only for what
-//     changed last. The changes are learnt from the source node itself
-//     (keyspace notifications on the queue's hashtag, on a subscription of
-//     the mover's own), which sees every writer; a barrier message on the
-//     same subscription proves the record complete up to a point, and a
-//     lost subscription, a changed setting, a flush or a restart restarts
-//     the tracking with a full copy, never a silent miss.
+//     changed last. The changes are learnt from the source node itself,
+//     which sees every writer: its replication stream, read as a replica
+//     reads it (replica.go, replwire.go: every write, member by member),
+//     or, where the node does not allow that, keyspace notifications on
+//     the queue's hashtag (notify.go: the key of every write). A barrier
+//     message proves the record complete up to a point, and a lost
+//     connection, a changed setting, a flush or a restart restarts the
+//     tracking with a full copy, never a silent miss (track.go,
+//     streamtrack.go, change.go).
 //   - No command the mover sends carries a large value: keys past
-//     DefaultLargeKey are copied in chunks into a temporary key renamed into
-//     place, and compared in chunks once there.
+//     DefaultLargeKey are copied in chunks (a scan) into a temporary key
+//     renamed into place (bigkey.go); once there, a change known member
+//     by member is patched at the cost of the change (patch.go), any
+//     other is copied or compared in chunks.
 //
 // The package speaks to nodes with valkey-go, the project's client.
 package control
