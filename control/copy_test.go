@@ -24,6 +24,10 @@ func pair(t *testing.T, srv node.Server) (*Node, *Node) {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
+		// A mover joining a node without a backlog waits the server's
+		// repl-diskless-sync-delay (5 s) for its full synchronisation:
+		// nothing a test here looks at.
+		must(t, c.C, c.C.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", "0").Build())
 		out = append(out, c)
 	}
 	return out[0], out[1]

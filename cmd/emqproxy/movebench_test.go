@@ -231,6 +231,7 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 		}
 		must("slowlog-log-slower-than", "1000")
 		must("slowlog-max-len", "1024")
+		must("repl-diskless-sync-delay", "5") // the server's default, as in production
 	}
 	t0 := time.Now()
 	fillStates(t, s.src, "billing", jobs)
