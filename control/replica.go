@@ -210,8 +210,8 @@ func (r *replStream) handshake(o NodeOptions, to time.Duration) (replInfo, error
 	}
 	if v, err := r.config(to, "min-replicas-to-write"); err != nil {
 		return info, err
-	} else if v != "0" {
-		return info, fmt.Errorf("%w: %s has min-replicas-to-write %s: the reader's acknowledgements would count as a replica toward it", ErrReplRefused, r.name, v)
+	} else if err := minReplicas(r.name, v); err != nil {
+		return info, err
 	}
 	dbs, err := r.config(to, "databases")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // openStream joins the source's replication stream for the tracker and
@@ -84,17 +83,21 @@ func (t *tracker) readStream(gen int, rs *replStream) {
 }
 
 // streamAllowed checks what must stay true while the mover reads the
-// source's replication stream: min-replicas-to-write is 0 (the reader's
-// acknowledgements would make it count as a replica toward it).
+// source's replication stream (minReplicas).
 func streamAllowed(ctx context.Context, n *Node) error {
 	m, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("min-replicas-to-write").Build()).AsStrMap()
 	if err != nil {
 		return fmt.Errorf("CONFIG GET min-replicas-to-write: %v", err)
 	}
-	if v := m["min-replicas-to-write"]; v != "" && v != "0" {
-		if _, err := strconv.Atoi(v); err == nil {
-			return fmt.Errorf("min-replicas-to-write is %s: the stream's reader would count as a replica toward it", v)
-		}
+	return minReplicas(n.Name, m["min-replicas-to-write"])
+}
+
+// minReplicas refuses a node whose min-replicas-to-write is v, unless it
+// is 0: the reader's acknowledgements would make it count as a replica
+// toward it.
+func minReplicas(name, v string) error {
+	if v == "0" {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s has min-replicas-to-write %s: the reader's acknowledgements would count as a replica toward it", ErrReplRefused, name, v)
 }
