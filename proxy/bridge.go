@@ -191,6 +191,10 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 			sub.watchUp = nil
 		}
 		s.flushCaching(out)
+		// The SCRIPT LOAD fan-out lands before the client's own load is
+		// sent: once its reply is relayed, every upstream has the script.
+		s.alsoLoad(f, d, leg.u, true) // observe.go
+		s.flushSide()
 		if err := leg.add(out, f, d); err != nil {
 			return err
 		}
@@ -204,8 +208,6 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 				return err
 			}
 		}
-		s.alsoLoad(f, d, leg.u, true) // observe.go
-		s.flushSide()
 		return nil
 	}
 	switch {
@@ -216,6 +218,10 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		}
 		sub.muted.Store(s.rm.muted())
 	}
+	// A verb body's SCRIPT LOAD reaches the scripts nodes before the
+	// proxy's own answer, as in normal service (segment.go's emit).
+	s.alsoLoad(f, d, nil, false) // observe.go
+	s.flushSide()
 	if drop || len(d.Reply) == 0 {
 		if audit >= 0 {
 			s.audits[audit].setReply(d.Reply, nil)
@@ -223,8 +229,6 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
 		return err
 	}
-	s.alsoLoad(f, d, nil, false) // observe.go
-	s.flushSide()
 	switch d.Effect {
 	case rewrite.Multi:
 		s.st.InMulti, s.st.MultiAborted = true, false
