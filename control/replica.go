@@ -41,8 +41,12 @@ import (
 //     is refused.
 //   - When the node has a replication backlog, the reader joins with a
 //     partial resynchronisation from the node's current offset: no fork.
-//     Otherwise the node sends a full synchronisation (it forks for an
-//     RDB), which the reader skips as it streams by.
+//     Otherwise the node sends a full synchronisation. The reader asks
+//     for an empty RDB first (REPLCONF rdb-filter-only "", Redis 7.0 and
+//     Valkey): the node still forks, but its child writes no data, so the
+//     join costs the node neither the serialisation of its dataset nor
+//     the transfer. A node that refuses the filter sends its whole RDB,
+//     which the reader skips as it streams by.
 //   - The stream names its database with SELECT, but only when it changes:
 //     after a partial join the database of the commands is unknown (-1)
 //     until the stream's first SELECT, unless the node has only one
@@ -90,6 +94,7 @@ var replAck = []byte("*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$1\r\n0\r\n")
 // replInfo says how the stream was joined.
 type replInfo struct {
 	Full    bool   // the node sent a full synchronisation (it forked for an RDB), skipped by the reader
+	Empty   bool   // the full synchronisation's RDB was filtered to no data (REPLCONF rdb-filter-only)
 	Skipped int64  // bytes of RDB payload skipped
 	ReplID  string // the replication id the stream continues
 	Offset  int64  // the offset the stream starts at
@@ -138,6 +143,13 @@ func (c replConn) Read(p []byte) (int, error) {
 // are awaited o.Timeout each; the PSYNC reply and the RDB payload as long
 // as bytes keep arriving (replIdle between two), as a replica waits.
 func openReplStream(ctx context.Context, o NodeOptions) (*replStream, replInfo, error) {
+	return dialRepl(ctx, o, true)
+}
+
+// dialRepl is openReplStream; emptyRDB says whether a full synchronisation
+// asks for an empty RDB (false only to read a whole one, as from a node
+// without the filter).
+func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, replInfo, error) {
 	var info replInfo
 	if o.Sentinel != nil {
 		return nil, info, fmt.Errorf("%w: %s is master set %s under Sentinel: the reader reads one node's stream and follows no failover (sentinels would also list it as a replica)", ErrReplRefused, o.Name, o.Sentinel.Master)
@@ -170,7 +182,7 @@ func openReplStream(ctx context.Context, o NodeOptions) (*replStream, replInfo, 
 	r := &replStream{name: o.Name, conn: nc, idle: idle, wto: to, db: dbUnknown, done: make(chan struct{})}
 	r.br = bufio.NewReaderSize(replConn{Conn: nc, idle: idle}, replMaxLine)
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
-	info, err = r.handshake(o, to)
+	info, err = r.handshake(o, to, emptyRDB)
 	if !stop() {
 		err = fmt.Errorf("%w: %s: opening: %w", ErrReplStream, o.Name, ctx.Err())
 	}
@@ -182,9 +194,10 @@ func openReplStream(ctx context.Context, o NodeOptions) (*replStream, replInfo, 
 	return r, info, nil
 }
 
-// handshake checks the node, asks to synchronise, skips the RDB if one
-// comes, and sends the first acknowledgement.
-func (r *replStream) handshake(o NodeOptions, to time.Duration) (replInfo, error) {
+// handshake checks the node, asks to synchronise (for an empty RDB when
+// emptyRDB), skips the RDB if one comes, and sends the first
+// acknowledgement.
+func (r *replStream) handshake(o NodeOptions, to time.Duration, emptyRDB bool) (replInfo, error) {
 	var info replInfo
 	if o.Password != "" {
 		args := []string{"AUTH", o.Password}
@@ -236,6 +249,15 @@ func (r *replStream) handshake(o NodeOptions, to time.Duration) (replInfo, error
 		}
 		info.ReplID, info.Offset = f["master_replid"], off+1
 		psync = []string{"PSYNC", info.ReplID, strconv.FormatInt(info.Offset, 10)}
+	} else if emptyRDB {
+		// The RDB of a full synchronisation carries nothing the reader
+		// uses. A node without the filter (before Redis 7.0) or an ACL
+		// that refuses it answers an error: then the whole RDB comes.
+		rep, err := r.call(to, "REPLCONF", "rdb-filter-only", "")
+		info.Empty = err == nil && rep.str == "OK"
+		if err != nil && !errors.Is(err, ErrReplRefused) {
+			return info, err
+		}
 	}
 	// A full synchronisation may wait (repl-diskless-sync-delay, a running
 	// fork) before it answers: the node sends newlines meanwhile.

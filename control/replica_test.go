@@ -139,9 +139,17 @@ func testReplFullSync(t *testing.T, srv node.Server) {
 	if got := replInfoField(t, c, "replication", "repl_backlog_active"); got != "0" {
 		t.Fatalf("a fresh node has repl_backlog_active:%s", got)
 	}
+	forks := replInfoField(t, c, "stats", "total_forks")
 	r, info := replOpen(t, n)
-	if !info.Full || info.Skipped <= 0 || r.rdbForm != "eof" || r.keepalives == 0 {
+	if !info.Full || !info.Empty || info.Skipped <= 0 || r.rdbForm != "eof" || r.keepalives == 0 {
 		t.Fatalf("join %+v, RDB framing %q, %d keepalives: want a full diskless synchronisation after newlines", info, r.rdbForm, r.keepalives)
+	}
+	// The RDB is filtered to no data: the 100 kB value never crossed.
+	if info.Skipped >= 1000 {
+		t.Fatalf("the empty RDB was %d bytes: the dataset was sent", info.Skipped)
+	}
+	if got := replInfoField(t, c, "stats", "total_forks"); got == forks {
+		t.Fatalf("total_forks stayed %s: a full synchronisation without a fork", got)
 	}
 	if id := replInfoField(t, c, "replication", "master_replid"); info.ReplID != id {
 		t.Fatalf("stream continues %s, node's replid is %s", info.ReplID, id)
@@ -176,9 +184,10 @@ func testReplFullSync(t *testing.T, srv node.Server) {
 	)
 }
 
-// TestReplStreamDiskRDB joins a node that synchronises from a file: the
-// RDB comes as $<length>, at least as long as the random data written
-// before; a value past 1 MiB arrives whole.
+// TestReplStreamDiskRDB joins a node that synchronises from a file, with
+// the whole RDB (as from a node without rdb-filter-only): the RDB comes as
+// $<length>, at least as long as the random data written before; a value
+// past 1 MiB arrives whole.
 func TestReplStreamDiskRDB(t *testing.T) { node.EachServer(t, testReplDiskRDB) }
 
 func testReplDiskRDB(t *testing.T, srv node.Server) {
@@ -186,8 +195,14 @@ func testReplDiskRDB(t *testing.T, srv node.Server) {
 	big := make([]byte, 3<<20)
 	_, _ = rand.Read(big)
 	replDo(t, c, "SET", "random", string(big))
-	r, info := replOpen(t, n)
-	if !info.Full || r.rdbForm != "len" || info.Skipped < int64(len(big)) {
+	ctx, cancel := context.WithTimeout(context.Background(), replWait)
+	defer cancel()
+	r, info, err := dialRepl(ctx, replOpts(n), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !info.Full || info.Empty || r.rdbForm != "len" || info.Skipped < int64(len(big)) {
 		t.Fatalf("join %+v, RDB framing %q: want a full synchronisation from a file of at least %d bytes", info, r.rdbForm, len(big))
 	}
 	replDo(t, c, "SET", "again", string(big))

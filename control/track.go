@@ -384,7 +384,10 @@ func (t *tracker) source() string {
 	defer t.mu.Unlock()
 	if t.stream {
 		how := "joined from its replication backlog"
-		if t.joined.Full {
+		switch {
+		case t.joined.Full && t.joined.Empty:
+			how = fmt.Sprintf("joined by a full synchronisation: the node forked for an empty RDB (%s)", byteSize(t.joined.Skipped))
+		case t.joined.Full:
 			how = fmt.Sprintf("joined by a full synchronisation: the node forked, %s of RDB skipped", byteSize(t.joined.Skipped))
 		}
 		return "the replication stream, " + how
