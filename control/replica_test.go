@@ -297,6 +297,74 @@ func testReplLinked(t *testing.T, srv node.Server) {
 	}
 }
 
+// TestReplStreamGathers writes a thousand commands one round trip at a
+// time: the reader takes them in far fewer reads than commands (the node
+// writes each on its own), and a barrier's hurry makes a read that would
+// wait for the gathering return at once.
+func TestReplStreamGathers(t *testing.T) { node.EachServer(t, testReplGathers) }
+
+func testReplGathers(t *testing.T, srv node.Server) {
+	n, c := replNode(t, srv, node.Bare, "repl-diskless-sync-delay", "0")
+	r, _ := replOpen(t, n)
+	// The node sends the stream once it has put the reader online (its
+	// cron sees the synchronisation's end): from a first write seen on.
+	replDo(t, c, "SET", "first", "1")
+	replExpect(t, r, "db=0 SET first 1")
+	const k = 1000
+	reads := r.pace.reads
+	// The reader reads while the commands are written.
+	type read struct {
+		argv [][]byte
+		err  error
+	}
+	got := make(chan read, k)
+	go func() {
+		for range k {
+			_, argv, err := r.next()
+			got <- read{argv, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for i := range k {
+		replDo(t, c, "SET", "k", strconv.Itoa(i))
+	}
+	timer := time.NewTimer(replWait)
+	defer timer.Stop()
+	for i := range k {
+		select {
+		case g := <-got:
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if s := string(bytes.Join(g.argv, []byte(" "))); s != "SET k "+strconv.Itoa(i) {
+				t.Fatalf("command %d of the stream is %q", i, s)
+			}
+		case <-timer.C:
+			t.Fatalf("%d of %d commands within %v", i, k, replWait)
+		}
+	}
+	if got := r.pace.reads - reads; got > k/4 {
+		t.Fatalf("%d reads for %d commands written one at a time: the stream was not gathered", got, k)
+	}
+
+	// A gathering far past the test's wait: the read after the last
+	// (short) one waits an hour, unless a hurry wakes it.
+	r.pace.gather = time.Hour
+	replDo(t, c, "SET", "a", "1")
+	hurried := make(chan func(), 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the reader is waiting by then
+		hurried <- r.pace.hurry()
+	}()
+	replExpect(t, r, "db=0 SET a 1")
+	done := <-hurried
+	replDo(t, c, "SET", "b", "2") // while hurried, no read waits
+	replExpect(t, r, "db=0 SET b 2")
+	done()
+}
+
 // TestReplStreamRefused: a node with min-replicas-to-write, a replica and
 // a master set under Sentinel are refused, each with its reason.
 func TestReplStreamRefused(t *testing.T) { node.EachServer(t, testReplRefused) }
