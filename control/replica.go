@@ -84,10 +84,6 @@ const (
 	replMaxLine = 64 << 10
 	// replMaxReply bounds a handshake reply (INFO replication).
 	replMaxReply = 1 << 20
-	// replGather is how long the reader lets the stream gather after a
-	// read that did not fill half its buffer, unless a barrier waits
-	// (see replPace).
-	replGather = 10 * time.Millisecond
 	// dbUnknown is the database of commands before the stream names one.
 	dbUnknown = -1
 )
@@ -110,7 +106,6 @@ type replStream struct {
 	conn net.Conn
 	br   *bufio.Reader
 	idle *atomic.Int64 // replConn's per-read allowance, ns
-	pace *replPace     // replConn's gathering of the stream
 	wto  time.Duration // write deadline
 
 	wmu sync.Mutex // serializes writes (next's answers, the ack loop)
@@ -129,83 +124,17 @@ type replStream struct {
 }
 
 // replConn sets a read deadline of now+idle before every read when idle is
-// set: any byte that arrives extends the wait. It reads at the pace of
-// pace.
+// set: any byte that arrives extends the wait.
 type replConn struct {
 	net.Conn
 	idle *atomic.Int64
-	pace *replPace
 }
 
 func (c replConn) Read(p []byte) (int, error) {
-	c.pace.wait()
 	if d := time.Duration(c.idle.Load()); d > 0 {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(d))
 	}
-	n, err := c.Conn.Read(p)
-	c.pace.read(n, len(p))
-	return n, err
-}
-
-// replPace spaces the reads of a stream that arrives in small pieces. The
-// node writes to its replicas once per pass of its event loop, so a busy
-// node's stream comes as thousands of small writes a second; read as they
-// come, each is a system call and a wakeup of the reader (a third of the
-// mover's processor time on the benchmark's source). After a read that
-// filled less than half the buffer, the next waits until replGather has
-// passed since, while the node's writes gather in the socket (the node
-// keeps writing; nothing waits on the reader but the mover itself). A
-// barrier (tracker.barrier) that waits for the stream hurries it: no wait
-// while one is pending, and a waiting read wakes at once.
-type replPace struct {
-	gather time.Duration // replGather
-	on     atomic.Bool   // after the handshake: its replies are read at once
-	urgent atomic.Int32  // barriers waiting
-	wake   chan struct{}
-	// The reader's goroutine only: when the last read came back short, and
-	// the reads once paced.
-	short time.Time
-	reads int
-}
-
-func newReplPace() *replPace { return &replPace{gather: replGather, wake: make(chan struct{}, 1)} }
-
-func (p *replPace) wait() {
-	if !p.on.Load() || p.short.IsZero() || p.urgent.Load() > 0 {
-		return
-	}
-	d := p.gather - time.Since(p.short)
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.wake:
-	}
-}
-
-func (p *replPace) read(n, size int) {
-	if p.on.Load() {
-		p.reads++
-	}
-	if n < size/2 {
-		p.short = time.Now()
-	} else {
-		p.short = time.Time{}
-	}
-}
-
-// hurry reads the stream at once until the returned function is called.
-func (p *replPace) hurry() (done func()) {
-	if p.urgent.Add(1) == 1 {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
-	return func() { p.urgent.Add(-1) }
+	return c.Conn.Read(p)
 }
 
 // openReplStream dials the node of o as a replica would and joins its
@@ -250,8 +179,8 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 		nc = tc
 	}
 	idle := new(atomic.Int64)
-	r := &replStream{name: o.Name, conn: nc, idle: idle, pace: newReplPace(), wto: to, db: dbUnknown, done: make(chan struct{})}
-	r.br = bufio.NewReaderSize(replConn{Conn: nc, idle: idle, pace: r.pace}, replMaxLine)
+	r := &replStream{name: o.Name, conn: nc, idle: idle, wto: to, db: dbUnknown, done: make(chan struct{})}
+	r.br = bufio.NewReaderSize(replConn{Conn: nc, idle: idle}, replMaxLine)
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
 	info, err = r.handshake(o, to, emptyRDB)
 	if !stop() {
@@ -261,7 +190,6 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 		_ = nc.Close()
 		return nil, replInfo{}, err
 	}
-	r.pace.on.Store(true)
 	go r.ackLoop()
 	return r, info, nil
 }

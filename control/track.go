@@ -209,9 +209,6 @@ func (t *tracker) barrier(ctx context.Context) error {
 	nonce := strconv.Itoa(t.gen) + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
 	ch := make(chan struct{})
 	t.waits[nonce] = ch
-	if t.stream && t.rs != nil {
-		defer t.rs.pace.hurry()()
-	}
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
