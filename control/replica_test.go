@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -294,6 +295,41 @@ func testReplLinked(t *testing.T, srv node.Server) {
 	replExpect(t, r, "db=0 SET late 1")
 	if r.pings == 0 {
 		t.Fatal("no PING consumed in 7 s at repl-ping-replica-period 1")
+	}
+}
+
+// TestReplStreamTLS reads the stream of a node through its TLS port, with
+// a client certificate the node requires: the handshake, the full
+// synchronisation and the commands that follow.
+func TestReplStreamTLS(t *testing.T) {
+	ca := node.NewCA(t, "emqproxy test CA")
+	n, tlsAddr := node.StartTLS(t, ca, true, node.Options{Role: node.Bare, Dir: t.TempDir(),
+		Args: []string{"--repl-diskless-sync-delay", "0"}})
+	cert, _, _ := ca.Issue(t, "mover")
+	o := replOpts(n)
+	o.Address = tlsAddr
+	o.TLS = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	ctx, cancel := context.WithTimeout(context.Background(), replWait)
+	defer cancel()
+	r, info, err := openReplStream(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !info.Full || !info.Empty {
+		t.Fatalf("join %+v: want a full synchronisation of an empty RDB", info)
+	}
+	c := n.Client(t)
+	replDo(t, c, "SET", "over", "tls")
+	replExpect(t, r, "db=0 SET over tls")
+
+	// Without a certificate the node refuses the handshake.
+	o.TLS = &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
+	if r2, _, err := openReplStream(ctx, o); err == nil {
+		_ = r2.Close()
+		t.Fatal("the stream opened without a client certificate")
+	} else if !errors.Is(err, ErrReplStream) {
+		t.Fatalf("without a client certificate: %v, want %v", err, ErrReplStream)
 	}
 }
 

@@ -3,20 +3,12 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,79 +18,6 @@ import (
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
-
-// testCA is a certificate authority made by the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
-}
-
-// newCA makes a self-signed CA.
-func newCA(t testing.TB, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pool: pool}
-}
-
-// issue makes a certificate signed by the CA for loopback (server and
-// client use), with its PEM encodings.
-func (ca *testCA) issue(t testing.TB, name string) (tls.Certificate, []byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair, certPEM, keyPEM
-}
 
 // tlsDo dials addr with cfg, sends PING and returns the reply, or the
 // error of the handshake or the read.
@@ -119,19 +38,19 @@ func tlsDo(addr string, cfg *tls.Config) (string, error) {
 
 func TestTLSClientListener(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	ca, other := newCA(t, "emqproxy test CA"), newCA(t, "someone else")
-	serverCert, _, _ := ca.issue(t, "proxy")
-	clientCert, _, _ := ca.issue(t, "client")
-	strangerCert, _, _ := other.issue(t, "stranger")
+	ca, other := node.NewCA(t, "emqproxy test CA"), node.NewCA(t, "someone else")
+	serverCert, _, _ := ca.Issue(t, "proxy")
+	clientCert, _, _ := ca.Issue(t, "client")
+	strangerCert, _, _ := other.Issue(t, "stranger")
 
 	h := startProxy(t, n, func(o *Options) {
 		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}
 	})
-	good := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"}
+	good := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"}
 	if r, err := tlsDo(h.addr, good); err != nil || r != "+PONG\r\n" {
 		t.Errorf("TLS client with the CA: %q, %v", r, err)
 	}
-	tls12 := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}
+	tls12 := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}
 	if r, err := tlsDo(h.addr, tls12); err != nil || r != "+PONG\r\n" {
 		t.Errorf("TLS 1.2 client: %q, %v", r, err)
 	}
@@ -140,7 +59,7 @@ func TestTLSClientListener(t *testing.T) {
 	} else {
 		t.Logf("untrusted server certificate: %v", err)
 	}
-	old := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
+	old := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
 	if _, err := tlsDo(h.addr, old); err == nil {
 		t.Error("a TLS 1.1 client connected")
 	} else {
@@ -156,18 +75,18 @@ func TestTLSClientListener(t *testing.T) {
 	// With client certificates required.
 	m := startProxy(t, n, func(o *Options) {
 		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12,
-			ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert}
+			ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert}
 	})
 	if r, err := tlsDo(m.addr, good); err == nil {
 		t.Errorf("a client without a certificate got %q", r)
 	} else {
 		t.Logf("no client certificate: %v", err)
 	}
-	withStranger := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{strangerCert}}
+	withStranger := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{strangerCert}}
 	if r, err := tlsDo(m.addr, withStranger); err == nil {
 		t.Errorf("a client with a certificate of another CA got %q", r)
 	}
-	withCert := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{clientCert}}
+	withCert := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{clientCert}}
 	if r, err := tlsDo(m.addr, withCert); err != nil || r != "+PONG\r\n" {
 		t.Errorf("a client with a certificate: %q, %v", r, err)
 	}
@@ -195,11 +114,11 @@ func TestTLSRedisCLIThroughTheProxy(t *testing.T) {
 		t.Skip("redis-cli is not installed")
 	}
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	ca := newCA(t, "emqproxy test CA")
-	serverCert, _, _ := ca.issue(t, "proxy")
+	ca := node.NewCA(t, "emqproxy test CA")
+	serverCert, _, _ := ca.Issue(t, "proxy")
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h := startProxy(t, n, func(o *Options) {
@@ -231,51 +150,11 @@ func TestTLSRedisCLIThroughTheProxy(t *testing.T) {
 	}
 }
 
-// startTLSNode starts a node that also listens with TLS on a port of its
-// own (certificates from ca; clients must present one of ca's when
-// authClients). It returns the TLS address.
-func startTLSNode(t *testing.T, ca *testCA, authClients bool) (*node.Node, string) {
-	t.Helper()
-	_, certPEM, keyPEM := ca.issue(t, "redis")
-	dir := t.TempDir()
-	files := map[string][]byte{"ca.pem": ca.pem, "server.pem": certPEM, "server.key": keyPEM}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the TLS listener
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	auth := "no"
-	if authClients {
-		auth = "yes"
-	}
-	n, err := node.Start(node.Options{Role: node.Bare, Args: []string{
-		"--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", filepath.Join(dir, "server.pem"),
-		"--tls-key-file", filepath.Join(dir, "server.key"),
-		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"),
-		"--tls-auth-clients", auth,
-	}})
-	if err != nil {
-		if strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "TLS") {
-			t.Skipf("this redis-server does not serve TLS: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Stop() })
-	return n, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
 func TestTLSToTheUpstream(t *testing.T) {
-	ca := newCA(t, "emqproxy test CA")
-	n, tlsAddr := startTLSNode(t, ca, true)
-	proxyCert, _, _ := ca.issue(t, "emqproxy")
-	upTLS := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
+	ca := node.NewCA(t, "emqproxy test CA")
+	n, tlsAddr := node.StartTLS(t, ca, true, node.Options{Role: node.Bare})
+	proxyCert, _, _ := ca.Issue(t, "emqproxy")
+	upTLS := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
 		Certificates: []tls.Certificate{proxyCert}}
 	h := startProxy(t, n, func(o *Options) {
 		o.Upstream.Address = tlsAddr
@@ -311,7 +190,7 @@ func TestTLSToTheUpstream(t *testing.T) {
 		}
 		return err
 	}
-	noCert := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	noCert := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	for name, cfg := range map[string]*tls.Config{"no client certificate": noCert, "plain": nil} {
 		p := startProxyNoWait(t, n, func(o *Options) {
 			o.Upstream.Address = tlsAddr
