@@ -303,7 +303,7 @@ func testReplLinked(t *testing.T, srv node.Server) {
 // synchronisation and the commands that follow.
 func TestReplStreamTLS(t *testing.T) {
 	ca := node.NewCA(t, "emqproxy test CA")
-	n, tlsAddr := node.StartTLS(t, ca, true, node.Options{Role: node.Bare, Dir: t.TempDir(),
+	n, tlsAddr := node.StartTLS(t, ca, true, node.Options{Role: node.Bare,
 		Args: []string{"--repl-diskless-sync-delay", "0"}})
 	cert, _, _ := ca.Issue(t, "mover")
 	o := replOpts(n)

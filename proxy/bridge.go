@@ -193,8 +193,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.flushCaching(out)
 		// The SCRIPT LOAD fan-out lands before the client's own load is
 		// sent: once its reply is relayed, every upstream has the script.
-		s.alsoLoad(f, d, leg.u, true) // observe.go
-		s.flushSide()
+		s.bridgeLoad(f, d, leg.u, true)
 		if err := leg.add(out, f, d); err != nil {
 			return err
 		}
@@ -220,8 +219,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	}
 	// A verb body's SCRIPT LOAD reaches the scripts nodes before the
 	// proxy's own answer, as in normal service (segment.go's emit).
-	s.alsoLoad(f, d, nil, false) // observe.go
-	s.flushSide()
+	s.bridgeLoad(f, d, nil, false)
 	if drop || len(d.Reply) == 0 {
 		if audit >= 0 {
 			s.audits[audit].setReply(d.Reply, nil)
@@ -312,9 +310,11 @@ func (sub *subscriber) nextSwap() tap {
 	return t
 }
 
-// flushSide sends the side sends a bridged command added to the segment
-// (the SCRIPT LOAD fan-out) and drops their replies.
-func (s *session) flushSide() {
+// bridgeLoad sends the SCRIPT LOAD fan-out of a bridged command
+// (observe.go's alsoLoad), if it has one, and awaits it, dropping the
+// replies.
+func (s *session) bridgeLoad(f frame, d *rewrite.Decision, routed *Upstream, shared bool) {
+	s.alsoLoad(f, d, routed, shared)
 	if len(s.parts) > 0 {
 		s.flush()
 	}
