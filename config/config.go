@@ -160,6 +160,13 @@ type Limits struct {
 	// large commands being read, queued transactions, replies and
 	// messages not yet written. Past it a client's input waits.
 	BufferedBytes int64 `mapstructure:"buffered_bytes"`
+	// ShareCommands and ShareBytes bound one client's share of a shared
+	// upstream connection: commands in flight at once, and the size of one
+	// command or of one part's replies; past them the client gets
+	// connections of its own for IsolateFor after it was last heavy.
+	ShareCommands int           `mapstructure:"share_commands"`
+	ShareBytes    int64         `mapstructure:"share_bytes"`
+	IsolateFor    time.Duration `mapstructure:"isolate_for"`
 }
 
 // Timeouts of the data path.
@@ -254,6 +261,9 @@ func Defaults() map[string]any {
 		"limits.max_reply_bytes":  int64(64 << 20),
 		"limits.max_queued_multi": 10000,
 		"limits.buffered_bytes":   int64(128 << 20),
+		"limits.share_commands":   64,
+		"limits.share_bytes":      int64(1 << 20),
+		"limits.isolate_for":      "30s",
 		"timeouts.dial":           "2s",
 		"timeouts.upstream":       "5s",
 		"timeouts.write":          "30s",
@@ -507,6 +517,9 @@ func (c *Config) validateLimits(p *problems) {
 	p.positive("limits.max_reply_bytes", c.Limits.MaxReplyBytes)
 	p.positive("limits.max_queued_multi", int64(c.Limits.MaxQueuedMulti))
 	p.positive("limits.buffered_bytes", c.Limits.BufferedBytes)
+	p.positive("limits.share_commands", int64(c.Limits.ShareCommands))
+	p.positive("limits.share_bytes", c.Limits.ShareBytes)
+	p.positive("limits.isolate_for", int64(c.Limits.IsolateFor))
 	p.positive("timeouts.dial", int64(c.Timeouts.Dial))
 	p.positive("timeouts.upstream", int64(c.Timeouts.Upstream))
 	p.positive("timeouts.write", int64(c.Timeouts.Write))

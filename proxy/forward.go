@@ -18,12 +18,23 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 		s.startSubscribe(u, f, audit) // subscribe.go
 		return
 	}
-	p, ded := s.pipeFor(u, d)
+	own := s.pinned == nil && d.Effect != rewrite.Watch && d.Effect != rewrite.Blocking && s.shareBefore(len(f.raw), 1)
+	if s.over {
+		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
+		return
+	}
+	var p *pipe
+	var ded bool
+	if own {
+		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
+	} else {
+		p, ded = s.pipeFor(u, d)
+	}
 	if p == nil {
 		s.addLocal(u.unavailable(), audit)
 		return
 	}
-	s.target(u, p, ded)
+	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
 	b.encode(f, d)
 	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}

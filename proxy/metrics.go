@@ -26,6 +26,9 @@ import (
 //	emqproxy_client_connections_total           clients accepted
 //	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,
 //	                                            subscriber_bytes (subscribe.go), memory_budget (budget.go), auth_failures, auth_timeout (authlimit.go)
+//	emqproxy_client_isolated_total{reason}      clients moved to connections of their own for their share (share.go):
+//	                                            command_bytes, reply_bytes, pipeline, slow_reader
+//	emqproxy_client_isolated                    clients on connections of their own now
 //	emqproxy_panics_total                       panics recovered (each closed one client)
 //	emqproxy_batch_seconds{kind}                time from a client batch framed to its replies written;
 //	                                            kind: rewrite (the batch holds a rewritten call), pass (it
@@ -33,23 +36,25 @@ import (
 //	emqproxy_client_bytes_total{direction}      bytes read from clients (in) and written to them (out)
 //	emqproxy_map_info{digest}                   1 for the map in use
 type metrics struct {
-	commands   [4][]prometheus.Counter // [action][token index+1]
-	refusals   *prometheus.CounterVec
-	upErrors   *prometheus.CounterVec
-	reconnects *prometheus.CounterVec
-	up         *prometheus.GaugeVec
-	fenced     *prometheus.GaugeVec
-	failovers  *prometheus.CounterVec
-	primaryOf  *prometheus.GaugeVec
-	unacked    *prometheus.CounterVec
-	clients    prometheus.Gauge
-	accepted   prometheus.Counter
-	rejected   *prometheus.CounterVec
-	panics     prometheus.Counter
-	latency    [3]prometheus.Observer // by batchKind
-	bytesIn    prometheus.Counter
-	bytesOut   prometheus.Counter
-	mapInfo    *prometheus.GaugeVec
+	commands    [4][]prometheus.Counter // [action][token index+1]
+	refusals    *prometheus.CounterVec
+	upErrors    *prometheus.CounterVec
+	reconnects  *prometheus.CounterVec
+	up          *prometheus.GaugeVec
+	fenced      *prometheus.GaugeVec
+	failovers   *prometheus.CounterVec
+	primaryOf   *prometheus.GaugeVec
+	unacked     *prometheus.CounterVec
+	clients     prometheus.Gauge
+	accepted    prometheus.Counter
+	rejected    *prometheus.CounterVec
+	isolated    *prometheus.CounterVec
+	isolatedNow prometheus.Gauge
+	panics      prometheus.Counter
+	latency     [3]prometheus.Observer // by batchKind
+	bytesIn     prometheus.Counter
+	bytesOut    prometheus.Counter
+	mapInfo     *prometheus.GaugeVec
 }
 
 // newMetrics creates the collectors and registers them on reg (when not nil).
@@ -88,12 +93,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_client_rejected_total", Help: "Clients refused or closed by a limit, by reason.",
 		}, []string{"reason"}),
+		isolated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "emqproxy_client_isolated_total", Help: "Clients moved to upstream connections of their own for their share of the shared ones, by reason.",
+		}, []string{"reason"}),
+		isolatedNow: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "emqproxy_client_isolated", Help: "Clients on upstream connections of their own now (their share of the shared ones).",
+		}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "emqproxy_panics_total", Help: "Panics recovered; each closed one client.",
 		}),
 		mapInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_map_info", Help: "1 for the digest of the pinned map in use.",
 		}, []string{"digest"}),
+	}
+	for _, r := range isoReasons {
+		m.isolated.WithLabelValues(r)
 	}
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "emqproxy_batch_seconds",
@@ -120,7 +134,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{cmds, m.refusals, m.upErrors, m.reconnects, m.up, m.fenced,
-			m.failovers, m.primaryOf, m.unacked, m.clients, m.accepted, m.rejected, m.panics, latency, bytes, m.mapInfo} {
+			m.failovers, m.primaryOf, m.unacked, m.clients, m.accepted, m.rejected, m.isolated, m.isolatedNow, m.panics, latency, bytes, m.mapInfo} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -18,6 +18,11 @@ const (
 	DefaultMaxPipeline    = 1024
 	DefaultMaxReplyBytes  = 64 * 1024 * 1024
 	DefaultMaxQueuedMulti = 10000
+	// DefaultShareCommands, DefaultShareBytes and DefaultIsolateFor bound
+	// one client's share of a shared upstream connection (share.go).
+	DefaultShareCommands = 64
+	DefaultShareBytes    = 1 << 20
+	DefaultIsolateFor    = 30 * time.Second
 	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
 	// the most one incomplete command may make the proxy buffer.
 	DefaultMaxQueryBuffer  = 1024 * 1024 * 1024
@@ -94,6 +99,17 @@ type Options struct {
 	// MaxReplyBytes caps the reply bytes one client batch may accumulate
 	// (default 64 MiB). A batch over it closes the client.
 	MaxReplyBytes int64
+	// ShareCommands is the most commands of one client in flight on a
+	// shared upstream connection at once (default 64): a longer batch is
+	// sent in parts, other clients' batches between them (share.go).
+	ShareCommands int
+	// ShareBytes is the most bytes of one command, or of one part's
+	// replies, a client sends or gets on a shared connection (default
+	// 1 MiB); past it the client gets connections of its own (share.go).
+	ShareBytes int64
+	// IsolateFor is how long a client stays on connections of its own
+	// after it was last heavy for a shared one (default 30s; share.go).
+	IsolateFor time.Duration
 	// MaxQueuedMulti is the most commands one MULTI may queue (default
 	// 10000); one more is answered with an error and aborts the transaction.
 	MaxQueuedMulti int
@@ -210,6 +226,9 @@ func (o Options) withDefaults() Options {
 	positiveOr(&o.MaxPipeline, DefaultMaxPipeline)
 	positiveOr(&o.MaxReplyBytes, DefaultMaxReplyBytes)
 	positiveOr(&o.MaxQueuedMulti, DefaultMaxQueuedMulti)
+	positiveOr(&o.ShareCommands, DefaultShareCommands)
+	positiveOr(&o.ShareBytes, DefaultShareBytes)
+	positiveOr(&o.IsolateFor, DefaultIsolateFor)
 	positiveOr(&o.WriteTimeout, DefaultWriteTimeout)
 	positiveOr(&o.AuthFailDelay, DefaultAuthFailDelay)
 	positiveOr(&o.MaxAuthFailures, DefaultMaxAuthFailures)

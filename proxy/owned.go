@@ -127,3 +127,17 @@ func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
 	u.attach(p, dl.addr) // failover.go
 	return p, nil
 }
+
+// isolatedPipe opens the connection of one heavy client's own (share.go) in
+// protocol proto, owned (see above), with the shared connections' reply
+// and write timeouts, and read inline by its session as a shared
+// connection is. Closing the pipe gives it back.
+func (u *Upstream) isolatedPipe(ctx context.Context, proto int) (*pipe, error) {
+	dl, err := u.own(ctx, proto)
+	if err != nil {
+		return nil, err
+	}
+	p := newPipe(u.name, dl.nc, dl.br, u.opts.Timeout, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, false)
+	u.attach(p, dl.addr) // failover.go
+	return p, nil
+}

@@ -272,7 +272,7 @@ func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 		if p == nil {
 			continue
 		}
-		b := s.parts[s.partFor(u, p, false)].b
+		b := s.parts[s.partFor(u, p, false, false)].b
 		b.out = append(b.out, f.raw...)
 		b.n++
 		s.simple = false

@@ -23,6 +23,7 @@ type segPart struct {
 	up   *Upstream
 	p    *pipe
 	ded  bool // p is the client's own connection
+	own  bool // p is an isolated client's own connection (share.go), read as a shared one
 	b    *batch
 	sent bool // b was queued on p (else it was answered with an error)
 }
@@ -30,13 +31,13 @@ type segPart struct {
 // target makes p's part the current one (s.cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.
-func (s *session) target(u *Upstream, p *pipe, dedicated bool) {
-	s.cur = s.partFor(u, p, dedicated)
+func (s *session) target(u *Upstream, p *pipe, dedicated, own bool) {
+	s.cur = s.partFor(u, p, dedicated, own)
 }
 
 // partFor returns the index of p's part, adding it (after flushing when
 // needed, see target).
-func (s *session) partFor(u *Upstream, p *pipe, dedicated bool) int {
+func (s *session) partFor(u *Upstream, p *pipe, dedicated, own bool) int {
 	for i := range s.parts {
 		if s.parts[i].p == p {
 			return i
@@ -48,7 +49,7 @@ func (s *session) partFor(u *Upstream, p *pipe, dedicated bool) int {
 	if len(s.parts) > 0 {
 		s.simple = false
 	}
-	s.parts = append(s.parts, segPart{up: u, p: p, ded: dedicated, b: s.newBatch()})
+	s.parts = append(s.parts, segPart{up: u, p: p, ded: dedicated, own: own, b: s.newBatch()})
 	return len(s.parts) - 1
 }
 
@@ -78,6 +79,14 @@ func (s *session) flush() {
 			pt.p = pt.up.ackBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
 		}
 		err := pt.p.send(pt.b)
+		if err != nil && pt.own && errors.Is(err, errIdleClosed) {
+			// Nothing was written: the isolated client's own connection
+			// was closed while idle (share.go). Send on a new one.
+			if np := s.ownPipe(pt.up); np != nil {
+				pt.p = np
+				err = np.send(pt.b)
+			}
+		}
 		if err != nil && !pt.ded && (errors.Is(err, errIdleClosed) || pt.up.fol != nil) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
@@ -102,7 +111,7 @@ func (s *session) flush() {
 		if !pt.sent {
 			continue
 		}
-		if pt.ded {
+		if pt.ded && !pt.own {
 			blocking := pt.p == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
@@ -118,6 +127,7 @@ func (s *session) flush() {
 	if s.srv.acking {
 		s.settleAcks() // ack.go
 	}
+	s.shareAfter()     // share.go
 	s.captureReplies() // capture.go
 	s.emit()
 	if s.unpin {

@@ -91,6 +91,7 @@ type session struct {
 	lastArgs  [][]byte    // the last command decided (valid until the framer's reset)
 	mute      bool        // the command being added has its reply dropped (rm)
 	cap       capState    // records waiting for their replies (capture.go)
+	sh        share       // its share of the shared connections (share.go)
 	adm       admission   // commands admitted under the control table (hold.go)
 }
 
@@ -158,6 +159,7 @@ func (s *session) cleanup() {
 	_ = s.nc.Close()
 	defer s.releaseMemory()
 	s.closePinned()
+	s.endShare() // share.go
 	if s.blocker != nil {
 		s.blocker.close()
 		s.blocker = nil
@@ -181,12 +183,15 @@ func (s *session) round() (served int, err error) {
 			s.release() // hold.go: the round's replies are in
 		}
 	}()
-	s.loadView() // plan.go: once per read
+	s.loadView()   // plan.go: once per read
+	s.shareRound() // share.go: an isolated client may come back
 	s.fr.reset()
 	s.fr.need = 0
 	s.began = time.Time{}
 	s.kind = batchLocal
-	for served < s.srv.opts.MaxPipeline && !s.closing && s.sub == nil {
+	// Past the reply cap (a part of the batch was answered over it,
+	// share.go) the rest of the batch is not sent: the client is closed.
+	for served < s.srv.opts.MaxPipeline && !s.closing && !s.over && s.sub == nil {
 		s.fr.lim.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
 		switch status {
@@ -243,7 +248,9 @@ func (s *session) write() error {
 		return nil
 	}
 	s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+	began := time.Now()
 	n, err := s.nc.Write(s.out)
+	s.shareWrite(time.Since(began)) // share.go: a slow reader
 	s.srv.met.bytesOut.Add(float64(n))
 	if cap(s.out) > 4*DefaultMaxInline && len(s.out) > 0 {
 		s.out = nil // do not keep a big reply buffer around

@@ -199,20 +199,30 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 		}
 	}()
 	u := s.route()
+	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.raw), t.n+2)
+	if s.over {
+		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
+		return
+	}
 	var p *pipe
 	var ded bool
-	if s.pinned != nil {
+	switch {
+	case s.pinned != nil:
 		if u.Fenced() && s.pinned.failed() == nil { // else the fence failed since the WATCH
 			p, ded = s.pinned, true
 		}
-	} else if p = u.shared(s.id, s.proto()); p == nil {
-		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
+	case own:
+		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
+	default:
+		if p = u.shared(s.id, s.proto()); p == nil {
+			p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
+		}
 	}
 	if p == nil {
 		s.addLocal(u.unavailable(), audit)
 		return
 	}
-	s.target(u, p, ded)
+	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
 	base := b.n
 	if len(t.buf) >= refMin {

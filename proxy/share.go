@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A client's fair share of a shared upstream connection.
+//
+// The batches of many clients go on one shared connection and are answered
+// in the order they were written: while one client's commands are in
+// flight, every batch written after them waits for their replies. One
+// client that pipelines a thousand GETs of a 1 MiB value would hold the
+// connection for a gigabyte of replies, and the node, which sees one
+// client, would close the connection, and every client on it, over its
+// output-buffer limit. So each client gets a share:
+//
+//  1. At most Options.ShareCommands of one client's commands are in flight
+//     on a shared connection at once. A longer batch is sent in parts of
+//     that many: the next part is written once the replies of the one
+//     before are read, so other clients' batches go between them. A client
+//     over its reply cap (Options.MaxReplyBytes) is closed at the end of
+//     the part that passed it: the rest of its batch is never sent.
+//  2. A client that is heavy for a shared connection is isolated: its
+//     commands go on a connection of its own to each upstream (opened,
+//     fenced and registered like a WATCH pin, owned.go; a reply timeout
+//     like a shared connection's), counted as
+//     emqproxy_client_isolated_total{reason} and logged once. Heavy is:
+//     - command_bytes: a command (or a transaction) larger than
+//     Options.ShareBytes, known before it is sent;
+//     - reply_bytes: one part whose replies passed Options.ShareBytes;
+//     - pipeline: sharePipelineParts parts in a row that each filled
+//     Options.ShareCommands, or a transaction longer than that;
+//     - slow_reader: a write of replies to the client that took longer
+//     than slowWrite (the client reads more slowly than it asks).
+//     What a client still costs a shared connection before it is isolated
+//     is therefore one part: ShareCommands commands, and their replies.
+//  3. It comes back to the shared connections when Options.IsolateFor has
+//     passed since it last did any of the above on its own connection (a
+//     batch longer than ShareCommands, replies or a command over
+//     ShareBytes, a slow write): its own connections are closed at the
+//     start of its next round, when nothing of it is in flight.
+//
+// An isolated client's connections are the node's clients like a direct
+// client's: the node's output-buffer limit closes that connection alone.
+// WATCH pins, blocking commands and subscribe mode keep their own
+// connections as before; the share concerns the shared connections only.
+
+// sharePipelineParts is how many full parts in a row make a client deep
+// pipelining (isolated for "pipeline").
+const sharePipelineParts = 4
+
+// slowWrite is the longest a write of replies to the client may block
+// before the client counts as a slow reader. A client that reads promptly
+// takes a 64 MiB reply in tens of milliseconds on loopback.
+const slowWrite = 250 * time.Millisecond
+
+// Isolation reasons, the label of emqproxy_client_isolated_total.
+const (
+	isoCommandBytes = "command_bytes"
+	isoReplyBytes   = "reply_bytes"
+	isoPipeline     = "pipeline"
+	isoSlowReader   = "slow_reader"
+)
+
+// isoReasons are the reasons, for the metric's initial series.
+var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowReader}
+
+// share is a session's use of the shared connections.
+type share struct {
+	full  int       // parts in a row that filled ShareCommands
+	until time.Time // isolated until then; zero: shares
+	own   []ownConn // while isolated: its connection to each upstream used
+}
+
+// ownConn is an isolated client's connection to one upstream.
+type ownConn struct {
+	up *Upstream
+	p  *pipe
+}
+
+// isolated reports whether the client has connections of its own.
+func (sh *share) isolated() bool { return !sh.until.IsZero() }
+
+// isolate moves the client to connections of its own, or keeps it there
+// for another Options.IsolateFor when it is already.
+func (s *session) isolate(reason string) {
+	now := time.Now()
+	if !s.sh.isolated() {
+		s.srv.met.isolated.WithLabelValues(reason).Inc()
+		s.srv.met.isolatedNow.Inc()
+		s.log.Info("client isolated on a connection of its own", zap.String("reason", reason),
+			zap.Duration("for_at_least", s.srv.opts.IsolateFor))
+	}
+	s.sh.until = now.Add(s.srv.opts.IsolateFor)
+	s.sh.full = 0
+}
+
+// shareRound ends the client's isolation when IsolateFor has passed since
+// it last was heavy. It runs at the start of a round, when none of its
+// commands is in flight.
+func (s *session) shareRound() {
+	if !s.sh.isolated() || time.Now().Before(s.sh.until) {
+		return
+	}
+	s.closeOwn()
+	s.sh.until = time.Time{}
+	s.srv.met.isolatedNow.Dec()
+	s.log.Debug("client back on the shared connections")
+}
+
+// closeOwn closes the client's own connections.
+func (s *session) closeOwn() {
+	for _, oc := range s.sh.own {
+		oc.p.close()
+	}
+	clear(s.sh.own)
+	s.sh.own = s.sh.own[:0]
+}
+
+// endShare releases what the share holds when the session ends.
+func (s *session) endShare() {
+	s.closeOwn()
+	if s.sh.isolated() {
+		s.sh.until = time.Time{}
+		s.srv.met.isolatedNow.Dec()
+	}
+}
+
+// ownPipe returns the isolated client's connection to u, opening it when
+// needed; nil when it cannot be opened (the upstream is unavailable).
+func (s *session) ownPipe(u *Upstream) *pipe {
+	for i, oc := range s.sh.own {
+		if oc.up != u {
+			continue
+		}
+		if oc.p.failed() == nil && u.Fenced() && u.current(oc.p) {
+			return oc.p
+		}
+		oc.p.close()
+		s.sh.own = append(s.sh.own[:i], s.sh.own[i+1:]...)
+		break
+	}
+	p, err := u.isolatedPipe(s.srv.ctx, s.proto())
+	if err != nil {
+		s.log.Warn("isolated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	s.sh.own = append(s.sh.own, ownConn{up: u, p: p})
+	return p
+}
+
+// shareBefore readies the share for a forwarded command of size bytes
+// (count commands: a transaction's whole unit) bound for a shared
+// connection: it isolates the client when the command is heavy, and ends
+// the current part (flush) when it holds ShareCommands of the client's
+// commands already. It reports whether the command now goes on the
+// client's own connection.
+func (s *session) shareBefore(size, count int) (own bool) {
+	o := &s.srv.opts
+	if s.sh.isolated() {
+		switch {
+		case int64(size) > o.ShareBytes:
+			s.isolate(isoCommandBytes) // heavy on its own connection too: stays
+		case count > o.ShareCommands:
+			s.isolate(isoPipeline)
+		}
+		return true
+	}
+	switch {
+	case int64(size) > o.ShareBytes:
+		s.isolate(isoCommandBytes)
+		return true
+	case count > o.ShareCommands:
+		s.isolate(isoPipeline)
+		return true
+	}
+	for i := range s.parts {
+		if pt := &s.parts[i]; !pt.ded && pt.b.n+count > o.ShareCommands {
+			s.sh.full++
+			s.flush() // the part is full: its replies first, others' batches between
+			return s.sh.isolated()
+		}
+	}
+	return false
+}
+
+// shareAfter judges a segment's parts once their replies are in: a part
+// on a shared connection whose replies passed ShareBytes isolates the
+// client, and so do sharePipelineParts full parts in a row; on the
+// client's own connection the same keeps it isolated.
+func (s *session) shareAfter() {
+	o := &s.srv.opts
+	for i := range s.parts {
+		pt := &s.parts[i]
+		if pt.b.n == 0 || (pt.ded && !pt.own) {
+			continue
+		}
+		heavy := pt.b.over || int64(len(pt.b.replies)) > o.ShareBytes
+		switch {
+		case pt.own:
+			if heavy || pt.b.n > o.ShareCommands {
+				s.isolate(isoReplyBytes)
+			}
+		case heavy:
+			s.isolate(isoReplyBytes)
+		case s.sh.full >= sharePipelineParts:
+			s.isolate(isoPipeline)
+		case pt.b.n < o.ShareCommands:
+			s.sh.full = 0
+		}
+	}
+}
+
+// shareWrite judges a write of replies to the client that took took.
+func (s *session) shareWrite(took time.Duration) {
+	if took > slowWrite {
+		s.isolate(isoSlowReader)
+	}
+}
