@@ -47,8 +47,12 @@ func checkReadyz(t *testing.T, body string, verdict string, want [][2]string) ma
 // scripts upstream: /readyz names each on a line of its own, and the one
 // that is gone says why, on that line.
 func TestServeReadyzOneLinePerUpstream(t *testing.T) {
-	mod := node.StartT(t, node.Options{Role: node.Module})
-	scr := node.StartT(t, node.Options{Role: node.Scripts})
+	node.EachServer(t, testReadyzOneLinePerUpstream)
+}
+
+func testReadyzOneLinePerUpstream(t *testing.T, srv node.Server) {
+	mod := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+	scr := node.StartT(t, node.Options{Role: node.Scripts, Server: srv.Path})
 	p := &proc{listen: freeAddr(t), admin: freeAddr(t), dir: t.TempDir()}
 	p.mapPath = filepath.Join(p.dir, "map.yaml")
 	p.auditPath = filepath.Join(p.dir, "audit.log")

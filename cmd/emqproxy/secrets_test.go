@@ -35,8 +35,13 @@ func TestNoSecretIsAnArgument(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+	node.EachServer(t, testNodePasswordNotAnArgument)
+}
 
-	n := node.StartT(t, node.Options{Role: node.Module, Password: "s3cret"})
+// testNodePasswordNotAnArgument runs the node commands against a node
+// that requires a password.
+func testNodePasswordNotAnArgument(t *testing.T, srv node.Server) {
+	n := node.StartT(t, node.Options{Role: node.Module, Password: "s3cret", Server: srv.Path})
 	for _, c := range []struct{ cmd, args []string }{
 		{[]string{"fence", "check"}, []string{n.Addr}},
 		{[]string{"fence", "install"}, []string{n.Addr}},
