@@ -20,8 +20,11 @@ type Options struct {
 	// Registry holds the metrics /metrics exposes.
 	Registry *prometheus.Registry
 	// Ready returns nil when the proxy is ready to serve, or the reason it
-	// is not. /readyz answers 200 or 503 with the reason.
+	// is not. /readyz answers 200 or 503 (readyz.go says the body).
 	Ready func() error
+	// Upstreams, when set, returns every upstream's state, in the
+	// configuration's order: a line of /readyz each.
+	Upstreams func() []UpstreamState
 	// Reload re-reads the map and routes; nil disables POST /reload.
 	Reload func() error
 	// Capture starts (start true, with queues replacing the configured
@@ -53,17 +56,7 @@ func Handler(o Options) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if o.Ready != nil {
-			if err := o.Ready(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
-				return
-			}
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+	mux.HandleFunc("GET /readyz", readyz(o))
 	if o.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 	}

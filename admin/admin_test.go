@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,9 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, h, "GET", "/readyz"); code != 503 || !strings.Contains(body, "fence failed") {
 		t.Errorf("/readyz while not ready = %d %q", code, body)
 	}
+	if code, body := get(t, h, "GET", "/readyz"); code != 503 || body != "not ready\nproxy: not ready: upstream module-a: fence failed\n" {
+		t.Errorf("/readyz while not ready, no upstream lines = %d %q", code, body)
+	}
 	if code, body := get(t, h, "GET", "/metrics"); code != 200 || !strings.Contains(body, "emqproxy_test_total 3") {
 		t.Errorf("/metrics = %d %q", code, body)
 	}
@@ -80,5 +84,34 @@ func TestCaptureEndpoint(t *testing.T) {
 	}
 	if code, _ := get(t, Handler(Options{}), "POST", "/capture?action=start"); code != 404 && code != 405 {
 		t.Errorf("capture without a handler = %d", code)
+	}
+}
+
+// TestReadyzOneLinePerUpstream: /readyz is the verdict and a line per
+// upstream, and an error of several lines (errors.Join) stays on its
+// upstream's line.
+func TestReadyzOneLinePerUpstream(t *testing.T) {
+	var ready error
+	ups := []UpstreamState{{Name: "module-a"}, {Name: "scripts-b"}}
+	h := Handler(Options{
+		Ready:     func() error { return ready },
+		Upstreams: func() []UpstreamState { return ups },
+	})
+	if code, body := get(t, h, "GET", "/readyz"); code != 200 || body != "ready\nupstream module-a: ready\nupstream scripts-b: ready\n" {
+		t.Errorf("/readyz while ready = %d %q", code, body)
+	}
+	lost := errors.Join(errors.New("proxy: upstream connection lost"), errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: EOF"))
+	ups[1].Err = fmt.Errorf("proxy: upstream has no primary: %w", lost)
+	ready = fmt.Errorf("upstream scripts-b: %w", ups[1].Err)
+	want := "not ready\nupstream module-a: ready\n" +
+		"upstream scripts-b: not ready: proxy: upstream has no primary: proxy: upstream connection lost: read tcp 127.0.0.1:1->127.0.0.1:2: EOF\n"
+	if code, body := get(t, h, "GET", "/readyz"); code != 503 || body != want {
+		t.Errorf("/readyz with a joined error = %d %q, want %q", code, body, want)
+	}
+	ups[1].Err = nil
+	ready = errors.New("proxy: server closed")
+	want = "not ready\nupstream module-a: ready\nupstream scripts-b: ready\nproxy: not ready: proxy: server closed\n"
+	if code, body := get(t, h, "GET", "/readyz"); code != 503 || body != want {
+		t.Errorf("/readyz while shutting down = %d %q, want %q", code, body, want)
 	}
 }

@@ -236,7 +236,7 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 	case rewrite.Discard:
 		s.endBridgedMulti()
 		sub.watchUp = nil
-	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6:
+	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6, rewrite.SetLibName, rewrite.SetLibVer:
 		s.apply(f, d)
 	}
 	return nil

@@ -31,7 +31,9 @@ import (
 // sub, psub and ssub (from the server's subscribe confirmations), multi
 // (commands queued, -1 outside MULTI), qbuf and qbuf-free (the session's
 // read buffer), cmd (the last command the client sent, by the server's own
-// full name, NULL for an unknown one), user and resp. The memory and
+// full name, NULL for an unknown one), user and resp, and where the server
+// has CLIENT SETINFO (Valkey 8), lib-name and lib-ver, which the proxy
+// answers for the session. The memory and
 // output buffer fields are 0, redir -1, events r. Another session's line
 // is as of the end of its last batch: a reply it was sent (CLIENT
 // SETNAME's +OK) is always listed after.
@@ -46,7 +48,8 @@ type clientView struct {
 	laddr   string
 
 	mu    sync.Mutex
-	name  []byte // replaced, never modified, by the session
+	name  []byte    // replaced, never modified, by the session
+	lib   [2][]byte // lib-name, lib-ver: replaced, never modified
 	user  string
 	proto int
 	multi int
@@ -86,6 +89,7 @@ func (s *session) publish(at time.Time) {
 	v := &s.view
 	v.mu.Lock()
 	v.name, v.user, v.proto = s.st.Name, s.st.User, s.proto()
+	v.lib = [2][]byte{s.st.LibName, s.st.LibVer}
 	v.multi = -1
 	if s.st.InMulti {
 		v.multi = s.tx.n
@@ -109,11 +113,13 @@ func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool
 		Sub: int(v.sub.Load()), PSub: int(v.psub.Load()), SSub: int(v.ssub.Load())}
 	v.mu.Lock()
 	c.Name, c.User, c.Proto, c.Multi = v.name, v.user, v.proto, v.multi
+	c.LibName, c.LibVer = v.lib[0], v.lib[1]
 	c.QBuf, c.QBufFree = v.qbuf, v.qfree
 	last, cmd := v.last, v.cmd
 	v.mu.Unlock()
 	c.Age, c.Idle = int64(now.Sub(v.created)/time.Second), int64(max(now.Sub(last), 0)/time.Second)
 	c.Cmd = s.srv.keys.fullName(&cmd)
+	c.Lib = s.srv.keys.setInfo.Load()
 	pubsub = c.Sub+c.PSub+c.SSub > 0
 	var flags []byte
 	if pubsub {

@@ -174,7 +174,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		_ = tc.SetKeepAlive(true)
 	}
 	if d.opts.TLSConfig != nil {
-		tc := tls.Client(nc, d.opts.TLSConfig)
+		tc := tls.Client(nc, verifyHost(d.opts.TLSConfig, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = nc.Close()
 			return nil, nil, false, fmt.Errorf("%w: tls: %w", ErrUnavailable, err)
@@ -262,4 +262,20 @@ func (d *dialer) boot(ctx context.Context, c *setupConn) error {
 		}
 	}
 	return nil
+}
+
+// verifyHost returns cfg to dial addr with: cfg itself when it names the
+// server (server_name), else a copy that verifies the host dialed, as
+// crypto/tls's own dialers do (a Sentinel upstream's primary: its own).
+func verifyHost(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" {
+		return cfg
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	cfg.ServerName = host
+	return cfg
 }

@@ -81,6 +81,8 @@ type keyStore struct {
 	mu  sync.Mutex
 	tab atomic.Pointer[keyTable]
 	idx atomic.Pointer[keyIndex]
+	// setInfo: the table has CLIENT SETINFO (rewrite.State.SetInfo).
+	setInfo atomic.Bool
 }
 
 // merge adds the commands of t that the store does not have yet.
@@ -98,6 +100,8 @@ func (ks *keyStore) merge(t keyTable) {
 			next[k] = v
 		}
 	}
+	client := next["client"]
+	ks.setInfo.Store(client != nil && client.subs["setinfo"] != nil)
 	ks.idx.Store(newKeyIndex(next))
 	ks.tab.Store(&next)
 }

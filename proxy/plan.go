@@ -58,6 +58,7 @@ func (s *session) loadView() {
 	s.v.pol = s.srv.policy.Load()
 	s.st.Fenced = s.srv.fenced()
 	s.st.NoSub = s.srv.noSub()
+	s.st.SetInfo = s.srv.keys.setInfo.Load()
 }
 
 // planStep is what plan makes of one command.

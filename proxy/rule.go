@@ -160,7 +160,6 @@ var ruleExceptions = map[string]string{
 	"sort":           "@dangerous for its cost alone: one reply; SORT ... STORE is a write, under the protected-key check",
 	"sort_ro":        "@dangerous for its cost alone: one reply, a read",
 	"config|get":     "@admin: job clients check maxmemory-policy at start; only parameters named one by one and holding no credential pass (the secret check)",
-	"acl|whoami":     "noscript: it names the user the proxy connects as, no credential",
 	"client|caching": "noscript: meaningful only on a tracking connection, which is the client's own; a shared connection never tracks, so the server refuses it there",
 	"eval":           "noscript: the script rule decides it (rewrite/scripts.go)",
 	"evalsha":        "noscript: the script rule decides it (rewrite/scripts.go)",

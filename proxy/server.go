@@ -208,14 +208,24 @@ func (s *Server) Readiness() error {
 		return ErrServerClosed
 	}
 	for _, u := range s.ups {
-		if !u.Fenced() {
-			if err := u.LastError(); err != nil {
-				return fmt.Errorf("upstream %s: %w", u.name, err)
-			}
-			return fmt.Errorf("upstream %s: %w: not fenced", u.name, ErrUnavailable)
+		if err := u.Readiness(); err != nil {
+			return fmt.Errorf("upstream %s: %w", u.name, err)
 		}
 	}
 	return nil
+}
+
+// Readiness returns nil while u is served (connected and fenced), else the
+// reason it is not: the error of its last failed connection, attempt or
+// probe.
+func (u *Upstream) Readiness() error {
+	if u.Fenced() {
+		return nil
+	}
+	if err := u.LastError(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: not fenced", ErrUnavailable)
 }
 
 // fenced reports whether every upstream's fence holds. The client-side

@@ -127,7 +127,9 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 
 // resetState puts the decision state back to a new connection's.
 func (s *session) resetState() {
-	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.nc.LocalAddr().String()}
+	// RESET keeps lib-name and lib-ver, as the server does (Valkey 8).
+	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.nc.LocalAddr().String(),
+		LibName: s.st.LibName, LibVer: s.st.LibVer}
 }
 
 // serve runs the session until the client goes, a limit closes it, or the
@@ -361,6 +363,10 @@ func (s *session) apply(f frame, d *rewrite.Decision) {
 		s.st.Authenticated, s.st.User = true, d.User
 	case rewrite.SetName:
 		s.setName(d)
+	case rewrite.SetLibName:
+		s.st.LibName = clientAttr(d.Arg)
+	case rewrite.SetLibVer:
+		s.st.LibVer = clientAttr(d.Arg)
 	case rewrite.Hello:
 		if d.User != "" {
 			s.st.Authenticated, s.st.User = true, d.User
@@ -407,6 +413,14 @@ func (s *session) setName(d *rewrite.Decision) {
 	} else {
 		s.st.Name = append([]byte(nil), d.Arg...)
 	}
+}
+
+// clientAttr is a copy of a CLIENT SETINFO value, nil for "" (cleared).
+func clientAttr(a []byte) []byte {
+	if len(a) == 0 {
+		return nil
+	}
+	return append([]byte(nil), a...)
 }
 
 // addLocal adds a reply the proxy makes itself.

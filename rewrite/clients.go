@@ -19,10 +19,15 @@ type ClientInfo struct {
 	Cmd             string // the last command's full name ("client|list"); "" is NULL
 	User            string // "" is default
 	Proto           int
+	// Lib shows lib-name and lib-ver (LibName, LibVer) after resp, as a
+	// server that has CLIENT SETINFO does (State.SetInfo).
+	Lib             bool
+	LibName, LibVer []byte
 }
 
 // AppendClientInfo appends c's line, ending in "\n", in the server's field
-// order (Redis 7.0's: the fields Valkey 8 adds after resp are not shown).
+// order (Redis 7.0's: of the fields Valkey 8 adds after resp, only lib-name
+// and lib-ver are shown, with Lib).
 func AppendClientInfo(b []byte, c *ClientInfo) []byte {
 	b = append(b, "id="...)
 	b = strconv.AppendInt(b, c.ID, 10)
@@ -76,6 +81,12 @@ func AppendClientInfo(b []byte, c *ClientInfo) []byte {
 	} else {
 		b = append(b, '2')
 	}
+	if c.Lib {
+		b = append(b, " lib-name="...)
+		b = append(b, c.LibName...)
+		b = append(b, " lib-ver="...)
+		b = append(b, c.LibVer...)
+	}
 	return append(b, '\n')
 }
 
@@ -106,7 +117,7 @@ type ClientFilter struct {
 // session, as rewrite knows it (fd, age and idle unknown: -1, 0, 0).
 func clientInfo(st *State, p *Policy, cmd string) []byte {
 	c := ClientInfo{ID: st.ID, Addr: st.Addr, LocalAddr: st.LocalAddr, FD: -1, Name: st.Name, DB: p.DB,
-		Multi: -1, Cmd: cmd, User: st.User, Proto: st.Proto}
+		Multi: -1, Cmd: cmd, User: st.User, Proto: st.Proto, Lib: st.SetInfo, LibName: st.LibName, LibVer: st.LibVer}
 	return AppendClientInfo(make([]byte, 0, 320), &c)
 }
 

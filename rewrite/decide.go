@@ -79,6 +79,10 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 		if d, ok := decideClient(args, st, p); ok {
 			return d
 		}
+	case kACL:
+		if len(args) >= 2 && equalFold(args[1], "WHOAMI") {
+			return decideWhoami(args, st)
+		}
 	}
 
 	// 3. Denied.

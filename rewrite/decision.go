@@ -77,13 +77,19 @@ const (
 	// answers instead with its server's clients that List selects, each
 	// line made by AppendClientInfo, in ClientListReply's form.
 	ClientList
+	// SetLibName, SetLibVer: CLIENT SETINFO LIB-NAME|LIB-VER (Action
+	// Local, where the server has the command): Decision.Arg is the value
+	// ("" clears it), which CLIENT LIST and INFO show as the server does.
+	SetLibName
+	SetLibVer
 )
 
 // String names the effect for logs.
 func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
-		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list"}
+		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list",
+		"set_lib_name", "set_lib_ver"}
 	if int(e) < len(names) {
 		return names[e]
 	}
@@ -132,7 +138,7 @@ type Decision struct {
 	Reason Reason
 	User   string // for Auth, and Hello with AUTH
 	Proto  int    // for Hello: the protocol the session speaks from now on (2 or 3)
-	Arg    []byte // for SetName and Hello with SETNAME (refers into the command's arguments)
+	Arg    []byte // for SetName, Hello with SETNAME, SetLibName and SetLibVer (refers into the command's arguments)
 	// SetsName is true when Arg is a client name to set (SetName, or Hello
 	// with SETNAME); an empty Arg then clears the name.
 	SetsName bool
@@ -201,4 +207,10 @@ type State struct {
 	// subscribe mode: nil when it answers one reply per channel (Redis
 	// 7.0), else its refusals (Valkey 8's NOSUB).
 	NoSub *NoSub
+	// SetInfo is true when the server has CLIENT SETINFO (Valkey 8; Redis
+	// 7.0 has not, and answers it as an unknown subcommand): the proxy
+	// answers it for the session and CLIENT LIST and INFO show lib-name
+	// and lib-ver, LibName and LibVer.
+	SetInfo         bool
+	LibName, LibVer []byte
 }

@@ -232,6 +232,8 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		return d, true
 	case equalFold(sub, "LIST"):
 		return decideClientList(args, st, p), true
+	case equalFold(sub, "SETINFO") && st.SetInfo:
+		return decideSetInfo(args), true
 	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
 			var buf [maxName]byte
@@ -286,4 +288,43 @@ func LowerInto(dst, s []byte) []byte {
 		dst = append(dst, c)
 	}
 	return dst
+}
+
+// decideSetInfo answers CLIENT SETINFO LIB-NAME|LIB-VER <value> for the
+// session, with the server's (Valkey 8's) errors: it would name the shared
+// upstream connection for every client on it.
+func decideSetInfo(args [][]byte) Decision {
+	if len(args) != 4 {
+		return refuse(arityReply("client|setinfo"), ReasonArity)
+	}
+	var d Decision
+	switch {
+	case equalFold(args[2], "LIB-NAME"):
+		d = local(replyOK, SetLibName)
+	case equalFold(args[2], "LIB-VER"):
+		d = local(replyOK, SetLibVer)
+	default:
+		return refuse(errReply("ERR Unrecognized option '"+string(args[2])+"'"), ReasonProtocol)
+	}
+	for _, c := range args[3] {
+		if c < '!' || c > '~' {
+			return refuse(errReply("ERR "+string(args[2])+" cannot contain spaces, newlines or special characters."), ReasonProtocol)
+		}
+	}
+	d.Arg = args[3]
+	return d
+}
+
+// decideWhoami answers ACL WHOAMI with the session's own user, the one it
+// authenticated as (default otherwise), as the server answers a client of
+// its own; on a shared connection it would name the proxy's upstream user.
+func decideWhoami(args [][]byte, st *State) Decision {
+	if len(args) != 2 {
+		return refuse(arityReply("acl|whoami"), ReasonArity)
+	}
+	user := st.User
+	if user == "" {
+		user = "default"
+	}
+	return local(bulkReply([]byte(user)), NoEffect)
 }

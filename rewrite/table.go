@@ -34,6 +34,7 @@ const (
 	kType
 	kStrlen
 	kTTL
+	kACL
 )
 
 // Flags of a command table entry.
@@ -93,6 +94,7 @@ var commands = map[string]cmdInfo{
 	"RESET":  {kind: kReset, flags: fNoKeys},
 	"SELECT": {kind: kSelect, flags: fNoKeys},
 	"CLIENT": {kind: kClient, flags: fNoKeys | fSub},
+	"ACL":    {kind: kACL, flags: fNoKeys | fSub}, // ACL WHOAMI; the others as a subcommand family
 
 	// Scripts. Their keys are found through numkeys.
 	"EVAL":       {kind: kEval, flags: fNoKeys},
@@ -140,7 +142,6 @@ var commands = map[string]cmdInfo{
 
 	// Subcommand families (deny list checks "NAME SUB").
 	"CONFIG":   {flags: fNoKeys | fSub},
-	"ACL":      {flags: fNoKeys | fSub},
 	"FUNCTION": {flags: fNoKeys | fSub},
 	"MODULE":   {flags: fNoKeys | fSub},
 	"DEBUG":    {flags: fSub},

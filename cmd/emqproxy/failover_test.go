@@ -73,6 +73,10 @@ timeouts:
 	p.waitReady(t, false)
 	code, body, err := p.get("/readyz")
 	t.Logf("/readyz during the switch: %d %q %v", code, body, err)
+	if err != nil || code != 503 {
+		t.Fatalf("/readyz during the switch: %d %v", code, err)
+	}
+	checkReadyz(t, body, "not ready", [][2]string{{"module-a", "not ready: "}})
 	if _, err := h.WaitPromoted(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}

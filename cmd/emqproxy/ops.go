@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,20 +16,53 @@ import (
 
 func init() { extraCommands = append(extraCommands, newFenceCmd, newVerifyCmd) }
 
-// nodeAuth are the credentials flags of the commands that talk to one node.
-type nodeAuth struct{ user, pass string }
+// nodeAuth are the credentials of the commands that talk to one node. The
+// password is never taken from an argument, which every user of the host
+// sees in ps: it comes from a file (--password-file) or from
+// EMQPROXY_NODE_PASSWORD. A --password given anyway is refused before
+// anything is sent.
+type nodeAuth struct {
+	user     string
+	passFile string
+	pass     string // loaded by load
+}
+
+// credentialsHelp is what the help of every command with nodeAuth says.
+const credentialsHelp = "Credentials: --user, and the password from --password-file or " +
+	config.NodePasswordVariable + "; never an argument (ps shows every argument to every user of the host)."
 
 func (a *nodeAuth) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&a.user, "user", "", "ACL user name")
-	cmd.Flags().StringVar(&a.pass, "password", "", "password (or EMQPROXY_NODE_PASSWORD)")
+	f := cmd.Flags()
+	f.StringVar(&a.user, "user", "", "ACL user name")
+	f.StringVar(&a.passFile, "password-file", "", "a file holding the password (one trailing line break is ignored); without it, "+config.NodePasswordVariable)
+	// Registered only to refuse it with the reason.
+	f.String("password", "", "")
+	_ = f.MarkHidden("password")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return a.load(cmd) }
 }
 
-func (a *nodeAuth) password() string {
-	if a.pass != "" {
-		return a.pass
+// load refuses a --password argument and reads the password from
+// --password-file, else from the environment.
+func (a *nodeAuth) load(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("password") {
+		return fmt.Errorf("--password is not accepted: ps shows every argument to every user of the host; "+
+			"put the password in %s or in a file named by --password-file", config.NodePasswordVariable)
 	}
-	return lookupEnv(config.NodePasswordVariable)
+	if a.passFile == "" {
+		a.pass = lookupEnv(config.NodePasswordVariable)
+		return nil
+	}
+	b, err := os.ReadFile(a.passFile)
+	if err != nil {
+		return fmt.Errorf("--password-file: %w", err)
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	a.pass = strings.TrimSuffix(s, "\r")
+	return nil
 }
+
+// password is the password load found ("" for none).
+func (a *nodeAuth) password() string { return a.pass }
 
 func newFenceCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -35,13 +70,15 @@ func newFenceCmd() *cobra.Command {
 		Short: "Inspect or brand a node's {emq}:version",
 		Long: "Exit codes: 0 the node is a module node that passes the wire-6 fence " +
 			"(check) or was branded (install); 1 any other node, or the install was refused; " +
-			"2 the node could not be reached.",
+			"2 the node could not be reached.\n\n" + credentialsHelp,
 	}
 	var ca, ia nodeAuth
 	check := &cobra.Command{
 		Use:   "check ADDR",
 		Short: "Run the wire-6 fence against a node and print what it is; writes nothing",
-		Args:  cobra.ExactArgs(1),
+		Long: "Run the wire-6 fence against a node and print what it is; writes nothing. Exit codes: 0 a module " +
+			"node that passes the fence, 1 any other node, 2 the node could not be reached.\n\n" + credentialsHelp,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := fence.RunCheck(cmd.Context(), cmd.OutOrStdout(), args[0], ca.user, ca.password()); code != 0 {
 				return exitCode(code)
@@ -53,7 +90,9 @@ func newFenceCmd() *cobra.Command {
 	install := &cobra.Command{
 		Use:   "install ADDR",
 		Short: "Brand a module node: EMQ.INSTALL 1 {emq}:version",
-		Args:  cobra.ExactArgs(1),
+		Long: "Brand a module node: EMQ.INSTALL 1 {emq}:version. Exit codes: 0 branded, 1 the install was refused, " +
+			"2 the node could not be reached.\n\n" + credentialsHelp,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if code := fence.RunInstall(cmd.Context(), cmd.OutOrStdout(), args[0], ia.user, ia.password()); code != 0 {
 				return exitCode(code)
@@ -87,7 +126,7 @@ func newVerifyCmd() *cobra.Command {
 			"queue, as EVALSHA on the scripts node and as EMQ.<TOKEN> on the module node, and compares every reply " +
 			"and each queue's keys by the contract, and each reply with production's. Both nodes must be empty " +
 			"scratch nodes. Exit 1 when the nodes differ; exit 2, with nothing sent, on a corrupt, foreign or " +
-			"unknown-version capture, a sha the map does not pin, a capture without calls, or unfit nodes.",
+			"unknown-version capture, a sha the map does not pin, a capture without calls, or unfit nodes.\n\n" + credentialsHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replay != "" {

@@ -21,6 +21,12 @@ import (
 
 func init() { extraCommands = append(extraCommands, newQueueCmd) }
 
+// configCredentialsHelp says where the queue commands find the nodes'
+// credentials.
+const configCredentialsHelp = "Credentials: the upstreams' (and sentinels') usernames, passwords and TLS of the " +
+	"configuration the proxies use (--config), or its EMQPROXY_<KEY> variables " +
+	"(EMQPROXY_UPSTREAMS_<NAME>_PASSWORD); never an argument (ps shows every argument to every user of the host)."
+
 // newQueueCmd is `emqproxy queue`: moving a queue between the upstreams of
 // a configuration with every proxy running (package control), and the
 // control table's status.
@@ -40,7 +46,7 @@ func newQueueCmd() *cobra.Command {
 			"copies and verifies what changed last, and gives the queue to the target on both nodes; the " +
 			"proxies release the held commands to the target. Large keys are copied in chunks. The proxies " +
 			"must run with control.enabled. --resume completes a move that was stopped; --abort rolls one " +
-			"back before its flip. Exit 1 on any refusal or failure, with the reason.",
+			"back before its flip. Exit 1 on any refusal or failure, with the reason.\n\n" + configCredentialsHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if resume && abort {
@@ -121,7 +127,9 @@ func newQueueCmd() *cobra.Command {
 	status := &cobra.Command{
 		Use:   "status --config FILE",
 		Short: "Print the control table of every upstream: epochs, moved queues, proxies and their leases, moves in progress",
-		Args:  cobra.NoArgs,
+		Long: "Print the control table of every upstream: epochs, moved queues, proxies and their leases, moves in " +
+			"progress.\n\n" + configCredentialsHelp,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, nodes, down, err := controlNodes(spath)
 			if err != nil {

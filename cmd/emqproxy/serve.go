@@ -132,12 +132,13 @@ func serve(ctx context.Context, path string, flags *pflag.FlagSet, cfg *config.C
 	}
 	if cfg.Admin.Listen != "" {
 		d.admin, err = admin.Listen(cfg.Admin.Listen, admin.Options{
-			Registry: reg,
-			Ready:    d.srv.Readiness,
-			Reload:   d.reload,
-			Capture:  d.captureControl,
-			Pprof:    cfg.Admin.Pprof,
-			Token:    adminToken,
+			Registry:  reg,
+			Ready:     d.srv.Readiness,
+			Upstreams: d.upstreamStates,
+			Reload:    d.reload,
+			Capture:   d.captureControl,
+			Pprof:     cfg.Admin.Pprof,
+			Token:     adminToken,
 		})
 		if err != nil {
 			_ = ln.Close()
@@ -261,6 +262,16 @@ func captureOptions(cfg *config.Config, queues []string) *proxy.CaptureOptions {
 
 // captureControl is POST /capture (start, stop) and GET /capture (status):
 // start uses the capture section, with the request's queues when given.
+// upstreamStates is every upstream's line of /readyz.
+func (d *daemon) upstreamStates() []admin.UpstreamState {
+	ups := d.srv.Upstreams()
+	out := make([]admin.UpstreamState, len(ups))
+	for i, u := range ups {
+		out[i] = admin.UpstreamState{Name: u.Name(), Err: u.Readiness()}
+	}
+	return out
+}
+
 func (d *daemon) captureControl(req admin.CaptureRequest) ([]byte, error) {
 	type status struct {
 		Running bool `json:"running"`

@@ -95,10 +95,17 @@ timeouts:
 	return p
 }
 
-// run starts the binary on the configuration at cfgPath, its output in
-// p.dir/stderr.log (printed when the test fails), kills it at cleanup, and
+// run starts the binary on the configuration at cfgPath (see start) and
 // waits until /readyz answers ready.
 func (p *proc) run(t *testing.T, cfgPath string) {
+	t.Helper()
+	p.start(t, cfgPath)
+	p.waitReady(t, true)
+}
+
+// start starts the binary on the configuration at cfgPath, its output in
+// p.dir/stderr.log (printed when the test fails), and kills it at cleanup.
+func (p *proc) start(t *testing.T, cfgPath string) {
 	t.Helper()
 	var err error
 	if p.stderr, err = os.Create(filepath.Join(p.dir, "stderr.log")); err != nil {
@@ -117,7 +124,6 @@ func (p *proc) run(t *testing.T, cfgPath string) {
 			t.Logf("emqproxy log:\n%s", b)
 		}
 	})
-	p.waitReady(t, true)
 }
 
 func copyFile(t *testing.T, from, to string) {

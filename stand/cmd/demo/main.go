@@ -13,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -76,13 +77,13 @@ func run(bin string) error {
 		return err
 	}
 	fmt.Printf("client> enqueue %s %s  ->  %v\n", q, id, ok)
-	show(n, "after the enqueue")
+	show(os.Stdout, n, "after the enqueue")
 	job, empty, err := c.Claim(ctx, q, 30000)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("client> claim %s 30000  ->  %+v (empty: %v)\n", q, job, empty)
-	show(n, "after the claim")
+	show(os.Stdout, n, "after the claim")
 
 	// Stopping the proxy flushes its audit log.
 	_ = proxy.Process.Signal(os.Interrupt)
@@ -114,22 +115,34 @@ func dialWhenUp(ctx context.Context, addr string) (*legacy.Client, error) {
 	}
 }
 
-// show prints the module node's keys of the demo queue.
-func show(n *node.Node, when string) {
-	fmt.Printf("module node, %s:\n", when)
-	for _, cmd := range [][]string{
-		{"HGETALL", "emq:{quotes}:job:JOB0KHTOWnGLuC"},
-		{"ZRANGE", "emq:{quotes}:pending", "0", "-1", "WITHSCORES"},
-		{"ZRANGE", "emq:{quotes}:active", "0", "-1", "WITHSCORES"},
-	} {
+// show prints the module node's keys of the demo queue, each command as
+// redis-cli would show it at its prompt.
+func show(w io.Writer, n *node.Node, when string) {
+	fmt.Fprintf(w, "module node, %s:\n", when)
+	for _, cmd := range showCommands {
+		fmt.Fprintf(w, "  %s> %s\n", n.Addr, strings.Join(cmd, " "))
 		b, err := node.RawDo(n.Addr, cmd...)
+		var text string
+		if err == nil {
+			text, err = formatCLI(b)
+		}
 		if err != nil {
-			fmt.Printf("  %s: %v\n", strings.Join(cmd, " "), err)
+			fmt.Fprintf(w, "  %v\n", err)
 			continue
 		}
-		fmt.Printf("  %-60s %q\n", strings.Join(cmd, " "), b)
+		for _, line := range strings.SplitAfter(strings.TrimSuffix(text, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s", line)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Println()
+	fmt.Fprintln(w)
+}
+
+// showCommands read the demo queue's keys.
+var showCommands = [][]string{
+	{"HGETALL", "emq:{quotes}:job:JOB0KHTOWnGLuC"},
+	{"ZRANGE", "emq:{quotes}:pending", "0", "-1", "WITHSCORES"},
+	{"ZRANGE", "emq:{quotes}:active", "0", "-1", "WITHSCORES"},
 }
 
 func freeAddr() string {
