@@ -5,7 +5,7 @@
 # benchmark side by side in one run. Results: bench/results/<date>-<sha>.md
 # and bench/results/latest.md. Extra arguments go to the runner, e.g.
 #   ./bench/run.sh --reps 1 --mix-duration 2s      # a quick look, not a result
-# Takes about 6-10 minutes on a 2-core machine.
+# Takes about 7-11 minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

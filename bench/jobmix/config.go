@@ -40,7 +40,22 @@ type Config struct {
 	MaxCycles int64
 	// MaxSamples bounds the latency samples kept per client (0 = DefaultMaxSamples).
 	MaxSamples int
+	// KeepGoing makes a client count an error and start its next cycle
+	// (after ErrorPause) instead of stopping the run: the floods of
+	// benchrun, where the well-behaved clients' errors are a measurement.
+	// The run also ends at the window's end without waiting for calls in
+	// flight (Result.Stalled counts them).
+	KeepGoing bool
 }
+
+// ErrorPause is how long a KeepGoing client waits after an error before
+// its next cycle, so a client that gets only errors does not spin.
+const ErrorPause = 10 * time.Millisecond
+
+// StallAfter is how long a KeepGoing client's call must have been waiting
+// at the window's end to count as stalled (Result.Stalled): far above a
+// round trip on loopback, so only a call held up is counted.
+const StallAfter = 100 * time.Millisecond
 
 // Defaults.
 const (

@@ -127,3 +127,32 @@ func TestLegacyThroughProxy(t *testing.T) {
 		t.Fatalf("the module node should see EMQ.CLAIM and no EVALSHA:\n%s", reply)
 	}
 }
+
+// TestKeepGoing kills the clients' connections on the node in the middle
+// of the window: with KeepGoing the run counts the failed calls, the
+// clients reconnect and go on, and the run ends with its window.
+func TestKeepGoing(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	cfg := Config{Mode: Native, Addr: n.Addr, Clients: 2, Pipeline: 1, Warmup: 100 * time.Millisecond,
+		Duration: 800 * time.Millisecond, PauseRead: true, KeepGoing: true, Tag: "keep"}
+	killed := make(chan error, 1)
+	go func() {
+		time.Sleep(cfg.Warmup + cfg.Duration/3)
+		_, err := node.RawDo(n.Addr, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+		killed <- err
+	}()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors < 1 || res.FirstError == "" {
+		t.Fatalf("errors %d (%q), want the killed calls counted", res.Errors, res.FirstError)
+	}
+	if res.Ops <= 0 || res.Stalled != 0 {
+		t.Fatalf("ops %d, stalled %d", res.Ops, res.Stalled)
+	}
+	t.Logf("%d ops, %d errors (first: %s)", res.Ops, res.Errors, res.FirstError)
+}

@@ -26,6 +26,15 @@ type Result struct {
 	EnqueueP99us float64 `json:"enqueue_p99_us"`
 	LoopP50us    float64 `json:"loop_p50_us"`
 	LoopP99us    float64 `json:"loop_p99_us"`
+	// With Config.KeepGoing: Errors is the calls that failed in the
+	// window, FirstError the first failure of the run (warmup included);
+	// Stalled is the clients whose call had been waiting for its reply
+	// for StallAfter or longer at the window's end, and StalledUs the
+	// longest wait of a call in flight then.
+	Errors     int64   `json:"errors,omitempty"`
+	FirstError string  `json:"first_error,omitempty"`
+	Stalled    int     `json:"stalled,omitempty"`
+	StalledUs  float64 `json:"stalled_us,omitempty"`
 }
 
 // samples are one worker's latencies over the window.

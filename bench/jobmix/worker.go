@@ -19,6 +19,10 @@ type worker interface {
 	enqueue(ctx context.Context, ids []string) error
 	claim(ctx context.Context, n int) ([]string, error)
 	complete(ctx context.Context, ids []string) error
+	// reset readies the client for its next cycle after a failed call
+	// (Config.KeepGoing): valkey-go reconnects by itself; a legacy client
+	// that a fence refusal stopped is reconnected.
+	reset(ctx context.Context)
 	close()
 }
 
@@ -58,6 +62,8 @@ type getWorker struct {
 
 func (w *getWorker) close() { w.vc.Close() }
 
+func (w *getWorker) reset(context.Context) {}
+
 func (w *getWorker) get(ctx context.Context, n int) error {
 	for range n {
 		if err := w.vc.Do(ctx, w.vc.B().Get().Key(w.key).Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
@@ -81,6 +87,12 @@ type legacyWorker struct {
 }
 
 func (w *legacyWorker) close() { w.c.Close() }
+
+func (w *legacyWorker) reset(ctx context.Context) {
+	if w.c.Stopped() != nil {
+		_ = w.c.Reconnect(ctx) // a failure is the next call's error
+	}
+}
 
 func (w *legacyWorker) enqueue(ctx context.Context, ids []string) error {
 	if len(ids) == 1 {
@@ -163,6 +175,8 @@ type nativeWorker struct {
 }
 
 func (w *nativeWorker) close() { w.vc.Close() }
+
+func (w *nativeWorker) reset(context.Context) {}
 
 func (w *nativeWorker) do(ctx context.Context, build func(b valkey.Builder, i int) valkey.Completed, n int) ([]valkey.ValkeyResult, error) {
 	if n == 1 {

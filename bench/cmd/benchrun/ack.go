@@ -167,9 +167,14 @@ func (a ackResult) median(p int, name string) float64 {
 // writeAckOnly writes the report of a run of section 7 alone (--only ack):
 // <stem>-ack.md, beside the full runs' files; latest.md is left alone.
 func (r *runner) writeAckOnly(stem string) error {
+	return r.writeOnly(stem, "ack", "section 7 alone (`--only ack`)", r.writeAck)
+}
+
+// writeOnly writes the report of a section run alone: <stem>-<suffix>.md.
+func (r *runner) writeOnly(stem, suffix, title string, section func(w func(string, ...any))) error {
 	var text []byte
 	w := func(format string, args ...any) { text = fmt.Appendf(text, format, args...) }
-	w("# emqproxy benchmark: section 7 alone (`--only ack`)\n\n")
+	w("# emqproxy benchmark: %s\n\n", title)
 	w("| | |\n|---|---|\n")
 	for _, kv := range r.machineInfo() {
 		w("| %s | %s |\n", kv[0], kv[1])
@@ -177,7 +182,7 @@ func (r *runner) writeAckOnly(stem string) error {
 	for _, n := range r.notes {
 		w("\n- Note: %s\n", n)
 	}
-	r.writeAck(w)
+	section(w)
 	w("\n## Commands\n\n```\n")
 	for _, c := range r.cmds {
 		w("%s\n", c)
@@ -189,7 +194,7 @@ func (r *runner) writeAckOnly(stem string) error {
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(r.out, stem+"-ack.md")
+	path := filepath.Join(r.out, stem+"-"+suffix+".md")
 	if err := os.WriteFile(path, text, 0o644); err != nil {
 		return err
 	}

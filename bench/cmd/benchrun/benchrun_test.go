@@ -197,3 +197,37 @@ func TestBudgetRenders(t *testing.T) {
 		t.Errorf("the audit targets belong to section 4:\n%s", out)
 	}
 }
+
+func TestMetricsParsing(t *testing.T) {
+	m := parseMetrics(`# HELP emqproxy_upstream_errors_total Upstream connection failures, by kind.
+# TYPE emqproxy_upstream_errors_total counter
+emqproxy_upstream_errors_total{kind="probe",upstream="module-a"} 2
+emqproxy_upstream_errors_total{kind="fence",upstream="module-a"} 1
+emqproxy_upstream_errors_total{kind="probe",upstream="module-b"} 3
+emqproxy_upstream_reconnects_total{upstream="module-a"} 4
+emqproxy_upstream_reconnects_totalx 9
+emqproxy_client_rejected_total{reason="reply_bytes"} 1
+emqproxy_client_rejected_total{reason="write"} 0
+`)
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"emqproxy_upstream_errors_total", []string{`kind="probe"`}, 5},
+		{"emqproxy_upstream_errors_total", []string{`kind="probe"`, `upstream="module-a"`}, 2},
+		{"emqproxy_upstream_errors_total", []string{`kind="fence"`}, 1},
+		{"emqproxy_upstream_reconnects_total", nil, 4},
+		{"emqproxy_client_isolated_total", nil, 0},
+	} {
+		if got := metricSum(m, tc.name, tc.labels...); got != tc.want {
+			t.Errorf("metricSum(%s, %v) = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	if hasSeries(m, "emqproxy_client_isolated_total") || !hasSeries(m, "emqproxy_upstream_reconnects_total") {
+		t.Error("hasSeries")
+	}
+	if got := labelValues(m, "emqproxy_client_rejected_total", "reason"); got != "reply_bytes 1" {
+		t.Errorf("labelValues = %q", got)
+	}
+}

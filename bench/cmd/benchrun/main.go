@@ -55,6 +55,8 @@ type runner struct {
 	pipelines                           []int
 	mixTargets                          []mixTarget
 	ack                                 ackResult // section 7 (ack.go)
+	floodWarmup, floodDur               time.Duration
+	flood                               floodResult // section 8 (floods.go)
 }
 
 type namedText struct{ name, text string }
@@ -93,10 +95,15 @@ func run() error {
 	nP16 := flag.Int("n-p16", 1_000_000, "redis-benchmark requests per test at pipeline 16")
 	nP16k := flag.Int("n-p16-1k", 400_000, "redis-benchmark requests per test at pipeline 16 with 1 KiB values")
 	idleConns := flag.Int("idle-clients", 1000, "idle client connections for the memory measurement")
-	only := flag.String("only", "", `run one section alone: "ack" (section 7, ack_replicas), written to <stem>-ack.md`)
+	flag.DurationVar(&r.floodWarmup, "flood-warmup", time.Second, "floods: warmup of the well-behaved clients per window")
+	flag.DurationVar(&r.floodDur, "flood-duration", 4*time.Second, "floods: each window (with a flood, or none)")
+	only := flag.String("only", "", `run one section alone: "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
-	if *only != "" && *only != "ack" {
-		return fmt.Errorf("--only %q: the one section that runs alone is \"ack\"", *only)
+	if *only != "" && *only != "ack" && *only != "floods" {
+		return fmt.Errorf("--only %q: the sections that run alone are \"ack\" and \"floods\"", *only)
+	}
+	if r.floodDur <= 0 || r.floodWarmup < 0 || r.floodWarmup+r.floodDur > time.Minute {
+		return fmt.Errorf("flood warmup %v + duration %v: at most 1m, duration > 0", r.floodWarmup, r.floodDur)
 	}
 	if r.reps < 1 || r.reps > 9 {
 		return fmt.Errorf("reps %d: 1..9", r.reps)
@@ -137,10 +144,16 @@ func run() error {
 		}
 	}()
 
-	if *only == "ack" {
+	if *only != "" {
 		kind := kindBinary
 		if !r.binaryServes() {
 			kind = kindProxyd
+		}
+		if *only == "floods" {
+			if err := r.floods(ctx, kind); err != nil {
+				return err
+			}
+			return r.writeFloodsOnly(resultStem(r.root, r.started))
 		}
 		if err := r.ackReplicas(ctx, kind); err != nil {
 			return err
@@ -242,6 +255,10 @@ func run() error {
 	pdOff.stop()
 	// 7. ack_replicas, on a primary with a replica of its own.
 	if err := r.ackReplicas(ctx, kind); err != nil {
+		return err
+	}
+	// 8. Floods, on a module node of their own.
+	if err := r.floods(ctx, kind); err != nil {
 		return err
 	}
 	pxCap.stop() // writes what it has queued

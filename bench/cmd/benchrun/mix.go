@@ -26,6 +26,10 @@ type mixTarget struct {
 	// pauseRead: a native target reads the pause flag before each claim,
 	// as the legacy client does (the latency section's baseline).
 	pauseRead bool
+	// keepGoing: the clients count errors and go on (jobmix --keep-going),
+	// and the node is not reset after the run (the floods reset it
+	// before each run, and read the proxy's counters after it).
+	keepGoing bool
 }
 
 // mixResult is one jobmix run with the CPU around it.
@@ -47,14 +51,19 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 	if t.pauseRead {
 		argv = append(argv, "--pause-read")
 	}
+	if t.keepGoing {
+		argv = append(argv, "--keep-going")
+	}
 	srvPID := t.server.PID()
 	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()
 	out, load, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
 	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Since(t0)
 	m1, hasM1 := mallocsOf(t.admin)
-	if rerr := r.resetNode(t.server); rerr != nil && err == nil {
-		err = rerr
+	if !t.keepGoing {
+		if rerr := r.resetNode(t.server); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	if err != nil {
 		return mixResult{}, fmt.Errorf("job mix on %s: %w", t.name, err)

@@ -144,6 +144,7 @@ func (r *runner) writeReport(stem string) error {
 	r.writeMix(w)
 	r.writeBudget(w)
 	r.writeAck(w)
+	r.writeFloods(w)
 	tables := b.String()[summary:]
 
 	w("\n## 3. Idle memory\n\n")

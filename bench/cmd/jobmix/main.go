@@ -39,6 +39,7 @@ func run(args []string) error {
 	payload := fs.Int("payload", 64, "payload bytes per job")
 	tag := fs.String("tag", "", "queue and id prefix (default: unique per run)")
 	pauseRead := fs.Bool("pause-read", false, "native: read the pause flag before each claim, as the legacy client does")
+	keepGoing := fs.Bool("keep-going", false, "count a failed call and go on (the result's errors) instead of stopping the run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,6 +48,7 @@ func run(args []string) error {
 	res, err := jobmix.Run(ctx, jobmix.Config{
 		Mode: jobmix.Mode(*mode), Addr: *addr, Clients: *clients, Pipeline: *pipeline,
 		Warmup: *warmup, Duration: *duration, Payload: *payload, Tag: *tag, PauseRead: *pauseRead,
+		KeepGoing: *keepGoing,
 	})
 	if err != nil {
 		return err
