@@ -120,6 +120,13 @@ type Options struct {
 	// is refused (budget.go).
 	MaxBuffered int64
 
+	// SoftMemoryLimit keeps the runtime's soft memory limit at MaxBuffered
+	// plus a fixed part and an allowance per connected client (memlimit.go),
+	// so the garbage of large commands and replies is collected before the
+	// process grows to twice what it holds. It sets a process-wide knob:
+	// for one Server per process.
+	SoftMemoryLimit bool
+
 	// IdleTimeout closes a client that sends nothing for this long
 	// (0 = never, like redis's default `timeout 0`).
 	IdleTimeout time.Duration

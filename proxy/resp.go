@@ -203,6 +203,16 @@ func (r *replyReader) line() ([]byte, error) {
 // unless over the cap.
 func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
 	over = over || !r.fits(len(dst)+n, max)
+	if !over && cap(dst)-len(dst) < n {
+		// Room for the whole bulk at once, at least doubling: append's
+		// growth of a large slice by a quarter at a time, chunk after
+		// chunk, would leave several times the reply's size as garbage.
+		size := 2 * cap(dst)
+		if size < len(dst)+n {
+			size = len(dst) + n
+		}
+		dst = append(make([]byte, 0, size), dst...)
+	}
 	for n > 0 {
 		k := min(n, bigChunk)
 		if over {

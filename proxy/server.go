@@ -25,20 +25,21 @@ var replyMaxClients = []byte("-ERR max number of clients reached\r\n")
 // Server is the proxy: it accepts clients, serves each in its own session,
 // and forwards to its upstreams by route.
 type Server struct {
-	opts   Options
-	log    *zap.Logger
-	audit  *zap.Logger
-	met    *metrics
-	up     *Upstream            // the first upstream (the single-upstream shorthand's)
-	ups    []*Upstream          // every upstream, in Options order
-	byName map[string]*Upstream // by name
-	routes atomic.Pointer[router]
-	keys   keyStore // the upstreams' command tables: key positions, arities, flags
-	policy atomic.Pointer[rewrite.Policy]
-	cap    captureState // the running capture, if any (capture.go)
-	mem    *memBudget   // the process-wide memory budget (budget.go)
-	fails  authTable    // failed authentications by source address (authlimit.go)
-	ctl    *controller  // the control table's loop; nil when off (control.go)
+	opts     Options
+	log      *zap.Logger
+	audit    *zap.Logger
+	met      *metrics
+	up       *Upstream            // the first upstream (the single-upstream shorthand's)
+	ups      []*Upstream          // every upstream, in Options order
+	byName   map[string]*Upstream // by name
+	routes   atomic.Pointer[router]
+	keys     keyStore // the upstreams' command tables: key positions, arities, flags
+	policy   atomic.Pointer[rewrite.Policy]
+	cap      captureState // the running capture, if any (capture.go)
+	mem      *memBudget   // the process-wide memory budget (budget.go)
+	memLimit *memLimit    // the runtime's soft memory limit; nil: not kept (memlimit.go)
+	fails    authTable    // failed authentications by source address (authlimit.go)
+	ctl      *controller  // the control table's loop; nil when off (control.go)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (ack.go)
@@ -111,6 +112,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		listeners:  map[net.Listener]struct{}{},
 		sessions:   map[*session]struct{}{},
 		mem:        newMemBudget(opts.MaxBuffered),
+		memLimit:   newMemLimit(opts.SoftMemoryLimit, opts.MaxBuffered),
 	}
 	if err := s.registerBudgetMetrics(opts.Registry); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
@@ -294,7 +296,8 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // accept starts a session for nc, or turns it away over MaxClients.
 func (s *Server) accept(nc net.Conn) {
-	if s.clients.Add(1) > int64(s.opts.MaxClients) {
+	n := s.clients.Add(1)
+	if n > int64(s.opts.MaxClients) {
 		s.clients.Add(-1)
 		s.met.rejected.WithLabelValues("max_clients").Inc()
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
@@ -315,13 +318,14 @@ func (s *Server) accept(nc net.Conn) {
 	s.mu.Unlock()
 	s.met.accepted.Inc()
 	s.met.clients.Inc()
+	s.memLimit.track(n) // memlimit.go
 	go func() {
 		defer s.wg.Done()
 		defer func() {
 			s.mu.Lock()
 			delete(s.sessions, sess)
 			s.mu.Unlock()
-			s.clients.Add(-1)
+			s.memLimit.track(s.clients.Add(-1))
 			s.met.clients.Dec()
 		}()
 		sess.serve()

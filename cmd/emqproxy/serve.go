@@ -237,6 +237,7 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 		MaxReplyBytes:    cfg.Limits.MaxReplyBytes,
 		MaxQueuedMulti:   cfg.Limits.MaxQueuedMulti,
 		MaxBuffered:      cfg.Limits.BufferedBytes,
+		SoftMemoryLimit:  cfg.Runtime.SoftMemoryLimit && os.Getenv("GOMEMLIMIT") == "",
 		ShareCommands:    cfg.Limits.ShareCommands,
 		ShareBytes:       cfg.Limits.ShareBytes,
 		IsolateFor:       cfg.Limits.IsolateFor,
