@@ -30,14 +30,22 @@ import (
 //     (the server reports what it did not do; a command that never left
 //     keeps the unavailable error, one lost in flight the lost error).
 //
-// One WAIT per batch, not per command: WAIT confirms everything the
-// connection wrote before it. A write is a rewritten verb (EMQ.<VERB>), a
+// One WAIT per write to the node, not per command nor per client batch:
+// WAIT confirms everything the connection wrote before it. Each batch that
+// holds a write is readied with its WAIT; when the shared connection's
+// writer sends several batches in one write, only the last of them keeps
+// its WAIT, and the others ride on it (pipe.oneWait): their replies are
+// complete only once that WAIT's reply is read, and each gets a copy of it
+// as its own last reply, so settling it is the same as for a batch that
+// sent its own. A rider lost in flight gets the lost error for its WAIT
+// too, and its writes the not-confirmed error. A write is a rewritten verb (EMQ.<VERB>), a
 // verb call passed as EVALSHA to a scripts node, a script call that is not
 // a declared read (EVAL_RO, EVALSHA_RO), a command the server's table
 // flags write, and EXEC of a transaction that queued one. While WAIT
 // confirms, each costs a round trip between the primary and its replicas,
 // during which it holds up the batches written after it on its connection
-// (measured in bench, "ack_replicas 1"). The commands of a RESP3 client the
+// (measured in bench, "ack_replicas 1"): one round trip a write of many
+// clients' batches, rather than one a batch. The commands of a RESP3 client the
 // proxy bridges (bridge.go) and of a client in RESP2 subscribe mode go on
 // its own connections and are not confirmed.
 //
@@ -144,6 +152,7 @@ func (u *Upstream) ackBatch(b *batch, p *pipe, proto int, dedicated bool) *pipe 
 		b.wait, p = waitProbe, pp
 	} else {
 		b.wait = waitFull
+		b.waitLen = len(a.cmd)
 	}
 	b.out = append(b.out, a.cmd...)
 	b.n++

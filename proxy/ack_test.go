@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +147,117 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 		c.do("SET", "e", "z").is("+OK\r\n")
 		if got := nodeGet(t, r, "e"); got != "$1\r\nz\r\n" {
 			t.Errorf("the replica holds e = %q", got)
+		}
+	}
+}
+
+// Many clients' write batches combined into one write to the node are
+// confirmed by one WAIT, the write's last command: the node serves fewer
+// WAITs than batches, every client gets its own replies, and every write
+// acknowledged to a client is on the replica. A frozen replica then gets
+// every write of a combined write the not-confirmed error, the writes of
+// the batches that rode on another's WAIT included.
+func TestAckOneWaitPerWriteIntegration(t *testing.T) {
+	node.EachServer(t, testAckOneWaitPerWrite)
+}
+
+func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
+	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
+	if err := r.WaitSynced(testTimeout); err != nil {
+		t.Fatal(err)
+	}
+	h := startProxy(t, p, func(o *Options) {
+		o.Upstream.AckReplicas, o.Upstream.AckTimeout = 1, 300*time.Millisecond
+	})
+	warm := h.dial()
+	poll(t, "a first write confirmed", func() bool { return string(warm.do("SET", "warm", "1").got) == "+OK\r\n" })
+
+	const clients, each = 16, 100
+	before := waitCalls(t, p)
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			c, err := net.DialTimeout("tcp", h.addr, testTimeout)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(testTimeout))
+			br := bufio.NewReader(c)
+			key := "ctr" + strconv.Itoa(i)
+			for k := 1; k <= each; k++ {
+				if _, err := c.Write(node.AppendCommand(nil, "INCR", key)); err != nil {
+					errs <- err
+					return
+				}
+				got, err := node.ReadReply(br)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := ":" + strconv.Itoa(k) + "\r\n"; string(got) != want {
+					errs <- fmt.Errorf("client %d: INCR %d answered %q, want %q", i, k, got, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waits := waitCalls(t, p) - before
+	t.Logf("%d write batches confirmed by %d WAITs", clients*each, waits)
+	if waits >= clients*each {
+		t.Errorf("%d WAITs for %d write batches: one a batch, not one a write", waits, clients*each)
+	}
+	// Acknowledged means on the replica.
+	for i := range clients {
+		got, err := node.RawDo(r.Addr, "GET", "ctr"+strconv.Itoa(i))
+		if err != nil || string(got) != "$3\r\n100\r\n" {
+			t.Errorf("replica ctr%d = %q %v, want 100", i, got, err)
+		}
+	}
+
+	// A frozen replica: every write of every batch gets the error, riders
+	// included; the first batch that finds the replicas short tells the
+	// rest (short mode), so each client gets the error at once after it.
+	if err := r.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Thaw() }()
+	for i := range clients {
+		go func() {
+			c, err := net.DialTimeout("tcp", h.addr, testTimeout)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(testTimeout))
+			if _, err := c.Write(node.AppendCommand(nil, "INCR", "frozen"+strconv.Itoa(i))); err != nil {
+				errs <- err
+				return
+			}
+			got, err := node.ReadReply(bufio.NewReader(c))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !strings.HasPrefix(string(got), "-UPSTREAM node write not confirmed by 1 replicas") {
+				errs <- fmt.Errorf("client %d: a write while the replica is frozen answered %q", i, got)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -37,6 +37,13 @@ type batch struct {
 	// WAIT (ack.go).
 	writes []int
 	wait   uint8
+	// waitLen is the size of the WAIT at the end of out (waitFull). In a
+	// write of several batches only the last one keeps its WAIT: the
+	// others ride on it (carrier), their WAIT taken out of out, and take a
+	// copy of its reply as their last (riders; pipe.oneWait, ack.go).
+	waitLen int
+	carrier *batch
+	riders  []*batch
 
 	done chan sig // one signal at a time: sigDone once, sigLead before it
 }
@@ -60,6 +67,7 @@ func (b *batch) reset() {
 	b.ends = b.ends[:0]
 	b.over, b.lost, b.finished = false, false, false
 	b.writes, b.wait = b.writes[:0], waitNone
+	b.waitLen, b.carrier = 0, nil
 }
 
 // reply returns the bytes of reply i.
@@ -80,6 +88,25 @@ func (b *batch) fill(msg []byte) {
 		b.ends = append(b.ends, len(b.replies))
 	}
 	b.lost = true
+}
+
+// onWire is how many of the batch's replies come from its connection: all
+// but the WAIT it rides on (a carrier's, copied in by rideOn).
+func (b *batch) onWire() int {
+	if b.carrier != nil {
+		return b.n - 1
+	}
+	return b.n
+}
+
+// rideOn completes a batch that rode on carrier's WAIT with a copy of that
+// WAIT's reply, as if it had sent its own (ack.go settles it the same way).
+func (b *batch) rideOn(carrier *batch) {
+	b.carrier = nil
+	if !b.over {
+		b.replies = append(b.replies, carrier.reply(carrier.n-1)...)
+	}
+	b.ends = append(b.ends, len(b.replies))
 }
 
 // signal wakes the session waiting on the batch: every reply is there.

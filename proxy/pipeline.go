@@ -334,6 +334,9 @@ func (p *pipe) writeQueued(limit int) {
 		if p.timeout > 0 && (len(p.inflight) == p.head || p.rdl.IsZero()) {
 			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
+		if len(q) > 1 {
+			oneWait(q) // pipeline_read.go: one WAIT a write, before a reader sees them
+		}
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
 
@@ -396,7 +399,7 @@ func (p *pipe) lead(own *batch) {
 	for {
 		if ownDone {
 			p.mu.Lock()
-			if p.head == len(p.inflight) || !p.rr.buffered(p.inflight[p.head].n-len(p.inflight[p.head].ends)) {
+			if p.head == len(p.inflight) || !p.rr.buffered(p.inflight[p.head].onWire()-len(p.inflight[p.head].ends)) {
 				p.handOffLocked()
 				return
 			}
@@ -426,11 +429,9 @@ func (p *pipe) lead(own *batch) {
 		p.mu.Lock()
 		p.pop()
 		p.mu.Unlock()
-		if b == own {
+		if p.complete(b, own) { // pipeline_read.go
 			ownDone = true
-			continue
 		}
-		b.signal()
 	}
 }
 
@@ -461,6 +462,12 @@ func (p *pipe) teardown() {
 	}
 	p.mu.Unlock()
 	for _, b := range inflight {
+		for _, r := range b.riders { // read, waiting for b's WAIT (ack.go)
+			r.fill(p.lostMsg)
+			r.signal()
+		}
+		clear(b.riders)
+		b.riders = b.riders[:0]
 		b.fill(p.lostMsg)
 		b.signal()
 	}

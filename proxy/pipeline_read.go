@@ -24,7 +24,7 @@ func (p *pipe) waitReply() error {
 
 // readBatch reads b's missing replies.
 func (p *pipe) readBatch(b *batch) error {
-	for len(b.ends) < b.n {
+	for len(b.ends) < b.onWire() {
 		if err := p.waitReply(); err != nil {
 			return err
 		}
@@ -132,6 +132,53 @@ func (p *pipe) readLoop() {
 		p.mu.Lock()
 		p.pop()
 		p.mu.Unlock()
-		b.signal()
+		p.complete(b, nil)
+	}
+}
+
+// complete answers b, whose replies are all read and which was popped: a
+// batch that rides on a later batch's WAIT waits for it; a batch whose
+// WAIT others ride on answers them first (ack.go). It reports whether own
+// (whose owner is the caller, which is never signaled) was answered.
+func (p *pipe) complete(b, own *batch) (ownDone bool) {
+	if b.carrier != nil {
+		b.carrier.riders = append(b.carrier.riders, b)
+		return false
+	}
+	for _, r := range b.riders {
+		r.rideOn(b)
+		if r == own {
+			ownDone = true
+		} else {
+			r.signal()
+		}
+	}
+	clear(b.riders)
+	b.riders = b.riders[:0]
+	if b == own {
+		return true
+	}
+	b.signal()
+	return ownDone
+}
+
+// oneWait leaves one WAIT in a write of the batches q: every batch that
+// ends with its own WAIT (waitFull) but the last one has it taken out and
+// rides on the last one's, which confirms every write sent before it on
+// the connection (ack.go). The caller holds the writer's role.
+func oneWait(q []*batch) {
+	var carrier *batch
+	for i := len(q) - 1; i >= 0; i-- {
+		b := q[i]
+		if b.waitLen == 0 {
+			continue
+		}
+		if carrier == nil {
+			carrier = b
+			continue
+		}
+		b.out = b.out[:len(b.out)-b.waitLen]
+		b.waitLen = 0
+		b.carrier = carrier
 	}
 }
