@@ -151,8 +151,11 @@ func TestKeepGoing(t *testing.T) {
 	if res.Errors < 1 || res.FirstError == "" {
 		t.Fatalf("errors %d (%q), want the killed calls counted", res.Errors, res.FirstError)
 	}
-	if res.Ops <= 0 || res.Stalled != 0 {
-		t.Fatalf("ops %d, stalled %d", res.Ops, res.Stalled)
+	// Each client has at most one call in flight when the window ends; one
+	// waiting 100 ms or more then (stalled) is what a loaded machine may
+	// show, not a fault of the run, so it is bounded, not forbidden.
+	if res.Ops <= 0 || res.Stalled > cfg.Clients {
+		t.Fatalf("ops %d, stalled %d (of %d clients)", res.Ops, res.Stalled, cfg.Clients)
 	}
 	t.Logf("%d ops, %d errors (first: %s)", res.Ops, res.Errors, res.FirstError)
 }
