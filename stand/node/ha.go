@@ -264,3 +264,55 @@ func masterAddr(ctx context.Context, c valkey.Client, master string) (string, er
 	}
 	return net.JoinHostPort(hp[0], hp[1]), nil
 }
+
+// WaitWhole waits until the master set is whole again, whichever of its two
+// nodes the sentinels chose: every sentinel that answers names the same
+// node master, that node answers ROLE with master, and the other node's
+// link to it is up. It returns the master. A test that restarts a killed
+// primary as a replica waits with it rather than with that node's
+// WaitSynced: on a loaded machine the sentinels may fail over once more
+// (down-after is a second on the stand), and then the restarted node is
+// the master.
+func (h *HA) WaitWhole(timeout time.Duration) (*Node, error) {
+	clients, err := h.sentinelClients()
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(clients)
+	var master *Node
+	err = poll(timeout, func() (bool, error) {
+		var named string
+		for _, c := range clients {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			addr, err := masterAddr(ctx, c, h.Master)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if named != "" && addr != named {
+				return false, nil // the sentinels do not agree yet
+			}
+			named = addr
+		}
+		var other *Node
+		switch named {
+		case h.Primary.Addr:
+			master, other = h.Primary, h.Replica
+		case h.Replica.Addr:
+			master, other = h.Replica, h.Primary
+		default:
+			return false, nil
+		}
+		if role, err := master.Role(); err != nil || role != "master" {
+			return false, nil
+		}
+		host, _ := other.Replication("master_host")
+		port, _ := other.Replication("master_port")
+		link, err := other.Replication("master_link_status")
+		return link == "up" && net.JoinHostPort(host, port) == master.Addr, err
+	}, "master set %s not whole (a master and its replica's link up)", h.Master)
+	if err != nil {
+		return nil, err
+	}
+	return master, nil
+}
