@@ -129,6 +129,9 @@ func (s *session) flush() {
 	}
 	s.shareAfter()     // share.go
 	s.captureReplies() // capture.go
+	if s.execLoad != nil {
+		s.execLoad.read(s) // transaction.go: the SCRIPT LOADs EXEC ran
+	}
 	s.emit()
 	if s.unpin {
 		s.closePinned()

@@ -84,6 +84,7 @@ type session struct {
 	blocker   *pipe     // the connection for blocking commands
 	blockerUp *Upstream // its upstream
 	tx        transaction
+	execLoad  *execLoad   // the SCRIPT LOAD fan-out of the segment's EXEC (transaction.go)
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 	rm        replyMode   // CLIENT REPLY (clientreply.go)
