@@ -115,6 +115,7 @@ func (s *session) flush() {
 			blocking := pt.p == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
+				s.view.blockGen.Add(1)
 			}
 			s.view.blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
