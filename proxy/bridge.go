@@ -147,6 +147,14 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		for range s.tx.n + 1 {
 			leg.swap(nil)
 		}
+		var ld *execLoad
+		if len(s.tx.loads) > 0 {
+			// The SCRIPT LOAD fan-out: EXEC's reply is kept on its way
+			// (transaction.go's execLoad).
+			ld = &execLoad{up: leg.u, loads: s.tx.loads}
+			s.tx.loads = nil
+			leg.swapTap(tap{pass: true, keep: &ld.reply})
+		}
 		if err := leg.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
 			return err
 		}
@@ -154,12 +162,25 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		s.endBridgedMulti()
 		sub.watchUp = nil // EXEC ends the WATCH
 		s.relayed(audit, leg.u)
+		if ld != nil {
+			// Once EXEC's reply is relayed, the loads it ran go to the
+			// other upstreams before the client's next command is sent.
+			if err := s.bridgeBarrier(out); err != nil {
+				return err
+			}
+			ld.ran(ld.reply)
+			ld.send(s)
+			if len(s.parts) > 0 {
+				s.flush()
+			}
+		}
 		return nil
 	case s.st.InMulti && forwarded && !s.tx.room(s, f):
 		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
 		s.st.MultiAborted = true
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
+		s.tx.noteLoad(f)
 		s.tx.buf = encode(s.tx.buf, f, d)
 		s.tx.n++
 		s.tx.noteRoute(s, d)

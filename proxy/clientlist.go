@@ -58,8 +58,12 @@ type clientView struct {
 	qbuf  int
 	qfree int
 
-	sub, psub, ssub atomic.Int32 // the relay's (subscribe mode)
-	blocked         atomic.Bool  // waiting on a blocking command
+	sub, psub, ssub atomic.Int32  // the relay's (subscribe mode)
+	blocked         atomic.Bool   // waiting on a blocking command
+	blockGen        atomic.Uint64 // counts the waits (clientkill.go)
+	// blockOn is the connection blocking commands go on, with its id on
+	// the server (clientkill.go).
+	blockOn atomic.Pointer[blockConn]
 }
 
 // viewName is a short copy of a command name (longer ones are unknown).

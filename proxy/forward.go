@@ -76,7 +76,7 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 			s.blocker = nil
 		}
 		s.blockerUp = u
-		return s.dedicated(u, &s.blocker), true
+		return s.blocking(u), true
 	}
 	p = u.shared(s.id, s.proto())
 	if p == nil && s.proto() == 3 {
@@ -130,6 +130,27 @@ func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
 		return nil
 	}
 	*slot = p
+	return p
+}
+
+// blocking returns the client's connection for blocking commands, opening
+// it when needed, and notes its id on the server for CLIENT UNBLOCK
+// (clientkill.go); nil when it cannot be opened.
+func (s *session) blocking(u *Upstream) *pipe {
+	if p := s.blocker; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
+		return p
+	}
+	if s.blocker != nil {
+		s.blocker.close()
+		s.blocker = nil
+	}
+	p, id, err := u.blockingPipe(s.srv.ctx, s.proto())
+	if err != nil {
+		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	s.blocker = p
+	s.view.blockOn.Store(&blockConn{up: u, id: id})
 	return p
 }
 

@@ -25,7 +25,9 @@ import (
 //     relay's tap on the bridge);
 //   - the SCRIPT LOAD fan-out: a body the proxy answers itself (a verb's)
 //     also goes to every scripts upstream, a forwarded one to every other
-//     upstream (route_session.go), their replies dropped.
+//     upstream (route_session.go), their replies dropped; one queued in
+//     MULTI goes to the others once EXEC's reply shows the server ran it
+//     (transaction.go's execLoad).
 
 // observe reports a planned command (metrics, the batch's kind) and
 // returns its audit record's index, or -1.
@@ -96,6 +98,7 @@ type tap struct {
 	m     *shamap.Map // the map the patch answers from
 	rec   *capture.Record
 	c     *capturer
+	keep  *[]byte // gets a copy of the server's reply (an EXEC's: transaction.go)
 }
 
 // apply returns what the client gets for the server's reply fr.
@@ -104,6 +107,9 @@ func (t *tap) apply(fr []byte) []byte {
 		t.rec.Reply = append([]byte(nil), fr...)
 		t.rec.Latency = time.Since(t.rec.Time)
 		t.c.w.AddBatch([]*capture.Record{t.rec})
+	}
+	if t.keep != nil {
+		*t.keep = append([]byte(nil), fr...)
 	}
 	if !t.pass {
 		return t.reply

@@ -128,6 +128,27 @@ func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
 	return p, nil
 }
 
+// blockingPipe is dedicated for a blocking command's connection, with the
+// connection's id on the server (CLIENT ID, asked as it opens; 0 when the
+// server does not answer it): CLIENT UNBLOCK of the session names it
+// (clientkill.go).
+func (u *Upstream) blockingPipe(ctx context.Context, proto int) (*pipe, int64, error) {
+	dl, err := u.own(ctx, proto)
+	if err != nil {
+		return nil, 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
+	r, err := (&setupConn{nc: dl.nc, rr: replyReader{br: dl.br}}).Do(cctx, "CLIENT", "ID")
+	cancel()
+	if err != nil {
+		u.disown(dl.nc)
+		return nil, 0, err
+	}
+	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, true)
+	u.attach(p, dl.addr) // failover.go
+	return p, r.Int, nil
+}
+
 // isolatedPipe opens the connection of one heavy client's own (share.go) in
 // protocol proto, owned (see above), with the shared connections' reply
 // and write timeouts, and read inline by its session as a shared

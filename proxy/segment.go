@@ -115,6 +115,7 @@ func (s *session) flush() {
 			blocking := pt.p == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
+				s.view.blockGen.Add(1)
 			}
 			s.view.blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
@@ -129,6 +130,9 @@ func (s *session) flush() {
 	}
 	s.shareAfter()     // share.go
 	s.captureReplies() // capture.go
+	if s.execLoad != nil {
+		s.execLoad.read(s) // transaction.go: the SCRIPT LOADs EXEC ran
+	}
 	s.emit()
 	if s.unpin {
 		s.closePinned()

@@ -84,6 +84,7 @@ type session struct {
 	blocker   *pipe     // the connection for blocking commands
 	blockerUp *Upstream // its upstream
 	tx        transaction
+	execLoad  *execLoad   // the SCRIPT LOAD fan-out of the segment's EXEC (transaction.go)
 	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	authFails int         // failed AUTHs on this connection (authlimit.go)
 	rm        replyMode   // CLIENT REPLY (clientreply.go)
@@ -319,7 +320,8 @@ func (s *session) flushHeld() error {
 // localReply completes a reply the proxy makes from what only it knows:
 // the server's HELLO reply with the session's id (dial.go; the first RESP3
 // client opens the RESP3 connections, whose boot brings the server's RESP3
-// reply), and CLIENT LIST of its own clients (clientlist.go).
+// reply), CLIENT LIST of its own clients (clientlist.go), CLIENT UNBLOCK
+// and CLIENT KILL ID of them (clientkill.go).
 func (s *session) localReply(d *rewrite.Decision) {
 	if d.Action != rewrite.Local {
 		return
@@ -335,6 +337,10 @@ func (s *session) localReply(d *rewrite.Decision) {
 		}
 	case rewrite.ClientList:
 		d.Reply = s.clientList(d.List) // clientlist.go
+	case rewrite.ClientUnblock:
+		d.Reply = s.clientUnblock(d.Target) // clientkill.go
+	case rewrite.ClientKill:
+		d.Reply = s.clientKill(d.Target) // clientkill.go
 	}
 }
 

@@ -55,6 +55,17 @@ type transaction struct {
 	// writes: a queued command is a write, so EXEC's reply waits for the
 	// replicas where the upstream asks for them (ack.go).
 	writes bool
+	// loads are the queued SCRIPT LOADs: once EXEC has run them, they go
+	// to every other upstream as well (execLoads).
+	loads []txLoad
+}
+
+// txLoad is a SCRIPT LOAD queued in a transaction: at is its place among
+// the queued commands (its reply's in EXEC's array), raw its bytes (a
+// copy).
+type txLoad struct {
+	at  int
+	raw []byte
 }
 
 // txFreeBytes are the bytes of a transaction's queued commands not taken
@@ -77,6 +88,8 @@ func (t *transaction) forget() {
 	t.defKeyed = false
 	t.verbs = 0
 	t.writes = false
+	clear(t.loads)
+	t.loads = t.loads[:0]
 }
 
 // clear drops the transaction.
@@ -118,6 +131,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 		s.st.MultiAborted = true
 		return
 	}
+	t.noteLoad(f)
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
@@ -174,6 +188,15 @@ func (t *transaction) noteRoute(s *session, d *rewrite.Decision) {
 	}
 }
 
+// noteLoad notes a SCRIPT LOAD being queued (before t.n counts it). Only a
+// forwarded one is queued: a verb body's, which the proxy answers itself,
+// is refused inside MULTI.
+func (t *transaction) noteLoad(f frame) {
+	if isScriptLoad(f.args) {
+		t.loads = append(t.loads, txLoad{at: t.n, raw: append([]byte(nil), f.raw...)})
+	}
+}
+
 // eachQueue calls f with each queued command's queue.
 func (t *transaction) eachQueue(f func(q []byte)) {
 	at := 0
@@ -191,6 +214,7 @@ func (t *transaction) appendQueues(qs [][]byte) [][]byte {
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
 func (t *transaction) exec(s *session, f frame, audit int) {
+	defer s.loadAfterExec() // last: the transaction is over by then
 	defer func() {
 		t.clear(s)
 		s.st.InMulti, s.st.MultiAborted = false, false
@@ -248,4 +272,71 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	b.n += t.n + 2
 	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: s.mute})
 	s.simple = false
+	if len(t.loads) > 0 {
+		// The SCRIPT LOAD fan-out waits for EXEC's reply (flush): only
+		// the loads the server ran go to the other upstreams, in the
+		// next segment, before anything the client sends after EXEC.
+		s.execLoad = &execLoad{part: s.cur, idx: base + t.n + 1, up: u, loads: t.loads}
+		t.loads = nil
+	}
+}
+
+// loadAfterExec sends the segment holding a transaction's EXEC when the
+// transaction queued SCRIPT LOADs, and adds to the next segment the loads
+// the server ran (see execLoad).
+func (s *session) loadAfterExec() {
+	if s.execLoad == nil {
+		return
+	}
+	s.flush()
+	s.execLoad.send(s)
+	s.execLoad = nil
+}
+
+// execLoad is the SCRIPT LOAD fan-out of a transaction whose EXEC is in
+// the current segment: the SCRIPT LOADs it queued, and where EXEC's reply
+// is (part, idx) and which upstream ran it (up).
+type execLoad struct {
+	part, idx int
+	up        *Upstream
+	loads     []txLoad
+	reply     []byte // EXEC's reply, on the bridge (the relay's tap keeps it)
+}
+
+// ran keeps the loads EXEC's reply shows the server ran: its array's
+// element for each is the script's sha. A transaction the server
+// discarded (EXECABORT, a WATCH that failed: not an array) ran none.
+func (e *execLoad) ran(reply []byte) {
+	rep, _, err := decodeReply(reply)
+	if err != nil || rep.Type != '*' || rep.Null {
+		e.loads = e.loads[:0]
+		return
+	}
+	kept := e.loads[:0]
+	for _, l := range e.loads {
+		if l.at < len(rep.Elems) && rep.Elems[l.at].Type == '$' && !rep.Elems[l.at].Null {
+			kept = append(kept, l)
+		}
+	}
+	e.loads = kept
+}
+
+// read finds EXEC's reply in the segment's batches, before flush emits
+// them.
+func (e *execLoad) read(s *session) {
+	pt := &s.parts[e.part]
+	if !pt.sent || pt.b.over || e.idx >= len(pt.b.ends) {
+		e.loads = e.loads[:0]
+		return
+	}
+	e.ran(pt.b.reply(e.idx))
+}
+
+// send adds the loads the server ran to the current segment's part for
+// every other upstream's shared connection (route_session.go's
+// loadEverywhere).
+func (e *execLoad) send(s *session) {
+	for _, l := range e.loads {
+		s.loadEverywhere(frame{raw: l.raw}, e.up)
+	}
 }

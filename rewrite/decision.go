@@ -82,6 +82,17 @@ const (
 	// ("" clears it), which CLIENT LIST and INFO show as the server does.
 	SetLibName
 	SetLibVer
+	// ClientUnblock: CLIENT UNBLOCK <id> [TIMEOUT|ERROR] (Action Local,
+	// where policy.allow opens it). Reply is the answer of a server whose
+	// only client is this session (:0); the session answers for the
+	// client Target names among its server's, unblocking it if it is
+	// blocked.
+	ClientUnblock
+	// ClientKill: CLIENT KILL with ID and SKIPME filters only (Action
+	// Local, where policy.allow opens it). Reply is :0; the session closes
+	// the client Target names (every client but itself for ID 0, or but
+	// none under SKIPME no) among its server's, and answers how many.
+	ClientKill
 )
 
 // String names the effect for logs.
@@ -89,7 +100,7 @@ func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
 		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list",
-		"set_lib_name", "set_lib_ver"}
+		"set_lib_name", "set_lib_ver", "client_unblock", "client_kill"}
 	if int(e) < len(names) {
 		return names[e]
 	}
@@ -144,6 +155,19 @@ type Decision struct {
 	SetsName bool
 	// List selects the clients of a ClientList decision.
 	List *ClientFilter
+	// Target is the client of a ClientUnblock or ClientKill decision.
+	Target *ClientTarget
+}
+
+// ClientTarget is the client CLIENT UNBLOCK or CLIENT KILL acts on.
+type ClientTarget struct {
+	// ID is the client's id (CLIENT KILL: 0 for every client).
+	ID int64
+	// Error: CLIENT UNBLOCK ... ERROR (the blocked command fails with
+	// -UNBLOCKED), else as if it timed out.
+	Error bool
+	// SkipMe: CLIENT KILL's SKIPME (yes unless the client said no).
+	SkipMe bool
 }
 
 // UnknownScripts is the policy for scripts the map does not pin.

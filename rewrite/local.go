@@ -234,6 +234,12 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		return decideClientList(args, st, p), true
 	case equalFold(sub, "SETINFO") && st.SetInfo:
 		return decideSetInfo(args), true
+	case equalFold(sub, "UNBLOCK") && opened(p, "CLIENT UNBLOCK"):
+		return decideUnblock(args), true
+	case equalFold(sub, "KILL") && opened(p, "CLIENT KILL"):
+		if d, ok := decideKill(args); ok {
+			return d, true
+		}
 	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
 			var buf [maxName]byte
@@ -313,6 +319,81 @@ func decideSetInfo(args [][]byte) Decision {
 	}
 	d.Arg = args[3]
 	return d
+}
+
+// opened reports whether policy.allow opens entry ("CLIENT KILL"), by its
+// name or its command's.
+func opened(p *Policy, entry string) bool {
+	return p.Allow["CLIENT"] || p.Allow[entry]
+}
+
+// decideUnblock answers CLIENT UNBLOCK <id> [TIMEOUT|ERROR] with the
+// server's errors; the session answers the rest for its server's clients
+// (a server's id on a shared connection names none of them).
+func decideUnblock(args [][]byte) Decision {
+	switch {
+	case len(args) < 3:
+		return refuse(arityReply("client|unblock"), ReasonArity)
+	case len(args) > 4:
+		return refuse(errReply("ERR unknown subcommand or wrong number of arguments for '"+string(args[1])+
+			"'. Try CLIENT HELP."), ReasonArity)
+	}
+	t := &ClientTarget{}
+	if len(args) == 4 {
+		switch {
+		case equalFold(args[3], "TIMEOUT"):
+		case equalFold(args[3], "ERROR"):
+			t.Error = true
+		default:
+			return refuse(errReply("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), ReasonProtocol)
+		}
+	}
+	id, ok := ParseInt(args[2])
+	if !ok {
+		return refuse(replyNotInt, ReasonProtocol)
+	}
+	t.ID = id
+	d := local([]byte(":0\r\n"), ClientUnblock)
+	d.Target = t
+	return d
+}
+
+// decideKill answers CLIENT KILL whose filters are ID and SKIPME alone,
+// with the server's errors; ok is false for every other form (the old
+// CLIENT KILL <addr>, ADDR, LADDR, TYPE, USER, MAXAGE), which goes on
+// through the deny list and the rule.
+func decideKill(args [][]byte) (d Decision, ok bool) {
+	if len(args) < 4 || len(args)%2 != 0 {
+		return Decision{}, false
+	}
+	for i := 2; i < len(args); i += 2 {
+		if !equalFold(args[i], "ID") && !equalFold(args[i], "SKIPME") {
+			return Decision{}, false
+		}
+	}
+	t := &ClientTarget{SkipMe: true}
+	for i := 2; i < len(args); i += 2 {
+		v := args[i+1]
+		if equalFold(args[i], "ID") {
+			id, ok := ParseInt(v)
+			if !ok || id < 1 {
+				return refuse(errReply("ERR client-id should be greater than 0"), ReasonProtocol), true
+			}
+			t.ID = id
+			continue
+		}
+		switch {
+		case equalFold(v, "YES"):
+			t.SkipMe = true
+		case equalFold(v, "NO"):
+			t.SkipMe = false
+		default:
+			return refuse(replySyntax, ReasonProtocol), true
+		}
+	}
+	d = local([]byte(":0\r\n"), ClientKill)
+	d.Target = t
+	return d, true
 }
 
 // decideWhoami answers ACL WHOAMI with the session's own user, the one it
