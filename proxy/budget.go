@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
@@ -64,14 +66,17 @@ const reasonMemoryBudget = "memory_budget"
 // beyond it, with the runtime's garbage, stays under it.
 const DefaultMaxBuffered = 128 << 20
 
-// freeReplyBytes are the bytes of a batch's replies (and of a session's
-// pending output) not taken from the budget: the common small reply never
-// touches it.
-const freeReplyBytes = 16 << 10
+// The bytes of a batch's replies (and of a session's pending output) not
+// taken from the budget are resp.FreeReplyBytes: the common small reply
+// never touches it. A reply takes at least resp.ReplyGrant at a time.
 
-// replyGrant is the least a reply takes from the budget at a time, so a
-// reply of many small parts asks it once per 64 KiB, not per part.
-const replyGrant = 64 << 10
+// replyAcct is what replies being read hold of the memory budget: the reply
+// reader's account (it takes from the budget as a reply grows), and the
+// replies dropped for the budget.
+type replyAcct struct {
+	resp.Account
+	dropped int // replies dropped for the budget, not yet counted
+}
 
 // memBudget is the process-wide budget of held bytes.
 type memBudget struct {
@@ -136,10 +141,10 @@ func (m *memBudget) grantLocked(id uint64, n int64, holder, first bool) bool {
 	return true
 }
 
-// tryTake takes n bytes when they fit, without waiting (replies,
+// TryTake takes n bytes when they fit, without waiting (replies,
 // transactions, subscribers: they cannot wait). Waiting input does not go
 // before them: what is being answered is released soonest.
-func (m *memBudget) tryTake(n int64) bool {
+func (m *memBudget) TryTake(n int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.used+n > m.limit {
@@ -259,14 +264,14 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 	}
 	if charge > 0 {
 		if !wait {
-			if !mem.tryTake(charge) {
+			if !mem.TryTake(charge) {
 				return false, nil
 			}
 		} else if err := mem.take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
 			return false, err
 		}
 	}
-	s.fr.reset() // the last round's frames point into the old buffer
+	s.fr.Reset() // the last round's frames point into the old buffer
 	nb := make([]byte, size)
 	s.end = copy(nb, s.buf[s.start:s.end])
 	s.start = 0
@@ -306,8 +311,8 @@ func (s *session) releaseMemory() {
 	mem.give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
 	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
 	for _, b := range s.spare {
-		mem.give(b.acct.held)
-		b.acct.held = 0
+		mem.give(b.acct.Held)
+		b.acct.Held = 0
 	}
 	mem.done(s.id)
 }
@@ -316,7 +321,7 @@ func (s *session) releaseMemory() {
 // (replies copied there from their batches, whose bytes are released
 // right after), without waiting: they are already read.
 func (s *session) holdOutput() {
-	if want := int64(len(s.out) - freeReplyBytes); want > s.outHeld {
+	if want := int64(len(s.out) - resp.FreeReplyBytes); want > s.outHeld {
 		s.srv.mem.force(want - s.outHeld)
 		s.outHeld = want
 	}
@@ -332,8 +337,8 @@ func (s *session) releaseOutput() {
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
 func (s *session) releaseReplies(b *batch) {
-	s.srv.mem.give(b.acct.held)
-	b.acct.held = 0
+	s.srv.mem.give(b.acct.Held)
+	b.acct.Held = 0
 	if b.acct.dropped > 0 {
 		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Add(float64(b.acct.dropped))
 		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.acct.dropped), zap.Int64("budget", s.srv.mem.limit))

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -107,7 +108,7 @@ type capPending struct {
 
 // captureCommand records the command just forwarded (the session's last
 // slot) when a capture wants its queue (observe.go).
-func (s *session) captureCommand(f frame, d *rewrite.Decision) {
+func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
 	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // setupConn is the synchronous connection used before a connection joins
@@ -22,7 +23,7 @@ import (
 // An error reply is returned as a Reply of Type '-', not as an error.
 type setupConn struct {
 	nc  net.Conn
-	rr  replyReader
+	rr  resp.Reader
 	buf []byte
 }
 
@@ -32,7 +33,7 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 	if err != nil {
 		return fence.Reply{}, err
 	}
-	r, _, err := decodeReply(raw)
+	r, _, err := resp.Decode(raw)
 	if err != nil {
 		return fence.Reply{}, err
 	}
@@ -52,7 +53,7 @@ func (c *setupConn) raw(ctx context.Context, args ...string) ([]byte, error) {
 	if _, err := c.nc.Write(c.buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
-	raw, _, err := c.rr.read(nil, -1)
+	raw, _, err := c.rr.Read(nil, -1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
@@ -182,7 +183,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		nc = tc
 	}
 	br = bufio.NewReaderSize(nc, readBufSize)
-	sc := &setupConn{nc: nc, rr: replyReader{br: br}}
+	sc := &setupConn{nc: nc, rr: resp.NewReader(br)}
 	if err := d.boot(ctx, sc); err != nil {
 		_ = nc.Close()
 		return nil, nil, false, err

@@ -5,10 +5,10 @@
 // its own pipelined upstream connections, and writes every reply back to
 // the client byte for byte as the server sent it, in command order.
 //
-// It owns: the client input framer and its limits (guard.go) and read
-// buffer (input.go); the session loop that alone knows about order
-// (session.go, transaction.go, segment.go); the plan, the one place a
-// command is decided in every session mode (plan.go), under a view of the
+// It owns: the client's read buffer (input.go), framed by package resp;
+// the session loop that alone knows about order (session.go,
+// transaction.go, segment.go); the plan, the one place a command is
+// decided in every session mode (plan.go), under a view of the
 // policy, routes, control state and fences loaded once per read, with what
 // it draws on: the queue-time errors (queuecheck.go), the shared-connection
 // rule (rule.go: which commands may travel on a shared connection, the
@@ -21,8 +21,8 @@
 // the SCRIPT EXISTS patch, the SCRIPT LOAD fan-out); the connections a
 // command goes on (forward.go): the pipelined shared ones that coalesce
 // many clients' batches into one write and frame replies without decoding
-// them (pipeline.go, pipeline_read.go, pipeline_idle.go, batch.go,
-// resp.go, upstream.go, dial.go) with their lazily set deadlines
+// them with package resp (pipeline.go, pipeline_read.go, pipeline_idle.go,
+// batch.go, upstream.go, dial.go) with their lazily set deadlines
 // (deadline.go), and the connections of one client each, owned by their
 // upstream through the one fence check (owned.go); the periodic re-run of
 // the fence on a live upstream, which closes every connection of an

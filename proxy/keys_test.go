@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -19,7 +20,7 @@ func rawSetup(t *testing.T, addr string) *setupConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	return &setupConn{nc: nc, rr: replyReader{br: bufio.NewReaderSize(nc, readBufSize)}}
+	return &setupConn{nc: nc, rr: resp.NewReader(bufio.NewReaderSize(nc, readBufSize))}
 }
 
 // TestKeyPositionsMatchGetkeys holds the key positions the proxy computes

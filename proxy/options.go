@@ -9,6 +9,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -27,6 +28,11 @@ const (
 	DefaultShareCommands = 64
 	DefaultShareBytes    = 1 << 20
 	DefaultIsolateFor    = 30 * time.Second
+	// DefaultMaxMultibulk, DefaultMaxBulk and DefaultMaxInline are the
+	// client input framer's limits (package resp).
+	DefaultMaxMultibulk = resp.DefaultMaxMultibulk
+	DefaultMaxBulk      = resp.DefaultMaxBulk
+	DefaultMaxInline    = resp.DefaultMaxInline
 	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
 	// the most one incomplete command may make the proxy buffer.
 	DefaultMaxQueryBuffer  = 1024 * 1024 * 1024

@@ -103,11 +103,11 @@ func (sub *subscriber) stop(abort bool) {
 	}
 	sub.drain()
 	mem := sub.s.srv.mem // what the relays and the writer still hold
-	mem.give(sub.acct.held)
-	sub.acct.held = 0
+	mem.give(sub.acct.Held)
+	sub.acct.Held = 0
 	for _, l := range sub.legs {
-		mem.give(l.acct.held)
-		l.acct.held = 0
+		mem.give(l.acct.Held)
+		l.acct.Held = 0
 	}
 	sub.mu.Lock()
 	mem.give(sub.pendHeld)

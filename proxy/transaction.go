@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -94,7 +95,7 @@ func (t *transaction) clear(s *session) {
 }
 
 // queue adds a command decided inside MULTI.
-func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int) {
+func (t *transaction) queue(s *session, f resp.Frame, d *rewrite.Decision, audit int) {
 	if d.Action == rewrite.Refuse {
 		s.addLocal(d.Reply, audit)
 		if d.Effect == rewrite.AbortMulti {
@@ -107,7 +108,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 		s.addLocal(replyQueued, audit)
 		return
 	}
-	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.raw)) > s.srv.opts.MaxReplyBytes {
+	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.Raw)) > s.srv.opts.MaxReplyBytes {
 		s.addLocal(replyTxTooLarge, audit)
 		s.st.MultiAborted = true
 		return
@@ -121,7 +122,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
-		t.writes = s.isWrite(f.args, d) // ack.go
+		t.writes = s.isWrite(f.Args, d) // ack.go
 	}
 	t.noteRoute(s, d)
 	s.addLocal(replyQueued, audit)
@@ -135,12 +136,12 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 // room takes from the memory budget the bytes f adds to buf past the free
 // ones (a rewritten head is at most 64 bytes longer than the client's);
 // false when the budget cannot give them.
-func (t *transaction) room(s *session, f frame) bool {
-	want := int64(len(t.buf) + len(f.raw) + 64 - txFreeBytes)
+func (t *transaction) room(s *session, f resp.Frame) bool {
+	want := int64(len(t.buf) + len(f.Raw) + 64 - txFreeBytes)
 	if want <= t.held {
 		return true
 	}
-	if !s.srv.mem.tryTake(want - t.held) {
+	if !s.srv.mem.TryTake(want - t.held) {
 		return false
 	}
 	t.held = want
@@ -190,7 +191,7 @@ func (t *transaction) appendQueues(qs [][]byte) [][]byte {
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
-func (t *transaction) exec(s *session, f frame, audit int) {
+func (t *transaction) exec(s *session, f resp.Frame, audit int) {
 	defer func() {
 		t.clear(s)
 		s.st.InMulti, s.st.MultiAborted = false, false
@@ -199,7 +200,7 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 		}
 	}()
 	u := s.route()
-	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.raw), t.n+2)
+	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.Raw), t.n+2)
 	if s.over {
 		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
 		return
@@ -236,7 +237,7 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	} else {
 		b.out = append(b.out, t.buf...)
 	}
-	b.out = append(b.out, f.raw...)
+	b.out = append(b.out, f.Raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
 			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
