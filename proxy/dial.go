@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -114,7 +115,7 @@ type dialer struct {
 	hook OnConnectFunc
 	// keys, when set, receives the node's command table, loaded on the
 	// first connection that passes the fence (keysDone then holds).
-	keys     *keyStore
+	keys     *cmdtable.Store
 	keysDone *atomic.Bool
 	// hello, when set, receives the server's HELLO reply in each protocol,
 	// from the first connection of that protocol.
@@ -203,12 +204,12 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		}
 	}
 	if d.keys != nil && !d.keysDone.Load() {
-		t, err := loadKeyTable(ctx, sc)
+		t, err := cmdtable.Load(ctx, sc)
 		if err != nil {
 			_ = nc.Close()
-			return nil, nil, false, err
+			return nil, nil, false, fmt.Errorf("%w: %w", ErrBoot, err)
 		}
-		d.keys.merge(t)
+		d.keys.Merge(t)
 		d.keysDone.Store(true)
 	}
 	if d.unsub != nil {

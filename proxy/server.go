@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -33,7 +34,7 @@ type Server struct {
 	ups    []*Upstream          // every upstream, in Options order
 	byName map[string]*Upstream // by name
 	routes atomic.Pointer[router]
-	keys   keyStore // the upstreams' command tables: key positions, arities, flags
+	keys   cmdtable.Store // the upstreams' command tables: key positions, arities, flags
 	policy atomic.Pointer[rewrite.Policy]
 	cap    captureState // the running capture, if any (capture.go)
 	mem    *memBudget   // the process-wide memory budget (budget.go)
