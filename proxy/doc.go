@@ -7,9 +7,10 @@
 //
 // # The way of one command
 //
-// The data path is three packages: proxy (this one), proxy/resp (framing,
-// both ways) and proxy/cmdtable (the servers' command tables). proxy
-// imports the two; they import neither proxy nor each other (cmdtable's
+// The data path is four packages: proxy (this one), proxy/resp (framing,
+// both ways), proxy/cmdtable (the servers' command tables) and
+// proxy/limits (the memory budget and the failed-AUTH table). proxy
+// imports the three; they import neither proxy nor each other (cmdtable's
 // tests use resp to talk to a server). A command in normal service:
 //
 //	client socket
@@ -20,12 +21,13 @@
 //	  │                              from the buffer, checked against resp.Limits
 //	  ▼
 //	session.command (session.go)
-//	  │ plan (plan.go): rewrite.Decide under the round's view; failed AUTHs
-//	  │   counted (authlimit.go); the queue-time and arity errors
-//	  │   (queuecheck.go) and the shared-connection rule (rule.go), both
-//	  │   read from cmdtable.Store; the keys (cmdtable.Entry.Positions, or
-//	  │   COMMAND GETKEYS for an entry with Ask: route_session.go); the
-//	  │   route (route.go) and the control table's admission (hold.go)
+//	  │ plan (plan.go): rewrite.Decide under the round's view; failed
+//	  │   AUTHs counted (limits.AuthTable, authlimit.go); the queue-time
+//	  │   and arity errors (queuecheck.go) and the shared-connection rule
+//	  │   (rule.go), both read from cmdtable.Store; the keys
+//	  │   (cmdtable.Entry.Positions, or COMMAND GETKEYS for an entry with
+//	  │   Ask: route_session.go); the route (route.go) and the control
+//	  │   table's admission (hold.go)
 //	  │ → planStep: the rewrite.Decision and the *Upstream it goes to
 //	  ▼
 //	observe (observe.go): metrics, audit record (audit.go), capture (capture.go)
@@ -37,7 +39,7 @@
 //	  ▼
 //	pipe: batches of many clients written together; its reader frames each
 //	  │ reply with resp.Reader.Read (proxy/resp), its bytes charged through a
-//	  │ resp.Account to the memory budget (budget.go)
+//	  │ resp.Account to the memory budget (limits.Budget; budget.go)
 //	  ▼
 //	segment flush: the replies, local ones included, in command order
 //	  ▼
@@ -45,7 +47,11 @@
 //
 // A client in subscribe mode, or a subscribed or tracking RESP3 client,
 // leaves this loop for one of its own (subscribe.go, bridge.go, legs.go)
-// that frames with the same resp.Framer and plans with the same plan.
+// that frames with the same resp.Framer: the subscribe family, PING, QUIT
+// and RESET go to its subscribed connection as they are; a bridged RESP3
+// client's other commands go through the same plan (bridge.go); any other
+// command of a RESP2 subscriber is the server's to refuse while the client
+// is subscribed, or, once nothing is subscribed, goes back to this loop.
 //
 // # What it owns
 //
@@ -60,9 +66,10 @@
 // CLIENT INFO (clientlist.go), the upstream's answer to the unsubscribe
 // family outside subscribe mode (unsubscribe.go), a client's CLIENT REPLY
 // mode (clientreply.go); large commands sent from the client's read buffer
-// without a copy (largecmd.go); the limits on failed authentications per
-// source address and on the time to authenticate (authlimit.go); the
-// server lifecycle (server.go), its Options (options.go) and the data-path
+// without a copy (largecmd.go); what a session does under the memory
+// budget (budget.go) and the limits on failed authentications and on the
+// time to authenticate (authlimit.go), the limits themselves being package
+// limits'; the server lifecycle (server.go), its Options (options.go) and the data-path
 // metrics (metrics.go).
 //
 // What to do with a command is rewrite's to say: the plan only amends that
@@ -96,10 +103,11 @@
 //   - observe: observe.go, audit.go and capture.go are session methods over
 //     session fields (s.audits, s.fields, s.audLog, s.cap), and the
 //     observer schedules sends (alsoLoad, alsoSend in route_session.go).
-//   - limits: memBudget and the per-address AUTH limiter could move as
-//     they are; what keeps them here is their session glue in the same
-//     files (resizeInput, the budget's waits, authDelay), and the budget
-//     closing a subscriber (s.sub.finishWith).
+//   - limits: the budget and the AUTH table are package limits; their
+//     session glue stays here (resizeInput and the budget's waits, the
+//     replies dropped for it, authDelay), and so does the budget's reach
+//     into subscribe mode (a subscriber over it is closed through
+//     s.sub.finishWith), which waits for the pubsub split.
 //   - session and pubsub: subscribe mode has a framing loop of its own
 //     (serveSubscribed, subCommands) over the session's buffer and framer,
 //     reading the client from a goroutine, and segment.go's waitDedicated

@@ -169,7 +169,7 @@ func (sub *subscriber) write() {
 		}
 		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
 		_, err := s.nc.Write(b)
-		s.srv.mem.give(held) // what b held of the memory budget
+		s.srv.mem.Give(held) // what b held of the memory budget
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				s.srv.met.rejected.WithLabelValues("write").Inc()
@@ -178,7 +178,7 @@ func (sub *subscriber) write() {
 			sub.mu.Lock()
 			sub.finish = true
 			sub.pending = nil
-			s.srv.mem.give(sub.pendHeld)
+			s.srv.mem.Give(sub.pendHeld)
 			sub.pendHeld = 0
 			sub.mu.Unlock()
 			_ = s.nc.Close() // the session's read fails and it ends
@@ -197,7 +197,7 @@ func (sub *subscriber) write() {
 // writer, releasing what it held of the memory budget (a large one is let
 // go).
 func (sub *subscriber) handedOn(chunk []byte) []byte {
-	sub.s.srv.mem.give(sub.acct.Held)
+	sub.s.srv.mem.Give(sub.acct.Held)
 	sub.acct.Held = 0
 	if cap(chunk) > keptBatchBuf {
 		return nil

@@ -82,7 +82,7 @@ func (t *transaction) forget() {
 
 // clear drops the transaction.
 func (t *transaction) clear(s *session) {
-	s.srv.mem.give(t.held)
+	s.srv.mem.Give(t.held)
 	t.held = 0
 	if cap(t.buf) > 1<<20 {
 		t.buf = nil
