@@ -59,7 +59,7 @@ test: deps module valkey
 	@$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $$((90000 * $(FUZZSCALE)))x $(FUZZFLAGS)
+	$(GO) test ./proxy/resp -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $$((90000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./rewrite -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $$((300000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./shamap -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $$((300000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./pin -run '^$$' -fuzz '^FuzzElixir$$' -fuzztime $$((180000 * $(FUZZSCALE)))x $(FUZZFLAGS)

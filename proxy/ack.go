@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -126,8 +127,8 @@ func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
 		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
-	ck := s.srv.keys.lookup(args)
-	return ck != nil && ck.traits&tWrite != 0
+	ck := s.srv.keys.Lookup(args)
+	return ck != nil && ck.Traits&cmdtable.TraitWrite != 0
 }
 
 // ackBatch readies a batch bound for p (a shared connection in protocol

@@ -1,39 +1,36 @@
 package proxy
 
 import (
-	"maps"
-	"net"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/limits"
 )
 
 // The limits against password guessing.
 //
 // Failed AUTHs (and HELLO ... AUTH) are counted per source address, across
-// connections: a client that reconnects goes on where it was. The first
-// freeAuthFailures failures of an address are answered at once, as the
-// server answers them (a client with a stale password retrying a few
-// times is not slowed). Each further failure's WRONGPASS is delayed:
-// AuthFailDelay, then twice that, and so on, up to MaxAuthFailDelay; and
-// an address's delayed replies are released one after the other, so
-// guesses made on many connections at once wait in line (an address gets
-// at most one delayed answer per delay, however many connections it
-// opens). The count halves for every authFailHalfLife without a failure,
-// so an address that stops guessing is answered at once again after a
-// few minutes. A correct AUTH is never delayed and does not reset the
-// count (behind a sidecar every client shares 127.0.0.1: one client's
+// connections, in a limits.AuthTable: a client that reconnects goes on
+// where it was. The first limits.FreeAuthFailures failures of an address
+// are answered at once, as the server answers them (a client with a stale
+// password retrying a few times is not slowed). Each further failure's
+// WRONGPASS is delayed: AuthFailDelay, then twice that, and so on, up to
+// MaxAuthFailDelay; and an address's delayed replies are released one
+// after the other, so guesses made on many connections at once wait in
+// line (an address gets at most one delayed answer per delay, however many
+// connections it opens). The count halves for every minute without a
+// failure, so an address that stops guessing is answered at once again
+// after a few minutes. A correct AUTH is never delayed and does not reset
+// the count (behind a sidecar every client shares 127.0.0.1: one client's
 // success must not wipe another's guesses).
 //
 // The delay holds only the failing client's session (its reply waits; its
 // goroutine sleeps): other clients and the proxy are not slowed. The table
-// holds at most maxAuthAddrs addresses: a full table first forgets the
-// addresses whose count has decayed to nothing, then those whose last
-// failure is oldest. The address is the IP the connection comes from
-// (every port of a host is one address).
+// holds at most 4096 addresses: a full table first forgets the addresses
+// whose count has decayed to nothing, then those whose last failure is
+// oldest. The address is the IP the connection comes from (every port of a
+// host is one address).
 //
 // Per connection, the MaxAuthFailures-th failure's reply is written (after
 // its delay) and the client is closed (client_rejected{reason=
@@ -55,132 +52,14 @@ const (
 	DefaultMaxAuthFailDelay = 2 * time.Second
 	// DefaultAuthTimeout is the default time a client has to authenticate.
 	DefaultAuthTimeout = 10 * time.Second
-	// freeAuthFailures are answered without delay.
-	freeAuthFailures = 3
-	// authFailHalfLife is how long without a failure halves an address's count.
-	authFailHalfLife = time.Minute
-	// maxAuthAddrs bounds the table of addresses.
-	maxAuthAddrs = 4096
 )
-
-// authTable counts failed authentications by source address.
-type authTable struct {
-	mu    sync.Mutex
-	addrs map[string]*authAddr
-
-	delayed prometheus.Counter // seconds of delay applied
-}
-
-// authAddr is one address's failures.
-type authAddr struct {
-	fails int       // failures, decayed
-	last  time.Time // the last failure
-	next  time.Time // when the address's next delayed reply may go
-}
-
-// decay halves a's count for every half-life since its last failure.
-func (a *authAddr) decay(now time.Time) {
-	if steps := now.Sub(a.last) / authFailHalfLife; steps > 0 {
-		a.fails >>= min(int(steps), 62)
-	}
-}
-
-// registerMetrics creates the table's metrics and registers them on reg
-// (when not nil).
-func (t *authTable) registerMetrics(reg prometheus.Registerer) error {
-	t.delayed = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "emqproxy_auth_fail_delay_seconds_total",
-		Help: "Seconds the replies to failed authentications were delayed, against password guessing.",
-	})
-	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "emqproxy_auth_fail_addresses",
-		Help: "Source addresses with failed authentications being counted.",
-	}, func() float64 {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return float64(len(t.addrs))
-	})
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{t.delayed, size} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// failed counts a failed authentication from addr at now and returns how
-// long its reply waits.
-func (t *authTable) failed(addr string, now time.Time, base, ceiling time.Duration) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.addrs == nil {
-		t.addrs = make(map[string]*authAddr)
-	}
-	a := t.addrs[addr]
-	if a == nil {
-		if len(t.addrs) >= maxAuthAddrs {
-			t.evictLocked(now)
-		}
-		a = &authAddr{}
-		t.addrs[addr] = a
-	}
-	a.decay(now)
-	a.fails++
-	a.last = now
-	if a.fails <= freeAuthFailures {
-		return 0
-	}
-	d := min(base<<min(a.fails-freeAuthFailures-1, 16), ceiling)
-	release := now
-	if a.next.After(release) {
-		release = a.next
-	}
-	release = release.Add(d)
-	a.next = release
-	return release.Sub(now)
-}
-
-// evictLocked makes room in a full table: it forgets the addresses whose
-// count has decayed to nothing and whose replies are all out, and when
-// that is not an eighth of the table, the oldest (by last failure) down to
-// seven eighths, so a table kept full by many addresses is scanned once
-// per maxAuthAddrs/8 new ones. The caller holds mu.
-func (t *authTable) evictLocked(now time.Time) {
-	for k, a := range t.addrs {
-		a.decay(now)
-		if a.fails == 0 && !a.next.After(now) {
-			delete(t.addrs, k)
-		}
-	}
-	keep := maxAuthAddrs - maxAuthAddrs/8
-	if len(t.addrs) <= keep {
-		return
-	}
-	keys := slices.Collect(maps.Keys(t.addrs))
-	slices.SortFunc(keys, func(x, y string) int { return t.addrs[x].last.Compare(t.addrs[y].last) })
-	for _, k := range keys[:len(keys)-keep] {
-		delete(t.addrs, k)
-	}
-}
-
-// sourceHost is the address failures are counted by: the IP of a
-// host:port remote address (the whole string when it is not one).
-func sourceHost(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
-}
 
 // authFailed counts a failed authentication of the session and closes the
 // client at the per-connection limit (after its reply); it returns the
 // delay the reply waits, as its address's count says (authDelay).
 func (s *session) authFailed() time.Duration {
 	s.authFails++
-	wait := s.srv.fails.failed(sourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
+	wait := s.srv.fails.Failed(limits.SourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
 	if s.authFails >= s.srv.opts.MaxAuthFailures {
 		if !s.closing {
 			s.srv.met.rejected.WithLabelValues("auth_failures").Inc()
@@ -207,7 +86,7 @@ func (s *session) authDelay(wait time.Duration) {
 	case <-t.C:
 	case <-s.srv.ctx.Done():
 	}
-	s.srv.fails.delayed.Add(time.Since(now).Seconds())
+	s.srv.fails.Delays.Add(time.Since(now).Seconds())
 	if cut {
 		s.authTimedOut()
 		s.silent = true // the guess is not answered before its delay

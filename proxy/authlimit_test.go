@@ -5,16 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // expectedAuthDelay is the least the k-th failure (1-based) of an address
 // waits, by the documented schedule.
 func expectedAuthDelay(k int, base, ceiling time.Duration) time.Duration {
-	if k <= freeAuthFailures {
+	if k <= limits.FreeAuthFailures {
 		return 0
 	}
-	return min(base<<min(k-freeAuthFailures-1, 16), ceiling)
+	return min(base<<min(k-limits.FreeAuthFailures-1, 16), ceiling)
 }
 
 func TestAuthGuessingAcrossConnections(t *testing.T) {
@@ -43,7 +44,7 @@ func testAuthGuessingAcrossConnections(t *testing.T, srv node.Server) {
 		want += expectedAuthDelay(k, base, ceiling)
 	}
 	took := time.Since(began)
-	delayed := readCounter(t, h.srv.fails.delayed)
+	delayed := readCounter(t, h.srv.fails.Delays)
 	t.Logf("30 failed AUTHs on fresh connections took %v; delay applied %.3fs; the schedule's sum %v", took, delayed, want)
 	if took < want {
 		t.Errorf("30 failed AUTHs took %v, less than the sum of their delays %v", took, want)
@@ -53,14 +54,14 @@ func testAuthGuessingAcrossConnections(t *testing.T, srv node.Server) {
 	}
 	right.do("AUTH", "right").is("+OK\r\n")
 	right.do("HELLO", "2", "AUTH", "default", "right").hasPrefix("*")
-	if got := readCounter(t, h.srv.fails.delayed); got != delayed {
+	if got := readCounter(t, h.srv.fails.Delays); got != delayed {
 		t.Errorf("a correct AUTH was delayed: the delay applied went from %.3fs to %.3fs", delayed, got)
 	}
 	right.do("SET", "k", "v").is("+OK\r\n")
 	// HELLO AUTH failures count for the same address too.
 	e := h.dial()
 	e.do("HELLO", "2", "AUTH", "default", "nope").hasPrefix("-WRONGPASS ")
-	if got := readCounter(t, h.srv.fails.delayed); got < delayed+ceiling.Seconds() {
+	if got := readCounter(t, h.srv.fails.Delays); got < delayed+ceiling.Seconds() {
 		t.Errorf("a failed HELLO AUTH after 30 failures was delayed %.3fs, want at least %v", got-delayed, ceiling)
 	}
 }
@@ -102,7 +103,7 @@ func testAuthTimeout(t *testing.T, srv node.Server) {
 
 	// Spend the address's free failures, then guess once more: its reply
 	// would wait 5s, the connection has 300ms.
-	for range freeAuthFailures {
+	for range limits.FreeAuthFailures {
 		h.dial().do("AUTH", "wrong").hasPrefix("-WRONGPASS ")
 	}
 	g := h.dial()
@@ -113,46 +114,4 @@ func testAuthTimeout(t *testing.T, srv node.Server) {
 		t.Errorf("the delayed guess's connection closed after %v", took)
 	}
 	authed.do("PING").is("+PONG\r\n")
-}
-
-// The table of addresses decays, serialises an address's delayed replies,
-// and stays bounded.
-func TestAuthTableDecaysAndStaysBounded(t *testing.T) {
-	var tb authTable
-	if err := tb.registerMetrics(nil); err != nil {
-		t.Fatal(err)
-	}
-	const base, ceiling = 100 * time.Millisecond, 2 * time.Second
-	t0 := time.Unix(1_000_000, 0)
-	for k := 1; k <= 6; k++ {
-		if got, want := tb.failed("10.0.0.1", t0, base, ceiling), expectedAuthDelay(k, base, ceiling); got < want {
-			t.Errorf("failure %d waits %v, want %v", k, got, want)
-		}
-	}
-	// Failures 4, 5 and 6 arrived at once: their replies go one after the
-	// other (100ms, +200ms, +400ms).
-	if got := tb.failed("10.0.0.1", t0, base, ceiling); got != (100+200+400+800)*time.Millisecond {
-		t.Errorf("a seventh failure at the same instant waits %v, want 1.5s (after the others)", got)
-	}
-	// Another address is counted on its own.
-	if got := tb.failed("10.0.0.2", t0, base, ceiling); got != 0 {
-		t.Errorf("another address's first failure waits %v", got)
-	}
-	// Three half-lives later the count (7) is down to 0: free again.
-	later := t0.Add(3*authFailHalfLife + 10*time.Second)
-	if got := tb.failed("10.0.0.1", later, base, ceiling); got != 0 {
-		t.Errorf("after three half-lives a failure waits %v, want none", got)
-	}
-	for i := range 2 * maxAuthAddrs {
-		tb.failed("192.0.2."+strconv.Itoa(i), later.Add(time.Duration(i)), base, ceiling)
-	}
-	if len(tb.addrs) > maxAuthAddrs {
-		t.Errorf("the table holds %d addresses, more than %d", len(tb.addrs), maxAuthAddrs)
-	}
-	if _, ok := tb.addrs["192.0.2."+strconv.Itoa(2*maxAuthAddrs-1)]; !ok {
-		t.Error("the newest address was not kept")
-	}
-	if sourceHost("127.0.0.1:5555") != "127.0.0.1" || sourceHost("[::1]:5555") != "::1" {
-		t.Error("sourceHost does not take the IP of host:port")
-	}
 }

@@ -78,24 +78,6 @@ func BenchmarkSessionPassthroughP1(b *testing.B) {
 	benchPipelined(b, h.addr, 1)
 }
 
-// BenchmarkFramer measures framing a 16-command pipeline.
-func BenchmarkFramer(b *testing.B) {
-	var in []byte
-	for range 16 {
-		in = node.AppendCommand(in, "SET", "key:000001", "0123456789abcdef")
-	}
-	fr := framer{lim: testLimits()}
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	for b.Loop() {
-		fr.reset()
-		for pos := 0; pos < len(in); {
-			_, _, n, _, _ := fr.next(in[pos:])
-			pos += n
-		}
-	}
-}
-
 // BenchmarkAuditRecords writes the audit records of one batch of 16
 // rewritten script calls (a client pipelining 16 enqueues) as JSON to a
 // buffered sink, as the binary's file sink does; it reports ns per record.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -34,9 +35,9 @@ var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 cl
 // leaveBridge answers HELLO 2 of a bridged client subscribed to nothing and
 // not tracking: the relay stops after every reply so far, the client gets
 // the server's RESP2 HELLO reply, and the session leaves the bridge.
-func (s *session) leaveBridge(f frame, d *rewrite.Decision) error {
+func (s *session) leaveBridge(f resp.Frame, d *rewrite.Decision) error {
 	s.localReply(d)
-	audit := s.observe(f.args, d) // observe.go
+	audit := s.observe(f.Args, d) // observe.go
 	reply := d.Reply
 	if s.rm.command(d.Effect) {
 		reply = nil
@@ -62,13 +63,13 @@ func (s *session) leaveBridge(f frame, d *rewrite.Decision) error {
 // the queued commands and EXEC as one unit after a barrier: the relay then
 // drops the server's replies to MULTI and the queued commands, which the
 // client already had from the proxy, and passes EXEC's on.
-func (s *session) bridged(f frame, out *[]byte) (err error) {
+func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	sub := s.sub
-	s.lastArgs = f.args
+	s.lastArgs = f.Args
 	var sp planStep
-	s.plan(f.args, &sp) // plan.go: the same plan as in normal service
+	s.plan(f.Args, &sp) // plan.go: the same plan as in normal service
 	if sp.wait {
-		if err := s.waitHeld(f.args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
+		if err := s.waitHeld(f.Args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
 			return err
 		}
 	}
@@ -93,15 +94,15 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		}
 	}
 	s.localReply(d)
-	audit := s.observe(f.args, d) // observe.go
+	audit := s.observe(f.Args, d) // observe.go
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
 	forwarded := sp.forwards()
 	leg := sub
 	sends := forwarded && (!s.st.InMulti || sp.exec)
-	if sends && isClientCaching(f.args) {
+	if sends && isClientCaching(f.Args) {
 		// For the leg of the client's next command (legs.go).
-		sub.caching = append(sub.caching[:0], f.raw...)
+		sub.caching = append(sub.caching[:0], f.Raw...)
 		s.relayed(audit, nil)
 		return nil
 	}
@@ -155,10 +156,10 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 			s.tx.loads = nil
 			leg.swapTap(tap{pass: true, keep: &ld.reply})
 		}
-		if err := leg.add(out, frame{raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+		if err := leg.add(out, resp.Frame{Raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
 			return err
 		}
-		*out = append(*out, f.raw...)
+		*out = append(*out, f.Raw...)
 		s.endBridgedMulti()
 		sub.watchUp = nil // EXEC ends the WATCH
 		s.relayed(audit, leg.u)
@@ -218,13 +219,13 @@ func (s *session) bridged(f frame, out *[]byte) (err error) {
 		if err := leg.add(out, f, d); err != nil {
 			return err
 		}
-		if on, ok := trackingSwitch(f.args); ok {
+		if on, ok := trackingSwitch(f.Args); ok {
 			// Every leg tracks as the client asked (legs.go).
 			sub.tracking, sub.trackRaw = on, nil
 			if on {
-				sub.trackRaw = append([]byte(nil), f.raw...)
+				sub.trackRaw = append([]byte(nil), f.Raw...)
 			}
-			if err := s.toOtherLegs(f.raw); err != nil {
+			if err := s.toOtherLegs(f.Raw); err != nil {
 				return err
 			}
 		}
@@ -334,7 +335,7 @@ func (sub *subscriber) nextSwap() tap {
 // bridgeLoad sends the SCRIPT LOAD fan-out of a bridged command
 // (observe.go's alsoLoad), if it has one, and awaits it, dropping the
 // replies.
-func (s *session) bridgeLoad(f frame, d *rewrite.Decision, routed *Upstream, shared bool) {
+func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *Upstream, shared bool) {
 	s.alsoLoad(f, d, routed, shared)
 	if len(s.parts) > 0 {
 		s.flush()

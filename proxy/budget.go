@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
@@ -64,155 +65,16 @@ const reasonMemoryBudget = "memory_budget"
 // beyond it, with the runtime's garbage, stays under it.
 const DefaultMaxBuffered = 128 << 20
 
-// freeReplyBytes are the bytes of a batch's replies (and of a session's
-// pending output) not taken from the budget: the common small reply never
-// touches it.
-const freeReplyBytes = 16 << 10
+// The bytes of a batch's replies (and of a session's pending output) not
+// taken from the budget are resp.FreeReplyBytes: the common small reply
+// never touches it. A reply takes at least resp.ReplyGrant at a time.
 
-// replyGrant is the least a reply takes from the budget at a time, so a
-// reply of many small parts asks it once per 64 KiB, not per part.
-const replyGrant = 64 << 10
-
-// memBudget is the process-wide budget of held bytes.
-type memBudget struct {
-	limit int64
-
-	mu     sync.Mutex
-	used   int64
-	over   uint64     // the session past the budget (see above), 0 = none
-	queue  []*memWait // input waiting for room, in order
-	closed bool       // shutting down: input waits no longer
-	waits  int64      // input waits since the start (metrics)
-}
-
-// memWait is one input waiting for room.
-type memWait struct {
-	n       int64
-	id      uint64
-	holder  bool
-	granted bool
-	ready   chan struct{} // closed when granted, or when the budget closes
-}
-
-// newMemBudget returns a budget of limit bytes.
-func newMemBudget(limit int64) *memBudget { return &memBudget{limit: limit} }
-
-// take takes n bytes for session id's input, waiting until they are
-// granted. holder says the session holds part of a command already. It
-// fails only when the server shuts down.
-func (m *memBudget) take(id uint64, n int64, holder bool) error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return ErrServerClosed
-	}
-	if m.grantLocked(id, n, holder, len(m.queue) == 0) {
-		m.mu.Unlock()
-		return nil
-	}
-	w := &memWait{n: n, id: id, holder: holder, ready: make(chan struct{})}
-	m.queue = append(m.queue, w)
-	m.waits++
-	m.mu.Unlock()
-	<-w.ready
-	if !w.granted {
-		return ErrServerClosed
-	}
-	return nil
-}
-
-// grantLocked grants n bytes when they fit (first: nobody waits ahead, or
-// a holder, which goes before those that hold nothing), or to a holder
-// past the budget when no other session is past it. The caller holds mu.
-func (m *memBudget) grantLocked(id uint64, n int64, holder, first bool) bool {
-	switch {
-	case (first || holder) && m.used+n <= m.limit:
-	case holder && (m.over == 0 || m.over == id):
-		m.over = id
-	default:
-		return false
-	}
-	m.used += n
-	return true
-}
-
-// tryTake takes n bytes when they fit, without waiting (replies,
-// transactions, subscribers: they cannot wait). Waiting input does not go
-// before them: what is being answered is released soonest.
-func (m *memBudget) tryTake(n int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.used+n > m.limit {
-		return false
-	}
-	m.used += n
-	return true
-}
-
-// force takes n bytes whether they fit or not: for a copy of bytes already
-// held, released soon after (a batch's replies gathered for the client).
-func (m *memBudget) force(n int64) {
-	m.mu.Lock()
-	m.used += n
-	m.mu.Unlock()
-}
-
-// give releases n bytes and grants what now fits.
-func (m *memBudget) give(n int64) {
-	if n == 0 {
-		return
-	}
-	m.mu.Lock()
-	m.used -= n
-	m.wakeLocked()
-	m.mu.Unlock()
-}
-
-// done releases session id's place past the budget, if it has it: it
-// holds no input any more.
-func (m *memBudget) done(id uint64) {
-	m.mu.Lock()
-	if m.over == id {
-		m.over = 0
-		m.wakeLocked()
-	}
-	m.mu.Unlock()
-}
-
-// wakeLocked grants the waiting input that now fits, in order; a holder
-// is not kept waiting behind input that does not fit. The caller holds mu.
-func (m *memBudget) wakeLocked() {
-	q := m.queue[:0]
-	first := true
-	for _, w := range m.queue {
-		if m.grantLocked(w.id, w.n, w.holder, first) {
-			w.granted = true
-			close(w.ready)
-			continue
-		}
-		first = false
-		q = append(q, w)
-	}
-	clear(m.queue[len(q):])
-	m.queue = q
-}
-
-// close ends every wait (the server shuts down); later takes fail.
-func (m *memBudget) close() {
-	m.mu.Lock()
-	m.closed = true
-	for _, w := range m.queue {
-		close(w.ready)
-	}
-	m.queue = nil
-	m.mu.Unlock()
-}
-
-// inUse returns the bytes held now and the input waits so far.
-func (m *memBudget) inUse() (used, waits int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.used, m.waits
+// replyAcct is what replies being read hold of the memory budget: the reply
+// reader's account (it takes from the budget as a reply grows), and the
+// replies dropped for the budget.
+type replyAcct struct {
+	resp.Account
+	dropped int // replies dropped for the budget, not yet counted
 }
 
 // replyTooLargeForBudget is the reply to a command that needs more room
@@ -240,10 +102,10 @@ var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits
 func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 	mem := s.srv.mem
 	charge := int64(max(size-keptReadBuf, 0))
-	if charge > mem.limit {
+	if charge > mem.Limit() {
 		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
-		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.limit))
-		reply := replyTooLargeForBudget(size, mem.limit)
+		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.Limit()))
+		reply := replyTooLargeForBudget(size, mem.Limit())
 		var err error
 		if s.sub != nil {
 			// Subscribe mode: after every message relayed so far.
@@ -259,22 +121,22 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 	}
 	if charge > 0 {
 		if !wait {
-			if !mem.tryTake(charge) {
+			if !mem.TryTake(charge) {
 				return false, nil
 			}
-		} else if err := mem.take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
-			return false, err
+		} else if err := mem.Take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
+			return false, ErrServerClosed // the budget is closed only when the server shuts down
 		}
 	}
-	s.fr.reset() // the last round's frames point into the old buffer
+	s.fr.Reset() // the last round's frames point into the old buffer
 	nb := make([]byte, size)
 	s.end = copy(nb, s.buf[s.start:s.end])
 	s.start = 0
 	s.buf = nb
-	mem.give(s.inHeld)
+	mem.Give(s.inHeld)
 	s.inHeld = charge
 	if charge == 0 {
-		mem.done(s.id)
+		mem.Done(s.id)
 	}
 	return true, nil
 }
@@ -303,21 +165,21 @@ func (s *session) lingerClose() {
 // releaseMemory gives back everything the session holds (it ends).
 func (s *session) releaseMemory() {
 	mem := s.srv.mem
-	mem.give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
+	mem.Give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
 	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
 	for _, b := range s.spare {
-		mem.give(b.acct.held)
-		b.acct.held = 0
+		mem.Give(b.acct.Held)
+		b.acct.Held = 0
 	}
-	mem.done(s.id)
+	mem.Done(s.id)
 }
 
 // holdOutput takes from the budget the bytes of s.out past the free ones
 // (replies copied there from their batches, whose bytes are released
 // right after), without waiting: they are already read.
 func (s *session) holdOutput() {
-	if want := int64(len(s.out) - freeReplyBytes); want > s.outHeld {
-		s.srv.mem.force(want - s.outHeld)
+	if want := int64(len(s.out) - resp.FreeReplyBytes); want > s.outHeld {
+		s.srv.mem.Force(want - s.outHeld)
 		s.outHeld = want
 	}
 }
@@ -325,18 +187,18 @@ func (s *session) holdOutput() {
 // releaseOutput gives back s.out's bytes once they are written, and a
 // transaction's sent at EXEC.
 func (s *session) releaseOutput() {
-	s.srv.mem.give(s.outHeld + s.sentHeld)
+	s.srv.mem.Give(s.outHeld + s.sentHeld)
 	s.outHeld, s.sentHeld = 0, 0
 }
 
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
 func (s *session) releaseReplies(b *batch) {
-	s.srv.mem.give(b.acct.held)
-	b.acct.held = 0
+	s.srv.mem.Give(b.acct.Held)
+	b.acct.Held = 0
 	if b.acct.dropped > 0 {
 		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Add(float64(b.acct.dropped))
-		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.acct.dropped), zap.Int64("budget", s.srv.mem.limit))
+		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.acct.dropped), zap.Int64("budget", s.srv.mem.Limit()))
 		b.acct.dropped = 0
 	}
 }
@@ -351,15 +213,15 @@ func (s *Server) registerBudgetMetrics(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "emqproxy_buffered_bytes", Help: "Bytes held for clients (large commands, replies, transactions, messages) of the memory budget.",
-		}, func() float64 { used, _ := s.mem.inUse(); return float64(used) }),
+		}, func() float64 { used, _ := s.mem.InUse(); return float64(used) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "emqproxy_buffered_bytes_limit", Help: "The memory budget (limits.buffered_bytes).",
-		}, func() float64 { return float64(s.mem.limit) }),
+		}, func() float64 { return float64(s.mem.Limit()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "emqproxy_buffered_waits_total", Help: "Times a client's input waited for room in the memory budget.",
-		}, func() float64 { _, waits := s.mem.inUse(); return float64(waits) }),
+		}, func() float64 { _, waits := s.mem.InUse(); return float64(waits) }),
 	}
-	if err := s.fails.registerMetrics(reg); err != nil {
+	if err := s.fails.RegisterMetrics(reg); err != nil {
 		return err
 	}
 	if reg == nil {

@@ -248,7 +248,7 @@ func testBudgetRefusals(t *testing.T, srv node.Server) {
 	other.do("PING").is("+PONG\r\n")
 
 	// Everything was given back.
-	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.InUse(); return used == 0 })
 }
 
 func TestBudgetCommandsOfSeveralLargeArguments(t *testing.T) {
@@ -295,10 +295,10 @@ func testBudgetCommandsOfSeveralLargeArguments(t *testing.T, srv node.Server) {
 		}
 		direct.do("STRLEN", "m:"+strconv.Itoa(i)+":b").is(":" + strconv.Itoa(size) + "\r\n")
 	}
-	if _, waits := h.srv.mem.inUse(); waits == 0 {
+	if _, waits := h.srv.mem.InUse(); waits == 0 {
 		t.Error("no client waited for the budget: the test did not exercise it")
 	}
-	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.InUse(); return used == 0 })
 }
 
 func TestBudgetLargeRewrittenCall(t *testing.T) { node.EachServer(t, testBudgetLargeRewrittenCall) }
@@ -343,7 +343,7 @@ func testBudgetClosesASubscriberThatDoesNotRead(t *testing.T, srv node.Server) {
 		pub.do("PUBLISH", "news", msg).hasPrefix(":")
 	}
 	poll(t, "the subscriber's connection to go", func() bool { return h.srv.clients.Load() == 0 })
-	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.InUse(); return used == 0 })
 	h.dial().do("PING").is("+PONG\r\n")
 }
 
@@ -380,5 +380,5 @@ func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
 	}
 	check("br")
 	direct.do("STRLEN", "br1").is(":" + strconv.Itoa(len(b)) + "\r\n")
-	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.inUse(); return used == 0 })
+	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.InUse(); return used == 0 })
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -107,7 +108,7 @@ type capPending struct {
 
 // captureCommand records the command just forwarded (the session's last
 // slot) when a capture wants its queue (observe.go).
-func (s *session) captureCommand(f frame, d *rewrite.Decision) {
+func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
 	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}
@@ -164,15 +165,15 @@ func (s *session) captureReplies() {
 // or whose keys only COMMAND GETKEYS finds, is left to the capture's own
 // rule: the arguments that are keys of the record's queue).
 func (s *session) captureKeys(rec *capture.Record) {
-	ck := s.srv.keys.lookup(rec.Args)
-	if ck == nil || ck.ask {
+	ck := s.srv.keys.Lookup(rec.Args)
+	if ck == nil || ck.Ask {
 		return
 	}
 	name := 1
-	if top := s.srv.keys.lookup(rec.Args[:1]); top != nil && top != ck {
+	if top := s.srv.keys.Lookup(rec.Args[:1]); top != nil && top != ck {
 		name = 2 // a subcommand's entry
 	}
-	rec.SetKeys(name, ck.positions(rec.Args, nil))
+	rec.SetKeys(name, ck.Positions(rec.Args, nil))
 }
 
 // queueOfArgs is the queue of a plain command: the hashtag of its first

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -122,8 +123,8 @@ func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool
 	last, cmd := v.last, v.cmd
 	v.mu.Unlock()
 	c.Age, c.Idle = int64(now.Sub(v.created)/time.Second), int64(max(now.Sub(last), 0)/time.Second)
-	c.Cmd = s.srv.keys.fullName(&cmd)
-	c.Lib = s.srv.keys.setInfo.Load()
+	c.Cmd = fullName(&s.srv.keys, &cmd)
+	c.Lib = s.srv.keys.SetInfo()
 	pubsub = c.Sub+c.PSub+c.SSub > 0
 	var flags []byte
 	if pubsub {
@@ -183,34 +184,34 @@ func (s *session) clientList(f *rewrite.ClientFilter) []byte {
 	return rewrite.ClientListReply(lines, s.proto())
 }
 
-// fullName is the server's full name of the command a view names
+// fullName is the server's full name (in ks) of the command a view names
 // ("client|list"), "" (NULL) for a command the server does not know, or
 // the name as sent, in lower case, before the table is loaded.
-func (ks *keyStore) fullName(cmd *[2]viewName) string {
+func fullName(ks *cmdtable.Store, cmd *[2]viewName) string {
 	a0 := &cmd[0]
 	if a0.n < 0 || a0.far {
 		return ""
 	}
 	var buf [32]byte
 	name := rewrite.LowerInto(buf[:0], a0.b[:a0.n])
-	t := ks.tab.Load()
+	t := ks.Table()
 	if t == nil {
 		return string(name)
 	}
-	c := (*t)[string(name)]
+	c := t[string(name)]
 	switch {
 	case c == nil:
 		return ""
-	case c.subs == nil || cmd[1].n < 0:
-		return c.name
+	case c.Subs == nil || cmd[1].n < 0:
+		return c.Name
 	case cmd[1].far:
 		return ""
 	}
-	sc := c.subs[string(rewrite.LowerInto(buf[:0], cmd[1].b[:cmd[1].n]))]
+	sc := c.Subs[string(rewrite.LowerInto(buf[:0], cmd[1].b[:cmd[1].n]))]
 	if sc == nil {
 		return ""
 	}
-	return sc.name
+	return sc.Name
 }
 
 // noteSubs keeps the subscription counts a subscribe confirmation gives

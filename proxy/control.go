@@ -48,8 +48,16 @@ import (
 // meanwhile before it writes again. Without Options.Control, none of this
 // runs and the data path pays one nil check per command.
 
+// Defaults of ControlOptions' zero durations.
+const (
+	DefaultControlPoll  = 250 * time.Millisecond
+	DefaultControlLease = 2 * time.Second
+	DefaultHold         = 5 * time.Second
+)
+
 // ControlOptions turns on the control table. Zero durations take the
-// defaults: Poll 250ms, Lease 2s, Hold 5s.
+// defaults: Poll DefaultControlPoll (250ms), Lease DefaultControlLease
+// (2s), Hold DefaultHold (5s).
 type ControlOptions struct {
 	// Poll is how often every lease is renewed and every table read.
 	Poll time.Duration
@@ -115,13 +123,13 @@ type ctlState struct {
 // newController prepares the control loop; start runs it.
 func newController(s *Server, o ControlOptions) (*controller, error) {
 	if o.Poll <= 0 {
-		o.Poll = 250 * time.Millisecond
+		o.Poll = DefaultControlPoll
 	}
 	if o.Lease <= 0 {
-		o.Lease = 2 * time.Second
+		o.Lease = DefaultControlLease
 	}
 	if o.Hold <= 0 {
-		o.Hold = 5 * time.Second
+		o.Hold = DefaultHold
 	}
 	if o.Lease < 2*o.Poll {
 		return nil, fmt.Errorf("%w: control lease %v must be at least twice the poll %v", ErrOptions, o.Lease, o.Poll)

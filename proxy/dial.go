@@ -15,6 +15,8 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // setupConn is the synchronous connection used before a connection joins
@@ -22,7 +24,7 @@ import (
 // An error reply is returned as a Reply of Type '-', not as an error.
 type setupConn struct {
 	nc  net.Conn
-	rr  replyReader
+	rr  resp.Reader
 	buf []byte
 }
 
@@ -32,7 +34,7 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 	if err != nil {
 		return fence.Reply{}, err
 	}
-	r, _, err := decodeReply(raw)
+	r, _, err := resp.Decode(raw)
 	if err != nil {
 		return fence.Reply{}, err
 	}
@@ -52,7 +54,7 @@ func (c *setupConn) raw(ctx context.Context, args ...string) ([]byte, error) {
 	if _, err := c.nc.Write(c.buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
-	raw, _, err := c.rr.read(nil, -1)
+	raw, _, err := c.rr.Read(nil, -1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
@@ -113,7 +115,7 @@ type dialer struct {
 	hook OnConnectFunc
 	// keys, when set, receives the node's command table, loaded on the
 	// first connection that passes the fence (keysDone then holds).
-	keys     *keyStore
+	keys     *cmdtable.Store
 	keysDone *atomic.Bool
 	// hello, when set, receives the server's HELLO reply in each protocol,
 	// from the first connection of that protocol.
@@ -182,7 +184,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		nc = tc
 	}
 	br = bufio.NewReaderSize(nc, readBufSize)
-	sc := &setupConn{nc: nc, rr: replyReader{br: br}}
+	sc := &setupConn{nc: nc, rr: resp.NewReader(br)}
 	if err := d.boot(ctx, sc); err != nil {
 		_ = nc.Close()
 		return nil, nil, false, err
@@ -202,12 +204,12 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		}
 	}
 	if d.keys != nil && !d.keysDone.Load() {
-		t, err := loadKeyTable(ctx, sc)
+		t, err := cmdtable.Load(ctx, sc)
 		if err != nil {
 			_ = nc.Close()
-			return nil, nil, false, err
+			return nil, nil, false, fmt.Errorf("%w: %w", ErrBoot, err)
 		}
-		d.keys.merge(t)
+		d.keys.Merge(t)
 		d.keysDone.Store(true)
 	}
 	if d.unsub != nil {

@@ -5,51 +5,113 @@
 // its own pipelined upstream connections, and writes every reply back to
 // the client byte for byte as the server sent it, in command order.
 //
-// It owns: the client input framer and its limits (guard.go) and read
-// buffer (input.go); the session loop that alone knows about order
-// (session.go, transaction.go, segment.go); the plan, the one place a
-// command is decided in every session mode (plan.go), under a view of the
-// policy, routes, control state and fences loaded once per read, with what
-// it draws on: the queue-time errors (queuecheck.go), the shared-connection
-// rule (rule.go: which commands may travel on a shared connection, the
-// protected keys, the node's credentials and other databases), routing by
-// queue across named upstreams with their roles (route.go,
-// route_session.go) by the servers' own key positions (keys.go), and the
-// control table's admission of moving queues (control.go, hold.go); the
-// observer that reports every planned command alike (observe.go: metrics,
-// audit records in audit.go, the capture of chosen queues in capture.go,
-// the SCRIPT EXISTS patch, the SCRIPT LOAD fan-out); the connections a
-// command goes on (forward.go): the pipelined shared ones that coalesce
-// many clients' batches into one write and frame replies without decoding
-// them (pipeline.go, pipeline_read.go, pipeline_idle.go, batch.go,
-// resp.go, upstream.go, dial.go) with their lazily set deadlines
-// (deadline.go), and the connections of one client each, owned by their
-// upstream through the one fence check (owned.go); the periodic re-run of
-// the fence on a live upstream, which closes every connection of an
-// upstream whose fence fails (probe.go); a Sentinel upstream's primary
-// followed across failovers (failover.go) and the replicas' confirmation
-// of writes (ack.go); subscribe mode over a connection
-// of the client's own (subscribe.go, subscribe_barrier.go,
-// subscribe_relay.go) and the RESP3 bridge of a subscribed or tracking
-// client, one connection per upstream it uses (bridge.go, legs.go); the
-// replies it makes from what only it knows: its own clients for CLIENT
-// LIST and CLIENT INFO (clientlist.go) and the upstream's answer to the
-// unsubscribe family outside subscribe mode (unsubscribe.go), a client's
-// CLIENT REPLY mode (clientreply.go); the process-wide memory budget for
-// what clients make it hold (budget.go) with large commands sent from the
-// client's read buffer without a copy (largecmd.go); the limits on failed
-// authentications per source address and on the time to authenticate
-// (authlimit.go); the server lifecycle (server.go) and the data-path
+// # The way of one command
+//
+// The data path is four packages: proxy (this one), proxy/resp (framing,
+// both ways), proxy/cmdtable (the servers' command tables) and
+// proxy/limits (the memory budget and the failed-AUTH table). proxy
+// imports the three; they import neither proxy nor each other (cmdtable's
+// tests use resp to talk to a server). A command in normal service:
+//
+//	client socket
+//	  │ session.serve (session.go): fill (input.go) reads into the session's
+//	  │ buffer, round frames and decides what it holds, up to MaxPipeline
+//	  ▼
+//	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
+//	  │                              from the buffer, checked against resp.Limits
+//	  ▼
+//	session.command (session.go)
+//	  │ plan (plan.go): rewrite.Decide under the round's view; failed
+//	  │   AUTHs counted (limits.AuthTable, authlimit.go); the queue-time
+//	  │   and arity errors (queuecheck.go) and the shared-connection rule
+//	  │   (rule.go), both read from cmdtable.Store; the keys
+//	  │   (cmdtable.Entry.Positions, or COMMAND GETKEYS for an entry with
+//	  │   Ask: route_session.go); the route (route.go) and the control
+//	  │   table's admission (hold.go)
+//	  │ → planStep: the rewrite.Decision and the *Upstream it goes to
+//	  ▼
+//	observe (observe.go): metrics, audit record (audit.go), capture (capture.go)
+//	  ▼
+//	forward (forward.go) adds it to the segment (segment.go): one batch
+//	  │ (batch.go) per upstream connection, the shared pipes (pipeline.go)
+//	  │ of an Upstream (upstream.go, dial.go, owned.go) or the client's
+//	  │ own; inside MULTI it is queued instead (transaction.go)
+//	  ▼
+//	pipe: batches of many clients written together; its reader frames each
+//	  │ reply with resp.Reader.Read (proxy/resp), its bytes charged through a
+//	  │ resp.Account to the memory budget (limits.Budget; budget.go)
+//	  ▼
+//	segment flush: the replies, local ones included, in command order
+//	  ▼
+//	session.write: to the client, under the write deadline (deadline.go)
+//
+// A client in subscribe mode, or a subscribed or tracking RESP3 client,
+// leaves this loop for one of its own (subscribe.go, bridge.go, legs.go)
+// that frames with the same resp.Framer: the subscribe family, PING, QUIT
+// and RESET go to its subscribed connection as they are; a bridged RESP3
+// client's other commands go through the same plan (bridge.go); any other
+// command of a RESP2 subscriber is the server's to refuse while the client
+// is subscribed, or, once nothing is subscribed, goes back to this loop.
+//
+// # What it owns
+//
+// Besides the above: the routing by queue across named upstreams with
+// their roles (route.go, route_session.go) and the control table of moved
+// queues (control.go, hold.go); the periodic re-run of the fence on a live
+// upstream, which closes every connection of an upstream whose fence fails
+// (probe.go); a Sentinel upstream's primary followed across failovers
+// (failover.go) and the replicas' confirmation of writes (ack.go); a
+// client's share of the shared connections (share.go); the replies it
+// makes from what only it knows: its own clients for CLIENT LIST and
+// CLIENT INFO (clientlist.go), the upstream's answer to the unsubscribe
+// family outside subscribe mode (unsubscribe.go), a client's CLIENT REPLY
+// mode (clientreply.go); large commands sent from the client's read buffer
+// without a copy (largecmd.go); what a session does under the memory
+// budget (budget.go) and the limits on failed authentications and on the
+// time to authenticate (authlimit.go), the limits themselves being package
+// limits'; the server lifecycle (server.go), its Options (options.go) and the data-path
 // metrics (metrics.go).
 //
 // What to do with a command is rewrite's to say: the plan only amends that
 // decision with what rewrite/, being pure, cannot know (the servers'
-// command tables, the routes, the control table, the fences), and nothing
-// after the plan changes it. The package must never decode and re-encode a
-// reply (the patches of SCRIPT EXISTS and the HELLO id excepted, from the
-// server's own bytes), must never resend a command that may have reached
-// an upstream (a command that fails in flight gets an explicit error), and
-// must not log payloads, values or secrets. Configuration parsing and the
-// fence checks live elsewhere: they reach the proxy through Options and
-// the OnConnect hook.
+// command tables, the routes, the control table, the fences). The package
+// must never decode and re-encode a reply (the patches of SCRIPT EXISTS
+// and the HELLO id excepted, from the server's own bytes), must never
+// resend a command that may have reached an upstream (a command that fails
+// in flight gets an explicit error), and must not log payloads, values or
+// secrets. Configuration parsing and the fence checks live elsewhere: they
+// reach the proxy through Options and the OnConnect hook.
+//
+// # Not yet split
+//
+// The rest of the package is still one package, whose files share the
+// session struct (about fifty fields, about a hundred methods across some
+// twenty files). What stands in the way of each further package:
+//
+//   - plan: plan() is a session method that reads and writes the session
+//     (s.st, s.v, and the per-command scratch s.cmdKeys, s.keyPos,
+//     s.routed, s.keyed, which transaction.go and route_session.go read
+//     after it), and it does I/O: getkeys sends COMMAND GETKEYS and waits
+//     for it from inside the plan. Its decision is also still amended after
+//     it: bridge.go refuses HELLO 2 of a bridged client, and session.go's
+//     localReply completes d.Reply (HELLO, CLIENT LIST).
+//   - upstream: the session's segment reaches into batch's fields, and a
+//     batch carries three owners' fields (the replicas' ack, the memory
+//     budget's account, large commands); Upstream is part of proxy's API
+//     (routes, the control loop) and the control loop writes srv.routes
+//     while the router calls back into it.
+//   - observe: observe.go, audit.go and capture.go are session methods over
+//     session fields (s.audits, s.fields, s.audLog, s.cap), and the
+//     observer schedules sends (alsoLoad, alsoSend in route_session.go).
+//   - limits: the budget and the AUTH table are package limits; their
+//     session glue stays here (resizeInput and the budget's waits, the
+//     replies dropped for it, authDelay), and so does the budget's reach
+//     into subscribe mode (a subscriber over it is closed through
+//     s.sub.finishWith), which waits for the pubsub split.
+//   - session and pubsub: subscribe mode has a framing loop of its own
+//     (serveSubscribed, subCommands) over the session's buffer and framer,
+//     reading the client from a goroutine, and segment.go's waitDedicated
+//     reads the client from a goroutine a second way while a blocking
+//     command waits; one loop for every mode, and an interface the session
+//     implements for pubsub, come first.
 package proxy

@@ -1,6 +1,10 @@
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
+)
 
 // Sentinel errors of the package; returned errors wrap one of them.
 var (
@@ -16,7 +20,7 @@ var (
 	ErrTimeout = errors.New("proxy: upstream reply timeout")
 	// ErrUpstreamProtocol means an upstream sent bytes that are not RESP,
 	// or a reply nothing waited for.
-	ErrUpstreamProtocol = errors.New("proxy: upstream protocol error")
+	ErrUpstreamProtocol = resp.ErrProtocol
 	// ErrBoot means AUTH or SELECT failed on a new upstream connection.
 	ErrBoot = errors.New("proxy: upstream boot failed")
 	// ErrNoPrimary means a Sentinel upstream's primary could not be found

@@ -16,6 +16,7 @@ import (
 	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -398,7 +399,7 @@ func testRoleCheck(t *testing.T, srv node.Server) {
 			cancel()
 			t.Fatal(err)
 		}
-		err = checkRole(ctx, &setupConn{nc: nc, rr: replyReader{br: br}}, tc.n.Addr)
+		err = checkRole(ctx, &setupConn{nc: nc, rr: resp.NewReader(br)}, tc.n.Addr)
 		cancel()
 		_ = nc.Close()
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {

@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -12,13 +13,13 @@ import (
 // client's own, or a rewritten head and the client's tail).
 
 // forward adds a forwarded command to the segment for its connection.
-func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
+func (s *session) forward(f resp.Frame, d *rewrite.Decision, audit int) {
 	u := s.route()
 	if d.Effect == rewrite.Subscribe {
 		s.startSubscribe(u, f, audit) // subscribe.go
 		return
 	}
-	own := s.pinned == nil && d.Effect != rewrite.Watch && d.Effect != rewrite.Blocking && s.shareBefore(len(f.raw), 1)
+	own := s.pinned == nil && d.Effect != rewrite.Watch && d.Effect != rewrite.Blocking && s.shareBefore(len(f.Raw), 1)
 	if s.over {
 		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
 		return
@@ -39,7 +40,7 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 	b.encode(f, d)
 	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
 	if d.Effect == rewrite.ScriptExists {
-		sl.patch = f.args
+		sl.patch = f.Args
 		s.simple = false
 	}
 	if s.mute {
@@ -49,7 +50,7 @@ func (s *session) forward(f frame, d *rewrite.Decision, audit int) {
 		s.simple = false
 	}
 	if u.ack != nil {
-		s.noteWrite(b, f.args, d) // ack.go
+		s.noteWrite(b, f.Args, d) // ack.go
 	}
 	b.n++
 	s.slots = append(s.slots, sl)
@@ -99,17 +100,17 @@ func (s *session) proto() int {
 
 // encode appends a forwarded command's bytes to out: the client's bytes for
 // Pass, a re-encoded head plus the client's tail bytes for Rewrite.
-func encode(out []byte, f frame, d *rewrite.Decision) []byte {
+func encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 	if d.Action != rewrite.Rewrite {
-		return append(out, f.raw...)
+		return append(out, f.Raw...)
 	}
-	return append(encodeHead(out, f, d), f.tailFrom(d.Replace)...)
+	return append(encodeHead(out, f, d), f.TailFrom(d.Replace)...)
 }
 
 // encodeHead appends a rewritten command's head: its array header and
 // its new name, which the client's tail bytes follow.
-func encodeHead(out []byte, f frame, d *rewrite.Decision) []byte {
-	tail := max(len(f.args)-d.Replace, 0)
+func encodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
+	tail := max(len(f.Args)-d.Replace, 0)
 	out = redcon.AppendArray(out, 1+tail)
 	return redcon.AppendBulkString(out, d.Head)
 }

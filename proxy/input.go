@@ -44,7 +44,7 @@ func (s *session) fill() error {
 // taking the bytes from the memory budget (budget.go), and waits for them
 // when the budget is short: the client is not read from meanwhile.
 func (s *session) room() error {
-	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.fr.need <= initialReadBuf {
+	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.need <= initialReadBuf {
 		// Shrink back after a big command (what follows it fits the
 		// initial buffer), releasing its bytes to the budget.
 		if _, err := s.resizeInput(initialReadBuf, true); err != nil {
@@ -85,8 +85,8 @@ func (s *session) room() error {
 			// way), else geometrically as bytes arrive (a header line,
 			// at most MaxInline).
 			size := 2 * len(s.buf)
-			if s.fr.need > len(s.buf) {
-				size = s.fr.need
+			if s.need > len(s.buf) {
+				size = s.need
 			}
 			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
 			if _, err := s.resizeInput(size, true); err != nil {

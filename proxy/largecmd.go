@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -37,15 +38,15 @@ const keptBatchBuf = 4 * DefaultMaxInline
 
 // encode appends a forwarded command (see the function encode), its bytes
 // by reference when it is large.
-func (b *batch) encode(f frame, d *rewrite.Decision) {
-	if len(f.raw) < refMin {
+func (b *batch) encode(f resp.Frame, d *rewrite.Decision) {
+	if len(f.Raw) < refMin {
 		b.out = encode(b.out, f, d)
 		return
 	}
-	tail := f.raw
+	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
 		b.out = encodeHead(b.out, f, d)
-		tail = f.tailFrom(d.Replace)
+		tail = f.TailFrom(d.Replace)
 	}
 	b.refs = append(b.refs, outRef{at: len(b.out), b: tail})
 }
@@ -69,18 +70,18 @@ func (b *batch) appendTo(vec net.Buffers) net.Buffers {
 // add appends a command for the server to *out (encoded as d says; nil:
 // as the client sent it). A large one is not copied: what *out holds is
 // sent, then the command from the client's read buffer.
-func (sub *subscriber) add(out *[]byte, f frame, d *rewrite.Decision) error {
+func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error {
 	if d == nil {
 		d = &rewrite.Decision{Action: rewrite.Pass}
 	}
-	if len(f.raw) < refMin {
+	if len(f.Raw) < refMin {
 		*out = encode(*out, f, d)
 		return nil
 	}
-	tail := f.raw
+	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
 		*out = encodeHead(*out, f, d)
-		tail = f.tailFrom(d.Replace)
+		tail = f.TailFrom(d.Replace)
 	}
 	if err := sub.send(*out); err != nil {
 		return err

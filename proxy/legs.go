@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // The bridge's legs.
@@ -69,8 +71,9 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 		hint:    make(chan struct{}, 1),
 		ended:   make(chan struct{}),
 	}
-	l.acct.mem = s.srv.mem
-	l.rr = replyReader{br: br, acct: &l.acct}
+	l.acct.Budget = s.srv.mem
+	l.rr = resp.NewReader(br)
+	l.rr.Acct = &l.acct.Account
 	if sub.legs == nil {
 		sub.legs = map[*Upstream]*subscriber{}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -41,8 +42,8 @@ func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
 // the current segment; routed is the upstream the command itself went to,
 // shared whether it went on a shared connection (a WATCH pin does not
 // share its segment).
-func (s *session) alsoLoad(f frame, d *rewrite.Decision, routed *Upstream, shared bool) {
-	if !isScriptLoad(f.args) {
+func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *Upstream, shared bool) {
+	if !isScriptLoad(f.Args) {
 		return
 	}
 	switch {
@@ -55,25 +56,25 @@ func (s *session) alsoLoad(f frame, d *rewrite.Decision, routed *Upstream, share
 
 // newCapture returns the capture record of a forwarded command when a
 // capture wants its queue, with its capturer; nil otherwise.
-func (s *session) newCapture(f frame, d *rewrite.Decision) (*capture.Record, *capturer) {
+func (s *session) newCapture(f resp.Frame, d *rewrite.Decision) (*capture.Record, *capturer) {
 	c := s.srv.cap.active.Load()
 	if c == nil || d.Effect == rewrite.Subscribe {
 		return nil, nil
 	}
 	q := d.Queue
 	if d.SHA == "" {
-		q = queueOfArgs(f.args)
+		q = queueOfArgs(f.Args)
 	}
 	if len(q) == 0 || !c.wants(q) {
 		return nil, nil
 	}
 	n := 0
-	for _, a := range f.args {
+	for _, a := range f.Args {
 		n += len(a)
 	}
 	buf := make([]byte, 0, n)
-	args := make([][]byte, len(f.args))
-	for i, a := range f.args {
+	args := make([][]byte, len(f.Args))
+	for i, a := range f.Args {
 		buf = append(buf, a...)
 		args[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
@@ -124,7 +125,7 @@ func (t *tap) apply(fr []byte) []byte {
 
 // bridgeTap is the tap a bridged command's reply needs (see above), or nil:
 // its SCRIPT EXISTS patch, its capture record, a SKIP's drop.
-func (s *session) bridgeTap(f frame, d *rewrite.Decision, skipped bool) *tap {
+func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *tap {
 	rec, c := s.newCapture(f, d)
 	if rec == nil && !skipped && d.Effect != rewrite.ScriptExists {
 		return nil
@@ -132,7 +133,7 @@ func (s *session) bridgeTap(f frame, d *rewrite.Decision, skipped bool) *tap {
 	t := &tap{pass: !skipped, rec: rec, c: c}
 	if d.Effect == rewrite.ScriptExists {
 		t.m = s.v.pol.Map
-		for _, a := range f.args {
+		for _, a := range f.Args {
 			t.patch = append(t.patch, append([]byte(nil), a...))
 		}
 	}

@@ -9,11 +9,16 @@ import (
 
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// Defaults applied by New to zero-valued Options fields.
+// Defaults applied by New to zero-valued Options fields. They are the
+// configuration's defaults too (package config; a test in cmd/emqproxy
+// fails when the two differ).
 const (
+	// DefaultListen is the client listener address.
+	DefaultListen         = "127.0.0.1:6380"
 	DefaultMaxClients     = 10000
 	DefaultMaxPipeline    = 1024
 	DefaultMaxReplyBytes  = 64 * 1024 * 1024
@@ -23,12 +28,17 @@ const (
 	DefaultShareCommands = 64
 	DefaultShareBytes    = 1 << 20
 	DefaultIsolateFor    = 30 * time.Second
+	// DefaultMaxMultibulk, DefaultMaxBulk and DefaultMaxInline are the
+	// client input framer's limits (package resp).
+	DefaultMaxMultibulk = resp.DefaultMaxMultibulk
+	DefaultMaxBulk      = resp.DefaultMaxBulk
+	DefaultMaxInline    = resp.DefaultMaxInline
 	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
 	// the most one incomplete command may make the proxy buffer.
 	DefaultMaxQueryBuffer  = 1024 * 1024 * 1024
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultDialTimeout     = 5 * time.Second
-	DefaultUpstreamTimeout = 10 * time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultDialTimeout     = 2 * time.Second
+	DefaultUpstreamTimeout = 5 * time.Second
 )
 
 // OnConnectFunc runs on every new upstream connection, after the boot
@@ -48,7 +58,7 @@ type OnConnectFunc func(ctx context.Context, c fence.Conn) error
 // Options configures a Server. Zero values take the documented defaults.
 type Options struct {
 	// Listen is the client listener address for ListenAndServe
-	// (default "127.0.0.1:6380").
+	// (default DefaultListen, "127.0.0.1:6380").
 	Listen string
 	// TLSConfig, when not nil, makes the client listener speak TLS.
 	TLSConfig *tls.Config
@@ -131,7 +141,7 @@ type Options struct {
 	// (0 = never, like redis's default `timeout 0`).
 	IdleTimeout time.Duration
 	// WriteTimeout bounds writing one batch of replies to a client
-	// (default 10s); over it the client is closed.
+	// (default DefaultWriteTimeout, 30s); over it the client is closed.
 	WriteTimeout time.Duration
 
 	// AuthFailDelay is the delay before the reply to a client's first
@@ -205,12 +215,12 @@ type UpstreamOptions struct {
 	// connection coalesces best; more dilute the batching).
 	Conns int
 	// DialTimeout bounds dialing plus the boot commands and the fence
-	// (default 5s).
+	// (default DefaultDialTimeout, 2s).
 	DialTimeout time.Duration
 	// Timeout is how long a shared connection may go without a reply while
-	// commands wait on it (default 10s); then it is closed and every waiting
-	// command gets an error. Dedicated connections (blocking commands,
-	// WATCH, subscriptions) have no reply timeout.
+	// commands wait on it (default DefaultUpstreamTimeout, 5s); then it is
+	// closed and every waiting command gets an error. Dedicated connections
+	// (blocking commands, WATCH, subscriptions) have no reply timeout.
 	Timeout time.Duration
 	// ProbeInterval is how often the fence is re-run on a short-lived
 	// connection of its own while the upstream is up (default
@@ -223,7 +233,7 @@ type UpstreamOptions struct {
 // withDefaults returns o with every zero value replaced by its default.
 func (o Options) withDefaults() Options {
 	if o.Listen == "" {
-		o.Listen = "127.0.0.1:6380"
+		o.Listen = DefaultListen
 	}
 	positiveOr(&o.MaxClients, DefaultMaxClients)
 	positiveOr(&o.MaxMultibulk, DefaultMaxMultibulk)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // Owned connections.
@@ -138,7 +140,7 @@ func (u *Upstream) blockingPipe(ctx context.Context, proto int) (*pipe, int64, e
 		return nil, 0, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
-	r, err := (&setupConn{nc: dl.nc, rr: replyReader{br: dl.br}}).Do(cctx, "CLIENT", "ID")
+	r, err := (&setupConn{nc: dl.nc, rr: resp.NewReader(dl.br)}).Do(cctx, "CLIENT", "ID")
 	cancel()
 	if err != nil {
 		u.disown(dl.nc)

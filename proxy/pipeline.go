@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // pipe is one pipelined upstream connection. Batches are written in the
@@ -122,7 +124,7 @@ type pipe struct {
 	raw      syscall.RawConn // the socket, for checkIdle (nil with bg)
 	pk       *peeker         // looks at raw (pipeline_idle.go)
 	bg       bool            // a reader goroutine reads
-	rr       replyReader
+	rr       resp.Reader
 	timeout  time.Duration // reply timeout; 0 = none
 	wtimeout time.Duration // write timeout; 0 = none
 	lostMsg  []byte        // the error a command in flight gets on failure
@@ -182,9 +184,9 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout t
 		dead:     make(chan struct{}),
 	}
 	p.idle.L = &p.mu
-	p.rr = replyReader{br: br}
+	p.rr = resp.NewReader(br)
 	if timeout > 0 {
-		p.rr.progress = func() {
+		p.rr.Progress = func() {
 			p.mu.Lock()
 			p.rdl = refreshDeadline(p.nc.SetReadDeadline, time.Time{}, p.timeout)
 			p.mu.Unlock()
@@ -399,7 +401,7 @@ func (p *pipe) lead(own *batch) {
 	for {
 		if ownDone {
 			p.mu.Lock()
-			if p.head == len(p.inflight) || !p.rr.buffered(p.inflight[p.head].onWire()-len(p.inflight[p.head].ends)) {
+			if p.head == len(p.inflight) || !p.rr.HasReplies(p.inflight[p.head].onWire()-len(p.inflight[p.head].ends)) {
 				p.handOffLocked()
 				return
 			}

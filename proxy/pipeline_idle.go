@@ -41,7 +41,7 @@ func (p *pipe) checkIdleLocked() error {
 	if p.raw == nil || p.reading || p.writing || len(p.queue) > 0 || p.head < len(p.inflight) {
 		return nil
 	}
-	if p.rr.br.Buffered() > 0 {
+	if p.rr.Buffered() > 0 {
 		return errUnasked
 	}
 	n, err := p.peek()
@@ -118,7 +118,7 @@ const spinWindow = 40 * time.Microsecond
 // P has other sessions to run and the reader parks at once: a spin would
 // hold them back (measured: 15% fewer GETs at 50 clients).
 func (p *pipe) spinFor(own *batch) {
-	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.br.Buffered() > 0 || len(own.ends) > 0 {
+	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.Buffered() > 0 || len(own.ends) > 0 {
 		return
 	}
 	end := time.Now().Add(spinWindow)

@@ -15,7 +15,7 @@ import (
 // since set one still ahead (idleTimeout).
 func (p *pipe) waitReply() error {
 	for {
-		_, err := p.rr.br.Peek(1)
+		err := p.rr.Wait()
 		if err == nil || p.timeout == 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !p.idleTimeout() {
 			return err
 		}
@@ -31,9 +31,9 @@ func (p *pipe) readBatch(b *batch) error {
 		var over bool
 		var err error
 		start := len(b.replies)
-		p.rr.acct = &b.acct
-		b.replies, over, err = p.rr.read(b.replies, b.max)
-		p.rr.acct = nil
+		p.rr.Acct = &b.acct.Account
+		b.replies, over, err = p.rr.Read(b.replies, b.max)
+		p.rr.Acct = nil
 		if err != nil {
 			return err
 		}
@@ -41,9 +41,9 @@ func (p *pipe) readBatch(b *batch) error {
 			p.onErr(b.replies[start:]) // failover.go: -READONLY, -LOADING
 		}
 		push := len(b.replies) > start && b.replies[start] == '>'
-		if b.acct.refused {
+		if b.acct.Refused {
 			// Over the memory budget: read and dropped (budget.go).
-			b.acct.refused, over = false, false
+			b.acct.Refused, over = false, false
 			b.acct.dropped++
 			b.replies = b.replies[:start]
 			if !push {

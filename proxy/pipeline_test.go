@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -344,12 +345,12 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 			defer p.close()
 			batches := make([]*batch, clients)
 			direct := make([]net.Conn, clients)
-			framers := make([]replyReader, clients)
+			framers := make([]resp.Reader, clients)
 			replies := make([][]byte, clients)
 			for i := range clients {
 				batches[i] = newBatch()
 				direct[i] = benchDial(b, n.Addr)
-				framers[i] = replyReader{br: bufio.NewReader(direct[i])}
+				framers[i] = resp.NewReader(bufio.NewReader(direct[i]))
 			}
 			viaPipe := func(i int) error {
 				bt := batches[i]
@@ -367,7 +368,7 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 			}
 			viaDirect := func(i int) (err error) {
 				if _, err = direct[i].Write(req); err == nil {
-					replies[i], _, err = framers[i].read(replies[i][:0], -1)
+					replies[i], _, err = framers[i].Read(replies[i][:0], -1)
 				}
 				return err
 			}

@@ -58,7 +58,7 @@ func (s *session) loadView() {
 	s.v.pol = s.srv.policy.Load()
 	s.st.Fenced = s.srv.fenced()
 	s.st.NoSub = s.srv.noSub()
-	s.st.SetInfo = s.srv.keys.setInfo.Load()
+	s.st.SetInfo = s.srv.keys.SetInfo()
 }
 
 // planStep is what plan makes of one command.
@@ -108,7 +108,7 @@ func (s *session) planOnce(args [][]byte, sp *planStep) bool {
 	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
 		// The server rejects an unknown command or a wrong number of
 		// arguments before it asks for authentication (queuecheck.go).
-		if reply, reason := s.srv.keys.commandError(args); reply != nil {
+		if reply, reason := commandError(&s.srv.keys, args); reply != nil {
 			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
 		}
 	}
@@ -184,15 +184,15 @@ func (s *session) findKeys(args [][]byte) {
 		}
 		return
 	}
-	ck := s.srv.keys.lookup(args)
+	ck := s.srv.keys.Lookup(args)
 	switch {
 	case ck == nil:
-	case ck.ask:
+	case ck.Ask:
 		if !s.v.routes.single {
 			s.cmdKeys = append(s.cmdKeys, s.getkeys(s.v.routes, args)...)
 		}
 	default:
-		s.keyPos = ck.positions(args, s.keyPos[:0])
+		s.keyPos = ck.Positions(args, s.keyPos[:0])
 		for _, i := range s.keyPos {
 			s.cmdKeys = append(s.cmdKeys, args[i])
 		}

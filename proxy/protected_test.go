@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 	"github.com/emqproxy/emqproxy/stand/scripts"
 )
@@ -86,7 +87,7 @@ func testProtectedKeys(t *testing.T, srv node.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dump, _, err := decodeReply(raw)
+	dump, _, err := resp.Decode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -15,10 +16,10 @@ import (
 // flagged no-multi are answered with an error there and then, and the
 // transaction is flagged so that EXEC answers EXECABORT. The proxy makes
 // the same checks, from the upstreams' own command tables (COMMAND, read
-// when the first connection of each upstream passes the fence: keys.go),
-// with the server's texts, and refuses such a command with AbortMulti:
-// EXEC then answers EXECABORT locally, as the server would, and nothing of
-// the transaction is sent.
+// when the first connection of each upstream passes the fence: package
+// cmdtable), with the server's texts, and refuses such a command with
+// AbortMulti: EXEC then answers EXECABORT locally, as the server would, and
+// nothing of the transaction is sent.
 //
 // The checks are in proxy/, not in rewrite/: rewrite/ decides from the
 // command alone, with a fixed table of the commands it treats specially;
@@ -56,7 +57,7 @@ func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
 	if !nested && ((d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !s.queueable(d)) {
 		return
 	}
-	reply, reason := s.srv.keys.queueError(args)
+	reply, reason := queueError(&s.srv.keys, args)
 	if reply == nil || (nested && reason != ReasonNoMulti) {
 		return
 	}
@@ -74,9 +75,9 @@ func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
 // queueError returns the error the server answers when args is sent inside
 // MULTI, in the order the server checks (command, subcommand, arity,
 // no-multi), or nil when it would queue it or no table is loaded.
-func (ks *keyStore) queueError(args [][]byte) ([]byte, rewrite.Reason) {
-	c, reply, reason := ks.entry(args)
-	if reply == nil && c != nil && c.noMulti {
+func queueError(ks *cmdtable.Store, args [][]byte) ([]byte, rewrite.Reason) {
+	c, reply, reason := entry(ks, args)
+	if reply == nil && c != nil && c.NoMulti {
 		return replyNoMulti, ReasonNoMulti
 	}
 	return reply, reason
@@ -85,8 +86,8 @@ func (ks *keyStore) queueError(args [][]byte) ([]byte, rewrite.Reason) {
 // commandError is the server's error for a command it does not know, or
 // calls with the wrong number of arguments: the checks the server makes
 // before any other, authentication included (Redis 7 processCommand).
-func (ks *keyStore) commandError(args [][]byte) ([]byte, rewrite.Reason) {
-	_, reply, reason := ks.entry(args)
+func commandError(ks *cmdtable.Store, args [][]byte) ([]byte, rewrite.Reason) {
+	_, reply, reason := entry(ks, args)
 	return reply, reason
 }
 
@@ -94,27 +95,27 @@ func (ks *keyStore) commandError(args [][]byte) ([]byte, rewrite.Reason) {
 // container with an argument), or the server's error for an unknown
 // command or subcommand or a wrong number of arguments. Nothing when the
 // table is not loaded.
-func (ks *keyStore) entry(args [][]byte) (*cmdKeys, []byte, rewrite.Reason) {
-	t := ks.tab.Load()
+func entry(ks *cmdtable.Store, args [][]byte) (*cmdtable.Entry, []byte, rewrite.Reason) {
+	t := ks.Table()
 	if t == nil || len(args) == 0 {
 		return nil, nil, ""
 	}
-	var buf [maxCmdName]byte
-	c := (*t)[string(rewrite.LowerInto(buf[:0], args[0]))]
+	var buf [cmdtable.MaxName]byte
+	c := t[string(rewrite.LowerInto(buf[:0], args[0]))]
 	if c == nil {
 		return nil, unknownCommand(args), ReasonUnknownCommand
 	}
 	// A container command alone is checked as itself (its arity); with an
 	// argument, that argument must be one of its subcommands.
-	if c.subs != nil && len(args) > 1 {
-		sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]
+	if c.Subs != nil && len(args) > 1 {
+		sc := c.Subs[string(rewrite.LowerInto(buf[:0], args[1]))]
 		if sc == nil {
 			return nil, unknownSubcommand(args), ReasonUnknownCommand
 		}
 		c = sc
 	}
-	if argc := len(args); (c.arity > 0 && c.arity != argc) || argc < -c.arity {
-		return c, serverError("wrong number of arguments for '" + c.name + "' command"), rewrite.ReasonArity
+	if argc := len(args); (c.Arity > 0 && c.Arity != argc) || argc < -c.Arity {
+		return c, serverError("wrong number of arguments for '" + c.Name + "' command"), rewrite.ReasonArity
 	}
 	return c, nil, ""
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -170,15 +171,15 @@ func TestQueueTimeRefusalsAreCounted(t *testing.T) {
 }
 
 func TestQueueErrorWithoutATableQueues(t *testing.T) {
-	var ks keyStore
-	if reply, _ := ks.queueError(toArgs(cmd("NOSUCHCOMMAND"))); reply != nil {
+	var ks cmdtable.Store
+	if reply, _ := queueError(&ks, toArgs(cmd("NOSUCHCOMMAND"))); reply != nil {
 		t.Errorf("no table loaded, yet %q", reply)
 	}
-	ks.merge(keyTable{"get": {name: "get", arity: 2}})
-	if reply, reason := ks.queueError(toArgs(cmd("GET"))); string(reply) != "-ERR wrong number of arguments for 'get' command\r\n" || reason != "arity" {
+	ks.Merge(cmdtable.Table{"get": {Name: "get", Arity: 2}})
+	if reply, reason := queueError(&ks, toArgs(cmd("GET"))); string(reply) != "-ERR wrong number of arguments for 'get' command\r\n" || reason != "arity" {
 		t.Errorf("GET: %q %q", reply, reason)
 	}
-	if reply, _ := ks.queueError(toArgs(cmd("get", "k"))); reply != nil {
+	if reply, _ := queueError(&ks, toArgs(cmd("get", "k"))); reply != nil {
 		t.Errorf("GET k: %q", reply)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -59,7 +60,7 @@ func snapshot(t testing.TB, n *node.Node) upstreamState {
 // bulkStrings decodes a RESP array of bulk strings.
 func bulkStrings(t testing.TB, raw []byte) []string {
 	t.Helper()
-	r, _, err := decodeReply(raw)
+	r, _, err := resp.Decode(raw)
 	if err != nil {
 		t.Fatalf("decode %q: %v", raw, err)
 	}
@@ -92,8 +93,8 @@ type refusalRow struct {
 	closes bool   // the proxy closes the connection after the replies
 }
 
-// resp encodes commands as RESP.
-func resp(cmds ...[]string) []byte {
+// commands encodes commands as RESP.
+func commands(cmds ...[]string) []byte {
 	var b []byte
 	for _, c := range cmds {
 		b = node.AppendCommand(b, c...)
@@ -118,61 +119,61 @@ const (
 // configured limits.
 func refusalRows(maxBulk, maxMultibulk int) []refusalRow {
 	rows := []refusalRow{
-		{name: "unknown sha", send: resp(cmd("EVALSHA", unknownSHA, "1", "k")),
+		{name: "unknown sha", send: commands(cmd("EVALSHA", unknownSHA, "1", "k")),
 			want: "-EMQREFUSED script " + unknownSHA + " is not pinned; emqproxy does not run unpinned scripts\r\n"},
-		{name: "unknown sha upper case", send: resp(cmd("EVALSHA", strings.ToUpper(unknownSHA), "0")),
+		{name: "unknown sha upper case", send: commands(cmd("EVALSHA", strings.ToUpper(unknownSHA), "0")),
 			want: "-EMQREFUSED script " + unknownSHA + " is not pinned; emqproxy does not run unpinned scripts\r\n"},
-		{name: "EVAL of an unknown body", send: resp(cmd("EVAL", unknownBody, "1", "k")),
+		{name: "EVAL of an unknown body", send: commands(cmd("EVAL", unknownBody, "1", "k")),
 			want: "-EMQREFUSED script " + sha1hex(unknownBody) + " is not pinned; emqproxy does not run unpinned scripts\r\n"},
-		{name: "EVALSHA_RO of a write verb", send: resp(cmd("EVALSHA_RO", enqueueSHA, "2", "a", "b", "c", "d")),
+		{name: "EVALSHA_RO of a write verb", send: commands(cmd("EVALSHA_RO", enqueueSHA, "2", "a", "b", "c", "d")),
 			want: "-EMQREFUSED script " + enqueueSHA + " is the write verb EMQ.ENQUEUE; it cannot run read-only\r\n"},
-		{name: "SCRIPT LOAD of an unknown body", send: resp(cmd("SCRIPT", "LOAD", unknownBody)),
+		{name: "SCRIPT LOAD of an unknown body", send: commands(cmd("SCRIPT", "LOAD", unknownBody)),
 			want: "-EMQREFUSED script " + sha1hex(unknownBody) + " is not pinned; emqproxy does not load unpinned scripts\r\n"},
-		{name: "numkeys not an integer", send: resp(cmd("EVALSHA", enqueueSHA, "two", "a", "b", "c", "d")),
+		{name: "numkeys not an integer", send: commands(cmd("EVALSHA", enqueueSHA, "two", "a", "b", "c", "d")),
 			want: "-ERR value is not an integer or out of range\r\n"},
-		{name: "numkeys negative", send: resp(cmd("EVALSHA", enqueueSHA, "-1", "a")),
+		{name: "numkeys negative", send: commands(cmd("EVALSHA", enqueueSHA, "-1", "a")),
 			want: "-ERR Number of keys can't be negative\r\n"},
-		{name: "numkeys larger than the arguments", send: resp(cmd("EVALSHA", enqueueSHA, "5", "a", "b")),
+		{name: "numkeys larger than the arguments", send: commands(cmd("EVALSHA", enqueueSHA, "5", "a", "b")),
 			want: "-ERR Number of keys can't be greater than number of args\r\n"},
-		{name: "numkeys not the pinned count", send: resp(cmd("EVALSHA", enqueueSHA, "1", "a", "b", "c", "d")),
+		{name: "numkeys not the pinned count", send: commands(cmd("EVALSHA", enqueueSHA, "1", "a", "b", "c", "d")),
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 keys, got 1\r\n"},
-		{name: "values not the pinned count", send: resp(cmd("EVALSHA", enqueueSHA, "2", "a", "b", "c")),
+		{name: "values not the pinned count", send: commands(cmd("EVALSHA", enqueueSHA, "2", "a", "b", "c")),
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 values, got 1\r\n"},
-		{name: "numkeys over the pinned count", send: resp(cmd("EVALSHA", enqueueSHA, "3", "a", "b", "c", "d")),
+		{name: "numkeys over the pinned count", send: commands(cmd("EVALSHA", enqueueSHA, "3", "a", "b", "c", "d")),
 			want: "-EMQWIRE EMQ.ENQUEUE wants 2 keys, got 3\r\n"},
 
 		// The version key, every write form.
-		{name: "SET version", send: resp(cmd("SET", "{emq}:version", "echomq:4.0.0")), want: replyFenceWrite},
-		{name: "SET version NX foreign brand", send: resp(cmd("SET", "{emq}:version", "foreign:1", "NX")), want: "$-1\r\n"},
-		{name: "SET version XX", send: resp(cmd("SET", "{emq}:version", "x", "XX")), want: replyFenceWrite},
-		{name: "SETNX version", send: resp(cmd("SETNX", "{emq}:version", "x")), want: replyFenceWrite},
-		{name: "SETEX version", send: resp(cmd("SETEX", "{emq}:version", "10", "x")), want: replyFenceWrite},
-		{name: "DEL version", send: resp(cmd("DEL", "{emq}:version")), want: replyFenceWrite},
-		{name: "DEL version among others", send: resp(cmd("DEL", "a", "{emq}:version", "b")), want: replyFenceWrite},
-		{name: "UNLINK version", send: resp(cmd("UNLINK", "{emq}:version")), want: replyFenceWrite},
-		{name: "EXPIRE version", send: resp(cmd("EXPIRE", "{emq}:version", "1")), want: replyFenceWrite},
-		{name: "PEXPIRE version", send: resp(cmd("PEXPIRE", "{emq}:version", "1")), want: replyFenceWrite},
-		{name: "PERSIST version", send: resp(cmd("PERSIST", "{emq}:version")), want: replyFenceWrite},
-		{name: "GETSET version", send: resp(cmd("GETSET", "{emq}:version", "x")), want: replyFenceWrite},
-		{name: "GETDEL version", send: resp(cmd("GETDEL", "{emq}:version")), want: replyFenceWrite},
-		{name: "GETEX version", send: resp(cmd("GETEX", "{emq}:version", "EX", "1")), want: replyFenceWrite},
-		{name: "SETRANGE version", send: resp(cmd("SETRANGE", "{emq}:version", "0", "x")), want: replyFenceWrite},
-		{name: "APPEND version", send: resp(cmd("APPEND", "{emq}:version", "x")), want: replyFenceWrite},
-		{name: "INCR version", send: resp(cmd("INCR", "{emq}:version")), want: replyFenceWrite},
-		{name: "RENAME to version", send: resp(cmd("RENAME", "other", "{emq}:version")), want: replyFenceWrite},
-		{name: "RENAME from version", send: resp(cmd("RENAME", "{emq}:version", "other")), want: replyFenceWrite},
-		{name: "RENAMENX to version", send: resp(cmd("RENAMENX", "other", "{emq}:version")), want: replyFenceWrite},
-		{name: "COPY to version", send: resp(cmd("COPY", "other", "{emq}:version", "REPLACE")), want: replyFenceWrite},
-		{name: "MOVE version", send: resp(cmd("MOVE", "{emq}:version", "1")), want: replyFenceWrite},
-		{name: "MSET including version", send: resp(cmd("MSET", "a", "1", "{emq}:version", "x")), want: replyFenceWrite},
-		{name: "MSETNX including version", send: resp(cmd("MSETNX", "{emq}:version", "x", "a", "1")), want: replyFenceWrite},
-		{name: "RESTORE version", send: resp(cmd("RESTORE", "{emq}:version", "0", "x", "REPLACE")), want: replyFenceWrite},
-		{name: "EVAL with version as a key", send: resp(cmd("EVAL", unknownBody, "1", "{emq}:version")), want: replyFenceWrite},
+		{name: "SET version", send: commands(cmd("SET", "{emq}:version", "echomq:4.0.0")), want: replyFenceWrite},
+		{name: "SET version NX foreign brand", send: commands(cmd("SET", "{emq}:version", "foreign:1", "NX")), want: "$-1\r\n"},
+		{name: "SET version XX", send: commands(cmd("SET", "{emq}:version", "x", "XX")), want: replyFenceWrite},
+		{name: "SETNX version", send: commands(cmd("SETNX", "{emq}:version", "x")), want: replyFenceWrite},
+		{name: "SETEX version", send: commands(cmd("SETEX", "{emq}:version", "10", "x")), want: replyFenceWrite},
+		{name: "DEL version", send: commands(cmd("DEL", "{emq}:version")), want: replyFenceWrite},
+		{name: "DEL version among others", send: commands(cmd("DEL", "a", "{emq}:version", "b")), want: replyFenceWrite},
+		{name: "UNLINK version", send: commands(cmd("UNLINK", "{emq}:version")), want: replyFenceWrite},
+		{name: "EXPIRE version", send: commands(cmd("EXPIRE", "{emq}:version", "1")), want: replyFenceWrite},
+		{name: "PEXPIRE version", send: commands(cmd("PEXPIRE", "{emq}:version", "1")), want: replyFenceWrite},
+		{name: "PERSIST version", send: commands(cmd("PERSIST", "{emq}:version")), want: replyFenceWrite},
+		{name: "GETSET version", send: commands(cmd("GETSET", "{emq}:version", "x")), want: replyFenceWrite},
+		{name: "GETDEL version", send: commands(cmd("GETDEL", "{emq}:version")), want: replyFenceWrite},
+		{name: "GETEX version", send: commands(cmd("GETEX", "{emq}:version", "EX", "1")), want: replyFenceWrite},
+		{name: "SETRANGE version", send: commands(cmd("SETRANGE", "{emq}:version", "0", "x")), want: replyFenceWrite},
+		{name: "APPEND version", send: commands(cmd("APPEND", "{emq}:version", "x")), want: replyFenceWrite},
+		{name: "INCR version", send: commands(cmd("INCR", "{emq}:version")), want: replyFenceWrite},
+		{name: "RENAME to version", send: commands(cmd("RENAME", "other", "{emq}:version")), want: replyFenceWrite},
+		{name: "RENAME from version", send: commands(cmd("RENAME", "{emq}:version", "other")), want: replyFenceWrite},
+		{name: "RENAMENX to version", send: commands(cmd("RENAMENX", "other", "{emq}:version")), want: replyFenceWrite},
+		{name: "COPY to version", send: commands(cmd("COPY", "other", "{emq}:version", "REPLACE")), want: replyFenceWrite},
+		{name: "MOVE version", send: commands(cmd("MOVE", "{emq}:version", "1")), want: replyFenceWrite},
+		{name: "MSET including version", send: commands(cmd("MSET", "a", "1", "{emq}:version", "x")), want: replyFenceWrite},
+		{name: "MSETNX including version", send: commands(cmd("MSETNX", "{emq}:version", "x", "a", "1")), want: replyFenceWrite},
+		{name: "RESTORE version", send: commands(cmd("RESTORE", "{emq}:version", "0", "x", "REPLACE")), want: replyFenceWrite},
+		{name: "EVAL with version as a key", send: commands(cmd("EVAL", unknownBody, "1", "{emq}:version")), want: replyFenceWrite},
 		{name: "version write inside MULTI",
-			send: resp(cmd("MULTI"), cmd("SET", "a", "1"), cmd("SET", "{emq}:version", "x"), cmd("EXEC")),
+			send: commands(cmd("MULTI"), cmd("SET", "a", "1"), cmd("SET", "{emq}:version", "x"), cmd("EXEC")),
 			want: "+OK\r\n+QUEUED\r\n" + replyFenceWrite + "-EXECABORT Transaction discarded because of previous errors.\r\n"},
 		{name: "version write inside a pipeline",
-			send: resp(cmd("PING"), cmd("DEL", "{emq}:version"), cmd("ECHO", "after")),
+			send: commands(cmd("PING"), cmd("DEL", "{emq}:version"), cmd("ECHO", "after")),
 			want: "+PONG\r\n" + replyFenceWrite + "$5\r\nafter\r\n"},
 
 		// Malformed and over-limit input: the server's own texts, then closed.
@@ -195,12 +196,12 @@ func refusalRows(maxBulk, maxMultibulk int) []refusalRow {
 		{name: "over-limit header line", send: append([]byte("*1\r\n$"), bytes.Repeat([]byte("1"), DefaultMaxInline+1)...),
 			want: "-ERR Protocol error: too big bulk count string\r\n", closes: true},
 		{name: "a refused command before a protocol error still answers in order",
-			send: append(resp(cmd("FLUSHALL")), "*1\r\n$x\r\n"...),
+			send: append(commands(cmd("FLUSHALL")), "*1\r\n$x\r\n"...),
 			want: "-DENIED emqproxy does not forward 'FLUSHALL'\r\n-ERR Protocol error: invalid bulk length\r\n", closes: true},
-		{name: "*0 is ignored", send: []byte("*0\r\n*0\r\n*-1\r\n" + string(resp(cmd("ECHO", "x")))),
+		{name: "*0 is ignored", send: []byte("*0\r\n*0\r\n*-1\r\n" + string(commands(cmd("ECHO", "x")))),
 			want: "$1\r\nx\r\n"},
 		{name: "commands after QUIT are dropped",
-			send: resp(cmd("QUIT"), cmd("SET", "afterquit", "1"), cmd("FLUSHALL")),
+			send: commands(cmd("QUIT"), cmd("SET", "afterquit", "1"), cmd("FLUSHALL")),
 			want: "+OK\r\n", closes: true},
 		{name: "inline commands after QUIT are dropped",
 			send: []byte("QUIT\r\nSET afterquit 1\r\n"), want: "+OK\r\n", closes: true},
@@ -208,10 +209,10 @@ func refusalRows(maxBulk, maxMultibulk int) []refusalRow {
 	// Every denied command, with an argument so arity is not what stops it.
 	for _, entry := range slices.Sorted(maps.Keys(rewrite.DefaultDeny)) {
 		args := append(strings.Fields(entry), "x")
-		rows = append(rows, refusalRow{name: "denied " + entry, send: resp(args),
+		rows = append(rows, refusalRow{name: "denied " + entry, send: commands(args),
 			want: "-DENIED emqproxy does not forward '" + entry + "'\r\n"})
 		lower := append(strings.Fields(strings.ToLower(entry)), "x")
-		rows = append(rows, refusalRow{name: "denied " + entry + " (lower case)", send: resp(lower),
+		rows = append(rows, refusalRow{name: "denied " + entry + " (lower case)", send: commands(lower),
 			want: "-DENIED emqproxy does not forward '" + entry + "'\r\n"})
 	}
 	return rows

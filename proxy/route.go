@@ -20,7 +20,7 @@ import (
 // Every forwarded command is routed by its keys (route_session.go): a key
 // with a hashtag goes where its queue's route says, a key without one (and
 // a command without keys) goes to the default route. The key positions are
-// the server's own (COMMAND's key specs, keys.go). A command, or a
+// the server's own (COMMAND's key specs, package cmdtable). A command, or a
 // MULTI/EXEC, whose keys route to two upstreams is refused with CROSSROUTE
 // before anything is sent; a pipeline that spans upstreams is split into one
 // batch per upstream, sent concurrently, and the replies are put back in

@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -178,7 +179,7 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 		return nil
 	}
 	p.await(b)
-	rep, _, err := decodeReply(b.reply(0))
+	rep, _, err := resp.Decode(b.reply(0))
 	if err != nil || rep.Type != '*' {
 		return nil
 	}
@@ -196,7 +197,7 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 // reply; the others' are dropped (an upstream that is down is skipped: a
 // call routed there fails anyway, and a NOSCRIPT later makes the client
 // load again).
-func (s *session) loadEverywhere(f frame, routed *Upstream) {
+func (s *session) loadEverywhere(f resp.Frame, routed *Upstream) {
 	s.alsoSend(f, func(u *Upstream) bool { return u != routed })
 }
 
@@ -255,7 +256,7 @@ func cmdName(args [][]byte) string {
 // dropped): a verb call routed to a scripts node leaves as the client's
 // EVALSHA, and a client that loads after NOSCRIPT must find it there. No
 // module upstream ever gets a verb body.
-func (s *session) loadOnScripts(f frame) {
+func (s *session) loadOnScripts(f resp.Frame) {
 	s.alsoSend(f, func(u *Upstream) bool { return u.role == RoleScripts })
 }
 
@@ -263,7 +264,7 @@ func (s *session) loadOnScripts(f frame) {
 // for the shared RESP2 connection (always open, unlike the RESP3 ones) of
 // every upstream to that wants it. No reply slot is added: those replies
 // are read and dropped. An upstream that is down is skipped.
-func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
+func (s *session) alsoSend(f resp.Frame, to func(*Upstream) bool) {
 	for _, u := range s.srv.ups {
 		if !to(u) {
 			continue
@@ -273,7 +274,7 @@ func (s *session) alsoSend(f frame, to func(*Upstream) bool) {
 			continue
 		}
 		b := s.parts[s.partFor(u, p, false, false)].b
-		b.out = append(b.out, f.raw...)
+		b.out = append(b.out, f.Raw...)
 		b.n++
 		s.simple = false
 	}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -12,9 +12,9 @@ import (
 //
 // Many clients share a few upstream connections, so a command may travel
 // on one only when the server's own command table (COMMAND, read from each
-// upstream: keys.go) shows that it gets exactly one reply and leaves the
-// connection, the node, its credentials and its other databases as every
-// other client expects them. rewrite.Decide has decided the command first
+// upstream into package cmdtable, which classes each entry) shows that it
+// gets exactly one reply and leaves the connection, the node, its
+// credentials and its other databases as every other client expects them. rewrite.Decide has decided the command first
 // (its deny list, the version key for wire-4 sessions, scripts, local
 // answers); the rule then applies, in session.command and for a bridged
 // RESP3 client (subscribe.go), to every command Decide would forward, on
@@ -34,7 +34,7 @@ import (
 //  2. The class of the command's table entry (its subcommand's for a
 //     container), each named in the refusal:
 //     - reply, never opened: the server does not answer with exactly one
-//     reply (replyShape below, and the subscribe family, flagged pubsub
+//     reply (cmdtable's replyShape, and the subscribe family, flagged pubsub
 //     and noscript, outside the subscribe paths that bridge it);
 //     - secret, never opened: the command answers credentials (ACL LIST,
 //     ACL GETUSER);
@@ -45,8 +45,8 @@ import (
 //     noscript (the server refuses it in scripts because it acts on the
 //     connection it runs on, which other clients share): refused unless
 //     policy.allow names the command or its container.
-//     The exceptions clients use are in ruleExceptions, each with its
-//     reason.
+//     The exceptions clients use are in cmdtable's ruleExceptions
+//     (cmdtable/class.go), each with its reason.
 //  3. Argument checks, always: CONFIG GET names parameters one by one and
 //     none that holds a credential; MOVE, COPY ... DB and MIGRATE name the
 //     configured database only; SWAPDB and FLUSHALL, which touch every
@@ -56,156 +56,6 @@ import (
 // unknown-command error, one reply. With no table loaded yet no upstream
 // connection exists, and the command gets the default upstream's
 // unavailable error.
-
-// traits are what the rule reads of a command's flags and categories.
-type traits uint8
-
-const (
-	tWrite     traits = 1 << iota // flag write
-	tAdmin                        // flag admin, or category @admin
-	tDangerous                    // category @dangerous
-	tNoscript                     // flag noscript
-	tBlocking                     // flag blocking
-	tPubsub                       // flag pubsub
-)
-
-// parseTraits reads a COMMAND entry's flags and ACL categories.
-func parseTraits(flags, cats fence.Reply) traits {
-	var t traits
-	for _, f := range flags.Elems {
-		switch strings.ToLower(f.Str) {
-		case "write":
-			t |= tWrite
-		case "admin":
-			t |= tAdmin
-		case "noscript":
-			t |= tNoscript
-		case "blocking":
-			t |= tBlocking
-		case "pubsub":
-			t |= tPubsub
-		}
-	}
-	for _, c := range cats.Elems {
-		switch strings.ToLower(c.Str) {
-		case "@admin":
-			t |= tAdmin
-		case "@dangerous":
-			t |= tDangerous
-		}
-	}
-	return t
-}
-
-// ruleClass is where the rule puts a command's table entry.
-type ruleClass uint8
-
-// The classes; open travels, the others are refused as described above.
-const (
-	classOpen ruleClass = iota
-	classReply
-	classSecret
-	classBlocking
-	classAdmin
-	classDangerous
-	classNoscript
-)
-
-// String is the class's name, as refusals, reasons and the README give it.
-func (c ruleClass) String() string {
-	switch c {
-	case classReply:
-		return "reply"
-	case classSecret:
-		return "secret"
-	case classBlocking:
-		return "blocking"
-	case classAdmin:
-		return "admin"
-	case classDangerous:
-		return "dangerous"
-	case classNoscript:
-		return "noscript"
-	}
-	return "open"
-}
-
-// openable reports whether policy.allow can open the class.
-func (c ruleClass) openable() bool {
-	return c == classAdmin || c == classDangerous || c == classNoscript
-}
-
-// replyShape lists the commands (the server's lower-case names) whose
-// reply count is not one, with why. The table has no flag for it; these
-// are the server's own special cases.
-var replyShape = map[string]string{
-	"replconf":     "the server answers REPLCONF ACK and GETACK with nothing",
-	"monitor":      "after its +OK the connection streams every command the node runs",
-	"sync":         "the connection becomes a replication stream",
-	"psync":        "the connection becomes a replication stream",
-	"client|reply": "OFF and SKIP silence the replies that follow",
-}
-
-// secretCommands answer credentials of the node, with why.
-var secretCommands = map[string]string{
-	"acl|list":    "it answers every user's password hashes",
-	"acl|getuser": "it answers the user's password hashes",
-}
-
-// ruleExceptions are the commands the classes would refuse that clients
-// use and that are safe, with the reason (the README's table repeats it).
-var ruleExceptions = map[string]string{
-	"info":           "@dangerous: ioredis sends it on every connect (its ready check) and clients read the server's version from it; it shows no credential and changes nothing",
-	"keys":           "@dangerous for its cost alone: one reply, the configured database only",
-	"sort":           "@dangerous for its cost alone: one reply; SORT ... STORE is a write, under the protected-key check",
-	"sort_ro":        "@dangerous for its cost alone: one reply, a read",
-	"config|get":     "@admin: job clients check maxmemory-policy at start; only parameters named one by one and holding no credential pass (the secret check)",
-	"client|caching": "noscript: meaningful only on a tracking connection, which is the client's own; a shared connection never tracks, so the server refuses it there",
-	"eval":           "noscript: the script rule decides it (rewrite/scripts.go)",
-	"evalsha":        "noscript: the script rule decides it (rewrite/scripts.go)",
-	"eval_ro":        "noscript: the script rule decides it (rewrite/scripts.go)",
-	"evalsha_ro":     "noscript: the script rule decides it (rewrite/scripts.go)",
-	"script|load":    "noscript: the script rule decides it (rewrite/scripts.go)",
-	"script|exists":  "noscript: the script rule decides it (rewrite/scripts.go)",
-	"watch":          "noscript: WATCH pins a connection of the client's own",
-	"exec":           "noscript: EXEC sends MULTI, the checked queued commands and EXEC as one unit",
-	"unwatch":        "noscript: no watch is ever set on a shared connection, so it changes nothing there",
-	"wait":           "noscript: it blocks, so it goes on a connection of its own; inside MULTI the server answers at once",
-	"waitaof":        "noscript: it blocks, so it goes on a connection of its own; inside MULTI the server answers at once",
-	"xread":          "blocking only with BLOCK, which goes on a connection of its own",
-	"xreadgroup":     "blocking only with BLOCK, which goes on a connection of its own",
-}
-
-// classify puts a table entry (lower-case name, "container|sub" for a
-// subcommand) in its class.
-func classify(name string, t traits) ruleClass {
-	if _, ok := replyShape[name]; ok || (t&tPubsub != 0 && t&tNoscript != 0) {
-		return classReply
-	}
-	if _, ok := secretCommands[name]; ok {
-		return classSecret
-	}
-	if _, ok := ruleExceptions[name]; ok {
-		return classOpen
-	}
-	switch {
-	case t&tBlocking != 0:
-		return classBlocking
-	case t&tAdmin != 0:
-		return classAdmin
-	case t&tDangerous != 0:
-		return classDangerous
-	case t&tNoscript != 0:
-		return classNoscript
-	}
-	return classOpen
-}
-
-// ruleLabel is a table name as refusals and policy.allow spell it: upper
-// case, "CONFIG GET" for "config|get".
-func ruleLabel(name string) string {
-	return strings.ToUpper(strings.ReplaceAll(name, "|", " "))
-}
 
 // ruleReason is the refusal reason of a class (audit log, metrics).
 func ruleReason(class string) rewrite.Reason { return rewrite.Reason("rule_" + class) }
@@ -222,7 +72,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
 		return
 	}
-	x := s.srv.keys.idx.Load()
+	x := s.srv.keys.Index()
 	if x == nil {
 		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
 			Reply: s.v.routes.def.unavailable()}
@@ -231,7 +81,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 		}
 		return
 	}
-	ck := x.lookup(args)
+	ck := x.Lookup(args)
 	if key, ok := protectedWrite(args, ck); ok {
 		reason := ReasonControlKey
 		if string(key) == rewrite.VersionKey {
@@ -243,25 +93,25 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	if ck == nil {
 		return
 	}
-	class := ck.class
+	class := ck.Class
 	switch {
-	case class == classReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args)),
-		class == classNoscript && d.Effect == rewrite.Subscribe,
-		class == classBlocking && (d.Effect == rewrite.Blocking || s.st.InMulti),
-		class.openable() && (s.v.pol.Allow[ck.label] || (ck.parent != "" && s.v.pol.Allow[ck.parent])):
-		class = classOpen
+	case class == cmdtable.ClassReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args)),
+		class == cmdtable.ClassNoscript && d.Effect == rewrite.Subscribe,
+		class == cmdtable.ClassBlocking && (d.Effect == rewrite.Blocking || s.st.InMulti),
+		class.Openable() && (s.v.pol.Allow[ck.Label] || (ck.Parent != "" && s.v.pol.Allow[ck.Parent])):
+		class = cmdtable.ClassOpen
 	}
-	if class != classOpen {
-		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.label+"': shared-connection rule "+
-			class.String()+": "+classWhy(class, ck), ruleReason(class.String()))
+	if class != cmdtable.ClassOpen {
+		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
+			class.String()+": "+class.Why(ck), ruleReason(class.String()))
 		return
 	}
 	if why := argumentCheck(args, ck, s.v.pol.DB); why != "" {
 		class := "database"
-		if ck.name == "config|get" {
+		if ck.Name == "config|get" {
 			class = "secret"
 		}
-		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.label+"': shared-connection rule "+
+		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
 			class+": "+why, ruleReason(class))
 	}
 }
@@ -273,29 +123,10 @@ func bareUnsubscribe(args [][]byte) bool {
 	return len(args) == 1 && (foldEq(args[0], "UNSUBSCRIBE") || foldEq(args[0], "PUNSUBSCRIBE") || foldEq(args[0], "SUNSUBSCRIBE"))
 }
 
-// classWhy is the refusal's explanation for a class.
-func classWhy(c ruleClass, ck *cmdKeys) string {
-	switch c {
-	case classReply:
-		if why, ok := replyShape[strings.ToLower(ck.name)]; ok {
-			return "the server does not answer it with exactly one reply (" + why + ")"
-		}
-		return "the server answers it with one reply per channel"
-	case classSecret:
-		return secretCommands[strings.ToLower(ck.name)]
-	case classBlocking:
-		return "it may block, and it would go on a shared connection"
-	case classNoscript:
-		return "the server's command table flags it noscript: it acts on the connection it runs on, " +
-			"which other clients share (policy.allow opens it)"
-	}
-	return "the server's command table puts it in @" + c.String() + " (policy.allow opens it)"
-}
-
 // argumentCheck is the rule's check of the arguments of a command that is
 // normally fine but not with every option: "" when it passes, else why.
-func argumentCheck(args [][]byte, ck *cmdKeys, db int) string {
-	switch strings.ToLower(ck.name) {
+func argumentCheck(args [][]byte, ck *cmdtable.Entry, db int) string {
+	switch strings.ToLower(ck.Name) {
 	case "config|get":
 		for _, a := range args[2:] {
 			if why := credentialParam(a); why != "" {
@@ -353,7 +184,7 @@ func credentialParam(a []byte) string {
 
 // protectedWrite returns the first protected key (the version key, or a
 // control-table key) that the command writes; see the rule above.
-func protectedWrite(args [][]byte, ck *cmdKeys) ([]byte, bool) {
+func protectedWrite(args [][]byte, ck *cmdtable.Entry) ([]byte, bool) {
 	first := -1
 	for i := 1; i < len(args); i++ {
 		if isProtected(args[i]) {
@@ -382,16 +213,16 @@ func protectedWrite(args [][]byte, ck *cmdKeys) ([]byte, bool) {
 	if ck == nil {
 		return nil, false
 	}
-	if ck.ask && ck.traits&tWrite != 0 {
+	if ck.Ask && ck.Traits&cmdtable.TraitWrite != 0 {
 		return args[first], true
 	}
 	var buf [8]int
-	for i := range ck.specs {
-		sp := &ck.specs[i]
-		if !sp.write || sp.notKey {
+	for i := range ck.Specs {
+		sp := &ck.Specs[i]
+		if !sp.Write || sp.NotKey {
 			continue
 		}
-		for _, at := range sp.positions(args, buf[:0]) {
+		for _, at := range sp.Positions(args, buf[:0]) {
 			if isProtected(args[at]) {
 				return args[at], true
 			}

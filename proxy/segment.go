@@ -61,7 +61,7 @@ func (s *session) newBatch() *batch {
 		return b
 	}
 	b := newBatch()
-	b.acct.mem = s.srv.mem
+	b.acct.Budget = s.srv.mem
 	return b
 }
 
@@ -148,8 +148,8 @@ func (s *session) emit() {
 		b := s.parts[0].b
 		s.out, b.replies = b.replies, s.out[:0] // no copy: the replies are the output
 		// And so is what they hold of the budget.
-		s.outHeld += b.acct.held
-		b.acct.held = 0
+		s.outHeld += b.acct.Held
+		b.acct.Held = 0
 	} else {
 		for i := range s.slots {
 			sl := &s.slots[i]

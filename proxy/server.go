@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -33,13 +35,13 @@ type Server struct {
 	ups      []*Upstream          // every upstream, in Options order
 	byName   map[string]*Upstream // by name
 	routes   atomic.Pointer[router]
-	keys     keyStore // the upstreams' command tables: key positions, arities, flags
+	keys     cmdtable.Store // the upstreams' command tables: key positions, arities, flags
 	policy   atomic.Pointer[rewrite.Policy]
-	cap      captureState // the running capture, if any (capture.go)
-	mem      *memBudget   // the process-wide memory budget (budget.go)
-	memLimit *memLimit    // the runtime's soft memory limit; nil: not kept (memlimit.go)
-	fails    authTable    // failed authentications by source address (authlimit.go)
-	ctl      *controller  // the control table's loop; nil when off (control.go)
+	cap      captureState     // the running capture, if any (capture.go)
+	mem      *limits.Budget   // the process-wide memory budget (budget.go)
+	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
+	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
+	ctl      *controller      // the control table's loop; nil when off (control.go)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (ack.go)
@@ -111,7 +113,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		cancel:     cancel,
 		listeners:  map[net.Listener]struct{}{},
 		sessions:   map[*session]struct{}{},
-		mem:        newMemBudget(opts.MaxBuffered),
+		mem:        limits.NewBudget(opts.MaxBuffered),
 		memLimit:   newMemLimit(opts.SoftMemoryLimit, opts.MaxBuffered),
 	}
 	if err := s.registerBudgetMetrics(opts.Registry); err != nil {
@@ -338,7 +340,7 @@ func (s *Server) accept(nc net.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)
-	s.mem.close() // sessions waiting for room to read end
+	s.mem.Close() // sessions waiting for room to read end
 	for ln := range s.listeners {
 		_ = ln.Close()
 	}

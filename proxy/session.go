@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -45,12 +46,13 @@ type session struct {
 
 	st rewrite.State
 	v  view // what the current round decides under (plan.go)
-	fr framer
+	fr resp.Framer
 
 	buf        []byte // read buffer; unread bytes are buf[start:end]
 	start, end int
 	readFull   bool // the last read filled the buffer: the client sends more than it holds
 	smallReads int  // reads in a row that used under a quarter of the buffer
+	need       int  // the length the incomplete command at buf[start:] is known to need (0: unknown)
 
 	inHeld   int64     // bytes of buf taken from the memory budget (budget.go)
 	outHeld  int64     // bytes of out taken from the memory budget
@@ -122,7 +124,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 	s.view.init(nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
-	s.fr.lim = Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
+	s.fr.Limits = resp.Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
 	return s
 }
 
@@ -188,28 +190,28 @@ func (s *session) round() (served int, err error) {
 	}()
 	s.loadView()   // plan.go: once per read
 	s.shareRound() // share.go: an isolated client may come back
-	s.fr.reset()
-	s.fr.need = 0
+	s.fr.Reset()
+	s.need = 0
 	s.began = time.Time{}
 	s.kind = batchLocal
 	// Past the reply cap (a part of the batch was answered over it,
 	// share.go) the rest of the batch is not sent: the client is closed.
 	for served < s.srv.opts.MaxPipeline && !s.closing && !s.over && s.sub == nil {
-		s.fr.lim.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
-		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
+		s.fr.Limits.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
+		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
 		switch status {
-		case frameSkip:
+		case resp.Skipped:
 			s.start += n
 			continue
-		case frameIncomplete:
-			s.fr.need = need
-		case frameError:
+		case resp.Incomplete:
+			s.need = need
+		case resp.Invalid:
 			s.mute = s.rm.command(rewrite.NoEffect)
 			s.addLocal(errReply, -1)
 			s.closing = true
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
 			continue
-		case frameOK:
+		case resp.Framed:
 			if served == 0 {
 				s.began = time.Now()
 			}
@@ -276,12 +278,12 @@ func (s *session) write() error {
 }
 
 // command plans one command (plan.go) and adds it to the current segment.
-func (s *session) command(f frame) {
-	s.lastArgs = f.args
+func (s *session) command(f resp.Frame) {
+	s.lastArgs = f.Args
 	var sp planStep
-	s.plan(f.args, &sp)
+	s.plan(f.Args, &sp)
 	if sp.wait {
-		_ = s.waitHeld(f.args, &sp, s.flushHeld) // hold.go
+		_ = s.waitHeld(f.Args, &sp, s.flushHeld) // hold.go
 	}
 	if sp.authWait > 0 {
 		s.authDelay(sp.authWait) // authlimit.go
@@ -289,7 +291,7 @@ func (s *session) command(f frame) {
 	d := &sp.d
 	s.routed = sp.up
 	s.localReply(d)
-	audit := s.observe(f.args, d) // observe.go
+	audit := s.observe(f.Args, d) // observe.go
 	s.mute = s.rm.command(d.Effect)
 
 	if s.st.InMulti && s.queueable(d) {
@@ -355,7 +357,7 @@ func (s *session) queueable(d *rewrite.Decision) bool {
 
 // apply makes the decision's effect on the session after its reply slot
 // was added.
-func (s *session) apply(f frame, d *rewrite.Decision) {
+func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	switch d.Effect {
 	case rewrite.Quit:
 		s.closing = true

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -131,7 +132,7 @@ type subscriber struct {
 	s     *session
 	u     *Upstream
 	nc    net.Conn // the upstream connection
-	rr    replyReader
+	rr    resp.Reader
 	first []byte    // the command that entered subscribe mode
 	max   int       // cap on the bytes waiting for the client
 	acct  replyAcct // what the relay's chunk holds of the memory budget (the relay's)
@@ -189,7 +190,7 @@ type subscriber struct {
 // mode: the commands before it are answered first, then the session's loop
 // stops and serveSubscribed takes over (s.sub is set). When the upstream
 // connection cannot be opened the command gets the unavailable error.
-func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
+func (s *session) startSubscribe(u *Upstream, f resp.Frame, audit int) {
 	s.flush()
 	dl, err := u.own(s.srv.ctx, s.proto()) // owned.go
 	nc, br := dl.nc, dl.br
@@ -205,7 +206,7 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 		s:       s,
 		u:       u,
 		nc:      nc,
-		first:   append([]byte(nil), f.raw...),
+		first:   append([]byte(nil), f.Raw...),
 		max:     int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))),
 		barrier: make(chan bool, 1),
 		hint:    make(chan struct{}, 1),
@@ -215,14 +216,15 @@ func (s *session) startSubscribe(u *Upstream, f frame, audit int) {
 	}
 	sub.w, sub.cur = sub, sub
 	sub.legDown = make(chan struct{}, 1)
-	sub.acct.mem = s.srv.mem
-	sub.rr = replyReader{br: br, acct: &sub.acct}
+	sub.acct.Budget = s.srv.mem
+	sub.rr = resp.NewReader(br)
+	sub.rr.Acct = &sub.acct.Account
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.resp3 = s.proto() == 3
-	if on, _ := trackingSwitch(f.args); on {
-		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.raw...)
+	if on, _ := trackingSwitch(f.Args); on {
+		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.Raw...)
 	}
 	sub.muted.Store(s.mute)
 	sub.skipFirst = s.mute && !s.rm.muted()
@@ -368,24 +370,24 @@ func (s *session) serveSubscribed() (err error) {
 // the client sent QUIT or a protocol error, and was answered.
 func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 	sub := s.sub
-	s.fr.reset()
+	s.fr.Reset()
 	s.loadView()         // plan.go: once per read, as in normal service
 	s.began = time.Now() // the audit records' latency_us: from this read
 	for {
-		f, status, n, need, errReply := s.fr.next(s.buf[s.start:s.end])
+		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
 		switch status {
-		case frameSkip:
+		case resp.Skipped:
 			s.start += n
 			continue
-		case frameIncomplete:
-			s.fr.need = need
+		case resp.Incomplete:
+			s.need = need
 			if sub.resp3 {
 				s.flushCaching(out) // legs.go: no command follows in this read
 			}
 			s.logAudits() // before the next read reuses the buffer
 			s.publish(time.Now())
 			return false, false, nil
-		case frameError:
+		case resp.Invalid:
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
@@ -398,8 +400,8 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.finishWith(out, errReply)
 		}
-		s.lastArgs = f.args // CLIENT LIST's cmd
-		kind := subKindOf(f.args[0])
+		s.lastArgs = f.Args // CLIENT LIST's cmd
+		kind := subKindOf(f.Args[0])
 		if kind != subOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's
 			// first connection's (legs.go).
@@ -432,7 +434,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 				// A SKIP (only a bridged RESP3 client sends one here):
 				// whatever the command's replies, they come before the
 				// barrier after it.
-				if err := s.sendSkipped(out, f.raw); err != nil {
+				if err := s.sendSkipped(out, f.Raw); err != nil {
 					return false, false, err
 				}
 				continue
@@ -456,7 +458,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if err := sub.finishWith(out, reply); err != nil {
 				return false, false, err
 			}
-			s.apply(frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
+			s.apply(resp.Frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
 			return true, false, nil
 		default:
 			if err := sub.send(*out); err != nil {

@@ -82,7 +82,7 @@ func (sub *subscriber) failure() error {
 		s.log.Warn("closing a subscriber over the reply bytes limit", zap.Int("limit", sub.max))
 	case errors.Is(sub.err, errSubscriberBudget):
 		s.srv.met.rejected.WithLabelValues(reasonMemoryBudget).Inc()
-		s.log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", s.srv.mem.limit))
+		s.log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", s.srv.mem.Limit()))
 	case errors.Is(sub.err, errSubscriberGone):
 	default:
 		sub.u.met.upstreamError(sub.u.name, "lost")
@@ -103,14 +103,14 @@ func (sub *subscriber) stop(abort bool) {
 	}
 	sub.drain()
 	mem := sub.s.srv.mem // what the relays and the writer still hold
-	mem.give(sub.acct.held)
-	sub.acct.held = 0
+	mem.Give(sub.acct.Held)
+	sub.acct.Held = 0
 	for _, l := range sub.legs {
-		mem.give(l.acct.held)
-		l.acct.held = 0
+		mem.Give(l.acct.Held)
+		l.acct.Held = 0
 	}
 	sub.mu.Lock()
-	mem.give(sub.pendHeld)
+	mem.Give(sub.pendHeld)
 	sub.pendHeld = 0
 	sub.mu.Unlock()
 }

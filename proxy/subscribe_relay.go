@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"time"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // The server-to-client half of subscribe mode (subscribe.go): the relay
@@ -38,14 +40,14 @@ func (sub *subscriber) relay() {
 		start := len(chunk)
 		var over bool
 		var err error
-		chunk, over, err = sub.rr.read(chunk, sub.max)
+		chunk, over, err = sub.rr.Read(chunk, sub.max)
 		if err != nil {
 			if sub.publish(chunk[:start]) {
 				sub.err = err
 			}
 			return
 		}
-		if sub.acct.refused {
+		if sub.acct.Refused {
 			sub.err = errSubscriberBudget
 			return
 		}
@@ -92,7 +94,7 @@ func (sub *subscriber) relay() {
 		if sub.w.muted.Load() && sub.silenced(fr) {
 			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
 		}
-		if sub.rr.br.Buffered() == 0 || len(chunk) >= relayChunk {
+		if sub.rr.Buffered() == 0 || len(chunk) >= relayChunk {
 			if !sub.publish(chunk) {
 				return
 			}
@@ -127,9 +129,9 @@ func (sub *subscriber) push(b []byte) error {
 		sub.mu.Unlock()
 		return errSubscriberBytes
 	}
-	if want := int64(len(sub.pending) + len(b) - freeReplyBytes); want > sub.pendHeld {
+	if want := int64(len(sub.pending) + len(b) - resp.FreeReplyBytes); want > sub.pendHeld {
 		// The bytes waiting for the client come from the memory budget.
-		if !sub.s.srv.mem.tryTake(want - sub.pendHeld) {
+		if !sub.s.srv.mem.TryTake(want - sub.pendHeld) {
 			sub.mu.Unlock()
 			return errSubscriberBudget
 		}
@@ -167,7 +169,7 @@ func (sub *subscriber) write() {
 		}
 		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
 		_, err := s.nc.Write(b)
-		s.srv.mem.give(held) // what b held of the memory budget
+		s.srv.mem.Give(held) // what b held of the memory budget
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				s.srv.met.rejected.WithLabelValues("write").Inc()
@@ -176,7 +178,7 @@ func (sub *subscriber) write() {
 			sub.mu.Lock()
 			sub.finish = true
 			sub.pending = nil
-			s.srv.mem.give(sub.pendHeld)
+			s.srv.mem.Give(sub.pendHeld)
 			sub.pendHeld = 0
 			sub.mu.Unlock()
 			_ = s.nc.Close() // the session's read fails and it ends
@@ -195,8 +197,8 @@ func (sub *subscriber) write() {
 // writer, releasing what it held of the memory budget (a large one is let
 // go).
 func (sub *subscriber) handedOn(chunk []byte) []byte {
-	sub.s.srv.mem.give(sub.acct.held)
-	sub.acct.held = 0
+	sub.s.srv.mem.Give(sub.acct.Held)
+	sub.acct.Held = 0
 	if cap(chunk) > keptBatchBuf {
 		return nil
 	}

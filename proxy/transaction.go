@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -94,7 +95,7 @@ func (t *transaction) forget() {
 
 // clear drops the transaction.
 func (t *transaction) clear(s *session) {
-	s.srv.mem.give(t.held)
+	s.srv.mem.Give(t.held)
 	t.held = 0
 	if cap(t.buf) > 1<<20 {
 		t.buf = nil
@@ -107,7 +108,7 @@ func (t *transaction) clear(s *session) {
 }
 
 // queue adds a command decided inside MULTI.
-func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int) {
+func (t *transaction) queue(s *session, f resp.Frame, d *rewrite.Decision, audit int) {
 	if d.Action == rewrite.Refuse {
 		s.addLocal(d.Reply, audit)
 		if d.Effect == rewrite.AbortMulti {
@@ -120,7 +121,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 		s.addLocal(replyQueued, audit)
 		return
 	}
-	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.raw)) > s.srv.opts.MaxReplyBytes {
+	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.Raw)) > s.srv.opts.MaxReplyBytes {
 		s.addLocal(replyTxTooLarge, audit)
 		s.st.MultiAborted = true
 		return
@@ -135,7 +136,7 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
-		t.writes = s.isWrite(f.args, d) // ack.go
+		t.writes = s.isWrite(f.Args, d) // ack.go
 	}
 	t.noteRoute(s, d)
 	s.addLocal(replyQueued, audit)
@@ -149,12 +150,12 @@ func (t *transaction) queue(s *session, f frame, d *rewrite.Decision, audit int)
 // room takes from the memory budget the bytes f adds to buf past the free
 // ones (a rewritten head is at most 64 bytes longer than the client's);
 // false when the budget cannot give them.
-func (t *transaction) room(s *session, f frame) bool {
-	want := int64(len(t.buf) + len(f.raw) + 64 - txFreeBytes)
+func (t *transaction) room(s *session, f resp.Frame) bool {
+	want := int64(len(t.buf) + len(f.Raw) + 64 - txFreeBytes)
 	if want <= t.held {
 		return true
 	}
-	if !s.srv.mem.tryTake(want - t.held) {
+	if !s.srv.mem.TryTake(want - t.held) {
 		return false
 	}
 	t.held = want
@@ -191,9 +192,9 @@ func (t *transaction) noteRoute(s *session, d *rewrite.Decision) {
 // noteLoad notes a SCRIPT LOAD being queued (before t.n counts it). Only a
 // forwarded one is queued: a verb body's, which the proxy answers itself,
 // is refused inside MULTI.
-func (t *transaction) noteLoad(f frame) {
-	if isScriptLoad(f.args) {
-		t.loads = append(t.loads, txLoad{at: t.n, raw: append([]byte(nil), f.raw...)})
+func (t *transaction) noteLoad(f resp.Frame) {
+	if isScriptLoad(f.Args) {
+		t.loads = append(t.loads, txLoad{at: t.n, raw: append([]byte(nil), f.Raw...)})
 	}
 }
 
@@ -213,7 +214,7 @@ func (t *transaction) appendQueues(qs [][]byte) [][]byte {
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
-func (t *transaction) exec(s *session, f frame, audit int) {
+func (t *transaction) exec(s *session, f resp.Frame, audit int) {
 	defer s.loadAfterExec() // last: the transaction is over by then
 	defer func() {
 		t.clear(s)
@@ -223,7 +224,7 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 		}
 	}()
 	u := s.route()
-	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.raw), t.n+2)
+	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.Raw), t.n+2)
 	if s.over {
 		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
 		return
@@ -260,7 +261,7 @@ func (t *transaction) exec(s *session, f frame, audit int) {
 	} else {
 		b.out = append(b.out, t.buf...)
 	}
-	b.out = append(b.out, f.raw...)
+	b.out = append(b.out, f.Raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
 			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
@@ -307,7 +308,7 @@ type execLoad struct {
 // element for each is the script's sha. A transaction the server
 // discarded (EXECABORT, a WATCH that failed: not an array) ran none.
 func (e *execLoad) ran(reply []byte) {
-	rep, _, err := decodeReply(reply)
+	rep, _, err := resp.Decode(reply)
 	if err != nil || rep.Type != '*' || rep.Null {
 		e.loads = e.loads[:0]
 		return
@@ -337,6 +338,6 @@ func (e *execLoad) read(s *session) {
 // loadEverywhere).
 func (e *execLoad) send(s *session) {
 	for _, l := range e.loads {
-		s.loadEverywhere(frame{raw: l.raw}, e.up)
+		s.loadEverywhere(resp.Frame{Raw: l.raw}, e.up)
 	}
 }

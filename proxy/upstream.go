@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 )
 
 // Reconnect backoff bounds. The ceiling is kept well under a second so
@@ -76,8 +78,8 @@ func (s *slot) downSince() time.Time {
 // newUpstream starts connecting the shared connections in the background
 // (and, for a Sentinel upstream, following its primary: failover.go).
 // With keys set, the first connection that passes the fence also loads the
-// node's command table into it (keys.go).
-func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *keyStore, clients *atomic.Int64, log *zap.Logger, met *metrics) (*Upstream, error) {
+// node's command table into it (package cmdtable).
+func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *cmdtable.Store, clients *atomic.Int64, log *zap.Logger, met *metrics) (*Upstream, error) {
 	log = log.With(zap.String("upstream", opts.Name))
 	var fol *follower
 	if opts.Sentinel != nil {

@@ -1,4 +1,4 @@
-package proxy
+package cmdtable
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// The server's key positions (and, for queue-time checks inside MULTI,
-// its command names, arities and no-multi flags: queuecheck.go).
+// The server's key positions (and, for the proxy's queue-time checks
+// inside MULTI, its command names, arities and no-multi flags).
 //
 // Routing needs the keys of every forwarded command. The proxy asks each
 // upstream once, on its first connection, for its command table (COMMAND)
@@ -23,12 +23,12 @@ import (
 // are merged (a module node adds its EMQ.* commands), first one wins.
 //
 // A command whose specs the server marks unknown or incomplete (SORT's
-// STORE, for example) is resolved by asking the server: COMMAND GETKEYS on
-// the default upstream, in a round trip of its own. A command the table
+// STORE, for example) has Ask set: the proxy asks the server, COMMAND
+// GETKEYS on the default upstream, in a round trip of its own. A command the table
 // does not know has no keys: it goes to the default route.
 
-// keySpec is one of a command's key specs (redis 7 "key_specs").
-type keySpec struct {
+// Spec is one of a command's key specs (redis 7 "key_specs").
+type Spec struct {
 	bs        byte // begin search: 'i' index, 'k' keyword, 0 unknown
 	index     int
 	keyword   string
@@ -41,55 +41,58 @@ type keySpec struct {
 	keynumidx int
 	firstkey  int
 
-	// write: the spec's keys may be written (flags RW, OW or RM, or not
-	// RO); notKey: they are not keys (SPUBLISH's shard channel). Read by
-	// the rule's protected-key check (rule.go).
-	write, notKey bool
+	// Write: the spec's keys may be written (flags RW, OW or RM, or not
+	// RO); NotKey: they are not keys (SPUBLISH's shard channel). Read by
+	// the shared-connection rule's protected-key check.
+	Write, NotKey bool
 }
 
-// cmdKeys is what the table knows of one command.
-type cmdKeys struct {
-	specs []keySpec
-	// ask: a spec is unknown or incomplete; COMMAND GETKEYS answers.
-	ask  bool
-	subs map[string]*cmdKeys // lower-case subcommand (container commands)
+// Entry is what the table knows of one command. It is never modified once
+// its table is merged into a Store.
+type Entry struct {
+	Specs []Spec
+	// Ask: a spec is unknown or incomplete; COMMAND GETKEYS answers.
+	Ask  bool
+	Subs map[string]*Entry // lower-case subcommand (container commands)
 
-	// What the server checks before it queues a command inside MULTI
-	// (queuecheck.go): the name as COMMAND gives it (the server's
-	// fullname, "container|sub" for a subcommand), the arity (negative: at
-	// least that many arguments, the name included) and the no-multi flag.
-	name    string
-	arity   int
-	noMulti bool
+	// What the server checks before it queues a command inside MULTI: the
+	// name as COMMAND gives it (the server's fullname, "container|sub" for
+	// a subcommand), the arity (negative: at least that many arguments,
+	// the name included) and the no-multi flag.
+	Name    string
+	Arity   int
+	NoMulti bool
 
-	// What the shared-connection rule reads (rule.go): the flags and ACL
-	// categories it looks at, the class they put the command in, and the
-	// command's label in refusals and policy.allow ("CONFIG GET"; parent
+	// What the shared-connection rule reads: the flags and ACL categories
+	// it looks at, the class they put the command in (class.go), and the
+	// command's label in refusals and policy.allow ("CONFIG GET"; Parent
 	// is "CONFIG" for a subcommand, "" otherwise).
-	traits traits
-	class  ruleClass
-	label  string
-	parent string
+	Traits Traits
+	Class  Class
+	Label  string
+	Parent string
 }
 
-// keyTable maps lower-case command names to their key specs.
-type keyTable map[string]*cmdKeys
+// Table maps lower-case command names to their entries.
+type Table map[string]*Entry
 
-// keyStore is the merged table, replaced (never modified) on each merge,
-// with its index (stored first: whoever finds the index finds the table).
-type keyStore struct {
+// Store is the merged table of every upstream, replaced (never modified)
+// on each Merge, with its index (stored first: whoever finds the index
+// finds the table). Its zero value is an empty store, no table loaded; it
+// must not be copied once used.
+type Store struct {
 	mu  sync.Mutex
-	tab atomic.Pointer[keyTable]
-	idx atomic.Pointer[keyIndex]
+	tab atomic.Pointer[Table]
+	idx atomic.Pointer[Index]
 	// setInfo: the table has CLIENT SETINFO (rewrite.State.SetInfo).
 	setInfo atomic.Bool
 }
 
-// merge adds the commands of t that the store does not have yet.
-func (ks *keyStore) merge(t keyTable) {
+// Merge adds the commands of t that the store does not have yet.
+func (ks *Store) Merge(t Table) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	next := keyTable{}
+	next := Table{}
 	if cur := ks.tab.Load(); cur != nil {
 		for k, v := range *cur {
 			next[k] = v
@@ -101,34 +104,50 @@ func (ks *keyStore) merge(t keyTable) {
 		}
 	}
 	client := next["client"]
-	ks.setInfo.Store(client != nil && client.subs["setinfo"] != nil)
-	ks.idx.Store(newKeyIndex(next))
+	ks.setInfo.Store(client != nil && client.Subs["setinfo"] != nil)
+	ks.idx.Store(newIndex(next))
 	ks.tab.Store(&next)
 }
 
-// lookup returns the entry of the command args names (its subcommand's for
+// Lookup returns the entry of the command args names (its subcommand's for
 // a container command), or nil.
-func (ks *keyStore) lookup(args [][]byte) *cmdKeys {
+func (ks *Store) Lookup(args [][]byte) *Entry {
 	x := ks.idx.Load()
 	if x == nil {
 		return nil
 	}
-	return x.lookup(args)
+	return x.Lookup(args)
 }
 
-// keyIndex is a table's top-level names as an open-addressed hash table
+// Index returns the index of the table, nil before a table is loaded.
+func (ks *Store) Index() *Index { return ks.idx.Load() }
+
+// Table returns the merged table, nil before one is loaded. It must not be
+// modified.
+func (ks *Store) Table() Table {
+	if t := ks.tab.Load(); t != nil {
+		return *t
+	}
+	return nil
+}
+
+// SetInfo reports whether the table has CLIENT SETINFO
+// (rewrite.State.SetInfo).
+func (ks *Store) SetInfo() bool { return ks.setInfo.Load() }
+
+// Index is a table's top-level names as an open-addressed hash table
 // on the FNV-1a hash of the lower-case name, computed while lower-casing:
-// every forwarded command is looked up (the rule, rule.go), and Go's map,
+// every forwarded command is looked up (the shared-connection rule), and Go's map,
 // hashing the name a second time, cost as much again (rewrite/table.go
 // does the same for its own table). At most half full.
-type keyIndex struct {
-	slots []keySlot
+type Index struct {
+	slots []slot
 	mask  uint32
 }
 
-type keySlot struct {
+type slot struct {
 	name string
-	ck   *cmdKeys
+	ck   *Entry
 }
 
 // The FNV-1a parameters.
@@ -137,13 +156,13 @@ const (
 	fnvPrime  = 16777619
 )
 
-// newKeyIndex indexes t.
-func newKeyIndex(t keyTable) *keyIndex {
+// newIndex indexes t.
+func newIndex(t Table) *Index {
 	size := 64
 	for size < 2*len(t) {
 		size *= 2
 	}
-	x := &keyIndex{slots: make([]keySlot, size), mask: uint32(size - 1)}
+	x := &Index{slots: make([]slot, size), mask: uint32(size - 1)}
 	for name, ck := range t {
 		var h uint32 = fnvOffset
 		for i := range len(name) {
@@ -151,7 +170,7 @@ func newKeyIndex(t keyTable) *keyIndex {
 		}
 		for i := h; ; i++ {
 			if e := &x.slots[i&x.mask]; e.name == "" {
-				*e = keySlot{name, ck}
+				*e = slot{name, ck}
 				break
 			}
 		}
@@ -159,12 +178,12 @@ func newKeyIndex(t keyTable) *keyIndex {
 	return x
 }
 
-// lookup is keyStore.lookup on one index.
-func (x *keyIndex) lookup(args [][]byte) *cmdKeys {
-	if len(args) == 0 || len(args[0]) > maxCmdName {
+// Lookup is Store.Lookup on one index.
+func (x *Index) Lookup(args [][]byte) *Entry {
+	if len(args) == 0 || len(args[0]) > MaxName {
 		return nil
 	}
-	var buf [maxCmdName]byte
+	var buf [MaxName]byte
 	low := buf[:len(args[0])]
 	var h uint32 = fnvOffset
 	for i, c := range args[0] {
@@ -174,7 +193,7 @@ func (x *keyIndex) lookup(args [][]byte) *cmdKeys {
 		low[i] = c
 		h = (h ^ uint32(c)) * fnvPrime
 	}
-	var c *cmdKeys
+	var c *Entry
 	for i := h; ; i++ {
 		e := &x.slots[i&x.mask]
 		if e.name == "" {
@@ -185,30 +204,30 @@ func (x *keyIndex) lookup(args [][]byte) *cmdKeys {
 			break
 		}
 	}
-	if c.subs == nil || len(args) < 2 || len(args[1]) > maxCmdName {
+	if c.Subs == nil || len(args) < 2 || len(args[1]) > MaxName {
 		return c
 	}
-	if sc := c.subs[string(rewrite.LowerInto(buf[:0], args[1]))]; sc != nil {
+	if sc := c.Subs[string(rewrite.LowerInto(buf[:0], args[1]))]; sc != nil {
 		return sc
 	}
 	return c
 }
 
-// maxCmdName bounds command names looked up (longer ones are unknown).
-const maxCmdName = 64
+// MaxName bounds command names looked up (longer ones are unknown).
+const MaxName = 64
 
-// positions appends to dst the indices in args of the command's keys, as
+// Positions appends to dst the indices in args of the command's keys, as
 // COMMAND GETKEYS finds them from the specs. Out-of-range positions (a
 // malformed command the server will refuse) are skipped.
-func (c *cmdKeys) positions(args [][]byte, dst []int) []int {
-	for i := range c.specs {
-		dst = c.specs[i].positions(args, dst)
+func (c *Entry) Positions(args [][]byte, dst []int) []int {
+	for i := range c.Specs {
+		dst = c.Specs[i].Positions(args, dst)
 	}
 	return dst
 }
 
-// positions appends to dst the indices in args of one spec's keys.
-func (sp *keySpec) positions(args [][]byte, dst []int) []int {
+// Positions appends to dst the indices in args of one spec's keys.
+func (sp *Spec) Positions(args [][]byte, dst []int) []int {
 	argc := len(args)
 	first := 0
 	switch sp.bs {
@@ -278,16 +297,18 @@ func keywordStart(args [][]byte, keyword string, startfrom int) int {
 	return 0
 }
 
-// loadKeyTable reads an upstream's COMMAND reply into a table.
-func loadKeyTable(ctx context.Context, c fence.Conn) (keyTable, error) {
+// Load reads an upstream's COMMAND reply into a table. Its error (the
+// connection's, wrapped, or the server's refusal) reads "COMMAND: ...";
+// the caller says what failed.
+func Load(ctx context.Context, c fence.Conn) (Table, error) {
 	r, err := c.Do(ctx, "COMMAND")
 	if err != nil {
-		return nil, fmt.Errorf("%w: COMMAND: %w", ErrBoot, err)
+		return nil, fmt.Errorf("COMMAND: %w", err)
 	}
 	if r.IsError() || r.Type != '*' {
-		return nil, fmt.Errorf("%w: COMMAND: %s (the proxy needs the command table to route by key)", ErrBoot, oneLine(r.Str))
+		return nil, fmt.Errorf("COMMAND: %s (the proxy needs the command table to route by key)", oneLine(r.Str))
 	}
-	t := keyTable{}
+	t := Table{}
 	for _, e := range r.Elems {
 		name, ck := parseCommandEntry(e)
 		if name != "" {
@@ -299,55 +320,55 @@ func loadKeyTable(ctx context.Context, c fence.Conn) (keyTable, error) {
 
 // parseCommandEntry reads one COMMAND entry: name, arity, flags, first,
 // last, step, ACL categories, tips, key specs, subcommands.
-func parseCommandEntry(e fence.Reply) (string, *cmdKeys) {
+func parseCommandEntry(e fence.Reply) (string, *Entry) {
 	if len(e.Elems) < 6 {
 		return "", nil
 	}
 	name := strings.ToLower(e.Elems[0].Str)
-	ck := &cmdKeys{
-		name:  e.Elems[0].Str,
-		arity: int(e.Elems[1].Int),
+	ck := &Entry{
+		Name:  e.Elems[0].Str,
+		Arity: int(e.Elems[1].Int),
 		// Redis 7 and Valkey spell it no_multi; accept the no-multi of
 		// the command JSON files too.
-		noMulti: hasFlag(e.Elems[2], "no_multi") || hasFlag(e.Elems[2], "no-multi"),
-		label:   ruleLabel(e.Elems[0].Str),
+		NoMulti: hasFlag(e.Elems[2], "no_multi") || hasFlag(e.Elems[2], "no-multi"),
+		Label:   label(e.Elems[0].Str),
 	}
 	var cats fence.Reply
 	if len(e.Elems) > 6 {
 		cats = e.Elems[6]
 	}
-	ck.traits = parseTraits(e.Elems[2], cats)
+	ck.Traits = parseTraits(e.Elems[2], cats)
 	if parent, _, ok := strings.Cut(e.Elems[0].Str, "|"); ok {
-		ck.parent = ruleLabel(parent)
+		ck.Parent = label(parent)
 	}
 	if len(e.Elems) > 8 {
 		for _, s := range e.Elems[8].Elems {
 			sp, ok := parseKeySpec(s)
 			if !ok {
-				ck.ask = true
+				ck.Ask = true
 				continue
 			}
-			ck.specs = append(ck.specs, sp)
+			ck.Specs = append(ck.Specs, sp)
 		}
 	} else if first := int(e.Elems[3].Int); first > 0 {
 		// A server without key specs: the legacy first, last, step.
-		ck.specs = []keySpec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int),
-			write: ck.traits&tWrite != 0}}
+		ck.Specs = []Spec{{bs: 'i', index: first, fk: 'r', lastkey: int(e.Elems[4].Int) - first, keystep: int(e.Elems[5].Int),
+			Write: ck.Traits&TraitWrite != 0}}
 		if e.Elems[4].Int < 0 {
-			ck.specs[0].lastkey = int(e.Elems[4].Int)
+			ck.Specs[0].lastkey = int(e.Elems[4].Int)
 		}
-		ck.ask = hasFlag(e.Elems[2], "movablekeys")
+		ck.Ask = hasFlag(e.Elems[2], "movablekeys")
 	}
 	if len(e.Elems) > 9 && len(e.Elems[9].Elems) > 0 {
-		ck.subs = map[string]*cmdKeys{}
+		ck.Subs = map[string]*Entry{}
 		for _, sub := range e.Elems[9].Elems {
 			sname, sck := parseCommandEntry(sub)
 			if _, after, ok := strings.Cut(sname, "|"); ok {
-				ck.subs[after] = sck
+				ck.Subs[after] = sck
 			}
 		}
 	}
-	ck.class = classify(name, ck.traits)
+	ck.Class = classify(name, ck.Traits)
 	return name, ck
 }
 
@@ -363,15 +384,15 @@ func hasFlag(flags fence.Reply, flag string) bool {
 
 // parseKeySpec reads one key spec (a flat map). ok is false for a spec
 // the proxy must ask the server about: unknown or incomplete.
-func parseKeySpec(r fence.Reply) (keySpec, bool) {
-	var sp keySpec
+func parseKeySpec(r fence.Reply) (Spec, bool) {
+	var sp Spec
 	m := flatMap(r)
 	if hasFlag(m["flags"], "incomplete") {
 		return sp, false
 	}
 	kf := m["flags"]
-	sp.notKey = hasFlag(kf, "not_key")
-	sp.write = hasFlag(kf, "RW") || hasFlag(kf, "OW") || hasFlag(kf, "RM") || !hasFlag(kf, "RO") || hasFlag(kf, "variable_flags")
+	sp.NotKey = hasFlag(kf, "not_key")
+	sp.Write = hasFlag(kf, "RW") || hasFlag(kf, "OW") || hasFlag(kf, "RM") || !hasFlag(kf, "RO") || hasFlag(kf, "variable_flags")
 	bs, fk := flatMap(m["begin_search"]), flatMap(m["find_keys"])
 	bspec, fspec := flatMap(bs["spec"]), flatMap(fk["spec"])
 	switch bs["type"].Str {
@@ -402,4 +423,15 @@ func flatMap(r fence.Reply) map[string]fence.Reply {
 		m[r.Elems[i].Str] = r.Elems[i+1]
 	}
 	return m
+}
+
+// oneLine makes s safe to put in a RESP error line.
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
 }

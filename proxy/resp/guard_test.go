@@ -1,4 +1,4 @@
-package proxy
+package resp
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 func testLimits() Limits {
@@ -17,22 +18,22 @@ func testLimits() Limits {
 // frameAll frames buf to the end and returns the args of each command, the
 // consumed length and the error reply (nil when none).
 func frameAll(t testing.TB, lim Limits, buf []byte) (cmds [][]string, consumed int, errReply []byte, incomplete bool) {
-	fr := framer{lim: lim}
+	fr := Framer{Limits: lim}
 	for {
-		f, st, n, _, er := fr.next(buf[consumed:])
+		f, st, n, _, er := fr.Next(buf[consumed:])
 		switch st {
-		case frameOK:
+		case Framed:
 			var args []string
-			for _, a := range f.args {
+			for _, a := range f.Args {
 				args = append(args, string(a))
 			}
 			cmds = append(cmds, args)
 			consumed += n
-		case frameSkip:
+		case Skipped:
 			consumed += n
-		case frameIncomplete:
+		case Incomplete:
 			return cmds, consumed, nil, consumed < len(buf)
-		case frameError:
+		case Invalid:
 			return cmds, consumed, er, false
 		}
 	}
@@ -126,28 +127,22 @@ func TestGuardUnauthenticatedLimits(t *testing.T) {
 
 func TestGuardRawAndTail(t *testing.T) {
 	in := []byte("*4\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n$2\r\nxy\r\n*1\r\n$4\r\nPING\r\n")
-	fr := framer{lim: testLimits()}
-	f, st, n, _, _ := fr.next(in)
-	if st != frameOK {
+	fr := Framer{Limits: testLimits()}
+	f, st, n, _, _ := fr.Next(in)
+	if st != Framed {
 		t.Fatalf("status %v", st)
 	}
-	if string(f.raw) != string(in[:n]) || !strings.HasSuffix(string(f.raw), "$2\r\nxy\r\n") {
-		t.Errorf("raw = %q", f.raw)
+	if string(f.Raw) != string(in[:n]) || !strings.HasSuffix(string(f.Raw), "$2\r\nxy\r\n") {
+		t.Errorf("raw = %q", f.Raw)
 	}
-	if got := string(f.tailFrom(2)); got != "$1\r\n0\r\n$2\r\nxy\r\n" {
+	if got := string(f.TailFrom(2)); got != "$1\r\n0\r\n$2\r\nxy\r\n" {
 		t.Errorf("tail from 2 = %q", got)
 	}
-	if got := f.tailFrom(4); got != nil {
+	if got := f.TailFrom(4); got != nil {
 		t.Errorf("tail past the end = %q", got)
 	}
-	// A rewritten head over the same tail, as encode sends it.
-	d := rewrite.Decision{Action: rewrite.Rewrite, Head: "EMQ.ENQUEUE", Replace: 2}
-	if out := encode(nil, f, &d); string(out) != "*3\r\n$11\r\nEMQ.ENQUEUE\r\n$1\r\n0\r\n$2\r\nxy\r\n" {
-		t.Errorf("rewritten = %q", out)
-	}
-	if out := encode(nil, f, &rewrite.Decision{Action: rewrite.Pass}); string(out) != string(f.raw) {
-		t.Errorf("passed = %q, want the client's bytes %q", out, f.raw)
-	}
+	// The proxy's encode sends a rewritten head over this tail
+	// (TestEncodeKeepsTheTail in package proxy).
 }
 
 // within reports whether b lies inside buf's memory.
@@ -170,44 +165,44 @@ func FuzzGuard(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, maxBulk uint16, maxMulti uint8, unauth bool) {
 		lim := Limits{MaxMultibulk: int(maxMulti), MaxBulk: int(maxBulk), MaxInline: 256, Unauthenticated: unauth}
-		fr := framer{lim: lim}
+		fr := Framer{Limits: lim}
 		pos := 0
 		for pos <= len(in) {
 			buf := in[pos:]
-			f, st, n, need, er := fr.next(buf)
+			f, st, n, need, er := fr.Next(buf)
 			switch st {
-			case frameIncomplete:
+			case Incomplete:
 				if need != 0 && need <= len(buf) {
 					t.Fatalf("incomplete but need %d <= %d", need, len(buf))
 				}
 				return
-			case frameError:
+			case Invalid:
 				if !bytes.HasPrefix(er, []byte("-ERR Protocol error: ")) || !bytes.HasSuffix(er, []byte("\r\n")) {
 					t.Fatalf("bad error reply %q", er)
 				}
 				return
-			case frameSkip:
+			case Skipped:
 				if n <= 0 || n > len(buf) {
 					t.Fatalf("skip consumed %d of %d", n, len(buf))
 				}
-			case frameOK:
-				if n <= 0 || n > len(buf) || len(f.args) == 0 {
-					t.Fatalf("ok consumed %d of %d with %d args", n, len(buf), len(f.args))
+			case Framed:
+				if n <= 0 || n > len(buf) || len(f.Args) == 0 {
+					t.Fatalf("ok consumed %d of %d with %d args", n, len(buf), len(f.Args))
 				}
-				if len(f.args) > max(lim.MaxMultibulk, 0) && buf[0] == '*' {
-					t.Fatalf("%d args over the limit %d", len(f.args), lim.MaxMultibulk)
+				if len(f.Args) > max(lim.MaxMultibulk, 0) && buf[0] == '*' {
+					t.Fatalf("%d args over the limit %d", len(f.Args), lim.MaxMultibulk)
 				}
-				if unauth && len(f.args) > unauthMaxMultibulk {
-					t.Fatalf("%d args while unauthenticated", len(f.args))
+				if unauth && len(f.Args) > unauthMaxMultibulk {
+					t.Fatalf("%d args while unauthenticated", len(f.Args))
 				}
-				if len(f.argStart) != len(f.args) {
-					t.Fatalf("argStart %d for %d args", len(f.argStart), len(f.args))
+				if len(f.argStart) != len(f.Args) {
+					t.Fatalf("argStart %d for %d args", len(f.argStart), len(f.Args))
 				}
 				if buf[0] == '*' {
-					if !within(f.raw, buf[:n]) {
+					if !within(f.Raw, buf[:n]) {
 						t.Fatalf("raw outside the command")
 					}
-					for _, a := range f.args {
+					for _, a := range f.Args {
 						if !within(a, buf[:n]) {
 							t.Fatalf("arg outside the command")
 						}
@@ -216,19 +211,19 @@ func FuzzGuard(f *testing.F) {
 						}
 					}
 				}
-				// The raw bytes frame again to the same command.
-				fr2 := framer{lim: testLimits()}
-				g, st2, n2, _, _ := fr2.next(f.raw)
-				if st2 != frameOK || n2 != len(f.raw) || len(g.args) != len(f.args) {
-					t.Fatalf("raw %q does not reframe: %v %d", f.raw, st2, n2)
+				// The raw bytes Frame again to the same command.
+				fr2 := Framer{Limits: testLimits()}
+				g, st2, n2, _, _ := fr2.Next(f.Raw)
+				if st2 != Framed || n2 != len(f.Raw) || len(g.Args) != len(f.Args) {
+					t.Fatalf("raw %q does not reframe: %v %d", f.Raw, st2, n2)
 				}
-				for i := range g.args {
-					if !bytes.Equal(g.args[i], f.args[i]) {
-						t.Fatalf("arg %d reframes as %q, was %q", i, g.args[i], f.args[i])
+				for i := range g.Args {
+					if !bytes.Equal(g.Args[i], f.Args[i]) {
+						t.Fatalf("arg %d reframes as %q, was %q", i, g.Args[i], f.Args[i])
 					}
 				}
-				if len(f.args) > 1 && !bytes.HasPrefix(f.tailFrom(1), []byte("$")) {
-					t.Fatalf("tail %q", f.tailFrom(1))
+				if len(f.Args) > 1 && !bytes.HasPrefix(f.TailFrom(1), []byte("$")) {
+					t.Fatalf("tail %q", f.TailFrom(1))
 				}
 			}
 			pos += n
@@ -276,5 +271,23 @@ func TestHeaderIntMatchesGeneralPath(t *testing.T) {
 			}
 		}
 		check(b)
+	}
+}
+
+// BenchmarkFramer measures framing a 16-command pipeline.
+func BenchmarkFramer(b *testing.B) {
+	var in []byte
+	for range 16 {
+		in = node.AppendCommand(in, "SET", "key:000001", "0123456789abcdef")
+	}
+	fr := Framer{Limits: testLimits()}
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		fr.Reset()
+		for pos := 0; pos < len(in); {
+			_, _, n, _, _ := fr.Next(in[pos:])
+			pos += n
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package resp
 
 import (
 	"bufio"
@@ -27,9 +27,9 @@ func TestReplyReaderFramesEveryType(t *testing.T) {
 		"+" + strings.Repeat("x", 300) + "\r\n", // longer than the reader's buffer
 	}
 	stream := strings.Join(replies, "")
-	rr := replyReader{br: bufio.NewReaderSize(strings.NewReader(stream), 16)}
+	rr := NewReader(bufio.NewReaderSize(strings.NewReader(stream), 16))
 	for i, want := range replies {
-		got, over, err := rr.read(nil, -1)
+		got, over, err := rr.Read(nil, -1)
 		if err != nil || over || string(got) != want {
 			t.Fatalf("reply %d = %q, %v, %v; want %q", i, got, over, err, want)
 		}
@@ -39,12 +39,12 @@ func TestReplyReaderFramesEveryType(t *testing.T) {
 func TestReplyReaderCapKeepsStreamInSync(t *testing.T) {
 	big := "$20\r\n" + strings.Repeat("z", 20) + "\r\n"
 	stream := "*2\r\n" + big + big + ":7\r\n"
-	rr := replyReader{br: bufio.NewReaderSize(strings.NewReader(stream), 16)}
-	got, over, err := rr.read(nil, 30)
+	rr := NewReader(bufio.NewReaderSize(strings.NewReader(stream), 16))
+	got, over, err := rr.Read(nil, 30)
 	if err != nil || !over || len(got) > 30 {
 		t.Fatalf("capped read = %q, %v, %v", got, over, err)
 	}
-	got, over, err = rr.read(nil, 30)
+	got, over, err = rr.Read(nil, 30)
 	if err != nil || over || string(got) != ":7\r\n" {
 		t.Fatalf("next reply = %q, %v, %v", got, over, err)
 	}
@@ -52,22 +52,22 @@ func TestReplyReaderCapKeepsStreamInSync(t *testing.T) {
 
 func TestReplyReaderRejectsGarbage(t *testing.T) {
 	for _, in := range []string{"?\r\n", "$x\r\n", "*-2\r\n", "+no crlf\n", "$-1x\r\n"} {
-		rr := replyReader{br: bufio.NewReader(strings.NewReader(in))}
-		if _, _, err := rr.read(nil, -1); err == nil {
+		rr := NewReader(bufio.NewReader(strings.NewReader(in)))
+		if _, _, err := rr.Read(nil, -1); err == nil {
 			t.Errorf("%q framed without error", in)
 		}
 	}
 }
 
 func TestDecodeReply(t *testing.T) {
-	r, rest, err := decodeReply([]byte("*3\r\n$-1\r\n:5\r\n*1\r\n+ok\r\n"))
+	r, rest, err := Decode([]byte("*3\r\n$-1\r\n:5\r\n*1\r\n+ok\r\n"))
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("decode: %v, rest %q", err, rest)
 	}
 	if len(r.Elems) != 3 || !r.Elems[0].Null || r.Elems[1].Int != 5 || r.Elems[2].Elems[0].Str != "ok" {
 		t.Errorf("decoded %+v", r)
 	}
-	e, _, _ := decodeReply([]byte("-ERR nope\r\n"))
+	e, _, _ := Decode([]byte("-ERR nope\r\n"))
 	if !e.IsError() || e.Str != "ERR nope" {
 		t.Errorf("error reply %+v", e)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package cmdtable
 
 import (
 	"bufio"
@@ -7,11 +7,41 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// rawSetup opens a setup connection (the proxy's own synchronous client) to addr.
+// testTimeout bounds each test's talk with its server.
+const testTimeout = 15 * time.Second
+
+// setupConn is a fence.Conn on one connection, as the proxy's setup
+// connection is: one command at a time, its reply framed and decoded by
+// package resp.
+type setupConn struct {
+	nc net.Conn
+	rr resp.Reader
+}
+
+// Do implements fence.Conn.
+func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.nc.SetDeadline(dl)
+	}
+	if _, err := c.nc.Write(node.AppendCommand(nil, args...)); err != nil {
+		return fence.Reply{}, err
+	}
+	raw, _, err := c.rr.Read(nil, -1)
+	if err != nil {
+		return fence.Reply{}, err
+	}
+	r, _, err := resp.Decode(raw)
+	return r, err
+}
+
+// rawSetup opens a setup connection to addr.
 func rawSetup(t *testing.T, addr string) *setupConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, testTimeout)
@@ -19,7 +49,7 @@ func rawSetup(t *testing.T, addr string) *setupConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	return &setupConn{nc: nc, rr: replyReader{br: bufio.NewReaderSize(nc, readBufSize)}}
+	return &setupConn{nc: nc, rr: resp.NewReader(bufio.NewReader(nc))}
 }
 
 // TestKeyPositionsMatchGetkeys holds the key positions the proxy computes
@@ -31,12 +61,12 @@ func testKeyPositionsMatchGetkeys(t *testing.T, srv node.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	sc := rawSetup(t, n.Addr)
-	tab, err := loadKeyTable(ctx, sc)
+	tab, err := Load(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ks keyStore
-	ks.merge(tab)
+	var ks Store
+	ks.Merge(tab)
 
 	cases := []string{
 		"GET k",
@@ -84,17 +114,17 @@ func testKeyPositionsMatchGetkeys(t *testing.T, srv node.Server) {
 		for i, a := range args {
 			bargs[i] = []byte(a)
 		}
-		ck := ks.lookup(bargs)
+		ck := ks.Lookup(bargs)
 		if ck == nil {
 			t.Errorf("%s: not in the table", line)
 			continue
 		}
-		if ck.ask {
+		if ck.Ask {
 			t.Errorf("%s: the table leaves its keys open", line)
 			continue
 		}
 		var got []string
-		for _, i := range ck.positions(bargs, nil) {
+		for _, i := range ck.Positions(bargs, nil) {
 			got = append(got, args[i])
 		}
 		r, err := sc.Do(ctx, append([]string{"COMMAND", "GETKEYS"}, args...)...)
@@ -115,11 +145,11 @@ func testKeyPositionsMatchGetkeys(t *testing.T, srv node.Server) {
 		for i, a := range args {
 			bargs[i] = []byte(a)
 		}
-		if ck := ks.lookup(bargs); ck == nil || !ck.ask {
+		if ck := ks.Lookup(bargs); ck == nil || !ck.Ask {
 			t.Errorf("%s: want its keys asked of the server", line)
 		}
 	}
-	if ks.lookup([][]byte{[]byte("NOSUCHCOMMAND")}) != nil {
+	if ks.Lookup([][]byte{[]byte("NOSUCHCOMMAND")}) != nil {
 		t.Error("an unknown command has an entry")
 	}
 }

@@ -1,8 +1,9 @@
-package proxy
+package resp
 
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -24,50 +25,71 @@ import (
 // mistaken for a stalled connection.
 const bigChunk = 1 << 20
 
-// replyReader frames replies from an upstream connection.
-type replyReader struct {
+// ErrProtocol means an upstream sent bytes that are not RESP. Every error
+// of the Reader and of Decode about the bytes themselves wraps it.
+var ErrProtocol = errors.New("proxy: upstream protocol error")
+
+// Reader frames replies from an upstream connection.
+type Reader struct {
 	br *bufio.Reader
-	// progress, when set, is called between the pieces of a large bulk.
-	progress func()
-	// acct, when set, is the memory budget's account of the reply being
-	// read (budget.go): its bytes past the free ones are kept only as the
-	// budget grants them; past that the reply is read and discarded as
-	// one over max is, and acct.refused tells why.
-	acct *replyAcct
+	// Progress, when set, is called between the pieces of a large bulk.
+	Progress func()
+	// Acct, when set, is the memory budget's account of the reply being
+	// read: its bytes past the free ones are kept only as the budget
+	// grants them; past that the reply is read and discarded as one over
+	// max is, and Acct.Refused tells why.
+	Acct *Account
 }
 
-// replyAcct is what replies being read hold of the memory budget.
-type replyAcct struct {
-	mem     *memBudget // nil: not counted
-	held    int64      // bytes granted
-	refused bool       // the budget refused the reply read last
-	dropped int        // replies dropped for the budget, not yet counted
+// NewReader returns a Reader of the replies br reads.
+func NewReader(br *bufio.Reader) Reader { return Reader{br: br} }
+
+// Budget is the memory budget replies are counted against.
+type Budget interface {
+	// TryTake takes n bytes when they fit, without waiting.
+	TryTake(n int64) bool
 }
 
-// fits reports whether a reply may take dst to n bytes: within limit (read's
+// FreeReplyBytes are the bytes of replies not taken from a Budget: the
+// common small reply never touches it.
+const FreeReplyBytes = 16 << 10
+
+// ReplyGrant is the least a reply takes from a Budget at a time, so a
+// reply of many small parts asks it once per 64 KiB, not per part.
+const ReplyGrant = 64 << 10
+
+// Account is what replies being read hold of a Budget. Its owner gives
+// Held back to the budget once the replies are written.
+type Account struct {
+	Budget  Budget // nil: not counted
+	Held    int64  // bytes granted
+	Refused bool   // the budget refused the reply read last; the owner clears it
+}
+
+// fits reports whether a reply may take dst to n bytes: within limit (Read's
 // max; < 0 means no cap) and within what the budget grants.
-func (r *replyReader) fits(n, limit int) bool {
+func (r *Reader) fits(n, limit int) bool {
 	if limit >= 0 && n > limit {
 		return false
 	}
-	a := r.acct
-	if a == nil || a.mem == nil || int64(n) <= freeReplyBytes+a.held {
+	a := r.Acct
+	if a == nil || a.Budget == nil || int64(n) <= FreeReplyBytes+a.Held {
 		return true
 	}
-	more := max(int64(n)-freeReplyBytes-a.held, replyGrant)
-	if !a.mem.tryTake(more) {
-		a.refused = true
+	more := max(int64(n)-FreeReplyBytes-a.Held, ReplyGrant)
+	if !a.Budget.TryTake(more) {
+		a.Refused = true
 		return false
 	}
-	a.held += more
+	a.Held += more
 	return true
 }
 
-// read appends the bytes of one complete reply to dst. While len(dst) would
+// Read appends the bytes of one complete reply to dst. While len(dst) would
 // stay within max the bytes are kept; past it the rest of the reply is read
 // and discarded (the stream stays in sync) and over is true. max < 0 means
 // no cap.
-func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err error) {
+func (r *Reader) Read(dst []byte, max int) (out []byte, over bool, err error) {
 	pending := 1
 	for pending > 0 {
 		pending--
@@ -84,11 +106,11 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 		case '$', '!', '=':
 			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 {
-				return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrUpstreamProtocol, line)
+				return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrProtocol, line)
 			}
 			if n < 0 {
 				if line[0] != '$' {
-					return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrUpstreamProtocol, line)
+					return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrProtocol, line)
 				}
 				continue
 			}
@@ -99,7 +121,7 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 		case '*', '~', '>', '%', '|':
 			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 || (n < 0 && line[0] != '*') {
-				return dst, over, fmt.Errorf("%w: bad aggregate length %q", ErrUpstreamProtocol, line)
+				return dst, over, fmt.Errorf("%w: bad aggregate length %q", ErrProtocol, line)
 			}
 			if n > 0 {
 				switch line[0] {
@@ -111,17 +133,17 @@ func (r *replyReader) read(dst []byte, max int) (out []byte, over bool, err erro
 				pending += int(n)
 			}
 		default:
-			return dst, over, fmt.Errorf("%w: unexpected reply type %q", ErrUpstreamProtocol, line[0])
+			return dst, over, fmt.Errorf("%w: unexpected reply type %q", ErrProtocol, line[0])
 		}
 	}
 	return dst, over, nil
 }
 
-// buffered reports whether the bytes already read hold n complete replies
+// HasReplies reports whether the bytes already read hold n complete replies
 // (RESP3 pushes between them are no replies), so that reading them cannot
-// block. It frames as read does; bytes read frames as an error count as
-// incomplete (read then reports the error).
-func (r *replyReader) buffered(n int) bool {
+// block. It frames as Read does; bytes Read frames as an error count as
+// incomplete (Read then reports the error).
+func (r *Reader) HasReplies(n int) bool {
 	buf, _ := r.br.Peek(r.br.Buffered())
 	i := 0
 	for n > 0 {
@@ -139,6 +161,17 @@ func (r *replyReader) buffered(n int) bool {
 		i = next
 	}
 	return true
+}
+
+// Buffered returns the number of bytes read from the connection and not
+// yet framed.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
+
+// Wait waits until the first byte of the next reply is there, or the
+// connection's read fails (its deadline included).
+func (r *Reader) Wait() error {
+	_, err := r.br.Peek(1)
+	return err
 }
 
 // skipFrame returns where the complete frame at buf[i:] ends; ok is false
@@ -179,8 +212,8 @@ func skipFrame(buf []byte, i int) (next int, ok bool) {
 }
 
 // line returns the next line, with its "\r\n". The slice is valid until the
-// next read. A line longer than the reader's buffer is assembled in a copy.
-func (r *replyReader) line() ([]byte, error) {
+// next Read. A line longer than the reader's buffer is assembled in a copy.
+func (r *Reader) line() ([]byte, error) {
 	line, err := r.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		long := append([]byte(nil), line...)
@@ -194,14 +227,14 @@ func (r *replyReader) line() ([]byte, error) {
 		return nil, err
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("%w: malformed line %q", ErrUpstreamProtocol, line)
+		return nil, fmt.Errorf("%w: malformed line %q", ErrProtocol, line)
 	}
 	return line, nil
 }
 
 // bulk reads n bytes (a bulk's data and its "\r\n"), appending them to dst
 // unless over the cap.
-func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
+func (r *Reader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
 	over = over || !r.fits(len(dst)+n, max)
 	if !over && cap(dst)-len(dst) < n {
 		// Room for the whole bulk at once, at least doubling: append's
@@ -227,24 +260,24 @@ func (r *replyReader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, err
 			}
 		}
 		n -= k
-		if n > 0 && r.progress != nil {
-			r.progress()
+		if n > 0 && r.Progress != nil {
+			r.Progress()
 		}
 	}
 	return dst, over, nil
 }
 
-// decodeReply decodes one complete reply's bytes (as framed by replyReader)
+// Decode decodes one complete reply's bytes (as framed by Reader)
 // into the fence's reply type. It is used only on the synchronous setup path
 // of an upstream connection (boot commands and the fence hook), never on the
 // data path. A null keeps its RESP type byte ('$' or '*') with Null set.
-func decodeReply(b []byte) (fence.Reply, []byte, error) {
+func Decode(b []byte) (fence.Reply, []byte, error) {
 	i := 0
 	for i+1 < len(b) && b[i] != '\r' {
 		i++
 	}
 	if i+1 >= len(b) || len(b) == 0 {
-		return fence.Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrUpstreamProtocol)
+		return fence.Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrProtocol)
 	}
 	head, rest := b[1:i], b[i+2:]
 	r := fence.Reply{Type: b[0]}
@@ -252,7 +285,7 @@ func decodeReply(b []byte) (fence.Reply, []byte, error) {
 	case ':':
 		n, ok := rewrite.ParseInt(head)
 		if !ok {
-			return r, nil, fmt.Errorf("%w: bad integer %q", ErrUpstreamProtocol, head)
+			return r, nil, fmt.Errorf("%w: bad integer %q", ErrProtocol, head)
 		}
 		r.Int = n
 		r.Str = string(head)
@@ -263,14 +296,14 @@ func decodeReply(b []byte) (fence.Reply, []byte, error) {
 			return r, rest, nil
 		}
 		if !ok || n < 0 || int(n)+2 > len(rest) {
-			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrUpstreamProtocol, head)
+			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrProtocol, head)
 		}
 		r.Str = string(rest[:n])
 		rest = rest[n+2:]
 	case '*', '~', '>', '%', '|':
 		n, ok := rewrite.ParseInt(head)
 		if !ok || n < -1 {
-			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrUpstreamProtocol, head)
+			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrProtocol, head)
 		}
 		if n < 0 {
 			r.Null = true
@@ -282,7 +315,7 @@ func decodeReply(b []byte) (fence.Reply, []byte, error) {
 		for range n {
 			var e fence.Reply
 			var err error
-			e, rest, err = decodeReply(rest)
+			e, rest, err = Decode(rest)
 			if err != nil {
 				return r, nil, err
 			}

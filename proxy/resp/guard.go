@@ -1,4 +1,4 @@
-package proxy
+package resp
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func errReplyExpectedDollar(got byte) []byte {
 	return []byte("-ERR Protocol error: expected '$', got '" + string([]byte{got}) + "'\r\n")
 }
 
-// Limits are the client input limits the framer enforces.
+// Limits are the client input limits the Framer enforces.
 type Limits struct {
 	MaxMultibulk int // largest multibulk count
 	MaxBulk      int // largest bulk length
@@ -72,88 +72,91 @@ type Limits struct {
 	Unauthenticated bool
 }
 
-// frameStatus is the outcome of framing one command.
-type frameStatus uint8
+// Status is the outcome of framing one command.
+type Status uint8
 
+// The outcomes of Framer.Next.
 const (
-	frameOK         frameStatus = iota // a command was framed
-	frameSkip                          // an empty command (`*0`, `*-1`, empty inline line) was consumed
-	frameIncomplete                    // more bytes are needed
-	frameError                         // a protocol error: reply it and close the client
+	Framed     Status = iota // a command was framed
+	Skipped                  // an empty command (`*0`, `*-1`, empty inline line) was consumed
+	Incomplete               // more bytes are needed
+	Invalid                  // a protocol error: reply it and close the client
 )
 
-// frame is one framed client command.
-type frame struct {
-	// args are the command's arguments. For a multibulk command they are
+// Frame is one framed client command. Its slices stay valid until the
+// Framer that made it is Reset (and the buffer it was framed from is not
+// reused); a Frame must not be modified.
+type Frame struct {
+	// Args are the command's arguments. For a multibulk command they are
 	// subslices of the input buffer; for an inline command they are owned.
-	args [][]byte
-	// raw is the command's exact bytes (a subslice of the input buffer) for
+	Args [][]byte
+	// Raw is the command's exact bytes (a subslice of the input buffer) for
 	// a multibulk command, or its RESP encoding for an inline command.
-	raw []byte
-	// argStart[i] is the offset in raw where argument i's `$` header starts,
-	// so a rewrite can copy the tail from any argument onward as sent.
+	Raw []byte
+	// argStart[i] is the offset in Raw where argument i's `$` header
+	// starts, so a rewrite can copy the tail from any argument onward as
+	// sent.
 	argStart []int
 }
 
-// tailFrom returns the raw bytes from argument i (its header included) to the
+// TailFrom returns the raw bytes from argument i (its header included) to the
 // end of the command.
-func (f *frame) tailFrom(i int) []byte {
-	if i >= len(f.args) {
+func (f *Frame) TailFrom(i int) []byte {
+	if i >= len(f.Args) {
 		return nil
 	}
-	return f.raw[f.argStart[i]:]
+	return f.Raw[f.argStart[i]:]
 }
 
-// framer frames client commands out of a buffer. Its argument tables are
-// reused between batches: a frame's slices stay valid until reset.
-type framer struct {
-	lim    Limits
+// Framer frames client commands out of a buffer under its Limits, which
+// the caller may change between commands. Its argument tables are reused
+// between batches: a Frame's slices stay valid until Reset.
+type Framer struct {
+	Limits Limits
 	args   [][]byte // arena of argument slices for the current batch
 	starts []int    // arena of argument offsets for the current batch
-	// need is the buffer length the last incomplete command is known to
-	// need (0 when unknown); the session grows its buffer to it at once.
-	need int
 }
 
-// reset forgets the frames of the previous batch.
-func (fr *framer) reset() {
+// Reset forgets the frames of the previous batch.
+func (fr *Framer) Reset() {
 	clear(fr.args) // let the previous batch's buffer go
 	fr.args = fr.args[:0]
 	fr.starts = fr.starts[:0]
 }
 
-// next frames the command at the start of buf. It returns the status, the
-// number of bytes consumed (for frameOK and frameSkip), and for frameError
-// the reply to send before closing. For frameIncomplete, need is the total
-// buffer length known to be required (0 when unknown).
-func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int, errReply []byte) {
+// Next frames the command at the start of buf. It returns the status, the
+// number of bytes consumed (for Framed and Skipped), and for Invalid
+// the reply to send before closing. For Incomplete, need is the total
+// buffer length known to be required (0 when unknown): the caller may
+// grow its buffer to it at once.
+func (fr *Framer) Next(buf []byte) (f Frame, status Status, n int, need int, errReply []byte) {
 	if len(buf) == 0 {
-		return f, frameIncomplete, 0, 0, nil
+		return f, Incomplete, 0, 0, nil
 	}
 	if buf[0] != '*' {
 		return fr.nextInline(buf)
 	}
-	maxMulti, maxBulk := fr.lim.MaxMultibulk, fr.lim.MaxBulk
+	maxMulti, maxBulk := fr.Limits.MaxMultibulk, fr.Limits.MaxBulk
 	// Header: *<count>\r?
 	nl, count, ok := headerInt(buf)
 	if nl < 0 {
-		if len(buf) > fr.lim.MaxInline {
-			return f, frameError, 0, 0, errReplyMbulkCount
+		if len(buf) > fr.Limits.MaxInline {
+			return f, Invalid, 0, 0, errReplyMbulkCount
 		}
-		return f, frameIncomplete, 0, 0, nil
+		return f, Incomplete, 0, 0, nil
 	}
 	if nl > len(buf)-2 {
-		return f, frameIncomplete, 0, 0, nil
+		return f, Incomplete, 0, 0, nil
 	}
 	if !ok || count > 1<<31-1 || count > int64(maxMulti) {
-		return f, frameError, 0, 0, errReplyMultibulk
+		return f, Invalid, 0, 0, errReplyMultibulk
 	}
-	if count > unauthMaxMultibulk && fr.lim.Unauthenticated {
-		return f, frameError, 0, 0, errReplyUnauthMultibulk
+	if count > unauthMaxMultibulk && fr.Limits.Unauthenticated {
+		return f, Invalid, 0, 0, errReplyUnauthMultibulk
 	}
 	pos := nl + 2
 	if count <= 0 {
-		return f, frameSkip, pos, 0, nil
+		return f, Skipped, pos, 0, nil
 	}
 	a0 := len(fr.args)
 	for i := int64(0); i < count; i++ {
@@ -161,39 +164,39 @@ func (fr *framer) next(buf []byte) (f frame, status frameStatus, n int, need int
 		nl, l, ok := headerInt(rest)
 		if nl < 0 {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			if len(rest) > fr.lim.MaxInline {
-				return f, frameError, 0, 0, errReplyBulkCount
+			if len(rest) > fr.Limits.MaxInline {
+				return f, Invalid, 0, 0, errReplyBulkCount
 			}
-			return f, frameIncomplete, 0, 0, nil
+			return f, Incomplete, 0, 0, nil
 		}
 		if nl > len(rest)-2 {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			return f, frameIncomplete, 0, 0, nil
+			return f, Incomplete, 0, 0, nil
 		}
 		if rest[0] != '$' {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			return f, frameError, 0, 0, errReplyExpectedDollar(rest[0])
+			return f, Invalid, 0, 0, errReplyExpectedDollar(rest[0])
 		}
 		if !ok || l < 0 || l > int64(maxBulk) {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			return f, frameError, 0, 0, errReplyBulk
+			return f, Invalid, 0, 0, errReplyBulk
 		}
-		if l > unauthMaxBulk && fr.lim.Unauthenticated {
+		if l > unauthMaxBulk && fr.Limits.Unauthenticated {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			return f, frameError, 0, 0, errReplyUnauthBulk
+			return f, Invalid, 0, 0, errReplyUnauthBulk
 		}
 		data := pos + nl + 2
 		end := data + int(l) + 2
 		if end > len(buf) {
 			fr.args, fr.starts = fr.args[:a0], fr.starts[:a0]
-			return f, frameIncomplete, 0, end, nil
+			return f, Incomplete, 0, end, nil
 		}
 		fr.args = append(fr.args, buf[data:data+int(l):data+int(l)])
 		fr.starts = append(fr.starts, pos)
 		pos = end
 	}
-	f = frame{args: fr.args[a0:len(fr.args):len(fr.args)], raw: buf[:pos:pos], argStart: fr.starts[a0:len(fr.starts):len(fr.starts)]}
-	return f, frameOK, pos, 0, nil
+	f = Frame{Args: fr.args[a0:len(fr.args):len(fr.args)], Raw: buf[:pos:pos], argStart: fr.starts[a0:len(fr.starts):len(fr.starts)]}
+	return f, Framed, pos, 0, nil
 }
 
 // headerInt returns the index of the '\r' that ends the header line at
@@ -237,16 +240,16 @@ func headerEnd(b []byte) int {
 }
 
 // nextInline frames an inline command (a line of space-separated words).
-func (fr *framer) nextInline(buf []byte) (f frame, status frameStatus, n int, need int, errReply []byte) {
+func (fr *Framer) nextInline(buf []byte) (f Frame, status Status, n int, need int, errReply []byte) {
 	nl := bytes.IndexByte(buf, '\n')
 	if nl >= 0 && bytes.IndexByte(buf[:nl], 0) >= 0 {
 		nl = -1 // redis searches with strchr: a NUL hides the newline
 	}
 	if nl < 0 {
-		if len(buf) > fr.lim.MaxInline {
-			return f, frameError, 0, 0, errReplyInline
+		if len(buf) > fr.Limits.MaxInline {
+			return f, Invalid, 0, 0, errReplyInline
 		}
-		return f, frameIncomplete, 0, 0, nil
+		return f, Incomplete, 0, 0, nil
 	}
 	line := buf[:nl]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
@@ -254,13 +257,13 @@ func (fr *framer) nextInline(buf []byte) (f frame, status frameStatus, n int, ne
 	}
 	words, ok := splitArgs(line)
 	if !ok {
-		return f, frameError, 0, 0, errReplyQuotes
+		return f, Invalid, 0, 0, errReplyQuotes
 	}
 	if len(words) == 0 {
-		return f, frameSkip, nl + 1, 0, nil
+		return f, Skipped, nl + 1, 0, nil
 	}
-	if fr.lim.Unauthenticated && len(words) > unauthMaxMultibulk {
-		return f, frameError, 0, 0, errReplyUnauthMultibulk
+	if fr.Limits.Unauthenticated && len(words) > unauthMaxMultibulk {
+		return f, Invalid, 0, 0, errReplyUnauthMultibulk
 	}
 	// Re-encode as RESP so the upstream sees a multibulk command. Inline
 	// commands are rare (people typing), so this allocates.
@@ -270,7 +273,7 @@ func (fr *framer) nextInline(buf []byte) (f frame, status frameStatus, n int, ne
 		starts[i] = len(enc)
 		enc = redcon.AppendBulk(enc, w)
 	}
-	return frame{args: words, raw: enc, argStart: starts}, frameOK, nl + 1, 0, nil
+	return Frame{Args: words, Raw: enc, argStart: starts}, Framed, nl + 1, 0, nil
 }
 
 // splitArgs splits an inline command line into words with the quoting rules
