@@ -67,7 +67,15 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	sub := s.sub
 	s.lastArgs = f.Args
 	var sp planStep
-	s.plan(f.Args, &sp) // plan.go: the same plan as in normal service
+	if isHello2(f.Args) {
+		// Leaving RESP3 is refused while the client may be pushed to; the
+		// subscription counts are current after a barrier (see above).
+		if err := s.bridgeBarrier(out); err != nil {
+			return err
+		}
+		sp.pushes = sub.tracking || s.view.sub.Load()+s.view.psub.Load()+s.view.ssub.Load() > 0
+	}
+	s.decide(f.Args, &sp) // plan.go: the same plan as in normal service
 	if sp.wait {
 		if err := s.waitHeld(f.Args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
 			return err
@@ -82,16 +90,8 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	d := &sp.d
 	s.routed = sp.up
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
-		// Leaving RESP3: only once nothing may push (see above); the
-		// subscription counts are current after a barrier.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		if sub.tracking || s.view.sub.Load()+s.view.psub.Load()+s.view.ssub.Load() > 0 {
-			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
-		} else {
-			return s.leaveBridge(f, d)
-		}
+		// Leaving RESP3, nothing may push (the plan refused it otherwise).
+		return s.leaveBridge(f, d)
 	}
 	s.localReply(d)
 	audit := s.observe(f.Args, d) // observe.go
@@ -355,4 +355,15 @@ func trackingSwitch(args [][]byte) (on, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// isHello2 reports whether args is HELLO asking for protocol 2: the one
+// command whose plan on the bridge needs to know whether the client may be
+// pushed to.
+func isHello2(args [][]byte) bool {
+	if len(args) < 2 || !foldEq(args[0], "HELLO") {
+		return false
+	}
+	v, ok := rewrite.ParseInt(args[1])
+	return ok && v == 2
 }

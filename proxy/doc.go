@@ -20,15 +20,16 @@
 //	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
 //	  ▼
-//	session.command (session.go)
-//	  │ plan (plan.go): rewrite.Decide under the round's view; failed
-//	  │   AUTHs counted (limits.AuthTable, authlimit.go); the queue-time
-//	  │   and arity errors (queuecheck.go) and the shared-connection rule
-//	  │   (rule.go), both read from cmdtable.Store; the keys
-//	  │   (cmdtable.Entry.Positions, or COMMAND GETKEYS for an entry with
-//	  │   Ask: route_session.go); the route (route.go) and the control
-//	  │   table's admission (hold.go)
-//	  │ → planStep: the rewrite.Decision and the *Upstream it goes to
+//	session.command (session.go) → decide (plan.go)
+//	  │ plan (plan.go), no I/O: rewrite.Decide under the round's view;
+//	  │   failed AUTHs counted (limits.AuthTable, authlimit.go); the
+//	  │   queue-time and arity errors (queuecheck.go) and the
+//	  │   shared-connection rule (rule.go), both read from cmdtable.Store;
+//	  │   the keys (cmdtable.Entry.Positions, or those the step was given);
+//	  │   the route (route.go) and the control table's admission (hold.go)
+//	  │ → planStep: the rewrite.Decision and the *Upstream it goes to, or
+//	  │   needKeys: decide asks COMMAND GETKEYS (route_session.go's
+//	  │   getkeys) and plans again with the keys
 //	  ▼
 //	observe (observe.go): metrics, audit record (audit.go), capture (capture.go)
 //	  ▼
@@ -88,13 +89,16 @@
 // session struct (about fifty fields, about a hundred methods across some
 // twenty files). What stands in the way of each further package:
 //
-//   - plan: plan() is a session method that reads and writes the session
+//   - plan: plan() no longer sends or waits (COMMAND GETKEYS is asked by
+//     its caller when the step says needKeys; a bridged client's HELLO 2
+//     is refused inside it, from the pushes input its caller learns after
+//     a barrier; TestPlanDecidesWithoutTheNetwork runs it with no server),
+//     but it is still a session method that reads and writes the session
 //     (s.st, s.v, and the per-command scratch s.cmdKeys, s.keyPos,
 //     s.routed, s.keyed, which transaction.go and route_session.go read
-//     after it), and it does I/O: getkeys sends COMMAND GETKEYS and waits
-//     for it from inside the plan. Its decision is also still amended after
-//     it: bridge.go refuses HELLO 2 of a bridged client, and session.go's
-//     localReply completes d.Reply (HELLO, CLIENT LIST).
+//     after it). session.go's localReply composes the bytes of a local
+//     answer after it (the server's HELLO reply with the session's id,
+//     CLIENT LIST), without changing the decision.
 //   - upstream: the session's segment reaches into batch's fields, and a
 //     batch carries three owners' fields (the replicas' ack, the memory
 //     budget's account, large commands); Upstream is part of proxy's API

@@ -29,10 +29,20 @@ import (
 //     (hold.go): an admitted command counts in flight in the state it was
 //     admitted under.
 //
-// Nothing in it waits. A command whose queue is held yields a step that says
-// so (wait); the caller sends what it built so far, gets its replies, waits
-// for a new control state (waitHeld) and plans the command again, up to the
-// hold; past it the command is refused with TRYAGAIN.
+// Nothing in it waits and nothing in it sends: what only the network can
+// tell comes in as an input of the step. A command whose queue is held
+// yields a step that says so (wait); the caller sends what it built so far,
+// gets its replies, waits for a new control state (waitHeld) and plans the
+// command again, up to the hold; past it the command is refused with
+// TRYAGAIN. A command whose keys only the server can tell (COMMAND GETKEYS,
+// when there are routes to choose from) yields a step that says so
+// (needKeys); the caller asks the server (getkeys) and plans it again with
+// the keys (decide). A bridged client's HELLO 2 is refused while it may be
+// pushed to (pushes, which its caller learns after a barrier).
+//
+// After the plan, a local answer's bytes are composed from what only the
+// proxy holds (localReply: the server's HELLO reply with the session's id,
+// CLIENT LIST of its sessions); the decision itself is not changed.
 //
 // A round decides under one view: the policy, the routes, the control state
 // and the fences, loaded once at its start (loadView); only a control state
@@ -76,6 +86,26 @@ type planStep struct {
 	authWait time.Duration
 	// exec: the command is the EXEC of the session's transaction.
 	exec bool
+	// needKeys: the command's keys need COMMAND GETKEYS; the caller asks
+	// and plans again with them in keys (decide).
+	needKeys bool
+
+	// Inputs, kept when the step is planned again: the keys the server
+	// gave (asked: keys holds them), and whether the client may be pushed
+	// to (a bridged RESP3 client that is subscribed or tracks).
+	keys   [][]byte
+	asked  bool
+	pushes bool
+}
+
+// decide plans one command, asking the server for its keys when the plan
+// says it needs them (the one round trip the plan itself never makes).
+func (s *session) decide(args [][]byte, sp *planStep) {
+	s.plan(args, sp)
+	if sp.needKeys {
+		sp.keys, sp.asked = s.getkeys(s.v.routes, args), true // route_session.go
+		s.plan(args, sp)
+	}
 }
 
 // forwards reports whether the step sends the command to an upstream.
@@ -99,8 +129,12 @@ func (s *session) plan(args [][]byte, sp *planStep) {
 // planOnce is one attempt of plan; false when the control state changed
 // while the command was being admitted.
 func (s *session) planOnce(args [][]byte, sp *planStep) bool {
-	*sp = planStep{d: rewrite.Decide(args, &s.st, s.v.pol)}
+	*sp = planStep{d: rewrite.Decide(args, &s.st, s.v.pol), keys: sp.keys, asked: sp.asked, pushes: sp.pushes}
 	d := &sp.d
+	if sp.pushes && d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
+		// A RESP2 connection cannot carry pushes between replies (bridge.go).
+		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
+	}
 	sp.exec = d.Effect == rewrite.Exec && s.st.InMulti
 	if d.Reason == rewrite.ReasonWrongPass {
 		sp.authWait = s.authFailed() // authlimit.go
@@ -119,7 +153,10 @@ func (s *session) planOnce(args [][]byte, sp *planStep) bool {
 	if !sp.forwards() {
 		return true
 	}
-	s.findKeys(args)
+	if !s.findKeys(args, sp) {
+		sp.needKeys = true // the caller asks the server (decide)
+		return true
+	}
 	sp.up = s.routeDecision(args, d) // route_session.go
 	if sp.up == nil || s.v.ctl == nil {
 		return true
@@ -161,7 +198,7 @@ func (s *session) waitHeld(args [][]byte, sp *planStep, flush func() error) erro
 		t.Stop()
 		s.v.ctl = c.state.Load()
 		s.v.routes = s.srv.routes.Load()
-		s.plan(args, sp)
+		s.decide(args, sp)
 	}
 	return nil
 }
@@ -170,11 +207,12 @@ func (s *session) waitHeld(args [][]byte, sp *planStep, flush func() error) erro
 // s.cmdKeys: what routing, admission and their queues read. Nothing is
 // looked at when every route leads to one upstream and the control table is
 // off (no key needs looking at); a command whose keys only COMMAND GETKEYS
-// can tell is asked about only when there are routes to choose from.
-func (s *session) findKeys(args [][]byte) {
+// can tell takes them from sp when there are routes to choose from, and
+// false says they were not asked yet.
+func (s *session) findKeys(args [][]byte, sp *planStep) bool {
 	s.cmdKeys = s.cmdKeys[:0]
 	if s.v.routes.single && s.v.ctl == nil {
-		return
+		return true
 	}
 	if isScriptCall(args[0]) {
 		if len(args) >= 3 {
@@ -182,14 +220,17 @@ func (s *session) findKeys(args [][]byte) {
 				s.cmdKeys = append(s.cmdKeys, args[3:3+n]...)
 			}
 		}
-		return
+		return true
 	}
 	ck := s.srv.keys.Lookup(args)
 	switch {
 	case ck == nil:
 	case ck.Ask:
 		if !s.v.routes.single {
-			s.cmdKeys = append(s.cmdKeys, s.getkeys(s.v.routes, args)...)
+			if !sp.asked {
+				return false
+			}
+			s.cmdKeys = append(s.cmdKeys, sp.keys...)
 		}
 	default:
 		s.keyPos = ck.Positions(args, s.keyPos[:0])
@@ -197,6 +238,7 @@ func (s *session) findKeys(args [][]byte) {
 			s.cmdKeys = append(s.cmdKeys, args[i])
 		}
 	}
+	return true
 }
 
 // queuesOfKeys returns the queues (hashtags) of the keys findKeys found,

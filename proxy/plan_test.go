@@ -1,78 +1,64 @@
 package proxy
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/emqproxy/emqproxy/stand/node"
-	"github.com/emqproxy/emqproxy/stand/scripts"
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// TestTrackingClientOnAScriptsDefaultPassesVerbCalls: a RESP3 client with
-// CLIENT TRACKING on, whose default route is a scripts node (the middle of a
-// migration), has its verb call planned as every other client's: passed to
-// the scripts node as its own EVALSHA, never rewritten to EMQ.<VERB>.
-func TestTrackingClientOnAScriptsDefaultPassesVerbCalls(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		r := startRoutedOn(t, srv.Path, func(o *Options) {
-			o.Routes = []Route{{Queues: []string{"quotes*"}, Upstream: "module-a"}, {Queues: []string{"*"}, Upstream: "scripts-b"}}
-		})
-		m := testPolicy(t).Map
-		if got := nodeDo(t, r.scripts, "SCRIPT", "LOAD", string(scripts.Body("pause"))); !strings.Contains(got, scriptSHA(m, "pause")) {
-			t.Fatalf("load pause on the scripts node: %q", got)
-		}
-		c := r.dial()
-		c.do("HELLO", "3").hasPrefix("%")
-		c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged to scripts-b, the default route
-		before := nodeStats(t, r.scripts)
-		c.do(verbLine(m, "pause", "billing")...).is(":1\r\n")
-		after := nodeStats(t, r.scripts)
-		if after["evalsha"] != before["evalsha"]+1 {
-			t.Errorf("the scripts node ran evalsha %d times, want %d", after["evalsha"], before["evalsha"]+1)
-		}
-		if st := nodeStats(t, r.module); st["emq.pause"] != 0 {
-			t.Errorf("the module node ran emq.pause %d times", st["emq.pause"])
-		}
-		// The same call inside a transaction, queued and sent at EXEC.
-		c.do("MULTI").is("+OK\r\n")
-		c.do(verbLine(m, "pause", "billing")...).is("+QUEUED\r\n")
-		c.do("EXEC").is("*1\r\n:0\r\n")
-		if st := nodeStats(t, r.scripts); st["evalsha"] != before["evalsha"]+2 {
-			t.Errorf("the scripts node ran evalsha %d times after EXEC, want %d", st["evalsha"], before["evalsha"]+2)
-		}
+// The plan is a function of what it is given: it runs here on a view of
+// two upstreams that were never connected, with no server at all. A command
+// whose keys only COMMAND GETKEYS tells yields a step that asks for them,
+// and routes by the keys it is then given; a bridged client's HELLO 2 is
+// refused while it may be pushed to.
+func TestPlanDecidesWithoutTheNetwork(t *testing.T) {
+	a := &Upstream{name: "a", role: RoleModule}
+	b := &Upstream{name: "b", role: RoleModule}
+	srv := &Server{ups: []*Upstream{a, b}, byName: map[string]*Upstream{"a": a, "b": b}}
+	srv.keys.Merge(cmdtable.Table{
+		// Key positions the server's specs leave open (as for SORT ... STORE).
+		"opencmd": {Name: "opencmd", Arity: -2, Ask: true, Class: cmdtable.ClassOpen},
+		"hello":   {Name: "hello", Arity: -1, Class: cmdtable.ClassOpen},
 	})
-}
+	r, err := srv.compileRoutes([]Route{{Queues: []string{"moved"}, Upstream: "b"}, {Queues: []string{"*"}, Upstream: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.routes.Store(r)
+	srv.policy.Store(testPolicy(t))
+	s := &session{srv: srv}
+	s.st.Fenced = true
+	s.v = view{pol: srv.policy.Load(), routes: r}
 
-// TestTransactionQueuedBeforeAMoveGoesToTheNewOwner: a transaction whose
-// commands were queued while their queue still belonged to one node, and
-// that is sent (EXEC) after the queue moved, goes to the new owner: the
-// route is planned at EXEC from what was queued.
-func TestTransactionQueuedBeforeAMoveGoesToTheNewOwner(t *testing.T) {
-	node.EachServer(t, func(t *testing.T, srv node.Server) {
-		r := startControlledOn(t, srv.Path)
-		c := r.dial()
-		c.do("MULTI").is("+OK\r\n")
-		c.do("SET", "emq:{billing}:x", "in-tx").is("+QUEUED\r\n")
-		c.do("PING").is("+QUEUED\r\n") // keyless: goes with the transaction
-		for _, epoch := range []struct {
-			n     string
-			state string
-		}{{"3", "3 held scripts-b"}, {"4", "4 owned module-a"}} {
-			for _, n := range []*node.Node{r.module, r.scripts} {
-				nodeDo(t, n, "HSET", "{emqproxy}:queues", "billing", epoch.state)
-				nodeDo(t, n, "SET", "{emqproxy}:epoch", epoch.n)
-			}
-		}
-		r.waitApplied(t, r.scripts, 4)
-		poll(t, "billing to route to module-a", func() bool { return r.srv.RouteFor("billing") == "module-a" })
-		c.do("EXEC").is("*2\r\n+OK\r\n+PONG\r\n")
-		if got := nodeDo(t, r.module, "GET", "emq:{billing}:x"); got != "$5\r\nin-tx\r\n" {
-			t.Errorf("the new owner module-a has %q", got)
-		}
-		if got := nodeDo(t, r.scripts, "EXISTS", "emq:{billing}:x"); got != ":0\r\n" {
-			t.Errorf("the old owner scripts-b got the transaction: EXISTS %q", got)
-		}
-		// The session is out of MULTI: a plain command runs at once.
-		c.do("GET", "emq:{billing}:x").is("$5\r\nin-tx\r\n")
-	})
+	args := [][]byte{[]byte("OPENCMD"), []byte("emq:{moved}:k")}
+	var sp planStep
+	s.plan(args, &sp)
+	if !sp.needKeys || sp.up != nil {
+		t.Fatalf("a command with open key specs: needKeys %v, up %v; want a step that asks for its keys", sp.needKeys, sp.up)
+	}
+	sp.keys, sp.asked = [][]byte{[]byte("emq:{moved}:k")}, true
+	s.plan(args, &sp)
+	if sp.needKeys || sp.up != b {
+		t.Fatalf("with its keys given: needKeys %v, up %v; want upstream b", sp.needKeys, sp.up)
+	}
+
+	sp = planStep{keys: nil, asked: true} // the server found no key
+	s.plan(args, &sp)
+	if sp.needKeys || sp.up != a {
+		t.Fatalf("no key given: needKeys %v, up %v; want the default upstream a", sp.needKeys, sp.up)
+	}
+
+	s.st.Proto = 3
+	hello2 := [][]byte{[]byte("HELLO"), []byte("2")}
+	sp = planStep{pushes: true}
+	s.plan(hello2, &sp)
+	if sp.d.Action != rewrite.Refuse || string(sp.d.Reply) != string(replyBridgedHello) {
+		t.Fatalf("HELLO 2 while pushed to: %v %q; want the bridge's refusal", sp.d.Action, sp.d.Reply)
+	}
+	sp = planStep{}
+	s.plan(hello2, &sp)
+	if sp.d.Action != rewrite.Local || sp.d.Proto != 2 {
+		t.Fatalf("HELLO 2 with nothing to push: %v proto %d; want answered", sp.d.Action, sp.d.Proto)
+	}
 }

@@ -281,7 +281,7 @@ func (s *session) write() error {
 func (s *session) command(f resp.Frame) {
 	s.lastArgs = f.Args
 	var sp planStep
-	s.plan(f.Args, &sp)
+	s.decide(f.Args, &sp) // plan.go
 	if sp.wait {
 		_ = s.waitHeld(f.Args, &sp, s.flushHeld) // hold.go
 	}
