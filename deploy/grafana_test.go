@@ -16,7 +16,7 @@ import (
 const dashboardFile = "grafana/emqproxy.json"
 
 // metricPackages are where the proxy's metrics are registered.
-var metricPackages = []string{"proxy", "admin", "fence", "cmd/emqproxy"}
+var metricPackages = []string{"proxy", "proxy/resp", "proxy/cmdtable", "proxy/limits", "admin", "fence", "cmd/emqproxy"}
 
 type dashboard struct {
 	Title      string  `json:"title"`

@@ -19,9 +19,18 @@ import (
 //  1. At most Options.ShareCommands of one client's commands are in flight
 //     on a shared connection at once. A longer batch is sent in parts of
 //     that many: the next part is written once the replies of the one
-//     before are read, so other clients' batches go between them. A client
-//     over its reply cap (Options.MaxReplyBytes) is closed at the end of
-//     the part that passed it: the rest of its batch is never sent.
+//     before are read, so other clients' batches go between them. A
+//     client's parts start at shareStart commands and double, up to
+//     ShareCommands, while their replies stay small (on average under
+//     ShareBytes/ShareCommands a command): the size of a reply is known
+//     only once it is read, so a client whose replies are large has cost
+//     the shared connection one small part before it is isolated, not
+//     ShareCommands of its replies. A client over its reply cap
+//     (Options.MaxReplyBytes) is closed at the end of the part that passed
+//     it: the rest of its batch is never sent.
+//     On its own connection (below) a client's commands go in parts of
+//     ShareCommands too, so that past its reply cap the rest of its batch
+//     is not sent there either.
 //  2. A client that is heavy for a shared connection is isolated: its
 //     commands go on a connection of its own to each upstream (opened,
 //     fenced and registered like a WATCH pin, owned.go; a reply timeout
@@ -35,7 +44,8 @@ import (
 //     - slow_reader: a write of replies to the client that took longer
 //     than slowWrite (the client reads more slowly than it asks).
 //     What a client still costs a shared connection before it is isolated
-//     is therefore one part: ShareCommands commands, and their replies.
+//     is therefore one part: shareStart commands and their replies, or
+//     ShareCommands once its replies have shown themselves small.
 //  3. It comes back to the shared connections when Options.IsolateFor has
 //     passed since it last did any of the above on its own connection (a
 //     batch longer than ShareCommands, replies or a command over
@@ -50,6 +60,11 @@ import (
 // sharePipelineParts is how many full parts in a row make a client deep
 // pipelining (isolated for "pipeline").
 const sharePipelineParts = 4
+
+// shareStart is the size of a client's first parts on a shared connection
+// (the window grows from it: see above). Eight covers the batches of most
+// clients, so the window's growth costs them nothing.
+const shareStart = 8
 
 // slowWrite is the longest a write of replies to the client may block
 // before the client counts as a slow reader. A client that reads promptly
@@ -69,9 +84,10 @@ var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowRe
 
 // share is a session's use of the shared connections.
 type share struct {
-	full  int       // parts in a row that filled ShareCommands
-	until time.Time // isolated until then; zero: shares
-	own   []ownConn // while isolated: its connection to each upstream used
+	window int       // commands a part may hold now; 0: shareStart (see above)
+	full   int       // parts in a row that filled the window
+	until  time.Time // isolated until then; zero: shares
+	own    []ownConn // while isolated: its connection to each upstream used
 }
 
 // ownConn is an isolated client's connection to one upstream.
@@ -166,6 +182,14 @@ func (s *session) shareBefore(size, count int) (own bool) {
 		case count > o.ShareCommands:
 			s.isolate(isoPipeline)
 		}
+		// Its own connection takes parts of ShareCommands too, so the reply
+		// cap is checked between them: over it, the rest is never sent.
+		for i := range s.parts {
+			if pt := &s.parts[i]; pt.own && pt.b.n > 0 && pt.b.n+count > o.ShareCommands {
+				s.flush()
+				break
+			}
+		}
 		return true
 	}
 	switch {
@@ -177,7 +201,7 @@ func (s *session) shareBefore(size, count int) (own bool) {
 		return true
 	}
 	for i := range s.parts {
-		if pt := &s.parts[i]; !pt.ded && pt.b.n+count > o.ShareCommands {
+		if pt := &s.parts[i]; !pt.ded && pt.b.n+count > s.shareWindow() {
 			s.sh.full++
 			s.flush() // the part is full: its replies first, others' batches between
 			return s.sh.isolated()
@@ -186,10 +210,19 @@ func (s *session) shareBefore(size, count int) (own bool) {
 	return false
 }
 
+// shareWindow is how many of the client's commands a part may hold now.
+func (s *session) shareWindow() int {
+	if s.sh.window == 0 {
+		return min(shareStart, s.srv.opts.ShareCommands)
+	}
+	return s.sh.window
+}
+
 // shareAfter judges a segment's parts once their replies are in: a part
 // on a shared connection whose replies passed ShareBytes isolates the
-// client, and so do sharePipelineParts full parts in a row; on the
-// client's own connection the same keeps it isolated.
+// client, and so do sharePipelineParts full parts in a row; a full part
+// of small replies doubles the window. On the client's own connection the
+// same keeps it isolated.
 func (s *session) shareAfter() {
 	o := &s.srv.opts
 	for i := range s.parts {
@@ -200,15 +233,17 @@ func (s *session) shareAfter() {
 		heavy := pt.b.over || int64(len(pt.b.replies)) > o.ShareBytes
 		switch {
 		case pt.own:
-			if heavy || pt.b.n > o.ShareCommands {
-				s.isolate(isoReplyBytes)
+			if heavy || pt.b.n >= o.ShareCommands {
+				s.isolate(isoReplyBytes) // still heavy: it stays
 			}
 		case heavy:
 			s.isolate(isoReplyBytes)
 		case s.sh.full >= sharePipelineParts:
 			s.isolate(isoPipeline)
-		case pt.b.n < o.ShareCommands:
+		case pt.b.n < s.shareWindow():
 			s.sh.full = 0
+		case int64(len(pt.b.replies))*int64(o.ShareCommands) <= o.ShareBytes*int64(pt.b.n):
+			s.sh.window = min(2*s.shareWindow(), o.ShareCommands) // small replies: a larger part
 		}
 	}
 }

@@ -167,8 +167,8 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 
 // A client over its reply cap costs the node one part, not its whole
 // batch: with 500 GETs of a 1 MiB value pipelined and a 4 MiB cap, the
-// client is closed after the first part of ShareCommands, and the rest is
-// never sent.
+// client is closed after its first part (shareStart commands: its replies
+// are not known to be small yet), and the rest is never sent.
 func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	if _, err := node.RawDo(n.Addr, "SET", "mib", strings.Repeat("m", 1<<20)); err != nil {
@@ -192,8 +192,8 @@ func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ran := after["get"] - before["get"]; ran > share || ran == 0 {
-		t.Errorf("the node ran %d of the 500 GETs, want one part (at most %d)", ran, share)
+	if ran := after["get"] - before["get"]; ran > shareStart || ran == 0 {
+		t.Errorf("the node ran %d of the 500 GETs, want one first part (at most %d)", ran, shareStart)
 	}
 	if got := testutil.ToFloat64(h.srv.met.rejected.WithLabelValues("reply_bytes")); got != 1 {
 		t.Errorf("rejected{reply_bytes} = %v, want 1", got)

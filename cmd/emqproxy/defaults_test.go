@@ -61,6 +61,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		"log.level", "log.format",
 		"admin.listen", "admin.pprof", "admin.token", "admin.token_file",
 		"runtime.gomaxprocs",
+		"runtime.soft_memory_limit", // a process-wide knob the daemon turns on; the library's zero is off (one Server per process may set it)
 	}
 	for key, got := range config.Defaults() {
 		want, ok := library[key]
