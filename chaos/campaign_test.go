@@ -1,0 +1,118 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// binary is the emqproxy binary the fleet runs, built once.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "emqchaos-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "emqproxy")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/emqproxy")
+	cmd.Dir = node.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// FixedSeed is the short campaign's fixed seed.
+const FixedSeed = 31
+
+func startFleet(t *testing.T) *Fleet {
+	t.Helper()
+	began := time.Now()
+	f, err := StartFleet(FleetOptions{Dir: t.TempDir(), Bin: binary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	t.Logf("fleet started in %v: %d sidecars, module sets %s and %s, scripts node %s",
+		time.Since(began).Round(time.Millisecond), len(f.Sidecars), f.Sets[0].Master, f.Sets[1].Master, f.Scripts.Addr)
+	return f
+}
+
+func rerun(seed uint64, d time.Duration) string {
+	return fmt.Sprintf("make chaos SEED=%d DURATION=%v", seed, d)
+}
+
+// campaign runs one campaign and fails the test on a violation, printing
+// the report (the seed and the command that reruns it first).
+func campaign(t *testing.T, f *Fleet, seed uint64, d time.Duration, suffix string) *Outcome {
+	t.Helper()
+	t.Logf("campaign seed %d for %v; rerun with: %s", seed, d, rerun(seed, d))
+	out, err := Run(f, Config{Seed: seed, Duration: d, Suffix: suffix, Rerun: rerun(seed, d), Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("seed %d: the campaign could not be judged: %v (rerun: %s)", seed, err, rerun(seed, d))
+	}
+	if !out.Result.OK() {
+		t.Errorf("seed %d: properties violated; rerun: %s\n%s", seed, rerun(seed, d), out.Report)
+	} else {
+		t.Logf("%s", out.Report)
+	}
+	return out
+}
+
+// TestCampaignShort runs two short campaigns on one fleet: the fixed
+// seed, then a fresh one (logged, with the command that replays it).
+func TestCampaignShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault campaign runs real nodes and sidecars")
+	}
+	d := 20 * time.Second
+	if v := os.Getenv("EMQCHAOS_SHORT"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := startFleet(t)
+	campaign(t, f, FixedSeed, d, "1")
+	fresh := uint64(time.Now().UnixNano())
+	campaign(t, f, fresh, d, "2")
+}
+
+// TestCampaignLong is the long campaign of `make chaos`: EMQCHAOS_DURATION
+// (required, or the test is skipped), EMQCHAOS_SEED (a fresh one when
+// unset), EMQCHAOS_REPORT (the report's path).
+func TestCampaignLong(t *testing.T) {
+	ds := os.Getenv("EMQCHAOS_DURATION")
+	if ds == "" {
+		t.Skip("EMQCHAOS_DURATION is not set (make chaos DURATION=30m)")
+	}
+	d, err := time.ParseDuration(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("EMQCHAOS_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := startFleet(t)
+	out := campaign(t, f, seed, d, "1")
+	if path := os.Getenv("EMQCHAOS_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(out.Report), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("report written to %s", path)
+	}
+}
