@@ -134,6 +134,13 @@ func TestCheckerCatchesEachViolation(t *testing.T) {
 		{"a job nobody enqueued", func(h *hist, f *Final) {
 			f.Queues["alpha"].Jobs["zz"] = FinalJob{Sets: []string{"pending"}, Row: true, Payload: "?", State: "pending"}
 		}, PropReplies, "no worker enqueued", 0},
+		{"a claim inside a lease extended at once", func(h *hist, f *Final) {
+			h.enqueue(4000, "w1", "alpha", "a3", 1)
+			h.claim(4010, "w1", "alpha", "a3", 100)
+			h.do(4012, 1, Event{Proc: "w1", Op: OpExtend, Queue: "alpha", ID: "a3", Lease: 1000}, Event{Int: t0 + 5012})
+			h.claim(4200, "w2", "alpha", "a3", 100)
+			f.Queues["alpha"].Jobs["a3"] = FinalJob{Sets: []string{"active"}, Row: true, Payload: "p a3", State: "active"}
+		}, PropDouble, "811 ms later", 4},
 		{"Lua on a module node", func(h *hist, f *Final) {
 			h.add(Event{Kind: KindStats, Node: "module-a/1", Role: "module", Counts: map[string]int64{"evalsha": 1}})
 		}, PropNodes, "ran evalsha 1 times", 2},
@@ -174,6 +181,29 @@ func TestCheckerCatchesEachViolation(t *testing.T) {
 			}
 			t.Logf("\n%s", buf.String())
 		})
+	}
+}
+
+// TestCheckerAllowsOverlappingClaims: two claims of one job whose calls
+// overlap in time may have run in either order (the later-sent one first,
+// its job failed back, then the earlier-sent one): no violation.
+func TestCheckerAllowsOverlappingClaims(t *testing.T) {
+	h := good()
+	h.enqueue(4000, "w1", "alpha", "a3", 1)
+	h.call++
+	slow := h.call
+	h.add(Event{Kind: KindInvoke, Call: slow, Proc: "w4", Op: OpClaim, Queue: "alpha", Lease: 2000, T: (t0 + 4001) * 1000})
+	h.claim(4050, "w2", "alpha", "a3", 2000)
+	h.do(4052, 1, Event{Proc: "w2", Op: OpFail, Queue: "alpha", ID: "a3"}, Event{Int: t0 + 4152})
+	h.do(4160, 1, Event{Proc: "w3", Op: OpPromote, Queue: "alpha"}, Event{Int: 1})
+	h.add(Event{Kind: KindOK, Call: slow, Proc: "w4", Job: &Job{ID: "a3", Payload: "p a3", Attempts: 2}, T: (t0 + 4200) * 1000})
+	h.complete(4210, "w4", "alpha", "a3", 1)
+	f := done("a1", "a2", "a3")
+	r := Check(h.events, f)
+	var buf bytes.Buffer
+	WriteViolations(&buf, r, 5)
+	if !r.OK() {
+		t.Errorf("overlapping claims judged a violation:\n%s", buf.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -351,14 +352,14 @@ func (n *nemesis) move(f Fault) (string, error) {
 		if out, err := n.killedMover(ctx, f.Step, args...); err != nil {
 			d += fmt.Sprintf("; the mover did not reach %s: %v: %s", f.Step, err, lastLine(out))
 		}
-		args = []string{"move", q, "--resume"}
+		args = []string{"move", q, "--resume", "--delete-source"}
 	} else {
 		n.event(f, "start", d)
 	}
 	out, err := n.mover(ctx, args...)
 	if err != nil {
 		d += fmt.Sprintf("; %s: %v: %s", strings.Join(args, " "), err, lastLine(out))
-		if out2, err2 := n.mover(ctx, "move", q, "--resume"); err2 != nil {
+		if out2, err2 := n.mover(ctx, "move", q, "--resume", "--delete-source"); err2 != nil {
 			d += fmt.Sprintf("; resume: %v: %s", err2, lastLine(out2))
 			if out3, err3 := n.mover(ctx, "move", q, "--abort"); err3 != nil {
 				d += fmt.Sprintf("; abort: %v: %s", err3, lastLine(out3))
@@ -373,10 +374,18 @@ func (n *nemesis) move(f Fault) (string, error) {
 	}
 	n.refreshOwners(ctx)
 	n.mu.Lock()
-	d += "; owner now " + n.owner[q]
+	now := n.owner[q]
 	n.mu.Unlock()
+	d += "; owner now " + now
+	if now == from {
+		return d, errNotMoved
+	}
 	return d, nil
 }
+
+// errNotMoved marks a move that left the queue where it was (refused
+// while a node was down, or aborted).
+var errNotMoved = errors.New("the queue did not move")
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
@@ -458,7 +467,7 @@ func (n *nemesis) finishMoves(ctx context.Context) []string {
 			return notes
 		}
 		for _, q := range moving {
-			if out, err := n.mover(ctx, "move", q, "--resume"); err != nil {
+			if out, err := n.mover(ctx, "move", q, "--resume", "--delete-source"); err != nil {
 				notes = append(notes, fmt.Sprintf("%s: resume at the end: %v: %s", q, err, lastLine(out)))
 				if out, err := n.mover(ctx, "move", q, "--abort"); err != nil {
 					notes = append(notes, fmt.Sprintf("%s: abort at the end: %v: %s", q, err, lastLine(out)))

@@ -43,13 +43,14 @@ func WriteReport(w io.Writer, s Summary, r *Result) {
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", p, verdict)
 	}
-	fmt.Fprintf(w, "\n## Faults injected, by kind\n\n| fault | count |\n|---|---|\n")
-	total := 0
+	fmt.Fprintf(w, "\n## Faults injected, by kind\n\n| fault | injected | of which failed or refused |\n|---|---|---|\n")
+	total, failed := 0, 0
 	for _, k := range sortedKeys(r.Faults) {
-		fmt.Fprintf(w, "| %s | %d |\n", k, r.Faults[k])
+		fmt.Fprintf(w, "| %s | %d | %d |\n", k, r.Faults[k], r.FaultErrors[k])
 		total += r.Faults[k]
+		failed += r.FaultErrors[k]
 	}
-	fmt.Fprintf(w, "| total | %d |\n", total)
+	fmt.Fprintf(w, "| total | %d | %d |\n", total, failed)
 	fmt.Fprintf(w, "\n## Calls, by outcome\n\n| operation | ok | err | timeout | hung |\n|---|---|---|---|---|\n")
 	var sum [4]int
 	for _, op := range sortedKeys(r.Calls) {
