@@ -46,7 +46,18 @@ var ShortFaults = slices.DeleteFunc(slices.Clone(AllFaults), func(k string) bool
 func startFleet(t *testing.T) *Fleet {
 	t.Helper()
 	began := time.Now()
-	f, err := StartFleet(FleetOptions{Dir: t.TempDir(), Bin: binary})
+	dir := t.TempDir()
+	if d := os.Getenv("EMQCHAOS_DIR"); d != "" {
+		// Kept after the test: the histories, reports and logs.
+		dir = filepath.Join(d, fmt.Sprintf("%s-%d", t.Name(), time.Now().Unix()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// EMQCHAOS_NO_ACK=1 runs the sidecars without WAIT after writes
+	// (ack_replicas 0): the deliberately broken fleet the checker must
+	// catch losing acknowledged jobs across a failover.
+	f, err := StartFleet(FleetOptions{Dir: dir, Bin: binary, NoAck: os.Getenv("EMQCHAOS_NO_ACK") == "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,6 +145,7 @@ func Check(events []Event, final Final) *Result {
 	c.double()
 	c.replies()
 	c.nodes()
+	c.verbOnScripts()
 	c.bounded()
 	return c.res
 }
@@ -482,13 +483,24 @@ func (c *checker) nodes() {
 			}
 		case "scripts":
 			if e := counts["errorstat_err"]; e > 0 {
-				c.res.Notes = append(c.res.Notes, fmt.Sprintf("scripts node %s answered %d ERR errors (an EMQ verb would be one, as an unknown command; so are other errors)", n, e))
+				c.res.Notes = append(c.res.Notes, fmt.Sprintf("scripts node %s answered %d ERR errors (the sidecars' fences ask every node EMQ.VERSION, which a scripts node answers as an unknown command)", n, e))
 			}
 			for _, cmd := range sortedKeys(counts) {
 				if (strings.HasPrefix(cmd, "emq.") || cmd == "unknown") && counts[cmd] > 0 {
 					c.violate(PropNodes, fmt.Sprintf("scripts node %s was sent %s %d times", n, cmd, counts[cmd]), c.statEv[n]...)
 				}
 			}
+		}
+	}
+}
+
+// verbOnScripts: a verb that reached a scripts node answers "unknown
+// command", which the sidecar passes back to the worker; no call of a
+// worker may get it.
+func (c *checker) verbOnScripts() {
+	for _, cl := range c.calls {
+		if cl.end != nil && cl.end.Kind == KindErr && strings.Contains(strings.ToLower(cl.end.Err), "unknown command") {
+			c.violate(PropNodes, fmt.Sprintf("%s call %d by %s was answered unknown command (a verb on a scripts node?)", cl.inv.Op, cl.inv.Call, cl.inv.Proc), cl.events()...)
 		}
 	}
 }

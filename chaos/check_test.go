@@ -147,6 +147,9 @@ func TestCheckerCatchesEachViolation(t *testing.T) {
 		{"a verb on a scripts node", func(h *hist, f *Final) {
 			h.add(Event{Kind: KindStats, Node: "scripts-c", Role: "scripts", Counts: map[string]int64{"unknown": 2}})
 		}, PropNodes, "was sent unknown 2 times", 2},
+		{"a verb answered unknown command", func(h *hist, f *Final) {
+			h.do(6000, 1, Event{Proc: "w3", Op: OpReap, Queue: "alpha"}, Event{Kind: KindErr, Err: "legacy: reap: ERR unknown command 'EMQ.REAP', with args beginning with: "})
+		}, PropNodes, "unknown command", 2},
 		{"a call never ended", func(h *hist, f *Final) {
 			h.add(Event{Kind: KindInvoke, Call: 999, Proc: "w3", Op: OpReap, Queue: "alpha", T: (t0 + 5000) * 1000})
 		}, PropBounded, "never ended", 1},

@@ -78,6 +78,7 @@ type Fleet struct {
 	Scripts  *node.Node
 	Sidecars []*Sidecar
 	MoverCfg string
+	noAck    bool
 	tox      *toxiproxy.ApiServer
 }
 
@@ -88,6 +89,9 @@ type FleetOptions struct {
 	Server    string // "" = Debian's redis-server
 	Sidecars  int    // 3 when 0
 	DownAfter time.Duration
+	// AckReplicas is the module upstreams' ack_replicas (1 unless
+	// NoAck: the "broken build" check runs without WAIT).
+	NoAck bool
 }
 
 // StartFleet starts the nodes, the sentinels, the relays and the
@@ -99,7 +103,7 @@ func StartFleet(o FleetOptions) (f *Fleet, err error) {
 	if o.DownAfter == 0 {
 		o.DownAfter = 1500 * time.Millisecond
 	}
-	f = &Fleet{Dir: o.Dir, Bin: o.Bin, Server: o.Server}
+	f = &Fleet{Dir: o.Dir, Bin: o.Bin, Server: o.Server, noAck: o.NoAck}
 	f.tox = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	defer func() {
 		if err != nil {
@@ -218,9 +222,13 @@ func (f *Fleet) relay(name, upstream string) (*toxiproxy.Proxy, error) {
 func (f *Fleet) writeConfig(path, listen, admin, scriptsAddr, audit string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %q\nmap: %q\nupstreams:\n", listen, f.MapPath)
+	ack := 1
+	if f.noAck {
+		ack = 0
+	}
 	for _, s := range f.Sets {
-		fmt.Fprintf(&b, "  %s:\n    role: module\n    sentinel:\n      master: %s\n      addresses: [\"%s\"]\n    failover_wait: 5s\n    ack_replicas: 1\n    ack_timeout: 500ms\n",
-			s.Name, s.Master, strings.Join(s.HA.SentinelAddrs(), `", "`))
+		fmt.Fprintf(&b, "  %s:\n    role: module\n    sentinel:\n      master: %s\n      addresses: [\"%s\"]\n    failover_wait: 5s\n    ack_replicas: %d\n    ack_timeout: 500ms\n",
+			s.Name, s.Master, strings.Join(s.HA.SentinelAddrs(), `", "`), ack)
 	}
 	fmt.Fprintf(&b, "  %s:\n    role: scripts\n    address: %q\n", ScriptsC, scriptsAddr)
 	fmt.Fprintf(&b, "routes:\n")
