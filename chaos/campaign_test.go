@@ -74,7 +74,15 @@ func rerun(seed uint64, d time.Duration, kinds []string) string {
 	} else if !slices.Equal(kinds, AllFaults) {
 		k = " KINDS=" + strings.Join(kinds, ",")
 	}
-	return fmt.Sprintf("make chaos SEED=%d DURATION=%v%s", seed, d, k)
+	return fmt.Sprintf("make chaos SEED=%d DURATION=%s%s", seed, makeDuration(d), k)
+}
+
+// makeDuration spells d as make chaos takes it: minutes or seconds.
+func makeDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", (d+time.Second-1)/time.Second)
 }
 
 // campaign runs one campaign and fails the test on a violation, printing

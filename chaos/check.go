@@ -97,14 +97,6 @@ type call struct {
 
 func (c *call) ok() bool { return c.end != nil && c.end.Kind == KindOK }
 
-// endT is the call's end, or +inf for a call that never ended.
-func (c *call) endT() int64 {
-	if c.end == nil {
-		return 1<<63 - 1
-	}
-	return c.end.T
-}
-
 func (c *call) events() []Event {
 	if c.end == nil {
 		return []Event{c.inv}
