@@ -90,14 +90,15 @@ type Job struct {
 }
 
 // History writes events as JSON lines, each flushed to the file as it is
-// written, and keeps them in memory for the checker.
+// written; the checker reads the file back (a long campaign's history does
+// not stay in memory while it runs).
 type History struct {
-	mu     sync.Mutex
-	f      *os.File
-	w      *bufio.Writer
-	events []Event
-	calls  int64
-	err    error
+	mu    sync.Mutex
+	f     *os.File
+	w     *bufio.Writer
+	lines int
+	calls int64
+	err   error
 }
 
 // NewHistory creates the history file at path.
@@ -124,8 +125,8 @@ func (h *History) Add(e Event) Event {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e.Line = len(h.events) + 1
-	h.events = append(h.events, e)
+	h.lines++
+	e.Line = h.lines
 	b, err := json.Marshal(e)
 	if err == nil {
 		_, err = h.w.Write(append(b, '\n'))
@@ -137,13 +138,6 @@ func (h *History) Add(e Event) Event {
 		h.err = err
 	}
 	return e
-}
-
-// Events returns a copy of the events written so far.
-func (h *History) Events() []Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Event(nil), h.events...)
 }
 
 // Close flushes and closes the file, and returns the first write error.

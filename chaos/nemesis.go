@@ -29,6 +29,8 @@ const (
 	FaultNetStall    = "net-stall"       // nothing passes a relay, then its connections close
 	FaultNetCut      = "net-cut"         // the relay refuses and closes every connection
 	FaultNetReset    = "net-reset"       // the relay resets its connections (workers cut mid-call)
+	FaultNodeReset   = "node-link-reset" // a node closes every client connection (the sidecars' links cut mid-call)
+	FaultNodeStall   = "node-link-stall" // a node answers no client for a while (CLIENT PAUSE ALL)
 )
 
 // lanes run their faults one after the other; the lanes run at once, so
@@ -38,6 +40,7 @@ var lanes = [][]string{
 	{FaultPrimaryKill, FaultPrimaryStop},
 	{FaultNetSlow, FaultNetStall, FaultNetCut, FaultNetReset},
 	{FaultMove, FaultMoveKilled},
+	{FaultNodeReset, FaultNodeStall},
 }
 
 // AllFaults lists every kind.
@@ -111,7 +114,9 @@ func (n *nemesis) event(f Fault, phase, detail string) {
 func (n *nemesis) runLane(start time.Time, faults []Fault, end time.Time) {
 	for _, f := range faults {
 		at := start.Add(f.At)
-		if at.After(end) {
+		// A lane whose faults last longer than its gaps runs late: it
+		// stops at the end all the same, with the faults not yet begun.
+		if at.After(end) || time.Now().After(end) {
 			return
 		}
 		time.Sleep(time.Until(at))
@@ -131,6 +136,8 @@ func (n *nemesis) inject(f Fault) {
 		detail, err = n.network(f)
 	case FaultMove, FaultMoveKilled:
 		detail, err = n.move(f)
+	case FaultNodeReset, FaultNodeStall:
+		detail, err = n.nodeLink(f)
 	}
 	switch {
 	case err != nil:
@@ -309,6 +316,46 @@ func (n *nemesis) network(f Fault) (string, error) {
 		time.Sleep(d)
 		return side + ": reset removed", relay.Toxics.RemoveToxic(ctx, "reset")
 	}
+}
+
+// nodeLink faults the links between the sidecars and a node from the
+// node's side (the module nodes are found through Sentinel, so no relay
+// sits on those links): every normal client connection closed, or every
+// client paused. Replication links are not touched.
+func (n *nemesis) nodeLink(f Fault) (string, error) {
+	var nd *node.Node
+	name := ScriptsC
+	if i := f.Target % 3; i < len(n.f.Sets) {
+		s := n.f.Sets[i]
+		p, err := s.Primary()
+		if err != nil {
+			n.event(f, "start", s.Name+": skipped")
+			return s.Name, err
+		}
+		nd, name = p, s.Name
+	} else {
+		nd = n.f.Scripts
+	}
+	c, err := dial(nd.Addr)
+	if err != nil {
+		n.event(f, "start", name+": skipped")
+		return name, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if f.Kind == FaultNodeReset {
+		n.event(f, "start", fmt.Sprintf("%s %s: CLIENT KILL TYPE normal", name, nd.Addr))
+		k, err := c.Do(ctx, c.B().Arbitrary("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Build()).AsInt64()
+		return fmt.Sprintf("%s: %d connections closed", name, k), err
+	}
+	ms := 200 + f.For.Milliseconds()/2
+	n.event(f, "start", fmt.Sprintf("%s %s: CLIENT PAUSE %d ALL", name, nd.Addr, ms))
+	if err := c.Do(ctx, c.B().Arbitrary("CLIENT", "PAUSE", fmt.Sprint(ms), "ALL").Build()).Error(); err != nil {
+		return name, err
+	}
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	return name + ": pause over", nil
 }
 
 // heal undoes every network fault and restarts any sidecar that is not running.
