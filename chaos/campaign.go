@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -157,6 +158,12 @@ func Run(f *Fleet, cfg Config) (*Outcome, error) {
 	n.stats(ScriptsC, f.Scripts, "scripts")
 	if err := h.Close(); err != nil {
 		return nil, err
+	}
+	finalPath := filepath.Join(f.Dir, fmt.Sprintf("final-%d.json", cfg.Seed))
+	if b, err := json.Marshal(final); err == nil {
+		if err := os.WriteFile(finalPath, b, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	events, err := readHistoryFile(histPath)
 	if err != nil {

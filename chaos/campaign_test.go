@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -160,5 +161,35 @@ func TestCampaignLong(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("report written to %s", path)
+	}
+}
+
+// TestRecheck runs the checker again on a kept campaign's history and
+// final state: EMQCHAOS_RECHECK=<dir>/history-<seed>.jsonl (its
+// final-<seed>.json beside it).
+func TestRecheck(t *testing.T) {
+	path := os.Getenv("EMQCHAOS_RECHECK")
+	if path == "" {
+		t.Skip("EMQCHAOS_RECHECK is not set")
+	}
+	events, err := readHistoryFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(strings.Replace(strings.Replace(path, "history-", "final-", 1), ".jsonl", ".json", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final Final
+	if err := json.Unmarshal(b, &final); err != nil {
+		t.Fatal(err)
+	}
+	r := Check(events, final)
+	var sb strings.Builder
+	WriteReport(&sb, Summary{History: path}, r)
+	if !r.OK() {
+		t.Errorf("%s", sb.String())
+	} else {
+		t.Logf("%s", sb.String())
 	}
 }

@@ -312,24 +312,38 @@ func (c *checker) double() {
 		}
 		for i, a := range claims {
 			for _, b := range claims[i+1:] {
-				// Only a claim answered before b was sent surely ran
-				// first: calls that overlap in time may have run in
-				// either order.
-				if a.end.T >= b.inv.T {
-					continue
-				}
-				end := c.leaseEnd(k, a, b)
-				if b.end.T/1000 >= end-leaseSlackMs {
-					continue
-				}
-				if c.released(k, a, b) {
-					continue
-				}
-				c.violate(PropDouble, fmt.Sprintf("job %s claimed by %s (call %d) while %s's lease (call %d) ran until at least %d, %d ms later",
-					k, b.inv.Proc, b.inv.Call, a.inv.Proc, a.inv.Call, end, end-b.end.T/1000), append(append(a.events(), b.events()...), c.jobEvents(k)...)...)
+				c.leases(k, a, b)
 			}
 		}
 	}
+}
+
+// leases judges two answered claims of one job, a sent first. When a was
+// answered before b was sent, a ran first, and b must not have been
+// answered before a's lease could run out. When the two calls overlap in
+// time either may have run first; if both ran within less than a lease of
+// each other whichever order they ran in, the second ran inside the
+// first's lease. Either way the job may have been released in between by
+// a complete or a fail that could have run there, by any worker (the job
+// core does not check who holds a job: a late fail of an earlier holder
+// releases it too).
+func (c *checker) leases(k string, a, b *call) {
+	if a.end.T < b.inv.T {
+		end := c.leaseEnd(k, a, b)
+		if b.end.T/1000 >= end-leaseSlackMs || c.released(k, a.inv.T, b.end.T, a.inv.Lease) {
+			return
+		}
+		c.violate(PropDouble, fmt.Sprintf("job %s claimed by %s (call %d) while %s's lease (call %d) ran until at least %d, %d ms later",
+			k, b.inv.Proc, b.inv.Call, a.inv.Proc, a.inv.Call, end, end-b.end.T/1000), append(append(a.events(), b.events()...), c.jobEvents(k)...)...)
+		return
+	}
+	from, to := min(a.inv.T, b.inv.T), max(a.end.T, b.end.T)
+	lease := min(a.inv.Lease, b.inv.Lease)
+	if (to-from)/1000 >= lease-leaseSlackMs || c.released(k, from, to, lease) {
+		return
+	}
+	c.violate(PropDouble, fmt.Sprintf("job %s claimed by %s (call %d) and by %s (call %d), both within %d ms, less than a lease of %d ms",
+		k, a.inv.Proc, a.inv.Call, b.inv.Proc, b.inv.Call, (to-from)/1000, lease), append(append(a.events(), b.events()...), c.jobEvents(k)...)...)
 }
 
 // leaseEnd is the earliest the lease claim a took can have run out, as
@@ -346,13 +360,28 @@ func (c *checker) leaseEnd(k string, a, b *call) int64 {
 	return end
 }
 
-// released reports whether a's holder sent a complete or fail of the job
-// after a and before b's reply: it may have ended the lease.
-func (c *checker) released(k string, a, b *call) bool {
+// released reports whether a complete or a fail of the job (by any
+// worker) may have run between from and to: sent before to, not answered
+// before from, and not answered "not active". An extend with a shorter
+// lease than the claims' may have shortened a lease: it counts too.
+func (c *checker) released(k string, from, to, lease int64) bool {
 	for _, cl := range c.byJob[k] {
-		if (cl.inv.Op == OpComplete || cl.inv.Op == OpFail) && cl.inv.Proc == a.inv.Proc &&
-			cl.inv.T >= a.inv.T && cl.inv.T < b.end.T {
-			return true
+		if cl.inv.T >= to || (cl.end != nil && cl.end.T <= from) {
+			continue
+		}
+		switch cl.inv.Op {
+		case OpComplete:
+			if !cl.ok() || cl.end.Int == 1 {
+				return true
+			}
+		case OpFail:
+			if !cl.ok() || cl.end.Int >= 0 {
+				return true
+			}
+		case OpExtend:
+			if cl.inv.Lease < lease {
+				return true
+			}
 		}
 	}
 	return false
