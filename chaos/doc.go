@@ -27,6 +27,15 @@
 //     injection.
 //   - campaign.go: one campaign from start to report.
 //
+// The checker judges per-job invariants (an acknowledged job's presence,
+// its one set, completes, leases, replies) directly, in one pass over the
+// history, rather than checking linearizability against a model of the
+// whole queue with porcupine: the properties asked are per job, a
+// campaign's history holds millions of calls from sixteen concurrent
+// workers (a whole-queue model would make the search explode), and a
+// direct check names the job and prints the lines that show each
+// violation.
+//
 // The campaign runs as a test: TestCampaignShort (about a minute, a fixed
 // seed and a fresh one) in `make test`, and TestCampaignLong, run by
 // `make chaos DURATION=30m SEED=...`, which writes its report.

@@ -78,9 +78,18 @@ func WriteReport(w io.Writer, s Summary, r *Result) {
 		fmt.Fprintf(w, "```\n")
 	}
 	if len(s.Timeline) > 0 {
-		fmt.Fprintf(w, "\n## Fault timeline\n\n```\n%s\n```\n", strings.Join(s.Timeline, "\n"))
+		tl := s.Timeline
+		more := ""
+		if len(tl) > timelineLines {
+			more = fmt.Sprintf("\n... and %d more lines in the history (kind \"fault\")", len(tl)-timelineLines)
+			tl = tl[:timelineLines]
+		}
+		fmt.Fprintf(w, "\n## Fault timeline\n\n```\n%s%s\n```\n", strings.Join(tl, "\n"), more)
 	}
 }
+
+// timelineLines is how much of the fault timeline a report prints.
+const timelineLines = 300
 
 // WriteViolations prints up to max violations, each with its history lines.
 func WriteViolations(w io.Writer, r *Result, max int) {
