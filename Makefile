@@ -72,13 +72,14 @@ lint:
 # The long fault campaign (chaos/): DURATION of faults (30m when unset),
 # SEED (a fresh one when unset: the report starts with it and with the
 # command that reruns it), KINDS ("all", "short" or a comma-separated list
-# of fault kinds). The report goes to REPORT (bench/results/chaos-<date>.md);
+# of fault kinds). The report goes to REPORT (bench/results/<date>-<time>-<sha>-chaos.md);
 # the history and the fleet's logs stay under CHAOS_DIR.
 DURATION  ?= 30m
 SEED      ?=
 KINDS     ?= all
 CHAOS_DIR ?= $(CURDIR)/.run/chaos
-REPORT    ?= $(CURDIR)/bench/results/chaos-$(shell date -u +%Y%m%d-%H%M).md
+CHAOS_STAMP := $(shell date -u +%Y-%m-%d-%H%M)-$(shell git rev-parse --short HEAD 2>/dev/null)
+REPORT    ?= $(CURDIR)/bench/results/$(CHAOS_STAMP)-chaos.md
 chaos: deps module
 	@mkdir -p $(CHAOS_DIR) $(dir $(REPORT))
 	EMQCHAOS_DURATION=$(DURATION) EMQCHAOS_SEED=$(SEED) EMQCHAOS_KINDS=$(KINDS) EMQCHAOS_DIR=$(CHAOS_DIR) EMQCHAOS_REPORT=$(REPORT) \
