@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -445,8 +447,23 @@ func lastLine(s string) string {
 func (n *nemesis) mover(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, n.f.Bin, append([]string{"queue"}, append(args, "--config", n.f.MoverCfg)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	began := time.Now()
 	out, err := cmd.CombinedOutput()
+	n.moverLog(began, args, string(out), err)
 	return string(out), err
+}
+
+// moverLog appends a mover's whole output to movers.log in the fleet's
+// directory, for the one who reads a violation around a move.
+func (n *nemesis) moverLog(began time.Time, args []string, out string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f, ferr := os.OpenFile(filepath.Join(n.f.Dir, "movers.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if ferr != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "=== %s .. %s queue %s: %v\n%s\n", began.UTC().Format("15:04:05.000"), time.Now().UTC().Format("15:04:05.000"), strings.Join(args, " "), err, out)
 }
 
 // killedMover runs a mover that stops after step and kills it there.
@@ -463,26 +480,35 @@ func (n *nemesis) killedMover(ctx context.Context, step string, args ...string) 
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var b strings.Builder
+	began := time.Now()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		b.WriteString(sc.Text() + "\n")
 		if sc.Text() == "stopped after "+step {
-			return b.String(), cmd.Process.Signal(syscall.SIGKILL)
+			err := cmd.Process.Signal(syscall.SIGKILL)
+			n.moverLog(began, append(args, "--stop-after", step), b.String()+"(killed)\n", err)
+			return b.String(), err
 		}
 	}
+	n.moverLog(began, append(args, "--stop-after", step), b.String(), fmt.Errorf("exited before the step"))
 	return b.String(), fmt.Errorf("exited before the step")
 }
 
 // refreshOwners reads the merged control table: each moved queue's owner
 // and whether a move of it is still in progress.
 func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
-	out, err := n.mover(ctx, "status")
-	if err != nil {
-		return nil
-	}
-	_, table, ok := strings.Cut(out, "\ntable: epoch")
-	if !ok {
-		return nil
+	var table string
+	for attempt := 0; ; attempt++ {
+		out, err := n.mover(ctx, "status")
+		var ok bool
+		if _, table, ok = strings.Cut(out, "\ntable: epoch"); err == nil && ok {
+			break
+		}
+		if attempt == 10 {
+			n.h.Add(Event{Kind: KindInfo, Proc: "nemesis", Detail: fmt.Sprintf("queue status: %v: %s", err, lastLine(out))})
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
