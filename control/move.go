@@ -295,8 +295,8 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 	}
 	if rec.step == StepCopying || rec.step == StepHeld {
 		// These steps copy again (deleting the target's keys first) or
-		// release the queue to the source: never for a move already
-		// flipped. Copied and flipping only flip again, which is safe.
+		// release the queue to the source: never for a move that is
+		// over. Copied and flipping only flip again, which is safe.
 		if done, e, err := m.stale(ctx, rec); err != nil {
 			return nil, err
 		} else if done {

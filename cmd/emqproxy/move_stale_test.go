@@ -70,14 +70,14 @@ func TestQueueMoveAbortOfAStaleRecordKeepsTheLiveQueue(t *testing.T) {
 	}
 	restore("copied")
 	out, err := s.run(t, "move", "billing", "--abort")
-	if err == nil || !strings.Contains(out, "already flipped") {
+	if err == nil || !strings.Contains(out, "is over") {
 		t.Errorf("the abort of a stale record: %v", err)
 	}
 	check(t, s, ids, out)
 
 	restore("held")
 	out, err = s.run(t, "move", "billing", "--resume")
-	if err == nil || !strings.Contains(out, "already flipped") {
+	if err == nil || !strings.Contains(out, "is over") {
 		t.Errorf("the resume of a stale record at step held: %v", err)
 	}
 	check(t, s, ids, out)
