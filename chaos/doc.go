@@ -25,7 +25,7 @@
 //   - workers.go: the legacy workers and the final drain.
 //   - nemesis.go: the schedule of faults drawn from the seed, and their
 //     injection.
-//   - campaign.go: one campaign from start to report.
+//   - campaign.go: one campaign from start to report; report.go writes it.
 //
 // The checker judges per-job invariants (an acknowledged job's presence,
 // its one set, completes, leases, replies) directly, in one pass over the
@@ -38,5 +38,6 @@
 //
 // The campaign runs as a test: TestCampaignShort (about a minute, a fixed
 // seed and a fresh one) in `make test`, and TestCampaignLong, run by
-// `make chaos DURATION=30m SEED=...`, which writes its report.
+// `make chaos DURATION=30m SEED=...`, which writes its report;
+// TestRecheck judges a kept history and final state again.
 package chaos
