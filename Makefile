@@ -23,7 +23,7 @@ FUZZFLAGS ?= -fuzzminimizetime 2000x
 #   make test VALKEY_TARBALL=../shared/vendor/valkey-8.0.1.tar.gz
 #   make test VALKEY_SERVER=/usr/local/bin/valkey-server
 
-.PHONY: all deps module valkey build run test fuzz lint bench demo clean
+.PHONY: all deps module valkey build run test fuzz lint bench chaos demo clean
 
 all: build
 
@@ -68,6 +68,22 @@ lint:
 	gofmt -l . | tee /dev/stderr | (! read)
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+
+# The long fault campaign (chaos/): DURATION of faults (30m when unset),
+# SEED (a fresh one when unset: the report starts with it and with the
+# command that reruns it), KINDS ("all", "short" or a comma-separated list
+# of fault kinds). The report goes to REPORT (bench/results/<date>-<time>-<sha>-chaos.md);
+# the history and the fleet's logs stay under CHAOS_DIR.
+DURATION  ?= 30m
+SEED      ?=
+KINDS     ?= all
+CHAOS_DIR ?= $(CURDIR)/.run/chaos
+CHAOS_STAMP := $(shell date -u +%Y-%m-%d-%H%M)-$(shell git rev-parse --short HEAD 2>/dev/null)
+REPORT    ?= $(CURDIR)/bench/results/$(CHAOS_STAMP)-chaos.md
+chaos: deps module
+	@mkdir -p $(CHAOS_DIR) $(dir $(REPORT))
+	EMQCHAOS_DURATION=$(DURATION) EMQCHAOS_SEED=$(SEED) EMQCHAOS_KINDS=$(KINDS) EMQCHAOS_DIR=$(CHAOS_DIR) EMQCHAOS_REPORT=$(REPORT) \
+		$(GO) test ./chaos -run '^TestCampaignLong$$' -count=1 -v -timeout $$(( $$(echo $(DURATION) | sed -E 's/m$$/*60/; s/s$$//; s/h$$/*3600/') * 2 + 900 ))s
 
 # The seed's transition (enqueue JOB0KHTOWnGLuC on quotes, claim it) through
 # the proxy: what the client saw, what the module node holds, the audit records.

@@ -29,6 +29,10 @@ func (m *Mover) Abort(ctx context.Context) error {
 			return fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
 		}
 		rec = &record{from: owner, step: StepHeld}
+	} else if done, e, err := m.stale(ctx, rec); err != nil {
+		return err
+	} else if done {
+		return m.dropStale(ctx, rec, e)
 	}
 	if rec.step == StepFlipping {
 		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", ErrMove, m.Queue, rec.to)

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/stand/legacy"
+)
+
+// TestQueueMoveAbortOfAStaleRecordKeepsTheLiveQueue is the loss the fault
+// campaign found (bench/results/2026-12-02-0802-1291031-chaos.md, queue
+// delta1): a move completes, but its last writes on a master set (the
+// deletion of the move's record, of the source's keys) went to a primary
+// that a failover then discarded, so the promoted node still holds the
+// record of the move at step copied. The queue is served by the target
+// meanwhile. The next `queue move` finds the stale record; `--abort` then
+// deletes every key of the queue on the target, where the live data is,
+// and releases the queue to the source at a new epoch, which serves its
+// old copy: every job written since the flip is gone, every job completed
+// since is pending again.
+//
+// The failover is simulated by restoring the record on the source as it
+// was at step copied (the mover leaves the node unchanged otherwise), then
+// at step held for a resume. An abort or a resume of copying or held that
+// finds the queue owned by the record's target at an epoch past the
+// record's treats the move as done (removes the record): it never releases
+// the queue to the source nor deletes the target's keys (control/stale.go).
+func TestQueueMoveAbortOfAStaleRecordKeepsTheLiveQueue(t *testing.T) {
+	s := startMoveStand(t, "")
+	ctx := context.Background()
+	ids := fillQueue(t, s.src, "billing", 20)
+
+	// The move, stopped after the copy: the record at step copied.
+	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
+	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
+	if err != nil {
+		t.Fatalf("DUMP the record: %v", err)
+	}
+	started, err := s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
+	if err != nil {
+		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
+	}
+	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume: %v", err)
+	}
+
+	// The target serves billing: a job written and one completed there.
+	if err := s.dst.Do(ctx, s.dst.B().Hset().Key(legacy.JobKey("billing", "AFTER")).FieldValue().
+		FieldValue("state", "pending").FieldValue("attempts", "0").FieldValue("payload", "written after the move").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.dst.Do(ctx, s.dst.B().Zadd().Key(legacy.Key("billing", "pending")).ScoreMember().ScoreMember(0, "AFTER").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A failover on the source brings back the record the move had deleted.
+	restore := func(step string) {
+		t.Helper()
+		if err := s.src.Do(ctx, s.src.B().Restore().Key(control.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
+			t.Fatalf("RESTORE the record: %v", err)
+		}
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore("copied")
+	out, err := s.run(t, "move", "billing", "--abort")
+	if err == nil || !strings.Contains(out, "is over") {
+		t.Errorf("the abort of a stale record: %v", err)
+	}
+	check(t, s, ids, out)
+
+	restore("held")
+	out, err = s.run(t, "move", "billing", "--resume")
+	if err == nil || !strings.Contains(out, "is over") {
+		t.Errorf("the resume of a stale record at step held: %v", err)
+	}
+	check(t, s, ids, out)
+	if st, _ := s.run(t, "status"); strings.Contains(st, "MOVE billing") {
+		t.Errorf("the stale record is still listed:\n%s", st)
+	}
+}
+
+// check: billing is whole on module-a and owned by it.
+func check(t *testing.T, s *moveStand, ids []string, out string) {
+	t.Helper()
+	if n := inSets(t, s.dst, "billing", "AFTER"); n != 1 {
+		t.Errorf("the job written on the target after the move is in %d sets of the target (the live queue was deleted)", n)
+	}
+	for _, id := range ids[:3] {
+		if n := inSets(t, s.dst, "billing", id); n != 1 {
+			t.Errorf("job %s, moved, is in %d sets of the target", id, n)
+		}
+	}
+	st, serr := s.run(t, "status")
+	if serr != nil || !strings.Contains(st, "billing: owned module-a") {
+		t.Errorf("after the abort of a stale record billing must stay owned by module-a:\n%s\n%s", out, st)
+	}
+}
