@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,35 +339,45 @@ func opsFor(t *testing.T, addr string, clients int, d time.Duration) float64 {
 func TestBlockedClientsDoNotSlowOthers(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
 	h := startProxy(t, n, nil)
-	const clients, blocked = 4, 20
-	const window = time.Second
+	const clients, blocked, cycles = 4, 20, 3
+	const window = 400 * time.Millisecond
 	_ = opsFor(t, h.addr, clients, 200*time.Millisecond) // warm up
-	without := opsFor(t, h.addr, clients, window)
-
-	var waiting []*client
-	for i := range blocked {
-		c := h.dial()
-		c.send(cmd("BLPOP", "bq-"+strconv.Itoa(i), "0"))
-		waiting = append(waiting, c)
-	}
 	admin := dial(t, n.Addr)
-	poll(t, "every BLPOP to block upstream", func() bool {
-		return strings.Contains(string(admin.do("INFO", "clients").got), "blocked_clients:"+strconv.Itoa(blocked)+"\r\n")
-	})
-	during := opsFor(t, h.addr, clients, window)
-	if !strings.Contains(string(admin.do("INFO", "clients").got), "blocked_clients:"+strconv.Itoa(blocked)+"\r\n") {
-		t.Error("the BLPOPs stopped blocking during the measurement")
+	// Without and with blocked clients, measured one right after the other
+	// in each of three cycles, the ratio taken per cycle: a machine shared
+	// with other tests drifts between windows, and a pair's ratio is what
+	// its drift changes least. The median ratio is judged.
+	var ratios []float64
+	for cycle := range cycles {
+		without := opsFor(t, h.addr, clients, window)
+		var waiting []*client
+		for i := range blocked {
+			c := h.dial()
+			c.send(cmd("BLPOP", "bq-"+strconv.Itoa(cycle)+"-"+strconv.Itoa(i), "0"))
+			waiting = append(waiting, c)
+		}
+		poll(t, "every BLPOP to block upstream", func() bool {
+			return strings.Contains(string(admin.do("INFO", "clients").got), "blocked_clients:"+strconv.Itoa(blocked)+"\r\n")
+		})
+		during := opsFor(t, h.addr, clients, window)
+		if !strings.Contains(string(admin.do("INFO", "clients").got), "blocked_clients:"+strconv.Itoa(blocked)+"\r\n") {
+			t.Error("the BLPOPs stopped blocking during the measurement")
+		}
+		t.Logf("cycle %d, %d clients through the proxy: %.0f ops/s without blocked clients, %.0f ops/s with %d BLPOPs blocked (%.0f%%)",
+			cycle, clients, without, during, blocked, 100*during/without)
+		ratios = append(ratios, during/without)
+		// Each blocked client gets its element, in its own order.
+		for i, c := range waiting {
+			key := "bq-" + strconv.Itoa(cycle) + "-" + strconv.Itoa(i)
+			admin.do("RPUSH", key, "v").is(":1\r\n")
+			c.read().is("*2\r\n$" + strconv.Itoa(len(key)) + "\r\n" + key + "\r\n$1\r\nv\r\n")
+			c.do("PING").is("+PONG\r\n")
+			_ = c.nc.Close()
+		}
 	}
-	t.Logf("%d clients through the proxy: %.0f ops/s without blocked clients, %.0f ops/s with %d BLPOPs blocked (%.0f%%)",
-		clients, without, during, blocked, 100*during/without)
-	if during < 0.5*without {
-		t.Errorf("throughput fell from %.0f to %.0f ops/s while clients were blocked", without, during)
-	}
-	// Each blocked client gets its element, in its own order.
-	for i, c := range waiting {
-		admin.do("RPUSH", "bq-"+strconv.Itoa(i), "v").is(":1\r\n")
-		c.read().is("*2\r\n$" + strconv.Itoa(len("bq-"+strconv.Itoa(i))) + "\r\nbq-" + strconv.Itoa(i) + "\r\n$1\r\nv\r\n")
-		c.do("PING").is("+PONG\r\n")
+	slices.Sort(ratios)
+	if median := ratios[cycles/2]; median < 0.5 {
+		t.Errorf("throughput with clients blocked fell to %.2f of what it was without (median of the cycles' ratios %.2f)", median, ratios)
 	}
 }
 
