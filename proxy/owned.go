@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
@@ -92,6 +93,9 @@ func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
 	}
 	gen := u.owned.begin()
 	dl, fenceErr, err := u.dialer.dial(ctx, proto)
+	if err != nil && !fenceErr && u.fol != nil && u.fol.wait > 0 {
+		dl, fenceErr, err = u.redialPrimary(ctx, proto, err) // failover.go's wait, for a connection of one's own
+	}
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, fenceErr))
 		return dialed{}, err
@@ -164,3 +168,38 @@ func (u *Upstream) isolatedPipe(ctx context.Context, proto int) (*pipe, error) {
 	u.attach(p, dl.addr) // failover.go
 	return p, nil
 }
+
+// redialPrimary dials a Sentinel upstream's next primary after a dial of
+// the one it knew failed (the primary died before the upstream noticed):
+// nothing was sent, so it dials again until a primary answers, at most
+// until FailoverWait from when the upstream lost its shared connection (or
+// from now), as a command on a shared connection waits for the next
+// primary (awaitShared). The dial asks the sentinels (the failed address
+// was reported by the dial that failed).
+func (u *Upstream) redialPrimary(ctx context.Context, proto int, err error) (dialed, bool, error) {
+	deadline := time.Now().Add(u.fol.wait)
+	if s := u.slotFor(0, 2); s != nil {
+		deadline = s.downSince().Add(u.fol.wait)
+	}
+	for time.Now().Before(deadline) {
+		t := time.NewTimer(redialEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return dialed{}, false, err
+		case <-t.C:
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		dl, fenceErr, derr := u.dialer.dial(dctx, proto)
+		cancel()
+		if derr == nil || fenceErr {
+			return dl, fenceErr, derr
+		}
+		err = derr
+	}
+	return dialed{}, false, err
+}
+
+// redialEvery paces redialPrimary's dials (each also waits, inside the
+// dial, for the sentinels to name a primary).
+const redialEvery = 50 * time.Millisecond
