@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,5 +147,36 @@ func TestHeldQueueHoldsAnEarlierQueuedTransaction(t *testing.T) {
 	}
 	if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$6\r\nbefore\r\n" {
 		t.Errorf("the held transaction reached the node: %q", got)
+	}
+}
+
+// A proxy paused between admitting a command and sending it (SIGSTOP, a
+// stalled VM), long enough for its lease to lapse, does not send it when it
+// wakes: a mover may have waited the lease out and moved the queue. The
+// pause is made here by stopping the control loop and lapsing the lease
+// while the session is about to send; the command gets TRYAGAIN and never
+// reaches the node.
+func TestLeaseLapsedBeforeTheSendSendsNothing(t *testing.T) {
+	r := startControlled(t)
+	c := r.dial()
+	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	var once sync.Once
+	beforeSend = func(s *session) {
+		if len(s.adm.states) == 0 {
+			return
+		}
+		once.Do(func() {
+			ctl := s.srv.ctl
+			ctl.cancel() // the proxy "paused": no renewal while it sleeps
+			ctl.wg.Wait()
+			for _, n := range ctl.nodes {
+				n.valid.Store(1) // and its leases lapsed meanwhile
+			}
+		})
+	}
+	t.Cleanup(func() { beforeSend = nil })
+	c.do("SET", "emq:{quotes}:x", "after").is("-TRYAGAIN emqproxy's lease on upstream module-a lapsed before the command was sent; nothing was sent\r\n")
+	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$6\r\nbefore\r\n" {
+		t.Errorf("the command reached the node after the lease lapsed: %q", got)
 	}
 }

@@ -117,6 +117,28 @@ func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *Upstream) {
 	return nil, nil
 }
 
+// leaseLapsed is the error a segment's part for u gets, instead of being
+// sent, when the session admitted commands this round and the proxy's
+// lease on u has lapsed since: the process was paused (SIGSTOP, a stalled
+// VM) between admitting and sending them, long enough that a mover may
+// have waited the lease out and moved their queue. nil: send it. Checked
+// just before the write; a pause between this check and the write itself
+// is not seen (only a fencing epoch on the node would see it).
+func (s *session) leaseLapsed(u *Upstream) []byte {
+	c := s.srv.ctl
+	if c == nil || len(s.adm.states) == 0 {
+		return nil
+	}
+	n := c.byUp[u]
+	if n == nil || c.leaseLeft(n, time.Now()) > 0 {
+		return nil
+	}
+	return []byte("-TRYAGAIN emqproxy's lease on upstream " + u.name + " lapsed before the command was sent; nothing was sent\r\n")
+}
+
+// beforeSend, when set (by tests), runs before a segment is sent.
+var beforeSend func(*session)
+
 // release uncounts the commands the session admitted, once their replies
 // are in.
 func (s *session) release() {

@@ -69,9 +69,16 @@ func (s *session) newBatch() *batch {
 // and moves every reply of the segment, in order, to the output.
 func (s *session) flush() {
 	budget := int(max(s.srv.opts.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
+	if beforeSend != nil {
+		beforeSend(s)
+	}
 	for i := range s.parts {
 		pt := &s.parts[i]
 		if pt.b.n == 0 {
+			continue
+		}
+		if msg := s.leaseLapsed(pt.up); msg != nil {
+			pt.b.fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
 		pt.b.max = budget
