@@ -150,11 +150,12 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		var ld *execLoad
 		if len(s.tx.loads) > 0 {
-			// The SCRIPT LOAD fan-out: EXEC's reply is kept on its way
-			// (transaction.go's execLoad).
+			// The SCRIPT LOAD fan-out: EXEC's reply is kept, not relayed
+			// (transaction.go's execLoad); the client gets it below, once
+			// the loads it ran are on the other upstreams.
 			ld = &execLoad{up: leg.u, loads: s.tx.loads}
 			s.tx.loads = nil
-			leg.swapTap(tap{pass: true, keep: &ld.reply})
+			leg.swapTap(tap{keep: &ld.reply})
 		}
 		if err := leg.add(out, resp.Frame{Raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
 			return err
@@ -164,8 +165,9 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		sub.watchUp = nil // EXEC ends the WATCH
 		s.relayed(audit, leg.u)
 		if ld != nil {
-			// Once EXEC's reply is relayed, the loads it ran go to the
-			// other upstreams before the client's next command is sent.
+			// Once EXEC's reply is in, the loads it ran go to the other
+			// upstreams and are answered, and only then does the client
+			// get EXEC's reply: a client that has it may EVALSHA anywhere.
 			if err := s.bridgeBarrier(out); err != nil {
 				return err
 			}
@@ -173,6 +175,9 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			ld.send(s)
 			if len(s.parts) > 0 {
 				s.flush()
+			}
+			if !drop && !sub.publish(ld.reply) {
+				return sub.failure()
 			}
 		}
 		return nil
