@@ -120,24 +120,18 @@ func (s *session) shareRound() {
 	if !s.sh.isolated() || time.Now().Before(s.sh.until) {
 		return
 	}
-	s.closeOwn()
-	s.sh.until = time.Time{}
-	s.srv.met.isolatedNow.Dec()
+	s.endShare()
 	s.log.Debug("client back on the shared connections")
 }
 
-// closeOwn closes the client's own connections.
-func (s *session) closeOwn() {
+// endShare closes the client's own connections and ends its isolation:
+// when it comes back, and when the session ends.
+func (s *session) endShare() {
 	for _, oc := range s.sh.own {
 		oc.p.close()
 	}
 	clear(s.sh.own)
 	s.sh.own = s.sh.own[:0]
-}
-
-// endShare releases what the share holds when the session ends.
-func (s *session) endShare() {
-	s.closeOwn()
 	if s.sh.isolated() {
 		s.sh.until = time.Time{}
 		s.srv.met.isolatedNow.Dec()
