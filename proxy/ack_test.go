@@ -178,31 +178,13 @@ func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
 	errs := make(chan error, clients)
 	for i := range clients {
 		go func() {
-			c, err := net.DialTimeout("tcp", h.addr, testTimeout)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(testTimeout))
-			br := bufio.NewReader(c)
-			key := "ctr" + strconv.Itoa(i)
-			for k := 1; k <= each; k++ {
-				if _, err := c.Write(node.AppendCommand(nil, "INCR", key)); err != nil {
-					errs <- err
-					return
-				}
-				got, err := node.ReadReply(br)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if want := ":" + strconv.Itoa(k) + "\r\n"; string(got) != want {
-					errs <- fmt.Errorf("client %d: INCR %d answered %q, want %q", i, k, got, want)
-					return
+			got, err := incrs(h.addr, "ctr"+strconv.Itoa(i), each)
+			for k, r := range got {
+				if want := ":" + strconv.Itoa(k+1) + "\r\n"; err == nil && string(r) != want {
+					err = fmt.Errorf("client %d: INCR %d answered %q, want %q", i, k+1, r, want)
 				}
 			}
-			errs <- nil
+			errs <- err
 		}()
 	}
 	for range clients {
@@ -232,27 +214,11 @@ func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
 	defer func() { _ = r.Thaw() }()
 	for i := range clients {
 		go func() {
-			c, err := net.DialTimeout("tcp", h.addr, testTimeout)
-			if err != nil {
-				errs <- err
-				return
+			got, err := incrs(h.addr, "frozen"+strconv.Itoa(i), 1)
+			if err == nil && !strings.HasPrefix(string(got[0]), "-UPSTREAM node write not confirmed by 1 replicas") {
+				err = fmt.Errorf("client %d: a write while the replica is frozen answered %q", i, got[0])
 			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(testTimeout))
-			if _, err := c.Write(node.AppendCommand(nil, "INCR", "frozen"+strconv.Itoa(i))); err != nil {
-				errs <- err
-				return
-			}
-			got, err := node.ReadReply(bufio.NewReader(c))
-			if err != nil {
-				errs <- err
-				return
-			}
-			if !strings.HasPrefix(string(got), "-UPSTREAM node write not confirmed by 1 replicas") {
-				errs <- fmt.Errorf("client %d: a write while the replica is frozen answered %q", i, got)
-				return
-			}
-			errs <- nil
+			errs <- err
 		}()
 	}
 	for range clients {
@@ -260,4 +226,28 @@ func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
 			t.Error(err)
 		}
 	}
+}
+
+// incrs sends n INCRs of key through the proxy at addr on a connection of
+// its own, one round trip each, and returns their replies.
+func incrs(addr, key string, n int) ([][]byte, error) {
+	c, err := net.DialTimeout("tcp", addr, testTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(testTimeout))
+	br := bufio.NewReader(c)
+	var got [][]byte
+	for range n {
+		if _, err := c.Write(node.AppendCommand(nil, "INCR", key)); err != nil {
+			return got, err
+		}
+		r, err := node.ReadReply(br)
+		if err != nil {
+			return got, err
+		}
+		got = append(got, r)
+	}
+	return got, nil
 }
