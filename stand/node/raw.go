@@ -26,6 +26,28 @@ func RawDo(addr string, args ...string) ([]byte, error) {
 	return c.do(args...)
 }
 
+// RawDoAll sends commands in order over one new plain TCP connection to
+// addr, each after the previous one's reply, and returns the replies' exact
+// bytes (error replies as bytes, as RawDo). MULTI ... EXEC among them runs
+// as one transaction, so a reset such as FLUSHALL and the brand written back
+// is never seen half done by another client.
+func RawDoAll(addr string, cmds ...[]string) ([][]byte, error) {
+	c, err := dialRaw(addr, rawTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	replies := make([][]byte, 0, len(cmds))
+	for _, args := range cmds {
+		reply, err := c.do(args...)
+		if err != nil {
+			return replies, err
+		}
+		replies = append(replies, reply)
+	}
+	return replies, nil
+}
+
 // rawConn is one plain connection that writes commands and frames replies.
 type rawConn struct {
 	nc net.Conn

@@ -75,9 +75,6 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 	for rep := range r.reps {
 		for _, p := range []int{1, 16} {
 			for _, t := range targets {
-				if err := waitFenced(t.addr); err != nil {
-					return err
-				}
 				w0 := waitsOf(primary.Addr)
 				res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
 				if err != nil {
@@ -92,9 +89,6 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 		}
 	}
 	for _, t := range targets {
-		if err := waitFenced(t.addr); err != nil {
-			return err
-		}
 		res, err := r.jobmixOnce(ctx, t, 1, 1, r.mixWarmup/2, r.latDur)
 		if err != nil {
 			return err
@@ -103,21 +97,6 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 		a.latency[t.name] = res
 	}
 	r.ack = a
-	return nil
-}
-
-// waitFenced waits until the proxy at addr serves the legacy fence again:
-// the node's reset between runs (FLUSHALL, then the brand written back)
-// can meet the proxy's fence probe, which then closes its connections
-// until a new one passes.
-func waitFenced(addr string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for !proxyReady(addr) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("proxy %s not fenced again within 20s of the node's reset", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	return nil
 }
 

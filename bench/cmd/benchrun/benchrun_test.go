@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -229,5 +232,69 @@ emqproxy_client_rejected_total{reason="write"} 0
 	}
 	if got := labelValues(m, "emqproxy_client_rejected_total", "reason"); got != "reply_bytes 1" {
 		t.Errorf("labelValues = %q", got)
+	}
+}
+
+// TestResetNodeKeepsTheBrand resets a node again and again while a client
+// reads the version key as fast as it can, as a proxy's fence probe does:
+// the reader must never find the brand absent (a reset in two steps, the
+// keys dropped and then the brand written back, shows it absent in
+// between, and a proxy in front of the node then fails its fence), and
+// each reset must leave the brand and nothing else.
+func TestResetNodeKeepsTheBrand(t *testing.T) {
+	for _, role := range []node.Role{node.Module, node.Scripts} {
+		t.Run(role.String(), func(t *testing.T) {
+			n := node.StartT(t, node.Options{Role: role})
+			r := &runner{}
+			nc, err := net.Dial("tcp", n.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			stop, done := make(chan struct{}), make(chan error, 1)
+			var reads int
+			go func() {
+				br := bufio.NewReader(nc)
+				get := node.AppendCommand(nil, "GET", node.VersionKey)
+				for {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+					}
+					if _, err := nc.Write(get); err != nil {
+						done <- err
+						return
+					}
+					reply, err := node.ReadReply(br)
+					if err != nil {
+						done <- err
+						return
+					}
+					if !bytes.Contains(reply, []byte("echomq:")) {
+						done <- fmt.Errorf("GET %s answered %q after %d reads", node.VersionKey, reply, reads)
+						return
+					}
+					reads++
+				}
+			}()
+			for i := range 200 {
+				if _, err := node.RawDo(n.Addr, "SET", fmt.Sprintf("k%d", i), "v"); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.resetNode(n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(stop)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if reply, err := node.RawDo(n.Addr, "DBSIZE"); err != nil || string(reply) != ":1\r\n" {
+				t.Fatalf("DBSIZE after the resets: %q, %v (want the brand alone)", reply, err)
+			}
+			t.Logf("%d reads of the brand over 200 resets, none without it", reads)
+		})
 	}
 }

@@ -84,23 +84,25 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 }
 
 // resetNode drops every key and writes the brand back, so each run starts
-// on an empty keyspace (the nodes' scripts and connections are kept).
+// on an empty keyspace (the nodes' scripts and connections are kept). Both
+// go in one MULTI: a proxy's fence probe that met the node between the two
+// would find the brand absent and rightly close every connection it has to
+// the node, and the next run's clients would get FENCE errors.
 func (r *runner) resetNode(n *node.Node) error {
-	if _, err := node.RawDo(n.Addr, "FLUSHALL"); err != nil {
-		return err
-	}
-	var reply []byte
-	var err error
+	brand := []string{"SET", node.VersionKey, node.DefaultBrand}
 	if n.Opts.Role == node.Module {
-		reply, err = node.RawDo(n.Addr, "EMQ.INSTALL", "1", node.VersionKey)
-	} else {
-		reply, err = node.RawDo(n.Addr, "SET", node.VersionKey, node.DefaultBrand)
+		brand = []string{"EMQ.INSTALL", "1", node.VersionKey}
 	}
+	replies, err := node.RawDoAll(n.Addr, []string{"MULTI"}, []string{"FLUSHALL"}, brand, []string{"EXEC"})
 	if err != nil {
-		return err
+		return fmt.Errorf("reset %s: %w", n.Addr, err)
 	}
-	if len(reply) > 0 && reply[0] == '-' {
-		return fmt.Errorf("rebrand %s: %s", n.Addr, bytes.TrimSpace(reply))
+	exec := replies[len(replies)-1]
+	// EXEC answers an array of the two replies; an error inside it (the
+	// brand refused) or instead of it (the transaction aborted) stops the
+	// run.
+	if !bytes.HasPrefix(exec, []byte("*2\r\n")) || bytes.Contains(exec, []byte("\r\n-")) {
+		return fmt.Errorf("reset %s: EXEC answered %q", n.Addr, bytes.TrimSpace(exec))
 	}
 	return nil
 }
