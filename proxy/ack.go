@@ -112,23 +112,23 @@ func newAckSpec(o UpstreamOptions) *ackSpec {
 
 // noteWrite records the command about to be added to b (as reply b.n)
 // as a write when it is one.
-func (s *session) noteWrite(b *batch, args [][]byte, d *rewrite.Decision) {
-	if s.isWrite(args, d) {
+func (s *session) noteWrite(b *batch, args [][]byte, sp *planStep) {
+	if isWrite(args, sp) {
 		b.writes = append(b.writes, b.n)
 	}
 }
 
 // isWrite reports whether a forwarded command writes (see above).
-func (s *session) isWrite(args [][]byte, d *rewrite.Decision) bool {
-	if isScriptCall(args[0]) {
+func isWrite(args [][]byte, sp *planStep) bool {
+	d := &sp.d
+	if sp.script {
 		if d.Script != nil {
 			return d.Script.Verb != ""
 		}
 		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
-	ck := s.srv.keys.Lookup(args)
-	return ck != nil && ck.Traits&cmdtable.TraitWrite != 0
+	return sp.entry != nil && sp.entry.Traits&cmdtable.TraitWrite != 0
 }
 
 // ackBatch readies a batch bound for p (a shared connection in protocol

@@ -11,6 +11,14 @@ import (
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
+// auditState is a session's audit records of the round, written after its
+// replies.
+type auditState struct {
+	audits []auditRecord
+	fields []zap.Field  // reused for audit records
+	audLog sessionAudit // the audit logger with this session's fixed fields
+}
+
 // The audit log: one JSON record per rewrite and per refusal (and per
 // passed command when Options.AuditPassthrough is set), written on its own
 // logger after the client's replies are written. Never a payload, a value
@@ -70,10 +78,8 @@ func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
 	if len(args) > 0 {
 		r.cmd = args[0]
 	}
-	if d.SHA != "" && len(args) > 2 {
-		if n, ok := rewrite.ParseInt(args[2]); ok {
-			r.numkeys = n
-		}
+	if d.SHA != "" { // a script call whose numkeys the server accepts
+		r.numkeys = int64(len(d.Keys))
 	}
 	s.audits = append(s.audits, r)
 	return len(s.audits) - 1

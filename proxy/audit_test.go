@@ -133,3 +133,51 @@ func TestAuditSinkRefusalIsReported(t *testing.T) {
 		t.Errorf("reported error %v", got)
 	}
 }
+
+// TestAuditPipelinedRewritesNoteEachReply: a pipeline of audited rewrites
+// and passes in one write, answered from one batch (its replies become the
+// client's output as they are), still gets one record per audited command
+// with the kind of its own reply, in order, and the client gets the
+// replies the node sent.
+func TestAuditPipelinedRewritesNoteEachReply(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	sink := &syncBuffer{}
+	h := startProxy(t, n, nil)
+	h.srv.audit = jsonAudit(sink) // set before any client connects
+	m := h.srv.Policy().Map
+	enq, _ := m.ByName("enqueue")
+	claim, _ := m.ByName("claim2")
+	peek, _ := m.ByName("peek")
+	c := h.dial()
+	c.send(
+		cmd("EVALSHA", enq.SHA, "2", "emq:{pq}:job:J1", "emq:{pq}:pending", "J1", "p1"),
+		cmd("SET", "plain", "value"),
+		cmd("EVALSHA", claim.SHA, "2", "emq:{pq}:pending", "emq:{pq}:active", "60000"),
+		cmd("GET", "plain"),
+		cmd("EVALSHA", peek.SHA, "1", "emq:{pq}:job:J9"),
+	)
+	got := make([]string, 5)
+	for i := range got {
+		got[i] = string(c.read().got)
+	}
+	if got[0] != ":1\r\n" || got[1] != "+OK\r\n" || got[2][0] != '*' || got[3] != "$5\r\nvalue\r\n" || got[4][0] == '*' {
+		t.Fatalf("replies %q: want enqueued, OK, the job, the value, no job peeked", got)
+	}
+	var recs []map[string]any
+	poll(t, "audit records", func() bool {
+		recs = sink.records(t)
+		return len(recs) >= 3
+	})
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want the 3 rewrites: %v", len(recs), recs)
+	}
+	for i, at := range []int{0, 2, 4} {
+		r, want, keys := recs[i], replyKind([]byte(got[at])), float64(2-i/2)
+		if r["msg"] != "rewrite" || r["reply"] != want || r["numkeys"] != keys || r["queue"] != "pq" {
+			t.Errorf("record %d: %v, want a rewrite of queue pq with %v keys and reply %s", i, r, keys, want)
+		}
+	}
+	if k := [3]any{recs[0]["reply"], recs[1]["reply"], recs[2]["reply"]}; k[0] == k[1] || k[1] == k[2] || k[0] == k[2] {
+		t.Errorf("three different replies noted as %v", k)
+	}
+}

@@ -8,6 +8,12 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/limits"
 )
 
+// authState is a session's authentication deadline and failures.
+type authState struct {
+	authBy    time.Time // close the client unless it authenticates by then
+	authFails int       // failed AUTHs on this connection
+}
+
 // The limits against password guessing.
 //
 // Failed AUTHs (and HELLO ... AUTH) are counted per source address, across

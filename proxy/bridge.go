@@ -35,8 +35,9 @@ var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 cl
 // leaveBridge answers HELLO 2 of a bridged client subscribed to nothing and
 // not tracking: the relay stops after every reply so far, the client gets
 // the server's RESP2 HELLO reply, and the session leaves the bridge.
-func (s *session) leaveBridge(f resp.Frame, d *rewrite.Decision) error {
-	s.localReply(d)
+func (s *session) leaveBridge(c *command) error {
+	f, d := c.f, &c.sp.d
+	s.localReply(c)
 	audit := s.observe(f.Args, d) // observe.go
 	reply := d.Reply
 	if s.rm.command(d.Effect) {
@@ -65,8 +66,9 @@ func (s *session) leaveBridge(f resp.Frame, d *rewrite.Decision) error {
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	sub := s.sub
-	s.lastArgs = f.Args
-	var sp planStep
+	s.view.lastArgs = f.Args // clientlist.go
+	c := command{f: f}
+	sp := &c.sp
 	if isHello2(f.Args) {
 		// Leaving RESP3 is refused while the client may be pushed to; the
 		// subscription counts are current after a barrier (see above).
@@ -75,9 +77,9 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		sp.pushes = sub.tracking || s.view.sub.Load()+s.view.psub.Load()+s.view.ssub.Load() > 0
 	}
-	s.decide(f.Args, &sp) // plan.go: the same plan as in normal service
+	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
 	if sp.wait {
-		if err := s.waitHeld(f.Args, &sp, func() error { return s.bridgeBarrier(out) }); err != nil {
+		if err := s.waitHeld(f.Args, sp, func() error { return s.bridgeBarrier(out) }); err != nil {
 			return err
 		}
 	}
@@ -88,12 +90,11 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 	}
 	d := &sp.d
-	s.routed = sp.up
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
 		// Leaving RESP3, nothing may push (the plan refused it otherwise).
-		return s.leaveBridge(f, d)
+		return s.leaveBridge(&c)
 	}
-	s.localReply(d)
+	s.localReply(&c)
 	audit := s.observe(f.Args, d) // observe.go
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
@@ -189,7 +190,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		s.tx.noteLoad(f)
 		s.tx.buf = encode(s.tx.buf, f, d)
 		s.tx.n++
-		s.tx.noteRoute(s, d)
+		s.tx.noteRoute(&c)
 		s.relayed(audit, sp.up)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service

@@ -10,6 +10,13 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
+// memHeld is what a session holds of the memory budget.
+type memHeld struct {
+	inHeld   int64 // bytes of the read buffer
+	outHeld  int64 // bytes of the replies ready to write
+	sentHeld int64 // a transaction's, sent at EXEC, until its replies are written
+}
+
 // The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
 //
 // A client can make the proxy hold bytes for it beyond its connection's own

@@ -48,6 +48,11 @@ type clientView struct {
 	fd      int
 	laddr   string
 
+	// The session's own, read and written by its goroutine alone: the
+	// last command's arguments, until publish copies its name (they are
+	// the framer's, not valid after its next reset).
+	lastArgs [][]byte
+
 	mu    sync.Mutex
 	name  []byte    // replaced, never modified, by the session
 	lib   [2][]byte // lib-name, lib-ver: replaced, never modified
@@ -102,10 +107,10 @@ func (s *session) publish(at time.Time) {
 	if !at.IsZero() {
 		v.last = at
 	}
-	if a := s.lastArgs; len(a) > 0 {
+	if a := v.lastArgs; len(a) > 0 {
 		v.cmd[0].set(a[0], true)
 		v.cmd[1].set(a[min(1, len(a)-1)], len(a) > 1)
-		s.lastArgs = nil // the framer's: not valid after its next reset
+		v.lastArgs = nil // the framer's: not valid after its next reset
 	}
 	v.qbuf, v.qfree = s.end-s.start, len(s.buf)-s.end
 	v.mu.Unlock()

@@ -85,20 +85,28 @@
 //
 // # Not yet split
 //
-// The rest of the package is still one package, whose files share the
-// session struct (about fifty fields, about a hundred methods across some
-// twenty files). What stands in the way of each further package:
+// The rest of the package is still one package. Its files share the
+// session struct, whose state is grouped by the file that owns it (input,
+// memHeld, segment, auditState, ownConns, authState, and the transaction,
+// subscriber, reply mode, CLIENT LIST view, capture, share and admission
+// states): about twenty fields, each group's promoted and changed by its
+// owner's methods. What one command carries is not on the session: a
+// command value (session.go) holds its frame, its planStep (the decision,
+// the upstream, the keys found once, whether it routes by them) and where
+// its reply goes (its audit record, CLIENT REPLY's drop), and is passed to
+// forward, the transaction and subscribe mode; the keys borrow a backing
+// array the session keeps (cmdBufs) so a command allocates none. What
+// stands in the way of each further package:
 //
 //   - plan: plan() no longer sends or waits (COMMAND GETKEYS is asked by
 //     its caller when the step says needKeys; a bridged client's HELLO 2
 //     is refused inside it, from the pushes input its caller learns after
 //     a barrier; TestPlanDecidesWithoutTheNetwork runs it with no server),
-//     but it is still a session method that reads and writes the session
-//     (s.st, s.v, and the per-command scratch s.cmdKeys, s.keyPos,
-//     s.routed, s.keyed, which transaction.go and route_session.go read
-//     after it). session.go's localReply composes the bytes of a local
-//     answer after it (the server's HELLO reply with the session's id,
-//     CLIENT LIST), without changing the decision.
+//     and what it finds goes into the step, but it is still a session
+//     method: it reads the view and writes s.st (rewrite.Decide's state)
+//     and the failed-AUTH count. session.go's localReply composes the
+//     bytes of a local answer after it (the server's HELLO reply with the
+//     session's id, CLIENT LIST), without changing the decision.
 //   - upstream: the session's segment reaches into batch's fields, and a
 //     batch carries three owners' fields (the replicas' ack, the memory
 //     budget's account, large commands); Upstream is part of proxy's API

@@ -13,15 +13,16 @@ import (
 // client's own, or a rewritten head and the client's tail).
 
 // forward adds a forwarded command to the segment for its connection.
-func (s *session) forward(f resp.Frame, d *rewrite.Decision, audit int) {
-	u := s.route()
+func (s *session) forward(c *command) {
+	f, d, audit := c.f, &c.sp.d, c.audit
+	u := c.up(s)
 	if d.Effect == rewrite.Subscribe {
-		s.startSubscribe(u, f, audit) // subscribe.go
+		s.startSubscribe(u, c) // subscribe.go
 		return
 	}
 	own := s.pinned == nil && d.Effect != rewrite.Watch && d.Effect != rewrite.Blocking && s.shareBefore(len(f.Raw), 1)
 	if s.over {
-		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
+		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
 	var p *pipe
@@ -32,25 +33,25 @@ func (s *session) forward(f resp.Frame, d *rewrite.Decision, audit int) {
 		p, ded = s.pipeFor(u, d)
 	}
 	if p == nil {
-		s.addLocal(u.unavailable(), audit)
+		s.addLocal(u.unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
 	b.encode(f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: s.mute}
+	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: c.drop}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.Args
 		s.simple = false
 	}
-	if s.mute {
+	if c.drop {
 		s.simple = false
 	}
 	if s.cur != 0 || len(s.slots) != b.n {
 		s.simple = false
 	}
 	if u.ack != nil {
-		s.noteWrite(b, f.Args, d) // ack.go
+		s.noteWrite(b, f.Args, &c.sp) // ack.go
 	}
 	b.n++
 	s.slots = append(s.slots, sl)

@@ -46,7 +46,7 @@ type admission struct {
 // queue that may not be sent. False when the state changed meanwhile: the
 // command is planned again under the new one.
 func (s *session) admitStep(sp *planStep) bool {
-	qs := s.queuesOfKeys()
+	qs := s.queuesOfKeys(sp.cmdKeys)
 	if sp.exec {
 		// The queued commands leave now, whatever round queued them.
 		qs = s.tx.appendQueues(qs)

@@ -6,11 +6,23 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // A session's client input: the read buffer, grown for what a command
 // needs and shrunk back (initialReadBuf, keptReadBuf), its bytes taken
 // from the memory budget (budget.go).
+
+// input is the session's client input.
+type input struct {
+	fr         resp.Framer
+	buf        []byte // read buffer; unread bytes are buf[start:end]
+	start, end int
+	readFull   bool // the last read filled the buffer: the client sends more than it holds
+	smallReads int  // reads in a row that used under a quarter of the buffer
+	need       int  // the length the incomplete command at buf[start:] is known to need (0: unknown)
+}
 
 // fill reads more client bytes, making room first.
 func (s *session) fill() error {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -71,6 +72,14 @@ func (s *session) loadView() {
 	s.st.SetInfo = s.srv.keys.SetInfo()
 }
 
+// cmdBufs are backing arrays a command's values borrow, kept on the session
+// so a command allocates none: its keys (planStep.cmdKeys) and their
+// positions in its arguments. Nothing in them is read after the command.
+type cmdBufs struct {
+	keys   [][]byte
+	keyPos []int
+}
+
 // planStep is what plan makes of one command.
 type planStep struct {
 	d  rewrite.Decision
@@ -89,6 +98,18 @@ type planStep struct {
 	// needKeys: the command's keys need COMMAND GETKEYS; the caller asks
 	// and plans again with them in keys (decide).
 	needKeys bool
+
+	// cmdKeys are the command's keys, found once (findKeys): what routing,
+	// admission and a transaction's route read; keyed says the command
+	// routes by its keys (or is a script call). cmdKeys lends its backing
+	// array from the session (cmdBufs): valid until the next command.
+	cmdKeys [][]byte
+	keyed   bool
+	// entry is the command's entry in the server's command table, looked
+	// up once (by the rule); script: it is a script call (EVAL and
+	// EVALSHA, _RO or not), whose keys are the decision's (d.Keys).
+	entry  *cmdtable.Entry
+	script bool
 
 	// Inputs, kept when the step is planned again: the keys the server
 	// gave (asked: keys holds them), and whether the client may be pushed
@@ -149,15 +170,16 @@ func (s *session) planOnce(args [][]byte, sp *planStep) bool {
 	if s.st.InMulti {
 		s.queueCheck(args, d) // queuecheck.go: the server's queue-time errors
 	}
-	s.shareRule(args, d) // rule.go: the shared-connection rule
+	sp.entry = s.shareRule(args, d) // rule.go: the shared-connection rule
 	if !sp.forwards() {
 		return true
 	}
+	sp.script = isScriptCall(args[0])
 	if !s.findKeys(args, sp) {
 		sp.needKeys = true // the caller asks the server (decide)
 		return true
 	}
-	sp.up = s.routeDecision(args, d) // route_session.go
+	sp.up = s.routeDecision(args, sp) // route_session.go
 	if sp.up == nil || s.v.ctl == nil {
 		return true
 	}
@@ -204,25 +226,22 @@ func (s *session) waitHeld(args [][]byte, sp *planStep, flush func() error) erro
 }
 
 // findKeys finds the keys of a command Decide forwards, once, in
-// s.cmdKeys: what routing, admission and their queues read. Nothing is
+// sp.cmdKeys: what routing, admission and their queues read. Nothing is
 // looked at when every route leads to one upstream and the control table is
 // off (no key needs looking at); a command whose keys only COMMAND GETKEYS
 // can tell takes them from sp when there are routes to choose from, and
 // false says they were not asked yet.
 func (s *session) findKeys(args [][]byte, sp *planStep) bool {
-	s.cmdKeys = s.cmdKeys[:0]
+	keys := s.bufs.keys[:0]
+	defer func() { s.bufs.keys, sp.cmdKeys = keys, keys }()
 	if s.v.routes.single && s.v.ctl == nil {
 		return true
 	}
-	if isScriptCall(args[0]) {
-		if len(args) >= 3 {
-			if n, ok := rewrite.ParseInt(args[2]); ok && n >= 0 && n <= int64(len(args)-3) {
-				s.cmdKeys = append(s.cmdKeys, args[3:3+n]...)
-			}
-		}
+	if sp.script {
+		keys = append(keys, sp.d.Keys...)
 		return true
 	}
-	ck := s.srv.keys.Lookup(args)
+	ck := sp.entry
 	switch {
 	case ck == nil:
 	case ck.Ask:
@@ -230,12 +249,12 @@ func (s *session) findKeys(args [][]byte, sp *planStep) bool {
 			if !sp.asked {
 				return false
 			}
-			s.cmdKeys = append(s.cmdKeys, sp.keys...)
+			keys = append(keys, sp.keys...)
 		}
 	default:
-		s.keyPos = ck.Positions(args, s.keyPos[:0])
-		for _, i := range s.keyPos {
-			s.cmdKeys = append(s.cmdKeys, args[i])
+		s.bufs.keyPos = ck.Positions(args, s.bufs.keyPos[:0])
+		for _, i := range s.bufs.keyPos {
+			keys = append(keys, args[i])
 		}
 	}
 	return true
@@ -243,9 +262,9 @@ func (s *session) findKeys(args [][]byte, sp *planStep) bool {
 
 // queuesOfKeys returns the queues (hashtags) of the keys findKeys found,
 // in s.adm.qs.
-func (s *session) queuesOfKeys() [][]byte {
+func (s *session) queuesOfKeys(keys [][]byte) [][]byte {
 	qs := s.adm.qs[:0]
-	for _, k := range s.cmdKeys {
+	for _, k := range keys {
 		if q := rewrite.Hashtag(k); q != nil {
 			qs = append(qs, q)
 		}

@@ -29,14 +29,15 @@ const ReasonCrossRoute rewrite.Reason = "crossroute"
 //     key specs routing reads from COMMAND are Redis 7.0's).
 //
 // It returns nil for a decision that forwards nothing.
-func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
+func (s *session) routeDecision(args [][]byte, sp *planStep) *Upstream {
+	d := &sp.d
 	r := s.v.routes
 	if d.Effect == rewrite.Exec && s.st.InMulti {
 		return s.execRoute(r, d)
 	}
 	bound, why := s.bound()
-	u, first, other := s.keysRoute(r)
-	keyed := first != nil || isScriptCall(args[0])
+	u, first, other := keysRoute(r, sp.cmdKeys)
+	keyed := first != nil || sp.script
 	switch {
 	case other != nil:
 		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.name+" and "+other.name+
@@ -49,7 +50,7 @@ func (s *session) routeDecision(args [][]byte, d *rewrite.Decision) *Upstream {
 	case bound != nil:
 		u = bound
 	}
-	s.keyed = keyed
+	sp.keyed = keyed
 	if u.role == RoleScripts && d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
 		d.Action, d.Head, d.Replace = rewrite.Pass, "", 0
 	}
@@ -137,11 +138,11 @@ func (s *session) crossRoute(d *rewrite.Decision, text string) {
 	s.refuseWith(d, "CROSSROUTE "+text, ReasonCrossRoute)
 }
 
-// keysRoute routes a command by the keys the plan found: u is the upstream
+// keysRoute routes a command by its keys (the plan's): u is the upstream
 // of the first key, first (nil when it has none: the default route); other
 // is a second upstream some other key routes to, if any.
-func (s *session) keysRoute(r *router) (u *Upstream, first []byte, other *Upstream) {
-	for _, key := range s.cmdKeys {
+func keysRoute(r *router, keys [][]byte) (u *Upstream, first []byte, other *Upstream) {
+	for _, key := range keys {
 		k := r.def
 		if q := rewrite.Hashtag(key); q != nil {
 			k = r.forQueue(q)

@@ -67,10 +67,12 @@ const ReasonControlKey rewrite.Reason = "control_key"
 const controlKeyPrefix = "{emqproxy}"
 
 // shareRule refuses a command Decide would forward when it is outside the
-// rule (see above). Inside MULTI the refusal discards the transaction.
-func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
+// rule (see above). Inside MULTI the refusal discards the transaction. It
+// returns the command's entry in the server's table (nil when it has none
+// or is refused), which the plan keeps for what else reads it.
+func (s *session) shareRule(args [][]byte, d *rewrite.Decision) *cmdtable.Entry {
 	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
-		return
+		return nil
 	}
 	x := s.srv.keys.Index()
 	if x == nil {
@@ -79,19 +81,19 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 		if s.st.InMulti {
 			d.Effect = rewrite.AbortMulti
 		}
-		return
+		return nil
 	}
 	ck := x.Lookup(args)
-	if key, ok := protectedWrite(args, ck); ok {
+	if key, ok := protectedWrite(args, ck, d); ok {
 		reason := ReasonControlKey
 		if string(key) == rewrite.VersionKey {
 			reason = rewrite.ReasonVersionKey
 		}
 		s.refuseWith(d, "FENCE "+printable(key)+" belongs to emqproxy; write refused", reason)
-		return
+		return nil
 	}
 	if ck == nil {
-		return
+		return nil
 	}
 	class := ck.Class
 	switch {
@@ -104,7 +106,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 	if class != cmdtable.ClassOpen {
 		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
 			class.String()+": "+class.Why(ck), ruleReason(class.String()))
-		return
+		return nil
 	}
 	if why := argumentCheck(args, ck, s.v.pol.DB); why != "" {
 		class := "database"
@@ -114,6 +116,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) {
 		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
 			class+": "+why, ruleReason(class))
 	}
+	return ck
 }
 
 // bareUnsubscribe reports whether args is UNSUBSCRIBE, PUNSUBSCRIBE or
@@ -183,8 +186,9 @@ func credentialParam(a []byte) string {
 }
 
 // protectedWrite returns the first protected key (the version key, or a
-// control-table key) that the command writes; see the rule above.
-func protectedWrite(args [][]byte, ck *cmdtable.Entry) ([]byte, bool) {
+// control-table key) that the command writes; see the rule above. A script
+// call's keys are Decide's (d.Keys).
+func protectedWrite(args [][]byte, ck *cmdtable.Entry, d *rewrite.Decision) ([]byte, bool) {
 	first := -1
 	for i := 1; i < len(args); i++ {
 		if isProtected(args[i]) {
@@ -196,14 +200,7 @@ func protectedWrite(args [][]byte, ck *cmdtable.Entry) ([]byte, bool) {
 		return nil, false
 	}
 	if isScriptCall(args[0]) {
-		if len(args) < 3 {
-			return nil, false
-		}
-		n, ok := rewrite.ParseInt(args[2])
-		if !ok || n < 0 || n > int64(len(args)-3) {
-			return nil, false // the server refuses the numkeys
-		}
-		for _, k := range args[3 : 3+n] {
+		for _, k := range d.Keys { // nil: the server refuses the numkeys
 			if isProtected(k) {
 				return k, true
 			}

@@ -18,6 +18,24 @@ import (
 // connection) is a segment of its own: the previous segment is sent and
 // answered first, so commands execute in the order the client sent them.
 
+// segment is the session's current segment and the round's replies.
+type segment struct {
+	parts   []segPart // one batch per upstream connection
+	cur     int       // the part the command being added goes to
+	spare   []*batch  // batches kept for reuse
+	bufs    cmdBufs   // backing arrays each command's values borrow (plan.go)
+	slots   []rslot   // the current segment's replies, in command order
+	local   []byte    // the current segment's local replies
+	simple  bool      // one part, and every slot is its reply i, in order
+	out     []byte    // replies ready to write
+	began   time.Time // when the current batch was framed
+	kind    batchKind // the batch's kind, for the latency histogram
+	wdl     time.Time // the client write deadline last set (deadline.go)
+	closing bool      // close after writing the current batch
+	over    bool      // the reply cap was hit: close without writing
+	silent  bool      // close without writing (authlimit.go)
+}
+
 // segPart is the part of the current segment bound for one connection.
 type segPart struct {
 	up   *Upstream
@@ -151,8 +169,17 @@ func (s *session) flush() {
 func (s *session) emit() {
 	if s.over || int64(len(s.out)+len(s.local)) > s.srv.opts.MaxReplyBytes {
 		s.over = true
-	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.n && !s.haveAudits() {
+	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.n {
 		b := s.parts[0].b
+		if s.haveAudits() {
+			// Slot i is reply i: the records note their replies' kinds
+			// from the batch, which then becomes the output as it is.
+			for i := range s.slots {
+				if sl := &s.slots[i]; sl.audit >= 0 {
+					s.audits[sl.audit].setReply(b.reply(i), sl.target)
+				}
+			}
+		}
 		s.out, b.replies = b.replies, s.out[:0] // no copy: the replies are the output
 		// And so is what they hold of the budget.
 		s.outHeld += b.acct.Held

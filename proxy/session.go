@@ -46,56 +46,24 @@ type session struct {
 
 	st rewrite.State
 	v  view // what the current round decides under (plan.go)
-	fr resp.Framer
 
-	buf        []byte // read buffer; unread bytes are buf[start:end]
-	start, end int
-	readFull   bool // the last read filled the buffer: the client sends more than it holds
-	smallReads int  // reads in a row that used under a quarter of the buffer
-	need       int  // the length the incomplete command at buf[start:] is known to need (0: unknown)
-
-	inHeld   int64     // bytes of buf taken from the memory budget (budget.go)
-	outHeld  int64     // bytes of out taken from the memory budget
-	sentHeld int64     // a transaction's, sent at EXEC, until its replies are written
-	authBy   time.Time // close the client unless it authenticates by then (authlimit.go)
-
-	parts   []segPart // the current segment: one batch per upstream connection
-	cur     int       // the part the command being added goes to
-	spare   []*batch  // batches kept for reuse
-	routed  *Upstream // where the command being decided routes (route_session.go)
-	keyPos  []int     // key positions of the command being planned
-	cmdKeys [][]byte  // its keys, found once (plan.go)
-	keyed   bool      // it routes by its keys (or is a script call)
-	slots   []rslot   // the current segment's replies, in command order
-	local   []byte    // the current segment's local replies
-	simple  bool      // one part, and every slot is its reply i, in order
-	out     []byte    // replies ready to write
-	audits  []auditRecord
-	fields  []zap.Field  // reused for audit records
-	audLog  sessionAudit // the audit logger with this session's fixed fields
-	began   time.Time    // when the current batch was framed
-	kind    batchKind    // the batch's kind, for the latency histogram
-	wdl     time.Time    // the client write deadline last set (deadline.go)
-	closing bool         // close after writing the current batch
-	over    bool         // the reply cap was hit: close without writing
-	silent  bool         // close without writing (authlimit.go)
-
-	pinned    *pipe     // the WATCH connection
-	pinnedUp  *Upstream // its upstream
-	unpin     bool      // release the pin after the current segment
-	blocker   *pipe     // the connection for blocking commands
-	blockerUp *Upstream // its upstream
-	tx        transaction
-	execLoad  *execLoad   // the SCRIPT LOAD fan-out of the segment's EXEC (transaction.go)
-	sub       *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
-	authFails int         // failed AUTHs on this connection (authlimit.go)
-	rm        replyMode   // CLIENT REPLY (clientreply.go)
-	view      clientView  // what CLIENT LIST shows of the session (clientlist.go)
-	lastArgs  [][]byte    // the last command decided (valid until the framer's reset)
-	mute      bool        // the command being added has its reply dropped (rm)
-	cap       capState    // records waiting for their replies (capture.go)
-	sh        share       // its share of the shared connections (share.go)
-	adm       admission   // commands admitted under the control table (hold.go)
+	// The rest is grouped by the file that owns it; each group's fields
+	// are promoted (s.buf is s.input.buf) and changed by its owner's
+	// methods, read by others.
+	input      // the client's bytes and their framing (input.go)
+	memHeld    // what the session holds of the memory budget (budget.go)
+	segment    // the commands read in a round and their replies (segment.go)
+	auditState // the round's audit records (audit.go)
+	ownConns   // the client's own upstream connections (owned.go)
+	authState  // the unauthenticated deadline and failed AUTHs (authlimit.go)
+	tx         transaction
+	execLoad   *execLoad   // the SCRIPT LOAD fan-out of the segment's EXEC (transaction.go)
+	sub        *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
+	rm         replyMode   // CLIENT REPLY (clientreply.go)
+	view       clientView  // what CLIENT LIST shows of the session (clientlist.go)
+	cap        capState    // records waiting for their replies (capture.go)
+	sh         share       // its share of the shared connections (share.go)
+	adm        admission   // commands admitted under the control table (hold.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -114,11 +82,12 @@ type rslot struct {
 // newSession prepares a session for an accepted connection.
 func newSession(srv *Server, id uint64, nc net.Conn) *session {
 	s := &session{
-		srv:  srv,
-		id:   id,
-		nc:   nc,
-		addr: nc.RemoteAddr().String(),
-		buf:  make([]byte, initialReadBuf),
+		srv:     srv,
+		id:      id,
+		nc:      nc,
+		addr:    nc.RemoteAddr().String(),
+		input:   input{buf: make([]byte, initialReadBuf)},
+		segment: segment{simple: true}, // as emit leaves it after each segment
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.view.init(nc, time.Now())
@@ -206,8 +175,7 @@ func (s *session) round() (served int, err error) {
 		case resp.Incomplete:
 			s.need = need
 		case resp.Invalid:
-			s.mute = s.rm.command(rewrite.NoEffect)
-			s.addLocal(errReply, -1)
+			s.addLocal(errReply, -1, s.rm.command(rewrite.NoEffect))
 			s.closing = true
 			s.srv.met.rejected.WithLabelValues("protocol").Inc()
 			continue
@@ -277,37 +245,56 @@ func (s *session) write() error {
 	return nil
 }
 
+// command is one command on its way through the session: the frame, what the
+// plan made of it, and where its reply goes. It lives on session.command's
+// stack for one command; nothing of it is kept on the session.
+type command struct {
+	f     resp.Frame
+	sp    planStep
+	audit int  // its audit record's index in s.audits, or -1
+	drop  bool // its reply is not for the client (CLIENT REPLY OFF or SKIP)
+}
+
+// up is the upstream the command routes to (the plan's), or the default
+// route's when it forwards nothing.
+func (c *command) up(s *session) *Upstream {
+	if c.sp.up != nil {
+		return c.sp.up
+	}
+	return s.v.routes.def
+}
+
 // command plans one command (plan.go) and adds it to the current segment.
 func (s *session) command(f resp.Frame) {
-	s.lastArgs = f.Args
-	var sp planStep
-	s.decide(f.Args, &sp) // plan.go
+	s.view.lastArgs = f.Args // clientlist.go
+	c := command{f: f}
+	sp := &c.sp
+	s.decide(f.Args, sp) // plan.go
 	if sp.wait {
-		_ = s.waitHeld(f.Args, &sp, s.flushHeld) // hold.go
+		_ = s.waitHeld(f.Args, sp, s.flushHeld) // hold.go
 	}
 	if sp.authWait > 0 {
 		s.authDelay(sp.authWait) // authlimit.go
 	}
 	d := &sp.d
-	s.routed = sp.up
-	s.localReply(d)
-	audit := s.observe(f.Args, d) // observe.go
-	s.mute = s.rm.command(d.Effect)
+	s.localReply(&c)
+	c.audit = s.observe(f.Args, d) // observe.go
+	c.drop = s.rm.command(d.Effect)
 
 	if s.st.InMulti && s.queueable(d) {
-		s.tx.queue(s, f, d, audit)
+		s.tx.queue(s, &c)
 		return
 	}
 	if sp.exec && d.Action == rewrite.Pass {
-		s.tx.exec(s, f, audit)
+		s.tx.exec(s, &c)
 		return
 	}
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
-		s.addLocal(d.Reply, audit)
+		s.addLocal(d.Reply, c.audit, c.drop)
 		s.alsoLoad(f, d, nil, false) // observe.go
 	case rewrite.Pass, rewrite.Rewrite:
-		s.forward(f, d, audit)
+		s.forward(&c)
 		s.captureCommand(f, d) // capture.go
 	}
 	s.apply(f, d)
@@ -324,13 +311,14 @@ func (s *session) flushHeld() error {
 // client opens the RESP3 connections, whose boot brings the server's RESP3
 // reply), CLIENT LIST of its own clients (clientlist.go), CLIENT UNBLOCK
 // and CLIENT KILL ID of them (clientkill.go).
-func (s *session) localReply(d *rewrite.Decision) {
+func (s *session) localReply(c *command) {
+	d := &c.sp.d
 	if d.Action != rewrite.Local {
 		return
 	}
 	switch d.Effect {
 	case rewrite.Hello:
-		u := s.route()
+		u := c.up(s)
 		if d.Proto == 3 && !u.dialer.hello.has(3) {
 			u.replaced(s.srv.ctx, s.id, 3, nil)
 		}
@@ -431,19 +419,11 @@ func clientAttr(a []byte) []byte {
 	return append([]byte(nil), a...)
 }
 
-// addLocal adds a reply the proxy makes itself.
-func (s *session) addLocal(reply []byte, audit int) {
+// addLocal adds a reply the proxy makes itself; drop: it is not for the
+// client (CLIENT REPLY).
+func (s *session) addLocal(reply []byte, audit int, drop bool) {
 	lo := len(s.local)
 	s.local = append(s.local, reply...)
-	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit, drop: s.mute})
+	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit, drop: drop})
 	s.simple = false
-}
-
-// route returns the upstream the command being decided routes to (chosen
-// by routeDecision when it was decided), or the default route's.
-func (s *session) route() *Upstream {
-	if s.routed != nil {
-		return s.routed
-	}
-	return s.v.routes.def
 }

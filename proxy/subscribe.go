@@ -190,13 +190,14 @@ type subscriber struct {
 // mode: the commands before it are answered first, then the session's loop
 // stops and serveSubscribed takes over (s.sub is set). When the upstream
 // connection cannot be opened the command gets the unavailable error.
-func (s *session) startSubscribe(u *Upstream, f resp.Frame, audit int) {
+func (s *session) startSubscribe(u *Upstream, c *command) {
+	f, audit := c.f, c.audit
 	s.flush()
 	dl, err := u.own(s.srv.ctx, s.proto()) // owned.go
 	nc, br := dl.nc, dl.br
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
-		s.addLocal(u.unavailable(), audit)
+		s.addLocal(u.unavailable(), audit, c.drop)
 		return
 	}
 	var nonce [16]byte
@@ -226,8 +227,8 @@ func (s *session) startSubscribe(u *Upstream, f resp.Frame, audit int) {
 	if on, _ := trackingSwitch(f.Args); on {
 		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.Raw...)
 	}
-	sub.muted.Store(s.mute)
-	sub.skipFirst = s.mute && !s.rm.muted()
+	sub.muted.Store(c.drop)
+	sub.skipFirst = c.drop && !s.rm.muted()
 	if sub.resp3 {
 		// The barrier of a bridged RESP3 client is CLIENT GETNAME on its
 		// connection, named with the nonce first (its +OK dropped): unlike
@@ -400,7 +401,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.finishWith(out, errReply)
 		}
-		s.lastArgs = f.Args // CLIENT LIST's cmd
+		s.view.lastArgs = f.Args // CLIENT LIST's cmd
 		kind := subKindOf(f.Args[0])
 		if kind != subOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's

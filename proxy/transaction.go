@@ -108,9 +108,10 @@ func (t *transaction) clear(s *session) {
 }
 
 // queue adds a command decided inside MULTI.
-func (t *transaction) queue(s *session, f resp.Frame, d *rewrite.Decision, audit int) {
+func (t *transaction) queue(s *session, c *command) {
+	f, d, audit := c.f, &c.sp.d, c.audit
 	if d.Action == rewrite.Refuse {
-		s.addLocal(d.Reply, audit)
+		s.addLocal(d.Reply, audit, c.drop)
 		if d.Effect == rewrite.AbortMulti {
 			s.st.MultiAborted = true
 		}
@@ -118,17 +119,17 @@ func (t *transaction) queue(s *session, f resp.Frame, d *rewrite.Decision, audit
 	}
 	if s.st.MultiAborted {
 		// The transaction is discarded at EXEC anyway: keep nothing.
-		s.addLocal(replyQueued, audit)
+		s.addLocal(replyQueued, audit, c.drop)
 		return
 	}
 	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.Raw)) > s.srv.opts.MaxReplyBytes {
-		s.addLocal(replyTxTooLarge, audit)
+		s.addLocal(replyTxTooLarge, audit, c.drop)
 		s.st.MultiAborted = true
 		return
 	}
 	if !t.room(s, f) {
 		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
-		s.addLocal(replyTxOverBudget, audit)
+		s.addLocal(replyTxOverBudget, audit, c.drop)
 		s.st.MultiAborted = true
 		return
 	}
@@ -136,11 +137,11 @@ func (t *transaction) queue(s *session, f resp.Frame, d *rewrite.Decision, audit
 	t.buf = encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
-		t.writes = s.isWrite(f.Args, d) // ack.go
+		t.writes = isWrite(f.Args, &c.sp) // ack.go
 	}
-	t.noteRoute(s, d)
-	s.addLocal(replyQueued, audit)
-	s.slots[len(s.slots)-1].target = s.route()
+	t.noteRoute(c)
+	s.addLocal(replyQueued, audit, c.drop)
+	s.slots[len(s.slots)-1].target = c.up(s)
 	t.slots = append(t.slots, len(s.slots)-1)
 	if d.Effect == rewrite.Wire6 {
 		s.st.Wire6 = true
@@ -164,17 +165,18 @@ func (t *transaction) room(s *session, f resp.Frame) bool {
 
 // noteRoute notes what a queued command tells of the transaction's route:
 // the upstream it binds to, its queues and its verb calls' role.
-func (t *transaction) noteRoute(s *session, d *rewrite.Decision) {
-	if !s.keyed {
+func (t *transaction) noteRoute(c *command) {
+	sp := &c.sp
+	if !sp.keyed {
 		return
 	}
 	if t.up == nil {
-		t.up = s.routed
+		t.up = sp.up
 	}
-	if len(s.cmdKeys) == 0 {
+	if len(sp.cmdKeys) == 0 {
 		t.defKeyed = true // a script call without keys
 	}
-	for _, k := range s.cmdKeys {
+	for _, k := range sp.cmdKeys {
 		q := rewrite.Hashtag(k)
 		if q == nil {
 			t.defKeyed = true
@@ -183,9 +185,9 @@ func (t *transaction) noteRoute(s *session, d *rewrite.Decision) {
 		t.qbuf = append(t.qbuf, q...)
 		t.qend = append(t.qend, len(t.qbuf))
 	}
-	if d.Script != nil && d.Script.Verb != "" && s.routed != nil {
+	if d := &sp.d; d.Script != nil && d.Script.Verb != "" && sp.up != nil {
 		t.verbs++
-		t.verbRole = s.routed.role
+		t.verbRole = sp.up.role
 	}
 }
 
@@ -214,7 +216,8 @@ func (t *transaction) appendQueues(qs [][]byte) [][]byte {
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.
-func (t *transaction) exec(s *session, f resp.Frame, audit int) {
+func (t *transaction) exec(s *session, c *command) {
+	f, audit := c.f, c.audit
 	defer s.loadAfterExec() // last: the transaction is over by then
 	defer func() {
 		t.clear(s)
@@ -223,10 +226,10 @@ func (t *transaction) exec(s *session, f resp.Frame, audit int) {
 			s.unpin = true // EXEC ends the WATCH
 		}
 	}()
-	u := s.route()
+	u := c.up(s)
 	own := s.pinned == nil && s.shareBefore(len(t.buf)+len(f.Raw), t.n+2)
 	if s.over {
-		s.addLocal(nil, audit) // past the reply cap: not sent, the client is closed (share.go)
+		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
 	var p *pipe
@@ -244,7 +247,7 @@ func (t *transaction) exec(s *session, f resp.Frame, audit int) {
 		}
 	}
 	if p == nil {
-		s.addLocal(u.unavailable(), audit)
+		s.addLocal(u.unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)
@@ -271,7 +274,7 @@ func (t *transaction) exec(s *session, f resp.Frame, audit int) {
 		b.writes = append(b.writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
 	}
 	b.n += t.n + 2
-	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: s.mute})
+	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: c.drop})
 	s.simple = false
 	if len(t.loads) > 0 {
 		// The SCRIPT LOAD fan-out waits for EXEC's reply (flush): only

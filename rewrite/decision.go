@@ -145,6 +145,11 @@ type Decision struct {
 	SHA string
 	// Queue is the hashtag content of the script call's first key, if any.
 	Queue []byte
+	// Keys are a script call's keys (its arguments after numkeys, as many
+	// as numkeys says), nil when the command is not a script call or its
+	// numkeys is not one the server accepts. numkeys is parsed once, here:
+	// the proxy routes, audits and checks the keys from Keys.
+	Keys [][]byte
 
 	Reason Reason
 	User   string // for Auth, and Hello with AUTH

@@ -23,19 +23,14 @@ import (
 //   - an unknown script is refused, or under ReadonlyUnknown sent as
 //     EVALSHA_RO/EVAL_RO (Rewrite, Replace 1); an _RO call of an unknown
 //     script passes under ReadonlyUnknown.
-func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
+func decideScript(args [][]byte, k kind, sk scriptKeys, st *State, p *Policy) Decision {
 	if len(args) < 3 {
 		return refuse(arityReply(scriptCmdName(k)), ReasonArity)
 	}
-	n, ok := ParseInt(args[2])
-	switch {
-	case !ok:
-		return refuse(replyNotInt, ReasonNumkeys)
-	case n > int64(len(args)-3):
-		return refuse(replyManyKeys, ReasonNumkeys)
-	case n < 0:
-		return refuse(replyNegKeys, ReasonNumkeys)
+	if sk.err != nil {
+		return refuse(sk.err, ReasonNumkeys)
 	}
+	n := len(sk.keys)
 	var s *shamap.Script
 	var hexsha [40]byte
 	if k == kEval || k == kEvalRO {
@@ -45,7 +40,7 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 	} else {
 		s = lookupSHA(p, args[1])
 	}
-	var d Decision
+	d := Decision{Keys: sk.keys}
 	if n > 0 {
 		d.Queue = Hashtag(args[3])
 	}
@@ -72,13 +67,13 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 			"; it cannot run read-only")
 		return d
 	}
-	if n != int64(s.Keys) {
+	if n != s.Keys {
 		d.Action, d.Reason = Refuse, ReasonShape
 		d.Reply = errReply("EMQWIRE " + s.Command + " wants " + strconv.Itoa(s.Keys) +
-			" keys, got " + strconv.FormatInt(n, 10))
+			" keys, got " + strconv.Itoa(n))
 		return d
 	}
-	if v := len(args) - 3 - int(n); v != s.Values {
+	if v := len(args) - 3 - n; v != s.Values {
 		d.Action, d.Reason = Refuse, ReasonShape
 		d.Reply = errReply("EMQWIRE " + s.Command + " wants " + strconv.Itoa(s.Values) +
 			" values, got " + strconv.Itoa(v))
@@ -86,6 +81,31 @@ func decideScript(args [][]byte, k kind, st *State, p *Policy) Decision {
 	}
 	d.Action, d.Head, d.Replace = Rewrite, s.Command, 2
 	return d
+}
+
+// scriptKeys is a script call's numkeys, parsed once (Decide): its keys,
+// or the server's error for its numkeys (err; nil also when the call is
+// too short to have one, which the arity check answers).
+type scriptKeys struct {
+	keys [][]byte
+	err  []byte
+}
+
+// parseScriptKeys parses an EVAL-family call's numkeys as the server does.
+func parseScriptKeys(args [][]byte) scriptKeys {
+	if len(args) < 3 {
+		return scriptKeys{err: replyNotInt}
+	}
+	n, ok := ParseInt(args[2])
+	switch {
+	case !ok:
+		return scriptKeys{err: replyNotInt}
+	case n > int64(len(args)-3):
+		return scriptKeys{err: replyManyKeys}
+	case n < 0:
+		return scriptKeys{err: replyNegKeys}
+	}
+	return scriptKeys{keys: args[3 : 3+n : 3+n]}
 }
 
 // scriptCmdName is the lower-case name for arity errors.

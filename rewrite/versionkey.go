@@ -19,7 +19,7 @@ func isVersionKey(b []byte) bool {
 // command the table has no key positions for that mentions the key in any
 // argument. While the fence does not hold, the reads are refused too, so
 // the client's own fence stops it.
-func decideVersionKey(args [][]byte, info cmdInfo, st *State, p *Policy) (Decision, bool) {
+func decideVersionKey(args [][]byte, info cmdInfo, sk scriptKeys, st *State, p *Policy) (Decision, bool) {
 	switch info.kind {
 	case kWatch:
 		return Decision{}, false
@@ -51,14 +51,10 @@ func decideVersionKey(args [][]byte, info cmdInfo, st *State, p *Policy) (Decisi
 		}
 		return Decision{Action: Pass}, true
 	case kEval, kEvalSha, kEvalRO, kEvalShaRO:
-		if len(args) < 3 {
+		if sk.err != nil {
 			return Decision{}, false
 		}
-		n, ok := ParseInt(args[2])
-		if !ok || n < 0 || n > int64(len(args)-3) {
-			return Decision{}, false
-		}
-		for _, k := range args[3 : 3+n] {
+		for _, k := range sk.keys {
 			if isVersionKey(k) {
 				return refuse(replyVersionWrite, ReasonVersionKey), true
 			}
