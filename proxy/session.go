@@ -96,6 +96,7 @@ type session struct {
 	cap       capState    // records waiting for their replies (capture.go)
 	sh        share       // its share of the shared connections (share.go)
 	adm       admission   // commands admitted under the control table (hold.go)
+	trk       *tracker    // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -173,6 +174,7 @@ func (s *session) cleanup() {
 		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
+	s.trackEnd() // tracking.go
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -343,6 +345,8 @@ func (s *session) localReply(d *rewrite.Decision) {
 		d.Reply = s.clientUnblock(d.Target) // clientkill.go
 	case rewrite.ClientKill:
 		d.Reply = s.clientKill(d.Target) // clientkill.go
+	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
+		d.Reply = s.trackingReply(d.Effect, s.lastArgs) // tracking.go
 	}
 }
 
@@ -364,6 +368,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	case rewrite.Reset:
 		s.flush()
 		s.tx.clear(s)
+		s.trackReset() // tracking.go
 		s.closePinned()
 		s.resetState()
 		s.loadView()

@@ -30,12 +30,12 @@ var (
 	replyWrongPass = []byte("-WRONGPASS invalid username-password pair or user is disabled.\r\n")
 	replyNoPass    = []byte("-ERR AUTH <password> called without any password configured for " +
 		"the default user. Are you sure your configuration is correct?\r\n")
-	replySyntax        = []byte("-ERR syntax error\r\n")
-	replyNotInt        = []byte("-ERR value is not an integer or out of range\r\n")
-	replyProtoNotInt   = []byte("-ERR Protocol version is not an integer or out of range\r\n")
-	replyNoProto       = []byte("-NOPROTO unsupported protocol version\r\n")
-	replyTrackingRESP2 = []byte("-EMQREFUSED emqproxy serves CLIENT TRACKING to RESP3 clients only (HELLO 3): " +
-		"RESP2 invalidations go to another connection (REDIRECT), which the proxy does not bridge\r\n")
+	replySyntax            = []byte("-ERR syntax error\r\n")
+	replyNotInt            = []byte("-ERR value is not an integer or out of range\r\n")
+	replyProtoNotInt       = []byte("-ERR Protocol version is not an integer or out of range\r\n")
+	replyNoProto           = []byte("-NOPROTO unsupported protocol version\r\n")
+	replyTrackingRedirect3 = []byte("-EMQREFUSED emqproxy does not bridge CLIENT TRACKING REDIRECT for RESP3 clients: " +
+		"leave REDIRECT out, the invalidations are pushed on the client's own connection\r\n")
 	replyHelloWatch  = []byte("-ERR emqproxy: HELLO cannot switch the protocol while WATCH is active; UNWATCH first\r\n")
 	replyBadName     = []byte("-ERR Client names cannot contain spaces, newlines or special characters.\r\n")
 	replyNegKeys     = []byte("-ERR Number of keys can't be negative\r\n")
