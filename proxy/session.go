@@ -227,6 +227,7 @@ func (s *session) round() (served int, err error) {
 	if served == 0 && !s.closing {
 		return 0, nil
 	}
+	s.trackCachingEnd() // tracking.go
 	s.flush()
 	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
@@ -295,6 +296,9 @@ func (s *session) command(f resp.Frame) {
 	s.localReply(d)
 	audit := s.observe(f.Args, d) // observe.go
 	s.mute = s.rm.command(d.Effect)
+	if s.trackCaching(f, d, audit) { // tracking.go: kept for the next command's connection
+		return
+	}
 
 	if s.st.InMulti && s.queueable(d) {
 		s.tx.queue(s, f, d, audit)

@@ -158,7 +158,7 @@ func (s *session) ownPipe(u *Upstream) *pipe {
 		s.log.Warn("isolated upstream connection failed", zap.Error(err))
 		return nil
 	}
-	if !s.trackConn(u, p) { // tracking.go: it tracks as the client asked
+	if !s.trackOwn(u, p) { // tracking.go: it tracks as the client asked
 		p.close()
 		return nil
 	}

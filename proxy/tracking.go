@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
@@ -76,6 +78,13 @@ type tracker struct {
 	bcast   bool
 	redirs  []*redirConn // the relays to target, one per upstream
 	pins    []ownConn    // WATCH pins done with, kept for the next WATCH (see keepPin)
+	ups     []*Upstream  // the upstreams its own connections tracked on (trackOwn)
+	// A CLIENT CACHING kept for the connection of the client's next
+	// command (see trackCaching): its bytes, audit record and CLIENT REPLY
+	// fate.
+	caching      []byte
+	cachingAudit int
+	cachingMute  bool
 }
 
 // redirConn is a connection of the proxy's own, subscribed to
@@ -87,7 +96,8 @@ type redirConn struct {
 	id     int64 // its id on the server
 	target uint64
 	rr     resp.Reader
-	log    *zap.Logger
+	owner  *session    // the tracking client
+	done   atomic.Bool // closed by its tracking client
 }
 
 // redirects is the server's registry for the relays: the sessions that
@@ -174,6 +184,7 @@ func (r *redirects) end(srv *Server, id uint64) {
 	}
 	r.mu.Unlock()
 	for rc := range conns {
+		rc.done.Store(true) // its tracking client stays, the redirect broken
 		rc.u.disown(rc.nc)
 	}
 	if len(stale) == 0 {
@@ -212,6 +223,7 @@ func (s *session) tracks() bool { return s.trk != nil && s.trk.on }
 // trackingReply answers CLIENT TRACKING, GETREDIR and TRACKINGINFO of a
 // RESP2 client (rewrite's Tracking, TrackingGetRedir, TrackingInfo).
 func (s *session) trackingReply(e rewrite.Effect, args [][]byte) []byte {
+	s.trackCachingEnd()
 	s.flush() // the commands before it are answered first
 	switch e {
 	case rewrite.TrackingGetRedir:
@@ -278,7 +290,11 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	}
 	// On: the client's other connections track as it asked, the ones
 	// opened later too (trackConn).
+	if !t.on {
+		t.ups = append(t.ups[:0], u)
+	}
 	t.on, t.redirAt, t.target, t.bcast = true, redirAt, target, trackingBcast(args)
+	s.st.Tracking = true // rewrite refuses HELLO 3 meanwhile
 	t.args = t.args[:0]
 	for _, a := range args {
 		t.args = append(t.args, append([]byte(nil), a...))
@@ -297,8 +313,11 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	}
 	others = append(others, t.pins...)
 	for _, oc := range others {
-		if !s.trackConn(oc.up, oc.p) {
+		switch {
+		case !s.trackConn(oc.up, oc.p):
 			oc.p.close() // its next command reopens it, or gets the error
+		case !slices.Contains(t.ups, oc.up) && slices.ContainsFunc(s.sh.own, func(o ownConn) bool { return o.p == oc.p }):
+			t.ups = append(t.ups, oc.up)
 		}
 	}
 	if t.bcast {
@@ -380,6 +399,97 @@ func (t *tracker) closePins() {
 	t.pins = t.pins[:0]
 }
 
+// trackCaching keeps a tracking client's CLIENT CACHING, which applies to
+// the next command of the connection it is sent on, for the connection of
+// the client's next command: with several upstreams that may be another
+// than the default route's (keyless CLIENT CACHING's). It reports whether
+// it kept the command (the caller adds nothing for it). Before any other
+// command, a kept one is added to the segment, its reply in its place:
+// on that command's connection when it is forwarded, else (answered by the
+// proxy, queued in MULTI) on the default route's, as it is when the
+// client's read holds no next command (trackCachingEnd).
+func (s *session) trackCaching(f resp.Frame, d *rewrite.Decision, audit int) bool {
+	if !s.tracks() || len(s.srv.ups) < 2 {
+		return false
+	}
+	t := s.trk
+	if t.caching != nil {
+		u, p := s.v.routes.def, s.pinned
+		switch {
+		case s.st.InMulti || (d.Action != rewrite.Pass && d.Action != rewrite.Rewrite):
+		case p != nil:
+			u = s.pinnedUp
+		default:
+			u = s.route()
+		}
+		s.emitCaching(u, p)
+	}
+	if d.Action != rewrite.Pass || s.st.InMulti || !isClientCaching(f.Args) {
+		return false
+	}
+	t.caching = append(t.caching[:0], f.Raw...)
+	t.cachingAudit, t.cachingMute = audit, s.mute
+	return true
+}
+
+// trackCachingEnd adds a kept CLIENT CACHING that no command followed in
+// the client's read to the segment, for the default route's connection.
+func (s *session) trackCachingEnd() {
+	if s.trk != nil && s.trk.caching != nil {
+		s.emitCaching(s.v.routes.def, s.pinned)
+	}
+}
+
+// emitCaching adds the kept CLIENT CACHING to the segment, for p (nil: the
+// client's own connection to u).
+func (s *session) emitCaching(u *Upstream, p *pipe) {
+	t := s.trk
+	raw, audit, mute := t.caching, t.cachingAudit, t.cachingMute
+	t.caching = nil
+	own := p == nil
+	if own {
+		p = s.ownPipe(u)
+	}
+	if p == nil {
+		cur := s.mute
+		s.mute = mute
+		s.addLocal(u.unavailable(), audit)
+		s.mute = cur
+		return
+	}
+	s.target(u, p, true, own)
+	b := s.parts[s.cur].b
+	b.encode(resp.Frame{Raw: raw}, &rewrite.Decision{Action: rewrite.Pass})
+	s.slots = append(s.slots, rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: mute})
+	b.n++
+	s.simple = false
+}
+
+// trackOwn is trackConn for the client's own connection to u (share.go's
+// ownPipe). One that replaces a connection that tracked, which failed or
+// was closed, is refused, and the client is closed after the replies so
+// far: the keys it read there are tracked no more, and a client whose
+// connection to the server broke drops its cache, as it would.
+func (s *session) trackOwn(u *Upstream, p *pipe) bool {
+	if !s.tracks() {
+		return true
+	}
+	t := s.trk
+	for _, v := range t.ups {
+		if v == u {
+			s.log.Warn("a tracking client's connection to its upstream broke; closing the client, which drops its cache",
+				zap.String("upstream", u.name))
+			s.closing = true
+			return false
+		}
+	}
+	if !s.trackConn(u, p) {
+		return false
+	}
+	t.ups = append(t.ups, u)
+	return true
+}
+
 // trackDrop ends the client's tracking: its own connections close (the
 // server forgets what they tracked), and so do the relays. off: tracking
 // was on, and the WATCH pin, which stays, is told CLIENT TRACKING OFF.
@@ -398,7 +508,8 @@ func (s *session) trackDrop(off bool) {
 		rc.close(&s.srv.redir)
 	}
 	clear(t.redirs)
-	*t = tracker{args: t.args[:0], redirs: t.redirs[:0], pins: t.pins}
+	*t = tracker{args: t.args[:0], redirs: t.redirs[:0], pins: t.pins, ups: t.ups[:0]}
+	s.st.Tracking = false
 }
 
 // trackReset ends tracking on RESET, as the server does.
@@ -450,13 +561,16 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 	t := s.trk
 	for _, rc := range t.redirs {
 		if rc.u == u && rc.target == target {
+			if rc.done.Load() {
+				return nil // the target ended
+			}
 			return rc
 		}
 	}
 	if !s.trackAlive(target) {
 		return nil
 	}
-	rc, err := openRedir(s.srv.ctx, u, target, s.log)
+	rc, err := openRedir(s.srv.ctx, u, target)
 	if err != nil {
 		s.log.Warn("tracking redirect connection failed", zap.String("upstream", u.name), zap.Error(err))
 		return nil
@@ -469,6 +583,7 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 		rc.close(&s.srv.redir)
 		return nil
 	}
+	rc.owner = s
 	t.redirs = append(t.redirs, rc)
 	go rc.relay(s.srv)
 	return rc
@@ -476,7 +591,7 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
-func openRedir(ctx context.Context, u *Upstream, target uint64, log *zap.Logger) (*redirConn, error) {
+func openRedir(ctx context.Context, u *Upstream, target uint64) (*redirConn, error) {
 	dl, err := u.own(ctx, 2) // owned.go
 	if err != nil {
 		return nil, err
@@ -493,19 +608,31 @@ func openRedir(ctx context.Context, u *Upstream, target uint64, log *zap.Logger)
 		return nil, err
 	}
 	// The reader goes with the connection: its buffer may hold bytes.
-	return &redirConn{u: u, nc: dl.nc, id: r.Int, target: target, rr: sc.rr, log: log}, nil
+	return &redirConn{u: u, nc: dl.nc, id: r.Int, target: target, rr: sc.rr}, nil
 }
 
 // close ends the relay and forgets it.
 func (rc *redirConn) close(r *redirects) {
+	rc.done.Store(true)
 	r.remove(rc)
 	rc.u.disown(rc.nc)
 }
 
 // relay hands each invalidation message the connection gets to the
 // session target, as the server sends one to a redirect target (see
-// above), until the connection closes.
+// above), until the connection closes. When it closes but not by its
+// tracking client (the upstream's fence failed, the server closed it),
+// the tracking client is closed: its invalidations would be lost, and a
+// client whose connection broke drops its cache.
 func (rc *redirConn) relay(srv *Server) {
+	defer func() {
+		if !rc.done.Load() {
+			srv.redir.remove(rc)
+			rc.owner.log.Warn("a tracking client's redirect connection broke; closing the client, which drops its cache",
+				zap.String("upstream", rc.u.name))
+			_ = rc.owner.nc.Close()
+		}
+	}()
 	max := int(min(srv.opts.MaxReplyBytes, int64(^uint(0)>>1)))
 	var fr []byte
 	for {
@@ -513,10 +640,7 @@ func (rc *redirConn) relay(srv *Server) {
 		var err error
 		fr, over, err = rc.rr.Read(fr[:0], max)
 		if err != nil || over {
-			if over {
-				rc.log.Warn("tracking redirect: an invalidation message over the reply bytes limit; closing the relay")
-			}
-			rc.u.disown(rc.nc) // the server finds the redirect broken
+			rc.u.disown(rc.nc)
 			return
 		}
 		if !bytes.HasPrefix(fr, invalidateMsg) {

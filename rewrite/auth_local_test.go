@@ -153,6 +153,12 @@ func TestDecideLocal(t *testing.T) {
 				"leave REDIRECT out, the invalidations are pushed on the client's own connection\r\n",
 			reason: ReasonProtocol},
 		{name: "CLIENT TRACKING RESP3 PREFIX REDIRECT", args: []string{"CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "REDIRECT"}, st: State{Proto: 3}, action: Pass, effect: Subscribe},
+		{name: "HELLO 3 while tracking", args: []string{"HELLO", "3"}, st: State{Tracking: true}, action: Refuse,
+			reply:  "-ERR emqproxy: HELLO cannot switch a RESP2 client that tracks (CLIENT TRACKING) to RESP3; CLIENT TRACKING off first\r\n",
+			reason: ReasonProtocol},
+		{name: "HELLO 2 while tracking", args: []string{"HELLO", "2"}, st: State{Tracking: true}, action: Local, effect: Hello,
+			reply: "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:0\r\n" +
+				"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"},
 		{name: "CLIENT GETREDIR RESP2", args: []string{"CLIENT", "GETREDIR"}, action: Local, effect: TrackingGetRedir},
 		{name: "CLIENT TRACKINGINFO RESP2", args: []string{"CLIENT", "trackinginfo"}, action: Local, effect: TrackingInfo},
 		{name: "CLIENT GETREDIR arity", args: []string{"CLIENT", "GETREDIR", "x"}, action: Refuse,

@@ -227,6 +227,7 @@ type State struct {
 	InMulti       bool
 	MultiAborted  bool
 	Watching      bool // a WATCH is active (the session holds its connection)
+	Tracking      bool // a RESP2 client's CLIENT TRACKING is on (on connections of its own)
 	Subscribed    bool
 	// Fenced is true while the upstream fence holds; GET {emq}:version
 	// answers the legacy brand only then.

@@ -88,6 +88,10 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 		// speaks the protocol it was opened in.
 		return refuse(replyHelloWatch, ReasonProtocol)
 	}
+	if proto != cur && st.Tracking {
+		// Its tracking lives on RESP2 connections of its own.
+		return refuse(replyHelloTracking, ReasonProtocol)
+	}
 	d := local(helloReply(st, p, proto), Hello)
 	d.Proto = proto
 	if hasAuth {
