@@ -66,8 +66,10 @@
 // makes from what only it knows: its own clients for CLIENT LIST and
 // CLIENT INFO (clientlist.go), the upstream's answer to the unsubscribe
 // family outside subscribe mode (unsubscribe.go), a client's CLIENT REPLY
-// mode (clientreply.go); large commands sent from the client's read buffer
-// without a copy (largecmd.go); what a session does under the memory
+// mode (clientreply.go), a RESP2 client's CLIENT TRACKING with its
+// REDIRECT bridged to another session (tracking.go); large commands sent
+// from the client's read buffer without a copy (largecmd.go); what a
+// session does under the memory
 // budget (budget.go) and the limits on failed authentications and on the
 // time to authenticate (authlimit.go), the limits themselves being package
 // limits'; the server lifecycle (server.go), its Options (options.go) and the data-path

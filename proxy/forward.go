@@ -126,9 +126,17 @@ func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
 		(*slot).close()
 		*slot = nil
 	}
+	if p := s.trackedPin(u); p != nil { // tracking.go: the last WATCH's, which tracks
+		*slot = p
+		return p
+	}
 	p, err := u.dedicated(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	if !s.trackConn(u, p) { // tracking.go
+		p.close()
 		return nil
 	}
 	*slot = p
@@ -151,6 +159,10 @@ func (s *session) blocking(u *Upstream) *pipe {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
 	}
+	if !s.trackConn(u, p) { // tracking.go
+		p.close()
+		return nil
+	}
 	s.blocker = p
 	s.view.blockOn.Store(&blockConn{up: u, id: id})
 	return p
@@ -159,10 +171,10 @@ func (s *session) blocking(u *Upstream) *pipe {
 // closePinned releases the WATCH connection (closed, never reused: its
 // server-side state belongs to this client).
 func (s *session) closePinned() {
-	if s.pinned != nil {
+	if s.pinned != nil && !s.keepPin(s.pinnedUp, s.pinned) { // tracking.go
 		s.pinned.close()
-		s.pinned = nil
 	}
+	s.pinned = nil
 	s.pinnedUp = nil
 	s.unpin = false
 	s.st.Watching = false

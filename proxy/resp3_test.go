@@ -90,9 +90,8 @@ func TestRESP3LocalReplies(t *testing.T) {
 	c.do("SET", "{emq}:version", "echomq:4.0.0", "NX").is("_\r\n")
 	c.do("EVALSHA", strings.Repeat("0", 40), "0").hasPrefix("-EMQREFUSED ")
 	c.do("HELLO", "4").is("-NOPROTO unsupported protocol version\r\n")
-	// CLIENT TRACKING over RESP2 is refused with the reason.
-	d := h.dial()
-	d.do("CLIENT", "TRACKING", "ON").hasPrefix("-EMQREFUSED emqproxy serves CLIENT TRACKING to RESP3 clients only")
+	// REDIRECT over RESP3 is refused with the reason.
+	c.do("CLIENT", "TRACKING", "ON", "REDIRECT", "1").hasPrefix("-EMQREFUSED emqproxy does not bridge CLIENT TRACKING REDIRECT for RESP3 clients")
 }
 
 // bridgedSteps run on a RESP3 client that tracks and subscribes; other

@@ -66,8 +66,6 @@ var ruleCases = []ruleCase{
 	// noscript: acts on the connection it runs on.
 	{cmd("ACL", "CAT"), ruleRefused("ACL CAT", "noscript")},
 	{cmd("ACL", "GENPASS"), ruleRefused("ACL GENPASS", "noscript")},
-	{cmd("CLIENT", "TRACKINGINFO"), ruleRefused("CLIENT TRACKINGINFO", "noscript")},
-	{cmd("CLIENT", "GETREDIR"), ruleRefused("CLIENT GETREDIR", "noscript")},
 	{cmd("FUNCTION", "LIST"), ruleRefused("FUNCTION LIST", "noscript")},
 	{cmd("FUNCTION", "STATS"), ruleRefused("FUNCTION STATS", "noscript")},
 	{cmd("FCALL_RO", "f", "0"), ruleRefused("FCALL_RO", "noscript")},

@@ -42,6 +42,7 @@ type Server struct {
 	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
 	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
 	ctl      *controller      // the control table's loop; nil when off (control.go)
+	redir    redirects        // RESP2 tracking's relays and their targets (tracking.go)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (ack.go)

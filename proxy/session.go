@@ -64,6 +64,7 @@ type session struct {
 	cap        capState    // records waiting for their replies (capture.go)
 	sh         share       // its share of the shared connections (share.go)
 	adm        admission   // commands admitted under the control table (hold.go)
+	trk        *tracker    // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -142,6 +143,7 @@ func (s *session) cleanup() {
 		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
+	s.trackEnd() // tracking.go
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -193,6 +195,7 @@ func (s *session) round() (served int, err error) {
 	if served == 0 && !s.closing {
 		return 0, nil
 	}
+	s.trackCachingEnd() // tracking.go
 	s.flush()
 	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
@@ -280,6 +283,9 @@ func (s *session) command(f resp.Frame) {
 	s.localReply(&c)
 	c.audit = s.observe(f.Args, d) // observe.go
 	c.drop = s.rm.command(d.Effect)
+	if s.trackCaching(&c) { // tracking.go: kept for the next command's connection
+		return
+	}
 
 	if s.st.InMulti && s.queueable(d) {
 		s.tx.queue(s, &c)
@@ -331,6 +337,8 @@ func (s *session) localReply(c *command) {
 		d.Reply = s.clientUnblock(d.Target) // clientkill.go
 	case rewrite.ClientKill:
 		d.Reply = s.clientKill(d.Target) // clientkill.go
+	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
+		d.Reply = s.trackingReply(d.Effect, c.f.Args) // tracking.go
 	}
 }
 
@@ -352,6 +360,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	case rewrite.Reset:
 		s.flush()
 		s.tx.clear(s)
+		s.trackReset() // tracking.go
 		s.closePinned()
 		s.resetState()
 		s.loadView()

@@ -77,10 +77,11 @@ const (
 	isoReplyBytes   = "reply_bytes"
 	isoPipeline     = "pipeline"
 	isoSlowReader   = "slow_reader"
+	isoTracking     = "tracking" // RESP2 client-side caching (tracking.go)
 )
 
 // isoReasons are the reasons, for the metric's initial series.
-var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowReader}
+var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowReader, isoTracking}
 
 // share is a session's use of the shared connections.
 type share struct {
@@ -117,7 +118,7 @@ func (s *session) isolate(reason string) {
 // it last was heavy. It runs at the start of a round, when none of its
 // commands is in flight.
 func (s *session) shareRound() {
-	if !s.sh.isolated() || time.Now().Before(s.sh.until) {
+	if !s.sh.isolated() || time.Now().Before(s.sh.until) || s.tracks() { // tracking.go: its connections track
 		return
 	}
 	s.endShare()
@@ -155,6 +156,10 @@ func (s *session) ownPipe(u *Upstream) *pipe {
 	p, err := u.isolatedPipe(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("isolated upstream connection failed", zap.Error(err))
+		return nil
+	}
+	if !s.trackOwn(u, p) { // tracking.go: it tracks as the client asked
+		p.close()
 		return nil
 	}
 	s.sh.own = append(s.sh.own, ownConn{up: u, p: p})

@@ -265,6 +265,8 @@ func (s *session) serveSubscribed() (err error) {
 	}()
 	go sub.relay()
 	go sub.write()
+	s.srv.redir.attach(s.id, sub) // tracking.go: a redirect target
+	defer s.srv.redir.detach(s.id, sub)
 	var reading bool
 	readDone := make(chan error, 1)
 	// stopReading ends an outstanding client read; an error means the

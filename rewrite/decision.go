@@ -93,6 +93,18 @@ const (
 	// the client Target names (every client but itself for ID 0, or but
 	// none under SKIPME no) among its server's, and answers how many.
 	ClientKill
+	// Tracking: CLIENT TRACKING of a RESP2 client (Action Local, Reply
+	// nil). The session answers it: it moves the client to connections of
+	// its own, turns tracking on there with REDIRECT translated to a
+	// connection of the proxy's that relays the invalidations to the
+	// session the client named, and answers the server's reply.
+	Tracking
+	// TrackingGetRedir, TrackingInfo: CLIENT GETREDIR and CLIENT
+	// TRACKINGINFO of a RESP2 client (Action Local, Reply nil): the
+	// session answers them from its tracking, with the session ids the
+	// client knows.
+	TrackingGetRedir
+	TrackingInfo
 )
 
 // String names the effect for logs.
@@ -100,7 +112,8 @@ func (e Effect) String() string {
 	names := [...]string{"none", "quit", "reset", "auth", "setname", "hello", "multi",
 		"exec", "discard", "watch", "unwatch", "subscribe", "blocking", "wire6",
 		"abort_multi", "script_exists", "reply_on", "reply_off", "reply_skip", "client_list",
-		"set_lib_name", "set_lib_ver", "client_unblock", "client_kill"}
+		"set_lib_name", "set_lib_ver", "client_unblock", "client_kill", "tracking",
+		"tracking_getredir", "tracking_info"}
 	if int(e) < len(names) {
 		return names[e]
 	}
@@ -219,6 +232,7 @@ type State struct {
 	InMulti       bool
 	MultiAborted  bool
 	Watching      bool // a WATCH is active (the session holds its connection)
+	Tracking      bool // a RESP2 client's CLIENT TRACKING is on (on connections of its own)
 	Subscribed    bool
 	// Fenced is true while the upstream fence holds; GET {emq}:version
 	// answers the legacy brand only then.

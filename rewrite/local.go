@@ -88,6 +88,10 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 		// speaks the protocol it was opened in.
 		return refuse(replyHelloWatch, ReasonProtocol)
 	}
+	if proto != cur && st.Tracking {
+		// Its tracking lives on RESP2 connections of its own.
+		return refuse(replyHelloTracking, ReasonProtocol)
+	}
 	d := local(helloReply(st, p, proto), Hello)
 	d.Proto = proto
 	if hasAuth {
@@ -251,15 +255,28 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		return local(replyOK, NoEffect), true
 	case equalFold(sub, "TRACKING"):
 		switch {
-		case st.Proto != 3:
-			return refuse(replyTrackingRESP2, ReasonProtocol), true
 		case st.InMulti:
 			return refuse(errReply("EMQREFUSED emqproxy does not queue 'CLIENT TRACKING' in MULTI: "+
 				"it would put a shared upstream connection in tracking mode"), ReasonProtocol), true
+		case st.Proto != 3:
+			// RESP2: the session tracks on connections of the client's
+			// own, its REDIRECT bridged (proxy/tracking.go).
+			return local(nil, Tracking), true
+		case trackingRedirects(args):
+			return refuse(replyTrackingRedirect3, ReasonProtocol), true
 		}
 		// A RESP3 client's invalidations are pushed on its own connection:
 		// the client is bridged to a connection of its own (Subscribe).
 		return Decision{Action: Pass, Effect: Subscribe}, true
+	case (equalFold(sub, "GETREDIR") || equalFold(sub, "TRACKINGINFO")) && st.Proto != 3 && !st.InMulti:
+		if len(args) != 2 {
+			var buf [maxName]byte
+			return refuse(arityReply("client|"+string(LowerInto(buf[:0], sub))), ReasonArity), true
+		}
+		if equalFold(sub, "GETREDIR") {
+			return local(nil, TrackingGetRedir), true
+		}
+		return local(nil, TrackingInfo), true
 	case equalFold(sub, "CACHING"):
 		// Meaningful only with tracking, on the client's own connection;
 		// elsewhere the server refuses it.
@@ -408,4 +425,19 @@ func decideWhoami(args [][]byte, st *State) Decision {
 		user = "default"
 	}
 	return local(bulkReply([]byte(user)), NoEffect)
+}
+
+// trackingRedirects reports whether CLIENT TRACKING names a REDIRECT
+// option, read as the server reads the options (REDIRECT and PREFIX take
+// a value).
+func trackingRedirects(args [][]byte) bool {
+	for j := 3; j < len(args); j++ {
+		switch {
+		case equalFold(args[j], "REDIRECT") && j+1 < len(args):
+			return true
+		case equalFold(args[j], "PREFIX") && j+1 < len(args):
+			j++
+		}
+	}
+	return false
 }

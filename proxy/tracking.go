@@ -1,0 +1,776 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tidwall/redcon"
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// RESP2 client-side caching: CLIENT TRACKING ... REDIRECT <id>.
+//
+// Over RESP2 a tracking client's invalidations go to another connection,
+// the one its REDIRECT names, subscribed to __redis__:invalidate. The id a
+// client knows is a session of the proxy's (CLIENT ID), which no server
+// knows, and tracking lives on a connection: the keys a connection read
+// are the ones invalidated. So the proxy bridges it:
+//
+//   - A RESP2 client's CLIENT TRACKING (rewrite's Tracking effect) moves
+//     the client to connections of its own, one per upstream it uses (the
+//     isolated client's connections, share.go, kept while it tracks), and
+//     is sent on its connection to the default route's upstream, its
+//     REDIRECT id translated (below); the client gets the server's reply.
+//     Once tracking is on, every connection of the client's own tracks as
+//     it asked: those already open get the same command, those opened
+//     later (another route, a WATCH pin, a blocking command's connection)
+//     get it before their first command, their replies dropped. With
+//     BCAST the client's connection to every upstream opens at once, so
+//     every node announces the prefixes' changes.
+//   - REDIRECT <id> of a live session: on each upstream the proxy opens a
+//     connection of its own for the tracking client (owned.go), asks its
+//     id (CLIENT ID) and subscribes it to __redis__:invalidate; the
+//     tracking command names that id. A goroutine relays each
+//     invalidation message it gets to the session the client named, on
+//     the way its own messages go to it (subscribe_relay.go's writer):
+//     as the server sends them to a redirect target, a RESP2 client in
+//     subscribe mode gets the message, a bridged RESP3 client the
+//     invalidate push, any other nothing.
+//   - REDIRECT <id> of no session: the id is translated to one no
+//     connection of the server has, so the server answers its own error
+//     ("The client ID you want redirect to does not exist") in its own
+//     order of checks. When the named session ends, the proxy closes the
+//     connections that relayed to it: the server finds the redirect
+//     broken, as it would (a RESP2 client gets nothing; CLIENT
+//     TRACKINGINFO shows broken_redirect).
+//   - CLIENT TRACKING OFF, RESET, and the end of the session close the
+//     client's tracking connections and the relays; the client is back on
+//     the shared connections.
+//   - CLIENT GETREDIR is answered from the session (the id the client
+//     named); CLIENT TRACKINGINFO is the server's answer from the client's
+//     connection to the default route's upstream, its redirect id the
+//     session's.
+
+// noSuchClient is a client id no server connection has: REDIRECT of a
+// session that does not exist is sent with it, and the server refuses it.
+const noSuchClient = "9223372036854775807"
+
+// invalidateMsg is the head of a RESP2 invalidation message.
+var invalidateMsg = []byte("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n")
+
+// invalidatePush is the head of a RESP3 invalidation push.
+var invalidatePush = []byte(">2\r\n$10\r\ninvalidate\r\n")
+
+// tracker is a RESP2 session's client-side caching (see above).
+type tracker struct {
+	on      bool
+	args    [][]byte // the CLIENT TRACKING ON in force, copied
+	redirAt int      // the index in args of REDIRECT's value; 0: no REDIRECT
+	target  uint64   // the session REDIRECT named (0: none)
+	bcast   bool
+	redirs  []*redirConn // the relays to target, one per upstream
+	pins    []ownConn    // WATCH pins done with, kept for the next WATCH (see keepPin)
+	ups     []*Upstream  // the upstreams its own connections tracked on (trackOwn)
+	// A CLIENT CACHING kept for the connection of the client's next
+	// command (see trackCaching): its bytes, audit record and CLIENT REPLY
+	// fate.
+	caching      []byte
+	cachingAudit int
+	cachingMute  bool
+}
+
+// redirConn is a connection of the proxy's own, subscribed to
+// __redis__:invalidate, that a tracking client's connections to its
+// upstream redirect to; it relays to the session target.
+type redirConn struct {
+	u      *Upstream
+	nc     net.Conn
+	id     int64 // its id on the server
+	target uint64
+	rr     resp.Reader
+	owner  *session    // the tracking client
+	done   atomic.Bool // closed by its tracking client
+}
+
+// redirects is the server's registry for the relays: the sessions that
+// can be pushed to (in subscribe mode, or bridged), and the relays to each
+// session, closed when it ends.
+type redirects struct {
+	mu    sync.Mutex
+	subs  map[uint64]*subscriber
+	conns map[uint64]map[*redirConn]struct{}
+	ended map[uint64]struct{} // ended, perhaps still in Server.sessions
+}
+
+// attach notes that session id is pushed to through sub (subscribe.go).
+func (r *redirects) attach(id uint64, sub *subscriber) {
+	r.mu.Lock()
+	if r.subs == nil {
+		r.subs = map[uint64]*subscriber{}
+	}
+	r.subs[id] = sub
+	r.mu.Unlock()
+}
+
+// detach undoes attach.
+func (r *redirects) detach(id uint64, sub *subscriber) {
+	r.mu.Lock()
+	if r.subs[id] == sub {
+		delete(r.subs, id)
+	}
+	r.mu.Unlock()
+}
+
+// sub returns the subscriber session id is pushed to now, or nil.
+func (r *redirects) sub(id uint64) *subscriber {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subs[id]
+}
+
+// add registers a relay to its target; false when the target has ended.
+func (r *redirects) add(rc *redirConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, gone := r.ended[rc.target]; gone {
+		return false
+	}
+	if r.conns == nil {
+		r.conns = map[uint64]map[*redirConn]struct{}{}
+	}
+	m := r.conns[rc.target]
+	if m == nil {
+		m = map[*redirConn]struct{}{}
+		r.conns[rc.target] = m
+	}
+	m[rc] = struct{}{}
+	return true
+}
+
+// remove forgets a relay closed by its tracking client.
+func (r *redirects) remove(rc *redirConn) {
+	r.mu.Lock()
+	delete(r.conns[rc.target], rc)
+	if len(r.conns[rc.target]) == 0 {
+		delete(r.conns, rc.target)
+	}
+	r.mu.Unlock()
+}
+
+// end closes the relays to session id, which ended: the server finds their
+// tracking clients' redirect broken. The ids of sessions gone from the
+// server's list are forgotten (they never come back).
+func (r *redirects) end(srv *Server, id uint64) {
+	r.mu.Lock()
+	conns := r.conns[id]
+	delete(r.conns, id)
+	if r.ended == nil {
+		r.ended = map[uint64]struct{}{}
+	}
+	r.ended[id] = struct{}{}
+	stale := make([]uint64, 0, len(r.ended))
+	for e := range r.ended {
+		if e != id {
+			stale = append(stale, e)
+		}
+	}
+	r.mu.Unlock()
+	for rc := range conns {
+		rc.done.Store(true) // its tracking client stays, the redirect broken
+		rc.u.disown(rc.nc)
+	}
+	if len(stale) == 0 {
+		return
+	}
+	srv.mu.Lock()
+	live := map[uint64]bool{}
+	for sess := range srv.sessions {
+		live[sess.id] = true
+	}
+	srv.mu.Unlock()
+	r.mu.Lock()
+	for _, e := range stale {
+		if !live[e] {
+			delete(r.ended, e)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// alive reports whether session id is live: listed and not ending.
+func (s *session) trackAlive(id uint64) bool {
+	if id == 0 || s.sessionByID(int64(id)) == nil {
+		return false
+	}
+	r := &s.srv.redir
+	r.mu.Lock()
+	_, gone := r.ended[id]
+	r.mu.Unlock()
+	return !gone
+}
+
+// tracks reports whether the session tracks over RESP2.
+func (s *session) tracks() bool { return s.trk != nil && s.trk.on }
+
+// trackingReply answers CLIENT TRACKING, GETREDIR and TRACKINGINFO of a
+// RESP2 client (rewrite's Tracking, TrackingGetRedir, TrackingInfo).
+func (s *session) trackingReply(e rewrite.Effect, args [][]byte) []byte {
+	s.trackCachingEnd()
+	s.flush() // the commands before it are answered first
+	switch e {
+	case rewrite.TrackingGetRedir:
+		switch {
+		case !s.tracks():
+			return []byte(":-1\r\n")
+		default:
+			return redcon.AppendInt(nil, int64(s.trk.target))
+		}
+	case rewrite.TrackingInfo:
+		return s.trackingInfo(args)
+	}
+	return s.clientTracking(args)
+}
+
+// clientTracking answers CLIENT TRACKING (see above).
+func (s *session) clientTracking(args [][]byte) []byte {
+	on, ok := trackingSwitch(args) // bridge.go
+	if s.trk == nil {
+		s.trk = &tracker{}
+	}
+	t := s.trk
+	redirAt, target := trackingRedirect(args)
+	if !ok || (!on && !t.on) {
+		// An error, or OFF while off: the server's answer, which changes
+		// nothing of the shared connection. A REDIRECT of a live session
+		// is left out (the server would find it), one of none names no
+		// connection of the server's (it would not).
+		a := args
+		if redirAt > 0 {
+			a = append([][]byte(nil), args...)
+			if s.trackAlive(target) {
+				a = append(a[:redirAt-1], a[redirAt+1:]...)
+			} else {
+				a[redirAt] = []byte(noSuchClient)
+			}
+		}
+		return s.sharedOne(s.v.routes.def, encodeArgs(a))
+	}
+	u := s.v.routes.def
+	if !s.sh.isolated() {
+		s.isolate(isoTracking) // share.go: the client's own connections
+	}
+	p := s.ownPipe(u)
+	if p == nil {
+		if !t.on {
+			s.endShare()
+		}
+		return u.unavailable()
+	}
+	r := oneOn(p, s.trackCommand(u, args, redirAt, target, true))
+	switch {
+	case r == nil:
+		r = u.unavailable()
+		fallthrough
+	case !bytes.Equal(r, replyTrackOK):
+		if !t.on {
+			s.trackDrop(false)
+		}
+		return r
+	case !on:
+		s.trackDrop(true)
+		return r
+	}
+	// On: the client's other connections track as it asked, the ones
+	// opened later too (trackConn).
+	if !t.on {
+		t.ups = append(t.ups[:0], u)
+	}
+	t.on, t.redirAt, t.target, t.bcast = true, redirAt, target, trackingBcast(args)
+	s.st.Tracking = true // rewrite refuses HELLO 3 meanwhile
+	t.args = t.args[:0]
+	for _, a := range args {
+		t.args = append(t.args, append([]byte(nil), a...))
+	}
+	var others []ownConn
+	for _, oc := range s.sh.own {
+		if oc.p != p {
+			others = append(others, oc)
+		}
+	}
+	if s.pinned != nil {
+		others = append(others, ownConn{up: s.pinnedUp, p: s.pinned})
+	}
+	if s.blocker != nil {
+		others = append(others, ownConn{up: s.blockerUp, p: s.blocker})
+	}
+	others = append(others, t.pins...)
+	for _, oc := range others {
+		switch {
+		case !s.trackConn(oc.up, oc.p):
+			oc.p.close() // its next command reopens it, or gets the error
+		case !slices.Contains(t.ups, oc.up) && slices.ContainsFunc(s.sh.own, func(o ownConn) bool { return o.p == oc.p }):
+			t.ups = append(t.ups, oc.up)
+		}
+	}
+	if t.bcast {
+		for _, up := range s.srv.ups {
+			s.ownPipe(up) // opened tracking (trackConn)
+		}
+	}
+	// The relays to a session the client no longer names go.
+	kept := t.redirs[:0]
+	for _, rc := range t.redirs {
+		if rc.target == t.target {
+			kept = append(kept, rc)
+		} else {
+			rc.close(&s.srv.redir)
+		}
+	}
+	clear(t.redirs[len(kept):])
+	t.redirs = kept
+	return r
+}
+
+// replyTrackOK is CLIENT TRACKING's success.
+var replyTrackOK = []byte("+OK\r\n")
+
+// trackConn turns tracking on, as the client asked, on a connection of its
+// own just opened (or open when tracking went on); false when the server
+// refused or the connection failed.
+func (s *session) trackConn(u *Upstream, p *pipe) bool {
+	if !s.tracks() {
+		return true
+	}
+	t := s.trk
+	return bytes.Equal(oneOn(p, s.trackCommand(u, t.args, t.redirAt, t.target, false)), replyTrackOK)
+}
+
+// keepPin keeps a tracking client's WATCH connection once the WATCH is
+// over (EXEC, DISCARD, UNWATCH: the server's watch is gone) instead of
+// closing it, and reports whether it did: the keys the client read there
+// stay tracked, as they would on its one connection to the server. The
+// next WATCH to the same upstream takes it again (trackedPin).
+func (s *session) keepPin(u *Upstream, p *pipe) bool {
+	if !s.tracks() || u == nil || p.failed() != nil {
+		return false
+	}
+	for _, oc := range s.trk.pins {
+		if oc.up == u {
+			return false
+		}
+	}
+	s.trk.pins = append(s.trk.pins, ownConn{up: u, p: p})
+	return true
+}
+
+// trackedPin takes the kept WATCH connection to u, if there is a usable one.
+func (s *session) trackedPin(u *Upstream) *pipe {
+	if s.trk == nil {
+		return nil
+	}
+	for i, oc := range s.trk.pins {
+		if oc.up != u {
+			continue
+		}
+		s.trk.pins = append(s.trk.pins[:i], s.trk.pins[i+1:]...)
+		if oc.p.failed() == nil && u.Fenced() && u.current(oc.p) && s.tracks() {
+			return oc.p
+		}
+		oc.p.close()
+		return nil
+	}
+	return nil
+}
+
+// closePins closes the kept WATCH connections.
+func (t *tracker) closePins() {
+	for _, oc := range t.pins {
+		oc.p.close()
+	}
+	clear(t.pins)
+	t.pins = t.pins[:0]
+}
+
+// trackCaching keeps a tracking client's CLIENT CACHING, which applies to
+// the next command of the connection it is sent on, for the connection of
+// the client's next command: with several upstreams that may be another
+// than the default route's (keyless CLIENT CACHING's). It reports whether
+// it kept the command (the caller adds nothing for it). Before any other
+// command, a kept one is added to the segment, its reply in its place:
+// on that command's connection when it is forwarded, else (answered by the
+// proxy, queued in MULTI) on the default route's, as it is when the
+// client's read holds no next command (trackCachingEnd).
+func (s *session) trackCaching(c *command) bool {
+	f, d := c.f, &c.sp.d
+	if !s.tracks() || len(s.srv.ups) < 2 {
+		return false
+	}
+	t := s.trk
+	if t.caching != nil {
+		u, p := s.v.routes.def, s.pinned
+		switch {
+		case s.st.InMulti || (d.Action != rewrite.Pass && d.Action != rewrite.Rewrite):
+		case p != nil:
+			u = s.pinnedUp
+		default:
+			u = c.up(s)
+		}
+		s.emitCaching(u, p)
+	}
+	if d.Action != rewrite.Pass || s.st.InMulti || !isClientCaching(f.Args) {
+		return false
+	}
+	t.caching = append(t.caching[:0], f.Raw...)
+	t.cachingAudit, t.cachingMute = c.audit, c.drop
+	return true
+}
+
+// trackCachingEnd adds a kept CLIENT CACHING that no command followed in
+// the client's read to the segment, for the default route's connection.
+func (s *session) trackCachingEnd() {
+	if s.trk != nil && s.trk.caching != nil {
+		s.emitCaching(s.v.routes.def, s.pinned)
+	}
+}
+
+// emitCaching adds the kept CLIENT CACHING to the segment, for p (nil: the
+// client's own connection to u).
+func (s *session) emitCaching(u *Upstream, p *pipe) {
+	t := s.trk
+	raw, audit, mute := t.caching, t.cachingAudit, t.cachingMute
+	t.caching = nil
+	own := p == nil
+	if own {
+		p = s.ownPipe(u)
+	}
+	if p == nil {
+		s.addLocal(u.unavailable(), audit, mute)
+		return
+	}
+	s.target(u, p, true, own)
+	b := s.parts[s.cur].b
+	b.encode(resp.Frame{Raw: raw}, &rewrite.Decision{Action: rewrite.Pass})
+	s.slots = append(s.slots, rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: mute})
+	b.n++
+	s.simple = false
+}
+
+// trackOwn is trackConn for the client's own connection to u (share.go's
+// ownPipe). One that replaces a connection that tracked, which failed or
+// was closed, is refused, and the client is closed after the replies so
+// far: the keys it read there are tracked no more, and a client whose
+// connection to the server broke drops its cache, as it would.
+func (s *session) trackOwn(u *Upstream, p *pipe) bool {
+	if !s.tracks() {
+		return true
+	}
+	t := s.trk
+	for _, v := range t.ups {
+		if v == u {
+			s.log.Warn("a tracking client's connection to its upstream broke; closing the client, which drops its cache",
+				zap.String("upstream", u.name))
+			s.closing = true
+			return false
+		}
+	}
+	if !s.trackConn(u, p) {
+		return false
+	}
+	t.ups = append(t.ups, u)
+	return true
+}
+
+// trackDrop ends the client's tracking: its own connections close (the
+// server forgets what they tracked), and so do the relays. off: tracking
+// was on, and the WATCH pin, which stays, is told CLIENT TRACKING OFF.
+func (s *session) trackDrop(off bool) {
+	t := s.trk
+	if off && s.pinned != nil {
+		oneOn(s.pinned, encodeArgs([][]byte{[]byte("CLIENT"), []byte("TRACKING"), []byte("OFF")}))
+	}
+	if off && s.blocker != nil {
+		s.blocker.close()
+		s.blocker = nil
+	}
+	s.endShare()
+	t.closePins()
+	for _, rc := range t.redirs {
+		rc.close(&s.srv.redir)
+	}
+	clear(t.redirs)
+	*t = tracker{args: t.args[:0], redirs: t.redirs[:0], pins: t.pins, ups: t.ups[:0]}
+	s.st.Tracking = false
+}
+
+// trackReset ends tracking on RESET, as the server does.
+func (s *session) trackReset() {
+	if s.tracks() {
+		s.trackDrop(true)
+	}
+}
+
+// trackEnd closes the session's relays when it ends, and those of the
+// clients that named it.
+func (s *session) trackEnd() {
+	if s.trk != nil {
+		s.trk.closePins()
+		for _, rc := range s.trk.redirs {
+			rc.close(&s.srv.redir)
+		}
+		s.trk = nil
+	}
+	s.srv.redir.end(s.srv, s.id)
+}
+
+// trackCommand is args for the client's connection to u: REDIRECT's value
+// (at redirAt) is the id of the relay to target on u, opened when needed.
+// A target that is not a live session: strict (the client's own command),
+// an id no connection has, so the server refuses as it would; otherwise
+// (a connection opened later) REDIRECT is left out, and the server, like
+// one whose redirect broke, sends the invalidations nowhere.
+func (s *session) trackCommand(u *Upstream, args [][]byte, redirAt int, target uint64, strict bool) []byte {
+	if redirAt == 0 || target == 0 {
+		return encodeArgs(args)
+	}
+	id := noSuchClient
+	if rc := s.redirTo(u, target); rc != nil {
+		id = strconv.FormatInt(rc.id, 10)
+	} else if !strict {
+		cut := append(append([][]byte(nil), args[:redirAt-1]...), args[redirAt+1:]...)
+		return encodeArgs(cut)
+	}
+	a := append([][]byte(nil), args...)
+	a[redirAt] = []byte(id)
+	return encodeArgs(a)
+}
+
+// redirTo returns the tracking client's relay to target on u, opening it
+// when needed; nil when target is no live session or the connection
+// cannot be opened.
+func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
+	t := s.trk
+	for _, rc := range t.redirs {
+		if rc.u == u && rc.target == target {
+			if rc.done.Load() {
+				return nil // the target ended
+			}
+			return rc
+		}
+	}
+	if !s.trackAlive(target) {
+		return nil
+	}
+	rc, err := openRedir(s.srv.ctx, u, target)
+	if err != nil {
+		s.log.Warn("tracking redirect connection failed", zap.String("upstream", u.name), zap.Error(err))
+		return nil
+	}
+	if !s.srv.redir.add(rc) {
+		u.disown(rc.nc)
+		return nil
+	}
+	if !s.trackAlive(target) { // ended while the connection opened
+		rc.close(&s.srv.redir)
+		return nil
+	}
+	rc.owner = s
+	t.redirs = append(t.redirs, rc)
+	go rc.relay(s.srv)
+	return rc
+}
+
+// openRedir opens a relay to target on u: an owned connection, its id
+// asked, subscribed to __redis__:invalidate.
+func openRedir(ctx context.Context, u *Upstream, target uint64) (*redirConn, error) {
+	dl, err := u.own(ctx, 2) // owned.go
+	if err != nil {
+		return nil, err
+	}
+	sc := &setupConn{nc: dl.nc, rr: resp.NewReader(dl.br)}
+	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
+	defer cancel()
+	r, err := sc.Do(cctx, "CLIENT", "ID")
+	if err == nil {
+		_, err = sc.raw(cctx, "SUBSCRIBE", "__redis__:invalidate")
+	}
+	if err != nil {
+		u.disown(dl.nc)
+		return nil, err
+	}
+	// The reader goes with the connection: its buffer may hold bytes.
+	return &redirConn{u: u, nc: dl.nc, id: r.Int, target: target, rr: sc.rr}, nil
+}
+
+// close ends the relay and forgets it.
+func (rc *redirConn) close(r *redirects) {
+	rc.done.Store(true)
+	r.remove(rc)
+	rc.u.disown(rc.nc)
+}
+
+// relay hands each invalidation message the connection gets to the
+// session target, as the server sends one to a redirect target (see
+// above), until the connection closes. When it closes but not by its
+// tracking client (the upstream's fence failed, the server closed it),
+// the tracking client is closed: its invalidations would be lost, and a
+// client whose connection broke drops its cache.
+func (rc *redirConn) relay(srv *Server) {
+	defer func() {
+		if !rc.done.Load() {
+			srv.redir.remove(rc)
+			rc.owner.log.Warn("a tracking client's redirect connection broke; closing the client, which drops its cache",
+				zap.String("upstream", rc.u.name))
+			_ = rc.owner.nc.Close()
+		}
+	}()
+	max := int(min(srv.opts.MaxReplyBytes, int64(^uint(0)>>1)))
+	var fr []byte
+	for {
+		var over bool
+		var err error
+		fr, over, err = rc.rr.Read(fr[:0], max)
+		if err != nil || over {
+			rc.u.disown(rc.nc)
+			return
+		}
+		if !bytes.HasPrefix(fr, invalidateMsg) {
+			continue
+		}
+		sub := srv.redir.sub(rc.target)
+		if sub == nil {
+			continue // not in subscribe mode: the server sends nothing
+		}
+		msg := fr
+		if sub.resp3 {
+			body := fr[len(invalidateMsg):]
+			if bytes.Equal(body, []byte("*-1\r\n")) {
+				body = []byte("_\r\n")
+			}
+			msg = append(append([]byte(nil), invalidatePush...), body...)
+		} else if v := &sub.s.view; v.sub.Load()+v.psub.Load()+v.ssub.Load() == 0 {
+			continue
+		}
+		if err := sub.w.push(msg); err != nil && err != errSubscriberGone {
+			// Over its limit: closed, as the server closes a client over
+			// its output buffer limit.
+			_ = sub.s.nc.Close()
+		}
+	}
+}
+
+// sharedOne sends one command on u's shared connection (one that changes
+// nothing of it) and returns its reply.
+func (s *session) sharedOne(u *Upstream, cmd []byte) []byte {
+	p := u.shared(s.id, 2)
+	if p == nil {
+		return u.unavailable()
+	}
+	if r := oneOn(p, cmd); r != nil {
+		return r
+	}
+	return u.unavailable()
+}
+
+// oneOn sends one command on p and returns its reply (a copy), nil when
+// the connection failed.
+func oneOn(p *pipe, cmd []byte) []byte {
+	b := newBatch()
+	b.out = append(b.out, cmd...)
+	b.n, b.max = 1, 1<<20
+	if err := p.send(b); err != nil {
+		return nil
+	}
+	p.await(b)
+	if b.lost || len(b.ends) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b.reply(0)...)
+}
+
+// encodeArgs is args as a RESP array of bulk strings.
+func encodeArgs(args [][]byte) []byte {
+	out := redcon.AppendArray(nil, len(args))
+	for _, a := range args {
+		out = redcon.AppendBulk(out, a)
+	}
+	return out
+}
+
+// trackingRedirect finds the value of CLIENT TRACKING's first REDIRECT, as
+// the server reads the options (REDIRECT and PREFIX take a value): its
+// index (0: none) and the session it names (0: not a positive integer,
+// which the server refuses as it is).
+func trackingRedirect(args [][]byte) (at int, target uint64) {
+	for j := 3; j+1 < len(args); j++ {
+		switch {
+		case foldEq(args[j], "REDIRECT"):
+			v, ok := rewrite.ParseInt(args[j+1])
+			if !ok || v <= 0 {
+				return 0, 0
+			}
+			return j + 1, uint64(v)
+		case foldEq(args[j], "PREFIX"):
+			j++
+		}
+	}
+	return 0, 0
+}
+
+// trackingBcast reports whether CLIENT TRACKING names BCAST.
+func trackingBcast(args [][]byte) bool {
+	for j := 3; j < len(args); j++ {
+		switch {
+		case foldEq(args[j], "BCAST"):
+			return true
+		case (foldEq(args[j], "PREFIX") || foldEq(args[j], "REDIRECT")) && j+1 < len(args):
+			j++
+		}
+	}
+	return false
+}
+
+// replyTrackingOff is CLIENT TRACKINGINFO of a RESP2 client that does not
+// track, as Redis 7.0 and Valkey 8 answer it.
+var replyTrackingOff = []byte("*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n")
+
+// trackingInfo answers CLIENT TRACKINGINFO: the server's answer from the
+// client's connection to the default route's upstream, its redirect the
+// session's; not tracking, the server's answer for a client that does not.
+func (s *session) trackingInfo(args [][]byte) []byte {
+	u := s.v.routes.def
+	if !s.tracks() {
+		return replyTrackingOff
+	}
+	p := s.ownPipe(u)
+	if p == nil {
+		return u.unavailable()
+	}
+	r := oneOn(p, encodeArgs(args))
+	if r == nil {
+		return u.unavailable()
+	}
+	if s.trk.redirAt == 0 {
+		return r
+	}
+	key := []byte("$8\r\nredirect\r\n:")
+	i := bytes.Index(r, key)
+	if i < 0 {
+		return r
+	}
+	start := i + len(key)
+	end := bytes.Index(r[start:], []byte("\r\n"))
+	if end < 0 {
+		return r
+	}
+	out := append([]byte(nil), r[:start]...)
+	out = strconv.AppendUint(out, s.trk.target, 10)
+	return append(out, r[start+end:]...)
+}
