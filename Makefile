@@ -65,7 +65,7 @@ fuzz:
 	$(GO) test ./pin -run '^$$' -fuzz '^FuzzElixir$$' -fuzztime $$((180000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 
 lint:
-	gofmt -l . | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
 
