@@ -387,6 +387,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 				s.blocker.close()
 				s.blocker = nil
 			}
+			s.closeOwn() // share.go: an isolated client's, opened anew too
 		}
 	case rewrite.Wire6:
 		s.st.Wire6 = true

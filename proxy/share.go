@@ -166,6 +166,17 @@ func (s *session) ownPipe(u *Upstream) *pipe {
 	return p
 }
 
+// closeOwn closes an isolated client's own connections, which speak the
+// protocol they were opened in: the next command opens them anew (after a
+// HELLO that switched the protocol). The client stays isolated.
+func (s *session) closeOwn() {
+	for _, oc := range s.sh.own {
+		oc.p.close()
+	}
+	clear(s.sh.own)
+	s.sh.own = s.sh.own[:0]
+}
+
 // shareBefore readies the share for a forwarded command of size bytes
 // (count commands: a transaction's whole unit) bound for a shared
 // connection: it isolates the client when the command is heavy, and ends

@@ -240,3 +240,23 @@ func TestShareLargeCommandsAndRepliesAreIsolated(t *testing.T) {
 		t.Errorf("emqproxy_client_isolated = %v after a small client's 100 commands, want 2", got)
 	}
 }
+
+// TestIsolatedClientSwitchingProtocolGetsItsReplies: a client isolated on a
+// connection of its own that switches to RESP3 (HELLO 3) gets RESP3 replies
+// after it, as on the server: its own connection, opened in RESP2, is not
+// used for the new protocol.
+func TestIsolatedClientSwitchingProtocolGetsItsReplies(t *testing.T) {
+	n := node.StartT(t, node.Options{Role: node.Module})
+	h := startProxy(t, n, func(o *Options) { o.ShareBytes = 64 << 10 })
+	c := h.dial()
+	c.do("SET", "big", strings.Repeat("b", 256<<10)).is("+OK\r\n")
+	if got := h.isolatedBy(isoCommandBytes); got != 1 {
+		t.Fatalf("isolated for command_bytes %v times, want 1", got)
+	}
+	c.do("HSET", "h", "f", "v").is(":1\r\n")
+	c.do("HGETALL", "h").is("*2\r\n$1\r\nf\r\n$1\r\nv\r\n")
+	c.do("HELLO", "3").hasPrefix("%")
+	c.do("HGETALL", "h").is("%1\r\n$1\r\nf\r\n$1\r\nv\r\n")
+	c.do("HELLO", "2").hasPrefix("*")
+	c.do("HGETALL", "h").is("*2\r\n$1\r\nf\r\n$1\r\nv\r\n")
+}
