@@ -173,6 +173,7 @@ func (s *session) cleanup() {
 		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
+	s.captureEnd() // capture.go
 }
 
 // round frames and serves the complete commands in the buffer (at most
