@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"hash/maphash"
 	"strconv"
 	"strings"
 )
@@ -47,13 +48,29 @@ type redactor struct {
 	sum      []byte
 	raw, hex []byte // standIn's buffers
 	keep     []bool
+	memo     *[memoSlots]memoEntry
+	seed     maphash.Seed
+}
+
+// The stand-ins of recent short values are kept (a direct-mapped cache
+// over the values, in memory only): the payload a CLAIM returns is most
+// often one an ENQUEUE wrote moments before, and its stand-in is then
+// copied instead of computed again.
+const (
+	memoMax   = 2 * sha256.Size // the values whose stand-in is the HMAC's hex alone
+	memoSlots = 1 << 9
+)
+
+type memoEntry struct {
+	n    int // the value's length + 1; 0: empty
+	v, s [memoMax]byte
 }
 
 // newRedactor draws the capture's secret.
 func newRedactor() *redactor {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails (it aborts the process instead)
-	return &redactor{mac: hmac.New(sha256.New, key)}
+	return &redactor{mac: hmac.New(sha256.New, key), memo: new([memoSlots]memoEntry), seed: maphash.MakeSeed()}
 }
 
 // standIn replaces v, in place, by its stand-in: as long as v, the hex of
@@ -61,13 +78,24 @@ func newRedactor() *redactor {
 // that HMAC (a pseudorandom expansion of it at memory speed). The writer
 // owns a record's slices, so no copy is made.
 func (z *redactor) standIn(v []byte) {
+	var e *memoEntry
+	if len(v) <= memoMax {
+		e = &z.memo[maphash.Bytes(z.seed, v)&(memoSlots-1)]
+		if e.n == len(v)+1 && bytes.Equal(e.v[:len(v)], v) {
+			copy(v, e.s[:len(v)])
+			return
+		}
+	}
 	z.mac.Reset()
 	z.mac.Write(v)
 	z.sum = z.mac.Sum(z.sum[:0])
 	if len(v) <= hex.EncodedLen(len(z.sum)) {
 		var block [2 * sha256.Size]byte
 		hex.Encode(block[:], z.sum)
+		e.n = len(v) + 1
+		copy(e.v[:], v)
 		copy(v, block[:])
+		e.s = block
 		return
 	}
 	blk, err := aes.NewCipher(z.sum)
@@ -110,6 +138,9 @@ func (z *redactor) redactCall(r *Record) {
 			}
 		}
 	}
+	if plainReply(r.Reply) {
+		return // an integer or a status: nothing in it to replace
+	}
 	v, err := ParseReply(r.Reply)
 	if err != nil {
 		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
@@ -126,6 +157,20 @@ func (z *redactor) redactCall(r *Record) {
 	if z.standInValue(&v, true) {
 		r.Flags |= FlagShapeOnly // an error's text is a stand-in
 	}
+}
+
+// plainReply reports whether b is one well-formed integer or simple string
+// reply (as ParseReply would take it): a call's reply with no payload and
+// no error in it, the most common ones, known without parsing them.
+func plainReply(b []byte) bool {
+	if len(b) < 3 || (b[0] != ':' && b[0] != '+') || bytes.Index(b, []byte("\r\n")) != len(b)-2 {
+		return false
+	}
+	if b[0] == '+' {
+		return true
+	}
+	_, err := strconv.ParseInt(string(b[1:len(b)-2]), 10, 64)
+	return err == nil
 }
 
 // redactPlain redacts a plain command: every argument but its structure

@@ -364,9 +364,9 @@ func (w *Writer) decodeEntry(r *Record, e []byte) error {
 	r.Time = time.UnixMicro(d.varint("time"))
 	r.Conn = d.uvarint("connection")
 	r.Flags = 0
-	r.Queue = w.intern(d.bytes("queue"))
-	r.Script = w.intern(d.bytes("script"))
-	r.Token = w.intern(d.bytes("token"))
+	r.Queue = w.intern(r.Queue, d.bytes("queue"))
+	r.Script = w.intern(r.Script, d.bytes("script"))
+	r.Token = w.intern(r.Token, d.bytes("token"))
 	r.payload.Values = d.ints(r.payload.Values[:0])
 	r.payload.Reply = d.ints(r.payload.Reply[:0])
 	r.keysSet = d.byte1("keys") == 1
@@ -394,8 +394,12 @@ func (d *decoder) ints(xs []int) []int {
 }
 
 // intern returns b as a string, the same one for the same bytes (queue,
-// script and token names repeat from record to record).
-func (w *Writer) intern(b []byte) string {
+// script and token names repeat from record to record); last is the
+// field's previous value, the likeliest.
+func (w *Writer) intern(last string, b []byte) string {
+	if string(b) == last {
+		return last
+	}
 	if s, ok := w.names[string(b)]; ok {
 		return s
 	}

@@ -22,18 +22,25 @@ import (
 // plain commands on the queue's keys), with the reply the upstream gave
 // and its time, for a replay (`emqproxy verify --replay`).
 //
-// Everything lives here; the data path has two call sites:
+// Everything lives here; the data path has two call sites, and the
+// session's end one:
 //
 //	session.command (session.go), right after s.forward(...):
 //	    s.captureCommand(f, &d)
 //	session.flush (segment.go), right before s.emit():
 //	    s.captureReplies()
+//	session.cleanup (session.go):
+//	    s.captureEnd()
 //
 // With no capture running, captureCommand is one atomic load and
 // captureReplies one length check. A running capture copies the command
-// (its arguments alias the read buffer) when it decides it, and the reply
-// once the segment's replies are in, and hands the record to the capture
-// writer's queue, which never blocks (a full queue drops and counts).
+// (its arguments alias the read buffer) into the session's stream
+// (capture.Stream) when it decides it, and the reply once the segment's
+// replies are in; the segment's records are published to the writer with
+// one atomic store. The writer takes them in batches and never blocks the
+// session: when it falls behind, the streams' buffers stop at their bound
+// and records are dropped and counted. The session's end closes its
+// stream (cleanup calls captureEnd).
 //
 // What is recorded: a script call's queue is its first key's hashtag (as
 // the audit log's); a plain command's is that of its first argument that is
