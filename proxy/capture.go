@@ -129,13 +129,15 @@ func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
 	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}
+	cs := &s.cap
+	if cs.st != nil && cs.c != s.srv.cap.active.Load() {
+		s.captureEnd() // its capture stopped: the stream's chunk is let go
+	}
 	q, c := s.captureQueue(f, d)
 	if c == nil {
 		return
 	}
-	cs := &s.cap
-	if cs.c != c {
-		s.captureEnd() // a capture that stopped, or another one
+	if cs.st == nil {
 		cs.c, cs.st = c, c.w.NewStream()
 	}
 	call := capture.Call{Seq: c.seq.Add(1), Time: s.began, Conn: s.id, Queue: q}
