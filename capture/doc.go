@@ -32,9 +32,14 @@
 //     other damage is an error naming the file, the offset and the record.
 //     A file that does not start with the magic is foreign, and a version
 //     this package does not know is refused: the reader never guesses.
-//   - The writer never blocks the data path: Add puts a record on a
-//     bounded queue and returns at once; a full queue drops the record and
-//     counts it. One goroutine redacts, encodes and writes (buffered),
+//   - The writer never blocks the data path. A producer of many records
+//     (a proxy session) copies each into a buffer of its own (Stream,
+//     stream.go) and publishes them with an atomic store; the writer takes
+//     them from every stream in batches. Add puts one record on a bounded
+//     queue and returns at once. Either way memory is bounded (BufferBytes
+//     over the streams' buffers, QueueLen records on the queue) and a
+//     record that finds no room is dropped and counted, never waited for.
+//     One goroutine redacts, encodes and writes (buffered, large writes),
 //     rotating to a new file past FileBytes.
 //   - MaxBytes is one disk budget over the directory, not per capture: the
 //     capture files already in it when a writer opens (earlier captures,

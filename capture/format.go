@@ -157,10 +157,15 @@ func (d *decoder) varint(what string) int64 {
 }
 
 func (d *decoder) bytes(what string) []byte {
-	n := d.uvarint(what + " length")
 	if d.err != nil {
 		return nil
 	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.fail("bad " + what + " length")
+		return nil
+	}
+	d.b = d.b[k:]
 	if n > uint64(len(d.b)) {
 		d.fail(what + " longer than the record")
 		return nil

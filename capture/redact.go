@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"hash/maphash"
 	"strconv"
 	"strings"
 )
@@ -47,28 +48,55 @@ type redactor struct {
 	sum      []byte
 	raw, hex []byte // standIn's buffers
 	keep     []bool
+	memo     *[memoSlots]memoEntry
+	seed     maphash.Seed
+}
+
+// The stand-ins of recent short values are kept (a direct-mapped cache
+// over the values, in memory only): the payload a CLAIM returns is most
+// often one an ENQUEUE wrote moments before, and its stand-in is then
+// copied instead of computed again.
+const (
+	memoMax   = 2 * sha256.Size // the values whose stand-in is the HMAC's hex alone
+	memoSlots = 1 << 9
+)
+
+type memoEntry struct {
+	n    int // the value's length + 1; 0: empty
+	v, s [memoMax]byte
 }
 
 // newRedactor draws the capture's secret.
 func newRedactor() *redactor {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails (it aborts the process instead)
-	return &redactor{mac: hmac.New(sha256.New, key)}
+	return &redactor{mac: hmac.New(sha256.New, key), memo: new([memoSlots]memoEntry), seed: maphash.MakeSeed()}
 }
 
-// standIn returns the stand-in of v: as long as v, the hex of its HMAC, and
-// past 64 bytes the hex of an AES-256-CTR keystream keyed by that HMAC (a
-// pseudorandom expansion of it at memory speed).
-func (z *redactor) standIn(v []byte) []byte {
-	out := make([]byte, len(v))
+// standIn replaces v, in place, by its stand-in: as long as v, the hex of
+// its HMAC, and past 64 bytes the hex of an AES-256-CTR keystream keyed by
+// that HMAC (a pseudorandom expansion of it at memory speed). The writer
+// owns a record's slices, so no copy is made.
+func (z *redactor) standIn(v []byte) {
+	var e *memoEntry
+	if len(v) <= memoMax {
+		e = &z.memo[maphash.Bytes(z.seed, v)&(memoSlots-1)]
+		if e.n == len(v)+1 && bytes.Equal(e.v[:len(v)], v) {
+			copy(v, e.s[:len(v)])
+			return
+		}
+	}
 	z.mac.Reset()
 	z.mac.Write(v)
 	z.sum = z.mac.Sum(z.sum[:0])
 	if len(v) <= hex.EncodedLen(len(z.sum)) {
 		var block [2 * sha256.Size]byte
 		hex.Encode(block[:], z.sum)
-		copy(out, block[:])
-		return out
+		e.n = len(v) + 1
+		copy(e.v[:], v)
+		copy(v, block[:])
+		e.s = block
+		return
 	}
 	blk, err := aes.NewCipher(z.sum)
 	if err != nil {
@@ -79,8 +107,7 @@ func (z *redactor) standIn(v []byte) []byte {
 	cipher.NewCTR(blk, make([]byte, aes.BlockSize)).XORKeyStream(z.raw, z.raw)
 	z.hex = append(z.hex[:0], make([]byte, 2*n)...)
 	hex.Encode(z.hex, z.raw)
-	copy(out, z.hex)
-	return out
+	copy(v, z.hex)
 }
 
 // redact replaces the record's job data with stand-ins, in its arguments
@@ -106,31 +133,44 @@ func (z *redactor) redactCall(r *Record) {
 		if nk, err := strconv.Atoi(string(r.Args[2])); err == nil && nk >= 0 {
 			for _, j := range r.payload.Values {
 				if i := 3 + nk + j - 1; i < len(r.Args) {
-					r.Args[i] = z.standIn(r.Args[i])
+					z.standIn(r.Args[i])
 				}
 			}
 		}
+	}
+	if plainReply(r.Reply) {
+		return // an integer or a status: nothing in it to replace
 	}
 	v, err := ParseReply(r.Reply)
 	if err != nil {
 		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
 		return
 	}
-	changed := false
+	// The stand-ins replace the values in r.Reply itself.
 	if v.Type == '*' && !v.Nil {
 		for _, j := range r.payload.Reply {
 			if j >= 1 && j <= len(v.Elems) {
-				changed = z.standInValue(&v.Elems[j-1], false) || changed
+				z.standInValue(&v.Elems[j-1], false)
 			}
 		}
 	}
 	if z.standInValue(&v, true) {
-		changed = true
 		r.Flags |= FlagShapeOnly // an error's text is a stand-in
 	}
-	if changed {
-		r.Reply = v.AppendRESP(nil)
+}
+
+// plainReply reports whether b is one well-formed integer or simple string
+// reply (as ParseReply would take it): a call's reply with no payload and
+// no error in it, the most common ones, known without parsing them.
+func plainReply(b []byte) bool {
+	if len(b) < 3 || (b[0] != ':' && b[0] != '+') || bytes.Index(b, []byte("\r\n")) != len(b)-2 {
+		return false
 	}
+	if b[0] == '+' {
+		return true
+	}
+	_, err := strconv.ParseInt(string(b[1:len(b)-2]), 10, 64)
+	return err == nil
 }
 
 // redactPlain redacts a plain command: every argument but its structure
@@ -139,7 +179,7 @@ func (z *redactor) redactPlain(r *Record) {
 	keep := z.keepArgs(r)
 	for i := range r.Args {
 		if !keep[i] {
-			r.Args[i] = z.standIn(r.Args[i])
+			z.standIn(r.Args[i])
 		}
 	}
 	v, err := ParseReply(r.Reply)
@@ -147,8 +187,7 @@ func (z *redactor) redactPlain(r *Record) {
 		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
 		return
 	}
-	if z.standInValue(&v, false) {
-		r.Reply = v.AppendRESP(nil)
+	if z.standInValue(&v, false) { // in r.Reply itself
 		r.Flags |= FlagShapeOnly
 	}
 }
@@ -240,25 +279,27 @@ func structuralField(f []byte) bool {
 }
 
 // standInValue replaces the contents of v (errorsOnly: of its errors only)
-// by stand-ins, and reports whether it changed anything. Simple strings,
+// by stand-ins, in the reply v was parsed from (a stand-in has its value's
+// length, so the reply keeps its framing), and reports whether it changed
+// anything. Simple strings,
 // integers, booleans and nulls are kept: they are statuses and counts.
 func (z *redactor) standInValue(v *Value, errorsOnly bool) bool {
 	changed := false
 	switch v.Type {
 	case '-', '!':
-		code, text := errorCode(v.Str)
-		if len(text) > 0 {
-			v.Str = append(append([]byte(nil), code...), z.standIn(text)...)
+		if _, text := errorCode(v.Str); len(text) > 0 {
+			z.standIn(text)
 			changed = true
 		}
 	case '$', ',', '(':
 		if !errorsOnly && !v.Nil && len(v.Str) > 0 {
-			v.Str, changed = z.standIn(v.Str), true
+			z.standIn(v.Str)
+			changed = true
 		}
 	case '=':
 		// Verbatim: the three-letter format and its colon stay.
 		if !errorsOnly && len(v.Str) > 4 {
-			v.Str = append(append([]byte(nil), v.Str[:4]...), z.standIn(v.Str[4:])...)
+			z.standIn(v.Str[4:])
 			changed = true
 		}
 	}

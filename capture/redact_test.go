@@ -162,3 +162,37 @@ func TestStandInsArePerCapture(t *testing.T) {
 		t.Errorf("unparsed reply kept as %q", rs[0].Reply)
 	}
 }
+
+// A stand-in is the same whether it is computed or copied from the
+// redactor's memo of recent values, and it is written over the value.
+func TestStandInMemo(t *testing.T) {
+	z := newRedactor()
+	for _, v := range []string{"", "x", "secret-stuff!", strings.Repeat("p", 64), strings.Repeat("q", 65), strings.Repeat("r", 1000)} {
+		first := []byte(v)
+		z.standIn(first)
+		again := []byte(v)
+		z.standIn(again) // from the memo, for the short ones
+		z.memo = new([memoSlots]memoEntry)
+		fresh := []byte(v)
+		z.standIn(fresh)
+		if !bytes.Equal(first, again) || !bytes.Equal(first, fresh) || len(first) != len(v) || !isHex(first) {
+			t.Errorf("%d bytes: stand-ins %q, %q, %q", len(v), first, again, fresh)
+		}
+		if len(v) > 0 && string(first) == v {
+			t.Errorf("%q kept", v)
+		}
+	}
+}
+
+// plainReply takes exactly the integer and simple string replies ParseReply
+// takes.
+func TestPlainReplyAgreesWithParseReply(t *testing.T) {
+	for _, b := range []string{":1\r\n", ":-5\r\n", ":+5\r\n", ":x\r\n", ":\r\n", "+OK\r\n", "+\r\n", "+a\r\r\n",
+		":1\r\n:2\r\n", "+OK\r\n+OK\r\n", ":1", ":1\n", "$1\r\na\r\n", "-ERR x\r\n", ":99999999999999999999\r\n", "*0\r\n"} {
+		v, err := ParseReply([]byte(b))
+		want := err == nil && (v.Type == ':' || v.Type == '+')
+		if got := plainReply([]byte(b)); got != want {
+			t.Errorf("%q: plainReply %v, ParseReply %v (%v)", b, got, want, err)
+		}
+	}
+}

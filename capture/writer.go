@@ -48,9 +48,14 @@ type Options struct {
 	// Redact replaces job data with stand-ins keyed by a secret of this
 	// writer's own (redact.go).
 	Redact bool
-	// QueueLen bounds the records waiting to be written (DefaultQueueLen);
-	// a record added to a full queue is dropped and counted.
+	// QueueLen bounds the records Add and AddBatch leave waiting to be
+	// written (DefaultQueueLen); a record added to a full queue is dropped
+	// and counted.
 	QueueLen int
+	// BufferBytes bounds the chunks of the writer's streams, filled or
+	// waiting for the writer (DefaultBufferBytes); a record that finds
+	// them full is dropped and counted (stream.go).
+	BufferBytes int64
 	// MapDigest and Queues go into each file's header.
 	MapDigest string
 	Queues    []string
@@ -105,6 +110,10 @@ type Writer struct {
 	earlier int64                  // bytes of the capture files in Dir at Open
 	red     *redactor              // with Options.Redact
 
+	smu      sync.Mutex
+	added    []*Stream    // streams not yet seen by the writer (under smu)
+	buffered atomic.Int64 // bytes of the streams' chunks
+
 	// Owned by the writer goroutine (read by Stats through atomics).
 	started   time.Time
 	f         *os.File
@@ -116,6 +125,9 @@ type Writer struct {
 	dropped   atomic.Int64
 	buf       []byte
 	err       error
+	streams   []*Stream
+	rec       Record            // reused for the streams' records
+	names     map[string]string // intern
 }
 
 // Open makes the directory, opens the first file and starts the writer.
@@ -132,6 +144,9 @@ func Open(o Options) (*Writer, error) {
 	o.FileBytes = min(o.FileBytes, o.MaxBytes)
 	if o.QueueLen <= 0 {
 		o.QueueLen = DefaultQueueLen
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = DefaultBufferBytes
 	}
 	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
@@ -154,6 +169,7 @@ func Open(o Options) (*Writer, error) {
 		started: time.Now(),
 		bw:      bufio.NewWriterSize(nil, 256<<10),
 		earlier: earlier,
+		names:   map[string]string{},
 	}
 	if o.Redact {
 		w.red = newRedactor()
@@ -167,6 +183,10 @@ func Open(o Options) (*Writer, error) {
 	go w.run()
 	return w, nil
 }
+
+// drainHook, when set (by a test, before Open), runs on the writer's
+// goroutine before each visit of the streams.
+var drainHook func()
 
 // Add queues r for writing and returns at once; false when r was dropped
 // (the queue is full, or the writer stopped or is closed). The writer owns
@@ -260,10 +280,13 @@ func (w *Writer) run() {
 			if rs := w.take(); len(rs) > 0 {
 				w.writeAll(rs)
 			}
+			w.drainStreams()
 		case <-tick.C:
 			w.flush()
 		case <-w.quit:
 			w.writeAll(w.take())
+			w.drainStreams()
+			w.forgetStreams()
 			w.flush()
 			if w.f != nil {
 				if err := w.f.Close(); err != nil && w.err == nil {

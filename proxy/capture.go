@@ -22,18 +22,25 @@ import (
 // plain commands on the queue's keys), with the reply the upstream gave
 // and its time, for a replay (`emqproxy verify --replay`).
 //
-// Everything lives here; the data path has two call sites:
+// Everything lives here; the data path has two call sites, and the
+// session's end one:
 //
 //	session.command (session.go), right after s.forward(...):
 //	    s.captureCommand(f, &d)
 //	session.flush (segment.go), right before s.emit():
 //	    s.captureReplies()
+//	session.cleanup (session.go):
+//	    s.captureEnd()
 //
 // With no capture running, captureCommand is one atomic load and
 // captureReplies one length check. A running capture copies the command
-// (its arguments alias the read buffer) when it decides it, and the reply
-// once the segment's replies are in, and hands the record to the capture
-// writer's queue, which never blocks (a full queue drops and counts).
+// (its arguments alias the read buffer) into the session's stream
+// (capture.Stream) when it decides it, and the reply once the segment's
+// replies are in; the segment's records are published to the writer with
+// one atomic store. The writer takes them in batches and never blocks the
+// session: when it falls behind, the streams' buffers stop at their bound
+// and records are dropped and counted. The session's end closes its
+// stream (cleanup calls captureEnd).
 //
 // What is recorded: a script call's queue is its first key's hashtag (as
 // the audit log's); a plain command's is that of its first argument that is
@@ -95,41 +102,89 @@ func (c *capturer) wants(q []byte) bool {
 	return false
 }
 
-// capState is a session's records waiting for their replies.
+// capState is a session's side of the running capture: its stream (the
+// buffer it copies records into, capture.Stream) and the segment's records
+// waiting for their replies.
 type capState struct {
+	c    *capturer       // the capture st belongs to
+	st   *capture.Stream // nil until the session records a call
 	pend []capPending
+	keys []int // scratch: a plain command's key positions
+	// The last queue asked of a capture, and its answer.
+	qc  *capturer
+	q   []byte
+	qOK bool
 }
 
 type capPending struct {
 	slot int // index in s.slots
-	rec  *capture.Record
-	c    *capturer
+	i    int // the record's index in the stream (Begin)
 }
 
 // captureCommand records the command just forwarded (the session's last
-// slot) when a capture wants its queue (observe.go).
+// slot) when a capture wants its queue (observe.go): its head and
+// arguments are copied into the session's stream, to be finished with the
+// reply by captureReplies.
 func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
 	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}
-	rec, c := s.newCapture(f, d)
-	if rec == nil {
+	cs := &s.cap
+	if cs.st != nil && cs.c != s.srv.cap.active.Load() {
+		s.captureEnd() // its capture stopped: the stream's chunk is let go
+	}
+	q, c := s.captureQueue(f, d)
+	if c == nil {
 		return
 	}
-	s.cap.pend = append(s.cap.pend, capPending{slot: len(s.slots) - 1, rec: rec, c: c})
+	if cs.st == nil {
+		cs.c, cs.st = c, c.w.NewStream()
+	}
+	call := capture.Call{Seq: c.seq.Add(1), Time: s.began, Conn: s.id, Queue: q}
+	if d.Script != nil {
+		call.Script, call.Token = d.Script.Name, d.Script.Verb
+		call.Payload = d.Script.Payload()
+	} else if c.o.Redact {
+		call.KeysSet, call.Name, call.Keys = s.captureKeyPositions(f.Args)
+	}
+	i := cs.st.Begin(&call, f.Args)
+	cs.pend = append(cs.pend, capPending{slot: len(s.slots) - 1, i: i})
 }
 
-// captureReplies completes the segment's records with their replies and
-// hands them to their capture's writer. It runs once every reply of the
+// captureQueue returns the queue of a forwarded command and the running
+// capture when it wants that queue.
+func (s *session) captureQueue(f resp.Frame, d *rewrite.Decision) ([]byte, *capturer) {
+	c := s.srv.cap.active.Load()
+	if c == nil || d.Effect == rewrite.Subscribe {
+		return nil, nil
+	}
+	q := d.Queue
+	if d.SHA == "" {
+		q = queueOfArgs(f.Args)
+	}
+	if len(q) == 0 {
+		return nil, nil
+	}
+	cs := &s.cap
+	if cs.qc != c || string(cs.q) != string(q) {
+		cs.qc, cs.q, cs.qOK = c, append(cs.q[:0], q...), c.wants(q)
+	}
+	if !cs.qOK {
+		return nil, nil
+	}
+	return q, c
+}
+
+// captureReplies finishes the segment's records with their replies and
+// publishes them to the capture's writer. It runs once every reply of the
 // segment is in, before emit moves them to the output.
 func (s *session) captureReplies() {
-	if len(s.cap.pend) == 0 {
+	cs := &s.cap
+	if len(cs.pend) == 0 {
 		return
 	}
 	now := time.Now()
-	var batch []*capture.Record // handed over at once: the writer wakes once per segment
-	var to *capturer
-	for _, p := range s.cap.pend {
+	for _, p := range cs.pend {
 		if p.slot >= len(s.slots) {
 			continue
 		}
@@ -141,23 +196,37 @@ func (s *session) captureReplies() {
 		if sl.idx >= len(b.ends) {
 			continue // no reply (the client is closed over the reply cap)
 		}
-		p.rec.Reply = append([]byte(nil), b.reply(sl.idx)...)
-		p.rec.Latency = now.Sub(p.rec.Time)
-		if to != p.c && len(batch) > 0 {
-			to.w.AddBatch(batch)
-			batch = nil
-		}
-		if batch == nil {
-			batch = make([]*capture.Record, 0, len(s.cap.pend))
-		}
-		to = p.c
-		batch = append(batch, p.rec)
+		cs.st.Finish(p.i, b.reply(sl.idx), now)
 	}
-	if len(batch) > 0 {
-		to.w.AddBatch(batch)
+	cs.st.Publish()
+	cs.pend = cs.pend[:0]
+}
+
+// captureEnd closes the session's stream, if any: its writer takes what it
+// published and forgets it. The session's end calls it (session.go).
+func (s *session) captureEnd() {
+	cs := &s.cap
+	if cs.st != nil {
+		cs.st.Publish() // records begun and not finished are dropped
+		cs.st.Close()
 	}
-	clear(s.cap.pend)
-	s.cap.pend = s.cap.pend[:0]
+	cs.c, cs.st = nil, nil
+	cs.pend = cs.pend[:0]
+}
+
+// captureKeyPositions is captureKeys for the stream: the command's name
+// length and key positions (in a scratch slice), when the table knows.
+func (s *session) captureKeyPositions(args [][]byte) (bool, int, []int) {
+	ck := s.srv.keys.Lookup(args)
+	if ck == nil || ck.Ask {
+		return false, 0, nil
+	}
+	name := 1
+	if top := s.srv.keys.Lookup(args[:1]); top != nil && top != ck {
+		name = 2 // a subcommand's entry
+	}
+	s.cap.keys = ck.Positions(args, s.cap.keys[:0])
+	return true, name, s.cap.keys
 }
 
 // captureKeys notes, for redaction, where a plain command's name and keys

@@ -57,15 +57,8 @@ func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *Upstream, 
 // newCapture returns the capture record of a forwarded command when a
 // capture wants its queue, with its capturer; nil otherwise.
 func (s *session) newCapture(f resp.Frame, d *rewrite.Decision) (*capture.Record, *capturer) {
-	c := s.srv.cap.active.Load()
-	if c == nil || d.Effect == rewrite.Subscribe {
-		return nil, nil
-	}
-	q := d.Queue
-	if d.SHA == "" {
-		q = queueOfArgs(f.Args)
-	}
-	if len(q) == 0 || !c.wants(q) {
+	q, c := s.captureQueue(f, d) // capture.go
+	if c == nil {
 		return nil, nil
 	}
 	n := 0

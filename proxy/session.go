@@ -143,7 +143,8 @@ func (s *session) cleanup() {
 		s.sub.u.disown(s.sub.nc)
 		s.sub = nil
 	}
-	s.trackEnd() // tracking.go
+	s.trackEnd()   // tracking.go
+	s.captureEnd() // capture.go
 }
 
 // round frames and serves the complete commands in the buffer (at most

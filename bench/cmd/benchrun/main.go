@@ -97,10 +97,10 @@ func run() error {
 	idleConns := flag.Int("idle-clients", 1000, "idle client connections for the memory measurement")
 	flag.DurationVar(&r.floodWarmup, "flood-warmup", time.Second, "floods: warmup of the well-behaved clients per window")
 	flag.DurationVar(&r.floodDur, "flood-duration", 4*time.Second, "floods: each window (with a flood, or none)")
-	only := flag.String("only", "", `run one section alone: "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
+	only := flag.String("only", "", `run one section alone: "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
-	if *only != "" && *only != "ack" && *only != "floods" {
-		return fmt.Errorf("--only %q: the sections that run alone are \"ack\" and \"floods\"", *only)
+	if *only != "" && *only != "capture" && *only != "ack" && *only != "floods" {
+		return fmt.Errorf("--only %q: the sections that run alone are \"capture\", \"ack\" and \"floods\"", *only)
 	}
 	if r.floodDur <= 0 || r.floodWarmup < 0 || r.floodWarmup+r.floodDur > time.Minute {
 		return fmt.Errorf("flood warmup %v + duration %v: at most 1m, duration > 0", r.floodWarmup, r.floodDur)
@@ -148,6 +148,12 @@ func run() error {
 		kind := kindBinary
 		if !r.binaryServes() {
 			kind = kindProxyd
+		}
+		if *only == "capture" {
+			if err := r.captureOnly(ctx, kind); err != nil {
+				return err
+			}
+			return r.writeCaptureOnly(resultStem(r.root, r.started))
 		}
 		if *only == "floods" {
 			if err := r.floods(ctx, kind); err != nil {
