@@ -293,15 +293,13 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 	if m.Nodes[rec.from] == nil || m.Nodes[rec.to] == nil {
 		return nil, fmt.Errorf("%w: the move of %s names %s -> %s, not both upstreams of the configuration", ErrMove, m.Queue, rec.from, rec.to)
 	}
-	if rec.step == StepCopying || rec.step == StepHeld {
-		// These steps copy again (deleting the target's keys first) or
-		// release the queue to the source: never for a move that is
-		// over. Copied and flipping only flip again, which is safe.
-		if done, e, err := m.stale(ctx, rec); err != nil {
-			return nil, err
-		} else if done {
-			return nil, m.dropStale(ctx, rec, e)
-		}
+	// Copying and held copy again (deleting the target's keys first) or
+	// release the queue to the source; copied and flipping flip it to the
+	// target: never for a move that is over (stale.go).
+	if done, e, err := m.stale(ctx, rec); err != nil {
+		return nil, err
+	} else if done {
+		return nil, m.dropStale(ctx, rec, e)
 	}
 	m.To = rec.to
 	m.Replace = rec.replace
