@@ -483,8 +483,14 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	}
 	for _, n := range []*Node{dst, src} {
 		c := n.C
-		if err := multi(ctx, c, c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e).Build(),
-			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build()); err != nil {
+		err := multi(ctx, c, c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e).Build(),
+			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build())
+		if err == nil {
+			// The source's keys are deleted next: the flip must survive
+			// a failover of either node first.
+			err = n.Confirm(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: flipping on %s: %v (the flip must be completed: --resume)", ErrMove, n.Name, err)
 		}
 	}
