@@ -293,15 +293,13 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 	if m.Nodes[rec.from] == nil || m.Nodes[rec.to] == nil {
 		return nil, fmt.Errorf("%w: the move of %s names %s -> %s, not both upstreams of the configuration", ErrMove, m.Queue, rec.from, rec.to)
 	}
-	if rec.step == StepCopying || rec.step == StepHeld {
-		// These steps copy again (deleting the target's keys first) or
-		// release the queue to the source: never for a move that is
-		// over. Copied and flipping only flip again, which is safe.
-		if done, e, err := m.stale(ctx, rec); err != nil {
-			return nil, err
-		} else if done {
-			return nil, m.dropStale(ctx, rec, e)
-		}
+	// Copying and held copy again (deleting the target's keys first) or
+	// release the queue to the source; copied and flipping flip it to the
+	// target: never for a move that is over (stale.go).
+	if done, e, err := m.stale(ctx, rec); err != nil {
+		return nil, err
+	} else if done {
+		return nil, m.dropStale(ctx, rec, e)
 	}
 	m.To = rec.to
 	m.Replace = rec.replace
@@ -485,8 +483,14 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	}
 	for _, n := range []*Node{dst, src} {
 		c := n.C
-		if err := multi(ctx, c, c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e).Build(),
-			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build()); err != nil {
+		err := multi(ctx, c, c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e).Build(),
+			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build())
+		if err == nil {
+			// The source's keys are deleted next: the flip must survive
+			// a failover of either node first.
+			err = n.Confirm(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: flipping on %s: %v (the flip must be completed: --resume)", ErrMove, n.Name, err)
 		}
 	}

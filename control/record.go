@@ -135,6 +135,16 @@ func (m *Mover) setStep(ctx context.Context, src *Node, step string, extra ...st
 	if err := m.checkRecord(ctx, src); err != nil {
 		return err
 	}
+	if step == StepCopied {
+		// From step copied on, a resume only flips: the copy must be on
+		// the target's replicas first, or a failover of the target
+		// after the flip would serve the queue without it.
+		if dst := m.Nodes[m.To]; dst != nil {
+			if err := dst.Confirm(ctx); err != nil {
+				return fmt.Errorf("%w: the copy of %s: %v", ErrMove, m.Queue, err)
+			}
+		}
+	}
 	c := src.C
 	hs := c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
 	for i := 0; i+1 < len(extra); i += 2 {

@@ -18,15 +18,24 @@ import (
 // are looked for node by node). So both first ask the merged table: a
 // record the table contradicts belongs to a move that is over (see
 // stale), and it is only removed.
+//
+// That holds at every step. A record at step copied or flipping only
+// flips again when resumed, which looked safe; but the queue may have
+// moved on since (the next mover did not reach the node holding the
+// record, and went ahead): flipping it back to the record's target, at an
+// epoch above the live entry, gives the queue to a node whose copy is
+// old or deleted, and --delete-source then deletes the live keys.
 
 // stale reports whether rec is the record of a move that is over, with
 // the merged entry that says so. A move in progress is at step copying
-// while its source owns the queue, and at a later step while the queue is
-// held by its source at the record's epoch (or, from step copied on,
-// owned by its target past that epoch: flipped). Anything else (the queue
-// owned by another node, held by another move) means the record outlived
-// its move. The target must be reachable: without its table a flip cannot
-// be told from a move in progress.
+// while its source owns the queue; at step held while the queue is held
+// by its source at the record's epoch (or owned by its source at no later
+// epoch); at step copied or flipping while the queue is held by its
+// source at the record's epoch. Anything else (the queue owned by another
+// node, or by the target: flipped, held by another move, given back to
+// the source) means the record outlived its move. The target must be
+// reachable: without its table a flip cannot be told from a move in
+// progress.
 func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 	if m.Nodes[rec.to] == nil {
 		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is unreachable: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue)
@@ -43,8 +52,13 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 		return e.State != Owned || e.Owner != rec.from, e, nil
 	case e.State == Held:
 		return e.Owner != rec.from || e.Epoch != rec.epoch, e, nil
-	default:
+	case rec.step == StepHeld:
 		return e.Owner != rec.from || e.Epoch > rec.epoch, e, nil
+	default:
+		// Copied or flipping, and not held: flipped already (owned by
+		// the target), or superseded. Flipping again would give the
+		// queue to the target at an epoch above the live entry.
+		return true, e, nil
 	}
 }
 

@@ -130,6 +130,12 @@ type NodeOptions struct {
 	// RESP2 speaks RESP2 (the mover: large replies of pairs decode in
 	// about half the time of RESP3's nested ones).
 	RESP2 bool
+	// AckReplicas and AckTimeout are the upstream's ack_replicas and
+	// ack_timeout: the mover confirms its writes on a master set with
+	// `WAIT AckReplicas AckTimeout` (Node.Confirm) before it relies on
+	// them, as a proxy confirms a client's write before it answers.
+	AckReplicas int
+	AckTimeout  time.Duration
 }
 
 // Node is a valkey-go client to one node, for the control table.
@@ -176,6 +182,47 @@ func Dial(o NodeOptions) (*Node, error) {
 
 // Close closes the client.
 func (n *Node) Close() { n.C.Close() }
+
+// KeyConfirm is the key the mover writes to confirm what it wrote before.
+const KeyConfirm = "{emqproxy}:confirm"
+
+// ErrNotConfirmed is wrapped when a node's replicas did not confirm the
+// mover's writes in time.
+var ErrNotConfirmed = errors.New("writes not confirmed by the replicas")
+
+// Confirm waits until Opts.AckReplicas replicas of the node have every
+// write made to it before the call, on any connection: a write of
+// KeyConfirm and a WAIT on one connection (WAIT counts the replicas that
+// reached the connection's last write, which the node applied after every
+// earlier one). Nothing to do when AckReplicas is 0. A replica answers
+// the write READONLY: the node is not the primary.
+func (n *Node) Confirm(ctx context.Context) error {
+	want := n.Opts.AckReplicas
+	if want <= 0 {
+		return nil
+	}
+	to := n.Opts.AckTimeout
+	if to <= 0 {
+		to = time.Second
+	}
+	c := n.C
+	// WAIT is a blocking command: valkey-go sends the whole pipeline on
+	// one connection of its blocking pool.
+	rs := c.DoMulti(ctx,
+		c.B().Set().Key(KeyConfirm).Value(strconv.FormatInt(time.Now().UnixMilli(), 10)).Px(time.Minute).Build(),
+		c.B().Wait().Numreplicas(int64(want)).Timeout(to.Milliseconds()).Build())
+	if err := rs[0].Error(); err != nil {
+		return fmt.Errorf("%w on %s: %v", ErrNotConfirmed, n.Name, err)
+	}
+	got, err := rs[1].AsInt64()
+	if err != nil {
+		return fmt.Errorf("%w on %s: WAIT: %v", ErrNotConfirmed, n.Name, err)
+	}
+	if got < int64(want) {
+		return fmt.Errorf("%w on %s: WAIT %d %d answered %d", ErrNotConfirmed, n.Name, want, to.Milliseconds(), got)
+	}
+	return nil
+}
 
 // ReadTable reads the node's table. The entries are read before the epoch,
 // so an entry written meanwhile (with its epoch, in one transaction) is

@@ -102,3 +102,80 @@ func check(t *testing.T, s *moveStand, ids []string, out string) {
 		t.Errorf("after the abort of a stale record billing must stay owned by module-a:\n%s\n%s", out, st)
 	}
 }
+
+// TestQueueMoveResumeOfAStaleCopiedRecordKeepsTheLiveQueue: a record at
+// step copied (or flipping) that outlived its move is resumed after the
+// queue moved on. The record of a move scripts-b -> module-a reappears on
+// scripts-b (the promoted node of a failover that discarded its deletion,
+// which the next mover, not reaching that node, did not see), after the
+// queue was moved back to scripts-b, module-a's copy deleted. A resume
+// from step copied only flips, so it was taken as always safe: it flipped
+// billing to module-a at a new epoch, above the live entry, where no key
+// of billing is left: every job, the ones written since included, was
+// gone from the queue (and the live keys, on scripts-b, deleted with
+// --delete-source). The merged table says the move is over (billing
+// owned by scripts-b at an epoch past the record's): the record is only
+// removed.
+func TestQueueMoveResumeOfAStaleCopiedRecordKeepsTheLiveQueue(t *testing.T) {
+	s := startMoveStand(t, "")
+	ctx := context.Background()
+	ids := fillQueue(t, s.src, "billing", 20)
+
+	// The move scripts-b -> module-a, stopped after the copy, then resumed.
+	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
+	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
+	if err != nil {
+		t.Fatalf("DUMP the record: %v", err)
+	}
+	started, err := s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
+	if err != nil {
+		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
+	}
+	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume: %v", err)
+	}
+	// And back to scripts-b, module-a's keys deleted.
+	if out, err := s.run(t, "move", "billing", "--to", "scripts-b", "--replace", "--delete-source"); err != nil || !strings.Contains(out, "moved billing from module-a to scripts-b") {
+		t.Fatalf("the move back: %v", err)
+	}
+	// scripts-b serves billing: a job written there.
+	if err := s.src.Do(ctx, s.src.B().Hset().Key(legacy.JobKey("billing", "AFTER")).FieldValue().
+		FieldValue("state", "pending").FieldValue("attempts", "0").FieldValue("payload", "written after the moves").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.src.Do(ctx, s.src.B().Zadd().Key(legacy.Key("billing", "pending")).ScoreMember().ScoreMember(0, "AFTER").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, step := range []string{control.StepCopied, control.StepFlipping} {
+		// The first move's record comes back, at step copied or flipping.
+		if err := s.src.Do(ctx, s.src.B().Restore().Key(control.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
+			t.Fatalf("RESTORE the record: %v", err)
+		}
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.run(t, "move", "billing", "--resume", "--delete-source")
+		if err == nil || !strings.Contains(out, "is over") {
+			t.Errorf("the resume of a stale record at step %s: %v", step, err)
+		}
+		st, serr := s.run(t, "status")
+		if serr != nil || !strings.Contains(st, "billing: owned scripts-b") {
+			t.Errorf("after the resume of a stale record at step %s billing must stay owned by scripts-b:\n%s\n%s", step, out, st)
+		}
+		if strings.Contains(st, "MOVE billing") {
+			t.Errorf("the stale record (step %s) is still listed:\n%s", step, st)
+		}
+		for _, id := range append([]string{"AFTER"}, ids[:3]...) {
+			if n := inSets(t, s.src, "billing", id); n != 1 {
+				t.Errorf("after the resume of a stale record at step %s, job %s is in %d sets of scripts-b, its owner", step, id, n)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}

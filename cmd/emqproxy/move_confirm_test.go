@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/shamap"
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica is the loss of the
+// fault campaign's seed 3131 (20 minutes, queue charlie1): a move to a
+// module master set whose replica was not taking the primary's writes (a
+// stale primary not yet turned into a replica after a failover) copied
+// 6,428 keys to the primary, flipped the queue there and deleted the
+// source's keys; the next failover promoted the replica, without the
+// copy: every job of the queue was gone. The proxies confirm a client's
+// write on the node's replicas (ack_replicas) before they answer it; the
+// mover confirmed nothing.
+//
+// The target here is a module primary whose only replica is frozen
+// (SIGSTOP), with ack_replicas 1: the move must stop before it records
+// the copy as done, give the queue back to its source and keep the
+// source's keys; once the replica is back, --resume completes it.
+func TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica(t *testing.T) {
+	dir := t.TempDir()
+	mapPath := filepath.Join(dir, "map.yaml")
+	copyFile(t, filepath.Join(node.RepoRoot(), "stand", "map.yaml"), mapPath)
+	m, err := shamap.Load(mapPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := node.StartT(t, node.Options{Role: node.Scripts, Brand: m.LegacyBrand})
+	primary := node.StartT(t, node.Options{Role: node.Module})
+	replica := node.StartT(t, node.Options{Role: node.Module, ReplicaOf: primary.Addr})
+	if err := replica.WaitSynced(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Thaw() })
+	cfg := filepath.Join(dir, "emqproxy.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`map: %q
+upstreams:
+  module-a:
+    address: %q
+    role: module
+    ack_replicas: 1
+    ack_timeout: 300ms
+  scripts-b:
+    address: %q
+    role: scripts
+routes:
+  - queues: ["billing"]
+    upstream: scripts-b
+  - queues: ["*"]
+    upstream: module-a
+control:
+  enabled: true
+  poll: 100ms
+  lease: 1s
+timeouts:
+  drain: 2s
+  hold: 5s
+`, mapPath, primary.Addr, scripts.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &moveStand{dir: dir, cfg: cfg, m: m, scripts: scripts, module: primary, src: scripts.Client(t), dst: primary.Client(t)}
+	ctx := context.Background()
+	ids := fillQueue(t, s.src, "billing", 50)
+	before := dumpQueue(t, s.src, "billing")
+
+	if err := replica.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.run(t, "move", "billing", "--to", "module-a", "--delete-source")
+	if err == nil || !strings.Contains(out, "not confirmed by the replicas") {
+		t.Errorf("a move to a primary whose replica does not take its writes: %v, want the copy not confirmed", err)
+	}
+	if got := dumpQueue(t, s.src, "billing"); !mapsEqual(got, before) {
+		t.Errorf("the source holds %d keys of billing after the refused move, want its %d keys unchanged", len(got), len(before))
+	}
+	st, _ := s.run(t, "status")
+	if strings.Contains(st, "billing: owned module-a") {
+		t.Errorf("billing was given to module-a, whose replica has none of it:\n%s", st)
+	}
+
+	// The replica back, the move completes.
+	if err := replica.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.WaitSynced(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Its link said up while frozen: wait until it takes writes again.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rs := s.dst.DoMulti(ctx, s.dst.B().Set().Key("caught-up").Value("1").Build(), s.dst.B().Wait().Numreplicas(1).Timeout(200).Build())
+		if n, _ := rs[1].AsInt64(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the thawed replica does not take the primary's writes")
+		}
+	}
+	out, err = s.run(t, "move", "billing", "--resume", "--delete-source")
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume once the replica is back: %v", err)
+	}
+	rc := replica.Client(t)
+	for _, id := range ids {
+		if n := inSets(t, rc, "billing", id); n != 1 {
+			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
+		}
+	}
+	if n, _ := rc.Do(ctx, rc.B().Hget().Key(control.KeyQueues).Field("billing").Build()).ToString(); !strings.HasSuffix(n, "owned module-a") {
+		t.Errorf("module-a's replica has billing's entry %q, want it owned by module-a", n)
+	}
+}
