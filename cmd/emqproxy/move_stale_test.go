@@ -33,18 +33,7 @@ func TestQueueMoveAbortOfAStaleRecordKeepsTheLiveQueue(t *testing.T) {
 	ids := fillQueue(t, s.src, "billing", 20)
 
 	// The move, stopped after the copy: the record at step copied.
-	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
-	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
-	if err != nil {
-		t.Fatalf("DUMP the record: %v", err)
-	}
-	started, err := s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
-	if err != nil {
-		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
-	}
-	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
-		t.Fatalf("resume: %v", err)
-	}
+	rec, started := s.copiedThenResumed(t)
 
 	// The target serves billing: a job written and one completed there.
 	if err := s.dst.Do(ctx, s.dst.B().Hset().Key(legacy.JobKey("billing", "AFTER")).FieldValue().
@@ -122,18 +111,7 @@ func TestQueueMoveResumeOfAStaleCopiedRecordKeepsTheLiveQueue(t *testing.T) {
 	ids := fillQueue(t, s.src, "billing", 20)
 
 	// The move scripts-b -> module-a, stopped after the copy, then resumed.
-	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
-	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
-	if err != nil {
-		t.Fatalf("DUMP the record: %v", err)
-	}
-	started, err := s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
-	if err != nil {
-		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
-	}
-	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
-		t.Fatalf("resume: %v", err)
-	}
+	rec, started := s.copiedThenResumed(t)
 	// And back to scripts-b, module-a's keys deleted.
 	if out, err := s.run(t, "move", "billing", "--to", "scripts-b", "--replace", "--delete-source"); err != nil || !strings.Contains(out, "moved billing from module-a to scripts-b") {
 		t.Fatalf("the move back: %v", err)
@@ -178,4 +156,25 @@ func TestQueueMoveResumeOfAStaleCopiedRecordKeepsTheLiveQueue(t *testing.T) {
 			return
 		}
 	}
+}
+
+// copiedThenResumed moves billing from scripts-b to module-a, stops the
+// mover after the copy, keeps the move's record (DUMP) and the control
+// table's start entry as they were then, and resumes the move to its end.
+func (s *moveStand) copiedThenResumed(t *testing.T) (rec, started string) {
+	t.Helper()
+	ctx := context.Background()
+	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
+	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
+	if err != nil {
+		t.Fatalf("DUMP the record: %v", err)
+	}
+	started, err = s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
+	if err != nil {
+		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
+	}
+	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume: %v", err)
+	}
+	return rec, started
 }
