@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -26,7 +27,7 @@ import (
 // session's end one:
 //
 //	session.command (session.go), right after s.forward(...):
-//	    s.captureCommand(f, &d)
+//	    s.captureCommand(f, &d, entry)
 //	session.flush (segment.go), right before s.emit():
 //	    s.captureReplies()
 //	session.cleanup (session.go):
@@ -125,7 +126,8 @@ type capPending struct {
 // slot) when a capture wants its queue (observe.go): its head and
 // arguments are copied into the session's stream, to be finished with the
 // reply by captureReplies.
-func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
+// ck is the command's entry in the server's table, as the plan found it.
+func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision, ck *cmdtable.Entry) {
 	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
 		return
 	}
@@ -145,7 +147,7 @@ func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision) {
 		call.Script, call.Token = d.Script.Name, d.Script.Verb
 		call.Payload = d.Script.Payload()
 	} else if c.o.Redact {
-		call.KeysSet, call.Name, call.Keys = s.captureKeyPositions(f.Args)
+		call.KeysSet, call.Name, call.Keys = s.captureKeyPositions(f.Args, ck)
 	}
 	i := cs.st.Begin(&call, f.Args)
 	cs.pend = append(cs.pend, capPending{slot: len(s.slots) - 1, i: i})
@@ -214,10 +216,16 @@ func (s *session) captureEnd() {
 	cs.pend = cs.pend[:0]
 }
 
-// captureKeyPositions is captureKeys for the stream: the command's name
-// length and key positions (in a scratch slice), when the table knows.
-func (s *session) captureKeyPositions(args [][]byte) (bool, int, []int) {
-	ck := s.srv.keys.Lookup(args)
+// captureKeyPositions is where a plain command's name and keys are, for
+// redaction: the length of its name and its key positions (in a scratch
+// slice), when the server's table knows (ck, its entry, or looked up when
+// nil). A command the table does not know, or whose keys only COMMAND
+// GETKEYS finds, is left to the capture's own rule: the arguments that are
+// keys of the record's queue.
+func (s *session) captureKeyPositions(args [][]byte, ck *cmdtable.Entry) (bool, int, []int) {
+	if ck == nil {
+		ck = s.srv.keys.Lookup(args)
+	}
 	if ck == nil || ck.Ask {
 		return false, 0, nil
 	}
@@ -229,20 +237,12 @@ func (s *session) captureKeyPositions(args [][]byte) (bool, int, []int) {
 	return true, name, s.cap.keys
 }
 
-// captureKeys notes, for redaction, where a plain command's name and keys
-// are, from the server's command table (a command the table does not know,
-// or whose keys only COMMAND GETKEYS finds, is left to the capture's own
-// rule: the arguments that are keys of the record's queue).
+// captureKeys notes, for redaction, where a bridged record's name and keys
+// are (captureKeyPositions).
 func (s *session) captureKeys(rec *capture.Record) {
-	ck := s.srv.keys.Lookup(rec.Args)
-	if ck == nil || ck.Ask {
-		return
+	if set, name, keys := s.captureKeyPositions(rec.Args, nil); set {
+		rec.SetKeys(name, append([]int(nil), keys...))
 	}
-	name := 1
-	if top := s.srv.keys.Lookup(rec.Args[:1]); top != nil && top != ck {
-		name = 2 // a subcommand's entry
-	}
-	rec.SetKeys(name, ck.Positions(rec.Args, nil))
 }
 
 // queueOfArgs is the queue of a plain command: the hashtag of its first

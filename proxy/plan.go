@@ -232,15 +232,14 @@ func (s *session) waitHeld(args [][]byte, sp *planStep, flush func() error) erro
 // can tell takes them from sp when there are routes to choose from, and
 // false says they were not asked yet.
 func (s *session) findKeys(args [][]byte, sp *planStep) bool {
-	keys := s.bufs.keys[:0]
-	defer func() { s.bufs.keys, sp.cmdKeys = keys, keys }()
 	if s.v.routes.single && s.v.ctl == nil {
 		return true
 	}
 	if sp.script {
-		keys = append(keys, sp.d.Keys...)
+		sp.cmdKeys = sp.d.Keys // Decide's, in the arguments: nothing to copy
 		return true
 	}
+	keys := s.bufs.keys[:0]
 	ck := sp.entry
 	switch {
 	case ck == nil:
@@ -257,6 +256,7 @@ func (s *session) findKeys(args [][]byte, sp *planStep) bool {
 			keys = append(keys, args[i])
 		}
 	}
+	s.bufs.keys, sp.cmdKeys = keys, keys
 	return true
 }
 

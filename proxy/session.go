@@ -302,7 +302,7 @@ func (s *session) command(f resp.Frame) {
 		s.alsoLoad(f, d, nil, false) // observe.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(&c)
-		s.captureCommand(f, d) // capture.go
+		s.captureCommand(f, d, c.sp.entry) // capture.go
 	}
 	s.apply(f, d)
 }
