@@ -8,7 +8,6 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -110,27 +109,6 @@ func newAckSpec(o UpstreamOptions) *ackSpec {
 	return a
 }
 
-// noteWrite records the command about to be added to b (as reply b.n)
-// as a write when it is one.
-func (s *session) noteWrite(b *batch, args [][]byte, sp *planStep) {
-	if isWrite(args, sp) {
-		b.writes = append(b.writes, b.n)
-	}
-}
-
-// isWrite reports whether a forwarded command writes (see above).
-func isWrite(args [][]byte, sp *planStep) bool {
-	d := &sp.d
-	if sp.script {
-		if d.Script != nil {
-			return d.Script.Verb != ""
-		}
-		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
-		return !ro
-	}
-	return sp.entry != nil && sp.entry.Traits&cmdtable.TraitWrite != 0
-}
-
 // ackBatch readies a batch bound for p (a shared connection in protocol
 // proto, or the client's own when dedicated) to wait for the replicas
 // when it holds a write, and returns the connection to send it on: p, or
@@ -177,19 +155,6 @@ func (u *Upstream) probePipe() *pipe {
 		return s.cur.Load()
 	}
 	return nil
-}
-
-// settleAcks takes WAIT's reply out of every batch of the segment that
-// ends with one, and answers its writes as WAIT says (see above).
-func (s *session) settleAcks() {
-	for i := range s.parts {
-		pt := &s.parts[i]
-		if pt.b.wait != waitNone && pt.up.ack != nil {
-			if n := pt.up.ack.settle(pt.b); n > 0 {
-				s.srv.met.unacked.WithLabelValues(pt.up.name).Add(float64(n))
-			}
-		}
-	}
 }
 
 // settle removes WAIT's reply, the batch's last, and replaces the writes'

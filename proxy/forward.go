@@ -179,3 +179,13 @@ func (s *session) closePinned() {
 	s.unpin = false
 	s.st.Watching = false
 }
+
+// ownConns are a client's own upstream connections: its WATCH pin and its
+// connection for blocking commands (forward.go).
+type ownConns struct {
+	pinned    *pipe     // the WATCH connection
+	pinnedUp  *Upstream // its upstream
+	unpin     bool      // release the pin after the current segment
+	blocker   *pipe     // the connection for blocking commands
+	blockerUp *Upstream // its upstream
+}

@@ -66,26 +66,3 @@ func (b *batch) appendTo(vec net.Buffers) net.Buffers {
 	}
 	return vec
 }
-
-// add appends a command for the server to *out (encoded as d says; nil:
-// as the client sent it). A large one is not copied: what *out holds is
-// sent, then the command from the client's read buffer.
-func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error {
-	if d == nil {
-		d = &rewrite.Decision{Action: rewrite.Pass}
-	}
-	if len(f.Raw) < refMin {
-		*out = encode(*out, f, d)
-		return nil
-	}
-	tail := f.Raw
-	if d.Action == rewrite.Rewrite {
-		*out = encodeHead(*out, f, d)
-		tail = f.TailFrom(d.Replace)
-	}
-	if err := sub.send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	return sub.send(tail)
-}

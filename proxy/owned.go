@@ -10,16 +10,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
-// ownConns are a client's own upstream connections: its WATCH pin and its
-// connection for blocking commands (forward.go).
-type ownConns struct {
-	pinned    *pipe     // the WATCH connection
-	pinnedUp  *Upstream // its upstream
-	unpin     bool      // release the pin after the current segment
-	blocker   *pipe     // the connection for blocking commands
-	blockerUp *Upstream // its upstream
-}
-
 // Owned connections.
 //
 // Besides its shared connections an upstream hands out connections of one

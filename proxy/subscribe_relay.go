@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The server-to-client half of subscribe mode (subscribe.go): the relay
@@ -215,4 +216,27 @@ func leftAll(r []byte) bool {
 	return bytes.HasPrefix(r, []byte("*3\r\n$11\r\nunsubscribe\r\n")) ||
 		bytes.HasPrefix(r, []byte("*3\r\n$12\r\npunsubscribe\r\n")) ||
 		bytes.HasPrefix(r, []byte("*3\r\n$12\r\nsunsubscribe\r\n"))
+}
+
+// add appends a command for the server to *out (encoded as d says; nil:
+// as the client sent it). A large one is not copied: what *out holds is
+// sent, then the command from the client's read buffer.
+func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error {
+	if d == nil {
+		d = &rewrite.Decision{Action: rewrite.Pass}
+	}
+	if len(f.Raw) < refMin {
+		*out = encode(*out, f, d)
+		return nil
+	}
+	tail := f.Raw
+	if d.Action == rewrite.Rewrite {
+		*out = encodeHead(*out, f, d)
+		tail = f.TailFrom(d.Replace)
+	}
+	if err := sub.send(*out); err != nil {
+		return err
+	}
+	*out = (*out)[:0]
+	return sub.send(tail)
 }

@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+)
+
+// The session's side of writes confirmed by replicas: which forwarded
+// commands are writes, and the segment's batches settled once their
+// replies are in (the upstream's side is upstream/ack.go).
+
+// noteWrite records the command about to be added to b (as reply b.n)
+// as a write when it is one.
+func (s *session) noteWrite(b *batch, args [][]byte, sp *planStep) {
+	if isWrite(args, sp) {
+		b.writes = append(b.writes, b.n)
+	}
+}
+
+// isWrite reports whether a forwarded command writes (see above).
+func isWrite(args [][]byte, sp *planStep) bool {
+	d := &sp.d
+	if sp.script {
+		if d.Script != nil {
+			return d.Script.Verb != ""
+		}
+		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
+		return !ro
+	}
+	return sp.entry != nil && sp.entry.Traits&cmdtable.TraitWrite != 0
+}
+
+// settleAcks takes WAIT's reply out of every batch of the segment that
+// ends with one, and answers its writes as WAIT says (see above).
+func (s *session) settleAcks() {
+	for i := range s.parts {
+		pt := &s.parts[i]
+		if pt.b.wait != waitNone && pt.up.ack != nil {
+			if n := pt.up.ack.settle(pt.b); n > 0 {
+				s.srv.met.unacked.WithLabelValues(pt.up.name).Add(float64(n))
+			}
+		}
+	}
+}
