@@ -109,13 +109,13 @@ func newAckSpec(o UpstreamOptions) *ackSpec {
 	return a
 }
 
-// ackBatch readies a batch bound for p (a shared connection in protocol
+// AckBatch readies a batch bound for p (a shared connection in protocol
 // proto, or the client's own when dedicated) to wait for the replicas
 // when it holds a write, and returns the connection to send it on: p, or
 // the probe connection while short (see above).
-func (u *Upstream) ackBatch(b *batch, p *pipe, proto int, dedicated bool) *pipe {
+func (u *Upstream) AckBatch(b *Batch, p *Pipe, proto int, dedicated bool) *Pipe {
 	a := u.ack
-	if len(b.writes) == 0 || b.wait != waitNone {
+	if len(b.Writes) == 0 || b.wait != waitNone {
 		return p
 	}
 	if a.short.Load() && !dedicated {
@@ -133,14 +133,14 @@ func (u *Upstream) ackBatch(b *batch, p *pipe, proto int, dedicated bool) *pipe 
 		b.wait = waitFull
 		b.waitLen = len(a.cmd)
 	}
-	b.out = append(b.out, a.cmd...)
-	b.n++
+	b.Out = append(b.Out, a.cmd...)
+	b.N++
 	return p
 }
 
 // probePipe returns the probe connection, opening it on first use (nil
 // until it is up).
-func (u *Upstream) probePipe() *pipe {
+func (u *Upstream) probePipe() *Pipe {
 	a := u.ack
 	a.once.Do(func() {
 		if u.ctx.Err() != nil {
@@ -160,20 +160,20 @@ func (u *Upstream) probePipe() *pipe {
 // settle removes WAIT's reply, the batch's last, and replaces the writes'
 // replies when it does not confirm them (or, short, when no WAIT was
 // sent). It returns how many were replaced.
-func (a *ackSpec) settle(b *batch) int {
+func (a *ackSpec) settle(b *Batch) int {
 	kind := b.wait
 	b.wait = waitNone
 	var msg []byte
 	if kind == waitShort {
 		msg = a.shortError(a.last.Load())
 	} else {
-		w := b.n - 1
-		reply := b.reply(w)
+		w := b.N - 1
+		reply := b.Reply(w)
 		got, answered := waitCount(reply)
 		confirmed := answered && got >= a.n
-		b.replies = b.replies[:b.ends[w]-len(reply)]
-		b.ends = b.ends[:w]
-		b.n = w
+		b.Replies = b.Replies[:b.Ends[w]-len(reply)]
+		b.Ends = b.Ends[:w]
+		b.N = w
 		if kind == waitProbe {
 			a.probing.Store(false)
 		}
@@ -186,25 +186,25 @@ func (a *ackSpec) settle(b *batch) int {
 		}
 		msg = a.unconfirmed(got, reply)
 	}
-	if b.over {
+	if b.Over {
 		return 0
 	}
-	out := make([]byte, 0, len(b.replies)+len(b.writes)*len(msg))
+	out := make([]byte, 0, len(b.Replies)+len(b.Writes)*len(msg))
 	replaced, k, start := 0, 0, 0
-	for i := range b.n {
-		r := b.replies[start:b.ends[i]]
-		start = b.ends[i]
-		for k < len(b.writes) && b.writes[k] < i {
+	for i := range b.N {
+		r := b.Replies[start:b.Ends[i]]
+		start = b.Ends[i]
+		for k < len(b.Writes) && b.Writes[k] < i {
 			k++
 		}
-		if k < len(b.writes) && b.writes[k] == i && !isErrorReply(r) {
+		if k < len(b.Writes) && b.Writes[k] == i && !isErrorReply(r) {
 			r = msg
 			replaced++
 		}
 		out = append(out, r...)
-		b.ends[i] = len(out)
+		b.Ends[i] = len(out)
 	}
-	b.replies = out
+	b.Replies = out
 	return replaced
 }
 
@@ -228,7 +228,7 @@ func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
 		why = "WAIT: " + string(firstLine(wait))
 	}
 	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas within " + a.timeout.String() + " (" + oneLine(why) + "); the command may have been applied\r\n")
+		" replicas within " + a.timeout.String() + " (" + OneLine(why) + "); the command may have been applied\r\n")
 }
 
 // shortError is the error a write gets while the replicas are short and

@@ -10,9 +10,9 @@ import (
 
 // noteWrite records the command about to be added to b (as reply b.n)
 // as a write when it is one.
-func (s *session) noteWrite(b *batch, args [][]byte, sp *planStep) {
+func (s *session) noteWrite(b *Batch, args [][]byte, sp *planStep) {
 	if isWrite(args, sp) {
-		b.writes = append(b.writes, b.n)
+		b.Writes = append(b.Writes, b.N)
 	}
 }
 

@@ -117,7 +117,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err != nil {
 			s.release()
 			s.flushCaching(out)
-			return s.bridgeLocal(out, sp.up.unavailable(), audit)
+			return s.bridgeLocal(out, sp.up.Unavailable(), audit)
 		}
 		if err := s.toLeg(out, l); err != nil {
 			return err
@@ -188,7 +188,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
 		s.tx.noteLoad(f)
-		s.tx.buf = encode(s.tx.buf, f, d)
+		s.tx.buf = Encode(s.tx.buf, f, d)
 		s.tx.n++
 		s.tx.noteRoute(&c)
 		s.relayed(audit, sp.up)

@@ -200,7 +200,7 @@ func (s *session) releaseOutput() {
 
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
-func (s *session) releaseReplies(b *batch) {
+func (s *session) releaseReplies(b *Batch) {
 	s.srv.mem.Give(b.acct.Held)
 	b.acct.Held = 0
 	if b.acct.dropped > 0 {

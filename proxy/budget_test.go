@@ -310,7 +310,7 @@ func testBudgetLargeRewrittenCall(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	h := startProxy(t, n, nil)
 	enq, _ := h.srv.Policy().Map.ByName("enqueue")
-	payload := strings.Repeat("p", 3*refMin) + "end"
+	payload := strings.Repeat("p", 3*RefMin) + "end"
 	c := h.dial()
 	c.send(cmd("PING"), cmd("EVALSHA", enq.SHA, "2", "emq:{big}:job:J1", "emq:{big}:pending", "J1", payload), cmd("PING"))
 	c.read().is("+PONG\r\n")
@@ -357,7 +357,7 @@ func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	h := startProxy(t, n, nil)
 	direct := dial(t, n.Addr)
-	a, b := strings.Repeat("a", refMin), strings.Repeat("b", refMin)+"end"
+	a, b := strings.Repeat("a", RefMin), strings.Repeat("b", RefMin)+"end"
 	check := func(prefix string) {
 		t.Helper()
 		direct.do("GET", prefix+":a").is("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")

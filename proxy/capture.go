@@ -195,10 +195,10 @@ func (s *session) captureReplies() {
 			continue // never sent: nothing reached the upstream
 		}
 		b := s.parts[sl.part].b
-		if sl.idx >= len(b.ends) {
+		if sl.idx >= len(b.Ends) {
 			continue // no reply (the client is closed over the reply cap)
 		}
-		cs.st.Finish(p.i, b.reply(sl.idx), now)
+		cs.st.Finish(p.i, b.Reply(sl.idx), now)
 	}
 	cs.st.Publish()
 	cs.pend = cs.pend[:0]

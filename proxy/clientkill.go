@@ -83,28 +83,28 @@ const unblockTries = 20
 // unblockOn sends CLIENT UNBLOCK of bc on its upstream's shared connection
 // (one reply; it changes nothing of the connection) and returns the reply.
 func unblockOn(s *session, bc *blockConn, withError bool) []byte {
-	p := bc.up.shared(s.id, 2)
+	p := bc.up.Shared(s.id, 2)
 	if p == nil {
-		return bc.up.unavailable()
+		return bc.up.Unavailable()
 	}
-	b := newBatch()
+	b := NewBatch()
 	n := 3
 	if withError {
 		n = 4
 	}
-	b.out = redcon.AppendArray(b.out, n)
-	b.out = redcon.AppendBulkString(b.out, "CLIENT")
-	b.out = redcon.AppendBulkString(b.out, "UNBLOCK")
-	b.out = redcon.AppendBulkString(b.out, strconv.FormatInt(bc.id, 10))
+	b.Out = redcon.AppendArray(b.Out, n)
+	b.Out = redcon.AppendBulkString(b.Out, "CLIENT")
+	b.Out = redcon.AppendBulkString(b.Out, "UNBLOCK")
+	b.Out = redcon.AppendBulkString(b.Out, strconv.FormatInt(bc.id, 10))
 	if withError {
-		b.out = redcon.AppendBulkString(b.out, "ERROR")
+		b.Out = redcon.AppendBulkString(b.Out, "ERROR")
 	}
-	b.n, b.max = 1, 1<<16
-	if err := p.send(b); err != nil {
-		return bc.up.unavailable()
+	b.N, b.Max = 1, 1<<16
+	if err := p.Send(b); err != nil {
+		return bc.up.Unavailable()
 	}
-	p.await(b)
-	return b.reply(0)
+	p.Await(b)
+	return b.Reply(0)
 }
 
 // clientKill answers CLIENT KILL ID (see above).

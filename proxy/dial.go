@@ -19,18 +19,18 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
-// setupConn is the synchronous connection used before a connection joins
+// SetupConn is the synchronous connection used before a connection joins
 // the data path: the boot commands and the OnConnect hook (as a fence.Conn).
 // An error reply is returned as a Reply of Type '-', not as an error.
-type setupConn struct {
-	nc  net.Conn
-	rr  resp.Reader
+type SetupConn struct {
+	Conn  net.Conn
+	RR  resp.Reader
 	buf []byte
 }
 
 // Do implements fence.Conn.
-func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error) {
-	raw, err := c.raw(ctx, args...)
+func (c *SetupConn) Do(ctx context.Context, args ...string) (fence.Reply, error) {
+	raw, err := c.Raw(ctx, args...)
 	if err != nil {
 		return fence.Reply{}, err
 	}
@@ -41,20 +41,20 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 	return r, nil
 }
 
-// raw sends one command and returns its reply's bytes.
-func (c *setupConn) raw(ctx context.Context, args ...string) ([]byte, error) {
+// Raw sends one command and returns its reply's bytes.
+func (c *SetupConn) Raw(ctx context.Context, args ...string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		_ = c.nc.SetDeadline(dl)
-		defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
+		_ = c.Conn.SetDeadline(dl)
+		defer func() { _ = c.Conn.SetDeadline(time.Time{}) }()
 	}
 	c.buf = redcon.AppendArray(c.buf[:0], len(args))
 	for _, a := range args {
 		c.buf = redcon.AppendBulkString(c.buf, a)
 	}
-	if _, err := c.nc.Write(c.buf); err != nil {
+	if _, err := c.Conn.Write(c.buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
-	raw, _, err := c.rr.Read(nil, -1)
+	raw, _, err := c.RR.Read(nil, -1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)
 	}
@@ -128,11 +128,11 @@ type dialer struct {
 	fol *follower
 }
 
-// dialed is a connection the dialer opened: the socket, its reader (which
-// may hold buffered bytes) and the address it was dialed at.
-type dialed struct {
-	nc   net.Conn
-	br   *bufio.Reader
+// Dialed is a connection the dialer opened: the socket, its reader (which
+// may hold buffered bytes) and the address it was Dialed at.
+type Dialed struct {
+	Conn   net.Conn
+	Buf   *bufio.Reader
 	addr string
 }
 
@@ -142,13 +142,13 @@ type dialed struct {
 // checked after the boot and before the fence. The boot, the role, the
 // fence and the command table speak RESP2; a RESP3 connection sends HELLO
 // 3 last.
-func (d *dialer) dial(ctx context.Context, proto int) (dl dialed, fenceErr bool, err error) {
+func (d *dialer) dial(ctx context.Context, proto int) (dl Dialed, fenceErr bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.DialTimeout)
 	defer cancel()
 	addr := d.opts.Address
 	if d.fol != nil {
 		if addr, err = d.fol.address(ctx); err != nil {
-			return dialed{}, false, err
+			return Dialed{}, false, err
 		}
 	}
 	nc, br, fenceErr, err := d.open(ctx, addr, proto)
@@ -156,12 +156,12 @@ func (d *dialer) dial(ctx context.Context, proto int) (dl dialed, fenceErr bool,
 		if d.fol != nil && !fenceErr {
 			d.fol.failed(addr, err)
 		}
-		return dialed{}, fenceErr, err
+		return Dialed{}, fenceErr, err
 	}
 	if d.fol != nil {
 		d.fol.connected(addr)
 	}
-	return dialed{nc: nc, br: br, addr: addr}, false, nil
+	return Dialed{Conn: nc, Buf: br, addr: addr}, false, nil
 }
 
 // open dials addr and readies the connection (see dial).
@@ -184,7 +184,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		nc = tc
 	}
 	br = bufio.NewReaderSize(nc, readBufSize)
-	sc := &setupConn{nc: nc, rr: resp.NewReader(br)}
+	sc := &SetupConn{Conn: nc, RR: resp.NewReader(br)}
 	if err := d.boot(ctx, sc); err != nil {
 		_ = nc.Close()
 		return nil, nil, false, err
@@ -223,7 +223,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		if proto == 3 {
 			args = append(args, "3")
 		}
-		raw, err := sc.raw(ctx, args...)
+		raw, err := sc.Raw(ctx, args...)
 		if err == nil && raw[0] == '-' {
 			err = fmt.Errorf("%w: %s: %s", ErrBoot, strings.Join(args, " "), bytes.TrimSpace(raw[1:]))
 		}
@@ -240,7 +240,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 }
 
 // boot runs AUTH and SELECT as configured.
-func (d *dialer) boot(ctx context.Context, c *setupConn) error {
+func (d *dialer) boot(ctx context.Context, c *SetupConn) error {
 	if d.opts.Password != "" {
 		args := []string{"AUTH", d.opts.Password}
 		if d.opts.Username != "" {

@@ -142,7 +142,7 @@ func (f *follower) errReply(addr string) func([]byte) {
 
 // checkRole sends ROLE on a new connection and refuses a node that does
 // not answer master.
-func checkRole(ctx context.Context, c *setupConn, addr string) error {
+func checkRole(ctx context.Context, c *SetupConn, addr string) error {
 	r, err := c.Do(ctx, "ROLE")
 	if err != nil {
 		return fmt.Errorf("%w: ROLE: %w", ErrBoot, err)
@@ -154,24 +154,24 @@ func checkRole(ctx context.Context, c *setupConn, addr string) error {
 		return fmt.Errorf("%w: ROLE answered no array", ErrUpstreamProtocol)
 	}
 	if role := r.Elems[0].Str; role != "master" {
-		return fmt.Errorf("%w: %s answers ROLE %s", ErrNotPrimary, addr, oneLine(role))
+		return fmt.Errorf("%w: %s answers ROLE %s", ErrNotPrimary, addr, OneLine(role))
 	}
 	return nil
 }
 
 // attach gives a new connection to addr what following needs: its address,
 // and the error-reply hook.
-func (u *Upstream) attach(p *pipe, addr string) {
+func (u *Upstream) attach(p *Pipe, addr string) {
 	p.addr = addr
 	if u.fol != nil {
 		p.onErr = u.fol.errReply(addr)
 	}
 }
 
-// current reports whether p goes to the upstream's node: always for a
+// Current reports whether p goes to the upstream's node: always for a
 // fixed address; for a Sentinel upstream, p's address is the primary
 // confirmed last.
-func (u *Upstream) current(p *pipe) bool { return u.fol == nil || u.fol.current(p.addr) }
+func (u *Upstream) Current(p *Pipe) bool { return u.fol == nil || u.fol.current(p.addr) }
 
 // follow watches the resolver and acts on every change of primary until
 // the upstream closes.
@@ -213,7 +213,7 @@ func (u *Upstream) switched(old, addr string) {
 	closed := 0
 	for _, s := range u.allSlots() {
 		if p := s.cur.Load(); p != nil && p.addr != addr {
-			p.close()
+			p.Close()
 			closed++
 		}
 	}
@@ -225,12 +225,12 @@ func (u *Upstream) switched(old, addr string) {
 		zap.Int("connections_closed", closed))
 }
 
-// awaitShared waits for a Sentinel upstream's shared connection in
+// AwaitShared waits for a Sentinel upstream's shared connection in
 // protocol proto for a client (by its id), other than old, while it has
 // none: at most FailoverWait from the moment the slot lost its connection
 // (see follower). nil for a fixed address, when the wait is over or the
 // fence refused the node.
-func (u *Upstream) awaitShared(ctx context.Context, id uint64, proto int, old *pipe) *pipe {
+func (u *Upstream) AwaitShared(ctx context.Context, id uint64, proto int, old *Pipe) *Pipe {
 	if u.fol == nil || u.fol.wait <= 0 {
 		return nil
 	}
@@ -252,12 +252,12 @@ func (u *Upstream) awaitShared(ctx context.Context, id uint64, proto int, old *p
 // (owned.go) is opened only while the fence holds.
 func (u *Upstream) awaitPrimary(ctx context.Context) {
 	if u.fol != nil {
-		u.awaitShared(ctx, 0, 2, nil)
+		u.AwaitShared(ctx, 0, 2, nil)
 	}
 }
 
 // noPrimaryReply is the error a new command gets when a Sentinel
 // upstream has no primary: `-UPSTREAM <name> has no primary: <reason>`.
 func noPrimaryReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " has no primary: " + oneLine(reason) + "\r\n")
+	return []byte("-UPSTREAM " + name + " has no primary: " + OneLine(reason) + "\r\n")
 }

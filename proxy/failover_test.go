@@ -207,7 +207,7 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	_ = c.nc.SetDeadline(time.Now().Add(testTimeout))
 	c.send(cmd("INCR", "n"), cmd("INCR", "n"))
 	poll(t, "commands in flight", func() bool {
-		p := hs.srv.up.shared(0, 2)
+		p := hs.srv.up.Shared(0, 2)
 		if p == nil {
 			return false
 		}
@@ -399,7 +399,7 @@ func testRoleCheck(t *testing.T, srv node.Server) {
 			cancel()
 			t.Fatal(err)
 		}
-		err = checkRole(ctx, &setupConn{nc: nc, rr: resp.NewReader(br)}, tc.n.Addr)
+		err = checkRole(ctx, &SetupConn{Conn: nc, RR: resp.NewReader(br)}, tc.n.Addr)
 		cancel()
 		_ = nc.Close()
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {

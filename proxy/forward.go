@@ -25,7 +25,7 @@ func (s *session) forward(c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *pipe
+	var p *Pipe
 	var ded bool
 	if own {
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
@@ -33,13 +33,13 @@ func (s *session) forward(c *command) {
 		p, ded = s.pipeFor(u, d)
 	}
 	if p == nil {
-		s.addLocal(u.unavailable(), audit, c.drop)
+		s.addLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
-	b.encode(f, d)
-	sl := rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: c.drop}
+	b.Encode(f, d)
+	sl := rslot{part: s.cur, idx: b.N, audit: audit, target: u, drop: c.drop}
 	if d.Effect == rewrite.ScriptExists {
 		sl.patch = f.Args
 		s.simple = false
@@ -47,13 +47,13 @@ func (s *session) forward(c *command) {
 	if c.drop {
 		s.simple = false
 	}
-	if s.cur != 0 || len(s.slots) != b.n {
+	if s.cur != 0 || len(s.slots) != b.N {
 		s.simple = false
 	}
 	if u.ack != nil {
 		s.noteWrite(b, f.Args, &c.sp) // ack.go
 	}
-	b.n++
+	b.N++
 	s.slots = append(s.slots, sl)
 	s.alsoLoad(f, d, u, !ded) // observe.go
 }
@@ -61,7 +61,7 @@ func (s *session) forward(c *command) {
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin
 // while there is one, a dedicated connection for WATCH and blocking
 // commands, else the shared one. nil when it is unavailable.
-func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated bool) {
+func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *Pipe, dedicated bool) {
 	switch {
 	case s.pinned != nil:
 		if !u.Fenced() { // the probe found the fence broken since the pin
@@ -74,19 +74,19 @@ func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *pipe, dedicated 
 		return s.dedicated(u, &s.pinned), true
 	case d.Effect == rewrite.Blocking:
 		if s.blocker != nil && s.blockerUp != u {
-			s.blocker.close() // routed elsewhere now: a connection to the new upstream
+			s.blocker.Close() // routed elsewhere now: a connection to the new upstream
 			s.blocker = nil
 		}
 		s.blockerUp = u
 		return s.blocking(u), true
 	}
-	p = u.shared(s.id, s.proto())
+	p = u.Shared(s.id, s.proto())
 	if p == nil && s.proto() == 3 {
 		// The RESP3 connections open for the first RESP3 client.
-		p = u.replaced(s.srv.ctx, s.id, 3, nil)
+		p = u.Replaced(s.srv.ctx, s.id, 3, nil)
 	}
 	if p == nil {
-		p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
+		p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
 	}
 	return p, false
 }
@@ -99,18 +99,18 @@ func (s *session) proto() int {
 	return 2
 }
 
-// encode appends a forwarded command's bytes to out: the client's bytes for
+// Encode appends a forwarded command's bytes to out: the client's bytes for
 // Pass, a re-encoded head plus the client's tail bytes for Rewrite.
-func encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
+func Encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 	if d.Action != rewrite.Rewrite {
 		return append(out, f.Raw...)
 	}
-	return append(encodeHead(out, f, d), f.TailFrom(d.Replace)...)
+	return append(EncodeHead(out, f, d), f.TailFrom(d.Replace)...)
 }
 
-// encodeHead appends a rewritten command's head: its array header and
+// EncodeHead appends a rewritten command's head: its array header and
 // its new name, which the client's tail bytes follow.
-func encodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
+func EncodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 	tail := max(len(f.Args)-d.Replace, 0)
 	out = redcon.AppendArray(out, 1+tail)
 	return redcon.AppendBulkString(out, d.Head)
@@ -118,25 +118,25 @@ func encodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
-func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
-	if p := *slot; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
+func (s *session) dedicated(u *Upstream, slot **Pipe) *Pipe {
+	if p := *slot; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
 	if *slot != nil {
-		(*slot).close()
+		(*slot).Close()
 		*slot = nil
 	}
 	if p := s.trackedPin(u); p != nil { // tracking.go: the last WATCH's, which tracks
 		*slot = p
 		return p
 	}
-	p, err := u.dedicated(s.srv.ctx, s.proto())
+	p, err := u.Dedicated(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
 	}
 	if !s.trackConn(u, p) { // tracking.go
-		p.close()
+		p.Close()
 		return nil
 	}
 	*slot = p
@@ -146,21 +146,21 @@ func (s *session) dedicated(u *Upstream, slot **pipe) *pipe {
 // blocking returns the client's connection for blocking commands, opening
 // it when needed, and notes its id on the server for CLIENT UNBLOCK
 // (clientkill.go); nil when it cannot be opened.
-func (s *session) blocking(u *Upstream) *pipe {
-	if p := s.blocker; p != nil && p.failed() == nil && u.Fenced() && u.current(p) {
+func (s *session) blocking(u *Upstream) *Pipe {
+	if p := s.blocker; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
 	if s.blocker != nil {
-		s.blocker.close()
+		s.blocker.Close()
 		s.blocker = nil
 	}
-	p, id, err := u.blockingPipe(s.srv.ctx, s.proto())
+	p, id, err := u.BlockingPipe(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
 	}
 	if !s.trackConn(u, p) { // tracking.go
-		p.close()
+		p.Close()
 		return nil
 	}
 	s.blocker = p
@@ -172,7 +172,7 @@ func (s *session) blocking(u *Upstream) *pipe {
 // server-side state belongs to this client).
 func (s *session) closePinned() {
 	if s.pinned != nil && !s.keepPin(s.pinnedUp, s.pinned) { // tracking.go
-		s.pinned.close()
+		s.pinned.Close()
 	}
 	s.pinned = nil
 	s.pinnedUp = nil
@@ -183,9 +183,9 @@ func (s *session) closePinned() {
 // ownConns are a client's own upstream connections: its WATCH pin and its
 // connection for blocking commands (forward.go).
 type ownConns struct {
-	pinned    *pipe     // the WATCH connection
+	pinned    *Pipe     // the WATCH connection
 	pinnedUp  *Upstream // its upstream
 	unpin     bool      // release the pin after the current segment
-	blocker   *pipe     // the connection for blocking commands
+	blocker   *Pipe     // the connection for blocking commands
 	blockerUp *Upstream // its upstream
 }

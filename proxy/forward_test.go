@@ -19,10 +19,10 @@ func TestEncodeKeepsTheTail(t *testing.T) {
 	}
 	// A rewritten head over the same tail, as encode sends it.
 	d := rewrite.Decision{Action: rewrite.Rewrite, Head: "EMQ.ENQUEUE", Replace: 2}
-	if out := encode(nil, f, &d); string(out) != "*3\r\n$11\r\nEMQ.ENQUEUE\r\n$1\r\n0\r\n$2\r\nxy\r\n" {
+	if out := Encode(nil, f, &d); string(out) != "*3\r\n$11\r\nEMQ.ENQUEUE\r\n$1\r\n0\r\n$2\r\nxy\r\n" {
 		t.Errorf("rewritten = %q", out)
 	}
-	if out := encode(nil, f, &rewrite.Decision{Action: rewrite.Pass}); string(out) != string(f.Raw) {
+	if out := Encode(nil, f, &rewrite.Decision{Action: rewrite.Pass}); string(out) != string(f.Raw) {
 		t.Errorf("passed = %q, want the client's bytes %q", out, f.Raw)
 	}
 }

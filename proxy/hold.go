@@ -86,7 +86,7 @@ func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
 func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
 	exec := d.Effect == rewrite.Exec
 	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-		Reply: []byte("-" + oneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+		Reply: []byte("-" + OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
 	switch {
 	case exec:
 		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's

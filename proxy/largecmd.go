@@ -20,49 +20,49 @@ import (
 // the same way (subscriber.add), and a large transaction's queued
 // commands at EXEC (transaction.exec).
 
-// outRef is a large command's bytes, sent after out[:at].
-type outRef struct {
-	at int
-	b  []byte
+// OutRef is a large command's bytes, sent after out[:at].
+type OutRef struct {
+	At int
+	B  []byte
 }
 
-// refMin is the size from which a forwarded command's bytes are sent from
+// RefMin is the size from which a forwarded command's bytes are sent from
 // the client's read buffer rather than copied: a command that large was
 // read into a buffer of its own (past keptReadBuf), and a copy would
 // double what it holds.
-const refMin = keptReadBuf
+const RefMin = keptReadBuf
 
-// keptBatchBuf is the largest command or reply buffer a batch keeps for
+// KeptBatchBuf is the largest command or reply buffer a batch keeps for
 // reuse; a bigger one (a large reply) is let go when the batch is reset.
-const keptBatchBuf = 4 * DefaultMaxInline
+const KeptBatchBuf = 4 * DefaultMaxInline
 
-// encode appends a forwarded command (see the function encode), its bytes
+// Encode appends a forwarded command (see the function Encode), its bytes
 // by reference when it is large.
-func (b *batch) encode(f resp.Frame, d *rewrite.Decision) {
-	if len(f.Raw) < refMin {
-		b.out = encode(b.out, f, d)
+func (b *Batch) Encode(f resp.Frame, d *rewrite.Decision) {
+	if len(f.Raw) < RefMin {
+		b.Out = Encode(b.Out, f, d)
 		return
 	}
 	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
-		b.out = encodeHead(b.out, f, d)
+		b.Out = EncodeHead(b.Out, f, d)
 		tail = f.TailFrom(d.Replace)
 	}
-	b.refs = append(b.refs, outRef{at: len(b.out), b: tail})
+	b.Refs = append(b.Refs, OutRef{At: len(b.Out), B: tail})
 }
 
 // appendTo appends the batch's bytes, in order, to vec.
-func (b *batch) appendTo(vec net.Buffers) net.Buffers {
+func (b *Batch) appendTo(vec net.Buffers) net.Buffers {
 	at := 0
-	for _, r := range b.refs {
-		if r.at > at {
-			vec = append(vec, b.out[at:r.at])
+	for _, r := range b.Refs {
+		if r.At > at {
+			vec = append(vec, b.Out[at:r.At])
 		}
-		vec = append(vec, r.b)
-		at = r.at
+		vec = append(vec, r.B)
+		at = r.At
 	}
-	if at < len(b.out) || len(b.refs) == 0 {
-		vec = append(vec, b.out[at:])
+	if at < len(b.Out) || len(b.Refs) == 0 {
+		vec = append(vec, b.Out[at:])
 	}
 	return vec
 }

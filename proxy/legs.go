@@ -58,8 +58,8 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 	if l := sub.legs[u]; l != nil {
 		return l, nil
 	}
-	dl, err := u.own(s.srv.ctx, 3) // owned.go
-	nc, br := dl.nc, dl.br
+	dl, err := u.Own(s.srv.ctx, 3) // owned.go
+	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.name), zap.Error(err))
 		return nil, err
@@ -141,9 +141,9 @@ func legList(sub *subscriber) []*subscriber {
 // stopRelays closes the bridge's connections (its first and every leg) and
 // waits until their relays stopped.
 func (sub *subscriber) stopRelays() {
-	sub.u.disown(sub.nc)
+	sub.u.Disown(sub.nc)
 	for _, l := range sub.legs {
-		l.u.disown(l.nc)
+		l.u.Disown(l.nc)
 	}
 	<-sub.ended
 	for _, l := range sub.legs {

@@ -81,15 +81,15 @@ func (o *ownedConns) len() int {
 	return len(o.conns)
 }
 
-// own opens a connection of one client's own in protocol proto, through
+// Own opens a connection of one client's Own in protocol proto, through
 // the fence check every connection passes, and registers it; the holder
 // gives it back with disown.
-func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
+func (u *Upstream) Own(ctx context.Context, proto int) (Dialed, error) {
 	if !u.Fenced() {
 		u.awaitPrimary(ctx) // failover.go: a Sentinel upstream's new primary
 	}
 	if !u.Fenced() {
-		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+		return Dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
 	}
 	gen := u.owned.begin()
 	dl, fenceErr, err := u.dialer.dial(ctx, proto)
@@ -98,17 +98,17 @@ func (u *Upstream) own(ctx context.Context, proto int) (dialed, error) {
 	}
 	if err != nil {
 		u.met.upstreamError(u.name, errKind(err, fenceErr))
-		return dialed{}, err
+		return Dialed{}, err
 	}
-	if !u.owned.add(gen, dl.nc) {
-		_ = dl.nc.Close()
-		return dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
+	if !u.owned.add(gen, dl.Conn) {
+		_ = dl.Conn.Close()
+		return Dialed{}, fmt.Errorf("%w: %w", ErrUnavailable, u.notServed())
 	}
 	return dl, nil
 }
 
-// disown closes an owned connection and forgets it.
-func (u *Upstream) disown(nc net.Conn) {
+// Disown closes an owned connection and forgets it.
+func (u *Upstream) Disown(nc net.Conn) {
 	u.owned.remove(nc)
 	_ = nc.Close()
 }
@@ -121,50 +121,50 @@ func (u *Upstream) notServed() error {
 	return ErrFence
 }
 
-// dedicated opens a connection of the client's own (blocking commands,
+// Dedicated opens a connection of the client's own (blocking commands,
 // WATCH) in protocol proto, owned (see above), with no reply timeout (its
 // writes have the shared ones' timeout). Closing the pipe gives it back.
-func (u *Upstream) dedicated(ctx context.Context, proto int) (*pipe, error) {
-	dl, err := u.own(ctx, proto)
+func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
+	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, err
 	}
-	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, true)
+	p := newPipe(u.name, dl.Conn, dl.Buf, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, true)
 	u.attach(p, dl.addr) // failover.go
 	return p, nil
 }
 
-// blockingPipe is dedicated for a blocking command's connection, with the
+// BlockingPipe is dedicated for a blocking command's connection, with the
 // connection's id on the server (CLIENT ID, asked as it opens; 0 when the
 // server does not answer it): CLIENT UNBLOCK of the session names it
 // (clientkill.go).
-func (u *Upstream) blockingPipe(ctx context.Context, proto int) (*pipe, int64, error) {
-	dl, err := u.own(ctx, proto)
+func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, error) {
+	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, 0, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
-	r, err := (&setupConn{nc: dl.nc, rr: resp.NewReader(dl.br)}).Do(cctx, "CLIENT", "ID")
+	r, err := (&SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}).Do(cctx, "CLIENT", "ID")
 	cancel()
 	if err != nil {
-		u.disown(dl.nc)
+		u.Disown(dl.Conn)
 		return nil, 0, err
 	}
-	p := newPipe(u.name, dl.nc, dl.br, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, true)
+	p := newPipe(u.name, dl.Conn, dl.Buf, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, true)
 	u.attach(p, dl.addr) // failover.go
 	return p, r.Int, nil
 }
 
-// isolatedPipe opens the connection of one heavy client's own (share.go) in
+// IsolatedPipe opens the connection of one heavy client's own (share.go) in
 // protocol proto, owned (see above), with the shared connections' reply
 // and write timeouts, and read inline by its session as a shared
 // connection is. Closing the pipe gives it back.
-func (u *Upstream) isolatedPipe(ctx context.Context, proto int) (*pipe, error) {
-	dl, err := u.own(ctx, proto)
+func (u *Upstream) IsolatedPipe(ctx context.Context, proto int) (*Pipe, error) {
+	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, err
 	}
-	p := newPipe(u.name, dl.nc, dl.br, u.opts.Timeout, u.opts.Timeout, func(error) { u.owned.remove(dl.nc) }, false)
+	p := newPipe(u.name, dl.Conn, dl.Buf, u.opts.Timeout, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, false)
 	u.attach(p, dl.addr) // failover.go
 	return p, nil
 }
@@ -176,7 +176,7 @@ func (u *Upstream) isolatedPipe(ctx context.Context, proto int) (*pipe, error) {
 // from now), as a command on a shared connection waits for the next
 // primary (awaitShared). The dial asks the sentinels (the failed address
 // was reported by the dial that failed).
-func (u *Upstream) redialPrimary(ctx context.Context, proto int, err error) (dialed, bool, error) {
+func (u *Upstream) redialPrimary(ctx context.Context, proto int, err error) (Dialed, bool, error) {
 	deadline := time.Now().Add(u.fol.wait)
 	if s := u.slotFor(0, 2); s != nil {
 		deadline = s.downSince().Add(u.fol.wait)
@@ -186,7 +186,7 @@ func (u *Upstream) redialPrimary(ctx context.Context, proto int, err error) (dia
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return dialed{}, false, err
+			return Dialed{}, false, err
 		case <-t.C:
 		}
 		dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -197,7 +197,7 @@ func (u *Upstream) redialPrimary(ctx context.Context, proto int, err error) (dia
 		}
 		err = derr
 	}
-	return dialed{}, false, err
+	return Dialed{}, false, err
 }
 
 // redialEvery paces redialPrimary's dials (each also waits, inside the

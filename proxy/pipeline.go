@@ -16,7 +16,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
-// pipe is one pipelined upstream connection. Batches are written in the
+// Pipe is one pipelined upstream connection. Batches are written in the
 // order they are sent and completed in that order.
 //
 // # Roles
@@ -76,7 +76,7 @@ import (
 //     must keep this.
 //  4. The first failure (a write or read error, a reply or write timeout, a
 //     close, an idle connection found closed) is recorded in err under mu
-//     (breakLocked), before the socket is closed; from then on the pipe is
+//     (breakLocked), before the socket is closed; from then on the Pipe is
 //     broken and nothing more is written. Only the holder of the reader's
 //     role tears down, once, after the writer has left its role: no reply
 //     is framed while batches get errors.
@@ -118,7 +118,7 @@ import (
 // included) bounds each write, so no writer (a session, on a dedicated
 // connection too) hangs on a server that stopped reading: the write fails
 // and its batch gets the lost error. Both are set lazily (deadline.go).
-type pipe struct {
+type Pipe struct {
 	name     string
 	nc       net.Conn
 	raw      syscall.RawConn // the socket, for checkIdle (nil with bg)
@@ -133,9 +133,9 @@ type pipe struct {
 	onErr    func([]byte) // sees each top-level error reply (failover.go); nil: none
 
 	mu       sync.Mutex
-	queue    []*batch    // waiting to be written
-	spare    []*batch    // the writer's swap buffer (writer only)
-	inflight []*batch    // written (or being written), waiting for replies
+	queue    []*Batch    // waiting to be written
+	spare    []*Batch    // the writer's swap buffer (writer only)
+	inflight []*Batch    // written (or being written), waiting for replies
 	head     int         // first waiting batch in inflight
 	writing  bool        // the writer's role is held
 	reading  bool        // the reader's role is held (or being handed over)
@@ -165,16 +165,16 @@ var maxCombinedWrites = 4
 // errUnasked is the failure of a reply that no batch waits for.
 var errUnasked = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
 
-// errIdleClosed is send's error for a connection found closed while idle:
+// ErrIdleClosed is send's error for a connection found closed while idle:
 // the batch was not written.
-var errIdleClosed = errors.New("closed while idle")
+var ErrIdleClosed = errors.New("closed while idle")
 
 // newPipe sets up a pipelined connection over nc, whose reader br may
 // already hold buffered bytes, with its reply and write timeouts (0: none).
 // bg starts a reader goroutine (dedicated connections); a TLS connection
 // always gets one.
-func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout time.Duration, onDead func(error), bg bool) *pipe {
-	p := &pipe{
+func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout time.Duration, onDead func(error), bg bool) *Pipe {
+	p := &Pipe{
 		name:     name,
 		nc:       nc,
 		timeout:  timeout,
@@ -206,12 +206,12 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout t
 	return p
 }
 
-// send queues b and sees it written: when no write is in progress the
+// Send queues b and sees it written: when no write is in progress the
 // caller writes it itself (with whatever else is queued by then) before
-// send returns; otherwise the write in progress takes it along. The caller
+// Send returns; otherwise the write in progress takes it along. The caller
 // must then await b. It fails, with nothing written, when the connection
-// is broken (errIdleClosed when send found it so).
-func (p *pipe) send(b *batch) error {
+// is broken (errIdleClosed when Send found it so).
+func (p *Pipe) Send(b *Batch) error {
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
@@ -219,7 +219,7 @@ func (p *pipe) send(b *batch) error {
 		return err
 	}
 	if err := p.tearIdleLocked(); err != nil {
-		return fmt.Errorf("%w: %w", errIdleClosed, err)
+		return fmt.Errorf("%w: %w", ErrIdleClosed, err)
 	}
 	p.queue = append(p.queue, b)
 	if p.writing {
@@ -232,9 +232,9 @@ func (p *pipe) send(b *batch) error {
 	return nil
 }
 
-// close breaks the connection from any goroutine; every waiting batch gets
+// Close breaks the connection from any goroutine; every waiting batch gets
 // its error (see pipe, "Exits").
-func (p *pipe) close() {
+func (p *Pipe) Close() {
 	p.mu.Lock()
 	p.breakLocked(net.ErrClosed)
 	if p.reading {
@@ -249,7 +249,7 @@ func (p *pipe) close() {
 // breakLocked records err as the pipe's failure, unless one is recorded
 // already (the first one is the cause): a timeout as ErrTimeout, anything
 // but a protocol error as ErrLost. The caller holds mu.
-func (p *pipe) breakLocked(err error) {
+func (p *Pipe) breakLocked(err error) {
 	if p.err != nil || err == nil {
 		return
 	}
@@ -268,7 +268,7 @@ func (p *pipe) breakLocked(err error) {
 // otherwise it hands the role to the owner of the oldest batch waiting, or
 // drops it when none waits. It is called with mu held and returns with mu
 // released.
-func (p *pipe) handOffLocked() {
+func (p *Pipe) handOffLocked() {
 	if p.err != nil {
 		p.mu.Unlock()
 		p.teardown()
@@ -277,7 +277,7 @@ func (p *pipe) handOffLocked() {
 	if p.head < len(p.inflight) {
 		next := p.inflight[p.head]
 		p.mu.Unlock()
-		next.done <- sigLead
+		next.Done <- sigLead
 		return
 	}
 	p.reading = false
@@ -286,7 +286,7 @@ func (p *pipe) handOffLocked() {
 
 // release leaves the reader's role on a read error or a reply timeout: the
 // pipe breaks (err, unless a failure came first) and handOff tears it down.
-func (p *pipe) release(err error) {
+func (p *Pipe) release(err error) {
 	p.mu.Lock()
 	p.breakLocked(err)
 	p.handOffLocked()
@@ -298,7 +298,7 @@ func (p *pipe) release(err error) {
 // nothing): then it takes the reader's role and hands it on, to the owner
 // of the oldest, or (broken) to the teardown. It is called with mu held
 // and returns with mu released.
-func (p *pipe) leaveWriterLocked() {
+func (p *Pipe) leaveWriterLocked() {
 	p.writing = false
 	p.idle.Broadcast()
 	if p.reading {
@@ -314,7 +314,7 @@ func (p *pipe) leaveWriterLocked() {
 // a goroutine takes over the writer's role, so a session is not kept from
 // its own client by other clients' batches; limit < 0: no limit). The
 // caller holds the writer's role; it leaves it through leaveWriterLocked.
-func (p *pipe) writeQueued(limit int) {
+func (p *Pipe) writeQueued(limit int) {
 	// Let the other client goroutines woken by the same poll enqueue
 	// their batches first: measured 6-8 batches per write instead of
 	// ~1.5, and the server then sees pipelined input. With a lone client
@@ -370,17 +370,17 @@ func (p *pipe) writeQueued(limit int) {
 	}
 }
 
-// await waits until b, sent on p, has all its replies, reading them itself
+// Await waits until b, sent on p, has all its replies, reading them itself
 // when nobody else is (see pipe).
-func (p *pipe) await(b *batch) {
+func (p *Pipe) Await(b *Batch) {
 	if p.bg {
-		<-b.done
+		<-b.Done
 		return
 	}
 	p.mu.Lock()
 	if b.finished || p.reading {
 		p.mu.Unlock()
-		if <-b.done == sigDone {
+		if <-b.Done == sigDone {
 			return
 		}
 	} else {
@@ -396,12 +396,12 @@ func (p *pipe) await(b *batch) {
 // role on only when the next batch's replies must be waited for: handing
 // the role on costs a wake-up, and under load one read often holds the
 // replies of many batches. On a failure the teardown answers own too.
-func (p *pipe) lead(own *batch) {
+func (p *Pipe) lead(own *Batch) {
 	ownDone := false
 	for {
 		if ownDone {
 			p.mu.Lock()
-			if p.head == len(p.inflight) || !p.rr.HasReplies(p.inflight[p.head].onWire()-len(p.inflight[p.head].ends)) {
+			if p.head == len(p.inflight) || !p.rr.HasReplies(p.inflight[p.head].onWire()-len(p.inflight[p.head].Ends)) {
 				p.handOffLocked()
 				return
 			}
@@ -412,7 +412,7 @@ func (p *pipe) lead(own *batch) {
 			// the first reply bytes show it was moved to inflight.
 			if err := p.waitReply(); err != nil {
 				p.release(err)
-				<-own.done
+				<-own.Done
 				return
 			}
 		}
@@ -424,7 +424,7 @@ func (p *pipe) lead(own *batch) {
 		if err != nil {
 			p.release(err)
 			if !ownDone {
-				<-own.done
+				<-own.Done
 			}
 			return
 		}
@@ -442,7 +442,7 @@ func (p *pipe) lead(own *batch) {
 // those written with lostMsg, those still queued with the unavailable
 // error. The caller holds the reader's role (handOffLocked), for good; the
 // failure is recorded (breakLocked).
-func (p *pipe) teardown() {
+func (p *Pipe) teardown() {
 	_ = p.nc.Close()
 
 	// A batch being written may not be handed back before the write ends:
@@ -465,17 +465,17 @@ func (p *pipe) teardown() {
 	p.mu.Unlock()
 	for _, b := range inflight {
 		for _, r := range b.riders { // read, waiting for b's WAIT (ack.go)
-			r.fill(p.lostMsg)
+			r.Fill(p.lostMsg)
 			r.signal()
 		}
 		clear(b.riders)
 		b.riders = b.riders[:0]
-		b.fill(p.lostMsg)
+		b.Fill(p.lostMsg)
 		b.signal()
 	}
 	unsent := unavailableReply(p.name, err.Error())
 	for _, b := range queued {
-		b.fill(unsent)
+		b.Fill(unsent)
 		b.signal()
 	}
 	close(p.dead)
@@ -484,16 +484,16 @@ func (p *pipe) teardown() {
 	}
 }
 
-// failed reports the failure that broke the connection, or nil while it
+// Failed reports the failure that broke the connection, or nil while it
 // works.
-func (p *pipe) failed() error {
+func (p *Pipe) Failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
 
-// oneLine makes s safe to put in a RESP error line.
-func oneLine(s string) string {
+// OneLine makes s safe to put in a RESP error line.
+func OneLine(s string) string {
 	b := []byte(s)
 	for i, c := range b {
 		if c == '\r' || c == '\n' {

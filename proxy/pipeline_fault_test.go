@@ -41,28 +41,28 @@ const (
 // runLoad runs the load on p, with fault (nil: none) called by worker 0
 // after its batch loadFaultAt. It returns each worker's batches' replies,
 // and when the fault returned.
-func runLoad(t *testing.T, p *pipe, fault func()) (res [][][][]byte, faulted time.Time) {
+func runLoad(t *testing.T, p *Pipe, fault func()) (res [][][][]byte, faulted time.Time) {
 	t.Helper()
 	res = make([][][][]byte, loadWorkers)
 	var wg sync.WaitGroup
 	for w := range loadWorkers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 23))
-			b := newBatch()
+			b := NewBatch()
 			for k := range loadBatches {
-				b.reset()
-				b.n, b.max = 1+rng.IntN(6), 1<<20
-				for range b.n {
-					b.out = node.AppendCommand(b.out, "INCR", "ctr")
+				b.Reset()
+				b.N, b.Max = 1+rng.IntN(6), 1<<20
+				for range b.N {
+					b.Out = node.AppendCommand(b.Out, "INCR", "ctr")
 				}
-				if err := p.send(b); err != nil {
-					b.fill(unavailableReply(p.name, err.Error()))
+				if err := p.Send(b); err != nil {
+					b.Fill(unavailableReply(p.name, err.Error()))
 				} else {
-					p.await(b)
+					p.Await(b)
 				}
-				replies := make([][]byte, len(b.ends))
+				replies := make([][]byte, len(b.Ends))
 				for i := range replies {
-					replies[i] = slices.Clone(b.reply(i))
+					replies[i] = slices.Clone(b.Reply(i))
 				}
 				res[w] = append(res[w], replies)
 				if w == 0 && k == loadFaultAt && fault != nil {
@@ -80,7 +80,7 @@ func runLoad(t *testing.T, p *pipe, fault func()) (res [][][][]byte, faulted tim
 
 // checkLoad checks a load's replies (see above) and returns how many
 // commands got the server's reply, the lost error and the unavailable one.
-func checkLoad(t *testing.T, p *pipe, n *node.Node, res [][][][]byte) (real, lost, unsent int64) {
+func checkLoad(t *testing.T, p *Pipe, n *node.Node, res [][][][]byte) (real, lost, unsent int64) {
 	t.Helper()
 	unavailable := []byte("-UPSTREAM " + p.name + " unavailable: ")
 	var vals []int64
@@ -122,8 +122,8 @@ func checkLoad(t *testing.T, p *pipe, n *node.Node, res [][][][]byte) (real, los
 			t.Fatalf("the server's replies are not 1..%d: %d at %d", len(vals), v, i)
 		}
 	}
-	if p.failed() == nil {
-		p.close() // a load with no fault: the server counts once it is gone
+	if p.Failed() == nil {
+		p.Close() // a load with no fault: the server counts once it is gone
 	}
 	waitDead(t, p)
 	ctr, incrs := serverCounter(t, n)
@@ -142,7 +142,7 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 	const stall = 300 * time.Millisecond
 	type env struct {
 		n  *node.Node
-		p  *pipe
+		p  *Pipe
 		fc *faultConn
 		id string // the pipe's CLIENT ID
 	}
@@ -161,20 +161,20 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 			}
 		}, want: ErrLost},
 		{name: "stalled server", timeout: stall, fault: func(t *testing.T, e *env) { freeze(t, e.n) }, want: ErrTimeout},
-		{name: "close", fault: func(t *testing.T, e *env) { e.p.close() }, want: net.ErrClosed},
+		{name: "close", fault: func(t *testing.T, e *env) { e.p.Close() }, want: net.ErrClosed},
 	}
 	for _, tc := range cases {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/bg=%v", tc.name, bg), func(t *testing.T) {
 				e := &env{n: pipeNode(t, srv), fc: &faultConn{}}
 				e.p = dialPipe(t, e.n.Addr, e.fc, tc.timeout, bg)
-				id := newBatch()
-				id.out, id.n, id.max = node.AppendCommand(nil, "CLIENT", "ID"), 1, 1<<10
-				if err := e.p.send(id); err != nil {
+				id := NewBatch()
+				id.Out, id.N, id.Max = node.AppendCommand(nil, "CLIENT", "ID"), 1, 1<<10
+				if err := e.p.Send(id); err != nil {
 					t.Fatal(err)
 				}
-				e.p.await(id)
-				e.id = strings.TrimSpace(strings.TrimPrefix(string(id.reply(0)), ":"))
+				e.p.Await(id)
+				e.id = strings.TrimSpace(strings.TrimPrefix(string(id.Reply(0)), ":"))
 
 				var fault func()
 				if tc.fault != nil {
@@ -187,7 +187,7 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 						t.Fatal(err)
 					}
 				}
-				if err := e.p.failed(); !errors.Is(err, tc.want) {
+				if err := e.p.Failed(); !errors.Is(err, tc.want) {
 					t.Errorf("failed() = %v, want %v", err, tc.want)
 				}
 				real, lost, unsent := checkLoad(t, e.p, e.n, res)
@@ -244,21 +244,21 @@ func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
 	h := startProxy(t, n, func(o *Options) { o.Upstream.Timeout = timeout })
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	p, err := h.srv.up.dedicated(ctx, 2)
+	p, err := h.srv.up.Dedicated(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.close()
+	defer p.Close()
 	freeze(t, n)
-	b := newBatch()
-	b.out = node.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
-	b.n, b.max = 1, 1<<20
+	b := NewBatch()
+	b.Out = node.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
+	b.N, b.Max = 1, 1<<20
 	done := sendAwait(p, b)
 	finishes(t, "the write to the stalled server", done)
-	if got := string(b.reply(0)); got != string(p.lostMsg) {
+	if got := string(b.Reply(0)); got != string(p.lostMsg) {
 		t.Errorf("reply %q, want the lost error", got)
 	}
-	if err := p.failed(); !errors.Is(err, ErrTimeout) {
+	if err := p.Failed(); !errors.Is(err, ErrTimeout) {
 		t.Errorf("failed() = %v, want the timeout", err)
 	}
 	if err := n.Thaw(); err != nil {

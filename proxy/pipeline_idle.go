@@ -13,7 +13,7 @@ import (
 
 // checkIdle tears the connection down when it is idle and the server has
 // closed it (or sent what nobody asked for).
-func (p *pipe) checkIdle() {
+func (p *Pipe) checkIdle() {
 	p.mu.Lock()
 	if p.err != nil || p.tearIdleLocked() == nil {
 		p.mu.Unlock()
@@ -23,7 +23,7 @@ func (p *pipe) checkIdle() {
 // tearIdleLocked is checkIdleLocked, and on an error the teardown: it is
 // called with mu held and returns with mu released when it returns an
 // error (nobody reads an idle connection, so the reader's role is free).
-func (p *pipe) tearIdleLocked() error {
+func (p *Pipe) tearIdleLocked() error {
 	err := p.checkIdleLocked()
 	if err == nil {
 		return nil
@@ -37,7 +37,7 @@ func (p *pipe) tearIdleLocked() error {
 // checkIdleLocked looks, without blocking, at an idle connection (no
 // reader, no writer, nothing queued or waiting): an error when the server
 // closed it or sent bytes nobody asked for. Not idle: nil at once.
-func (p *pipe) checkIdleLocked() error {
+func (p *Pipe) checkIdleLocked() error {
 	if p.raw == nil || p.reading || p.writing || len(p.queue) > 0 || p.head < len(p.inflight) {
 		return nil
 	}
@@ -97,7 +97,7 @@ func newPeeker() *peeker {
 
 // peek looks at the socket without blocking or consuming: n < 0 when
 // nothing is there yet, 0 when the server closed it, 1 when bytes wait.
-func (p *pipe) peek() (n int, err error) {
+func (p *Pipe) peek() (n int, err error) {
 	if rerr := p.raw.Read(p.pk.fn); rerr != nil {
 		return 0, rerr
 	}
@@ -117,8 +117,8 @@ const spinWindow = 40 * time.Microsecond
 // doubles what the hop adds (bench section 1b). With more clients the one
 // P has other sessions to run and the reader parks at once: a spin would
 // hold them back (measured: 15% fewer GETs at 50 clients).
-func (p *pipe) spinFor(own *batch) {
-	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.Buffered() > 0 || len(own.ends) > 0 {
+func (p *Pipe) spinFor(own *Batch) {
+	if p.clients == nil || p.raw == nil || p.clients.Load() != 1 || p.rr.Buffered() > 0 || len(own.Ends) > 0 {
 		return
 	}
 	end := time.Now().Add(spinWindow)

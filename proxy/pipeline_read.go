@@ -13,7 +13,7 @@ import (
 // waitReply waits until the next reply's first byte is there. A read
 // deadline that passes is no timeout when nothing waits, or when a write
 // since set one still ahead (idleTimeout).
-func (p *pipe) waitReply() error {
+func (p *Pipe) waitReply() error {
 	for {
 		err := p.rr.Wait()
 		if err == nil || p.timeout == 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !p.idleTimeout() {
@@ -23,46 +23,46 @@ func (p *pipe) waitReply() error {
 }
 
 // readBatch reads b's missing replies.
-func (p *pipe) readBatch(b *batch) error {
-	for len(b.ends) < b.onWire() {
+func (p *Pipe) readBatch(b *Batch) error {
+	for len(b.Ends) < b.onWire() {
 		if err := p.waitReply(); err != nil {
 			return err
 		}
 		var over bool
 		var err error
-		start := len(b.replies)
+		start := len(b.Replies)
 		p.rr.Acct = &b.acct.Account
-		b.replies, over, err = p.rr.Read(b.replies, b.max)
+		b.Replies, over, err = p.rr.Read(b.Replies, b.Max)
 		p.rr.Acct = nil
 		if err != nil {
 			return err
 		}
-		if p.onErr != nil && len(b.replies) > start && b.replies[start] == '-' {
-			p.onErr(b.replies[start:]) // failover.go: -READONLY, -LOADING
+		if p.onErr != nil && len(b.Replies) > start && b.Replies[start] == '-' {
+			p.onErr(b.Replies[start:]) // failover.go: -READONLY, -LOADING
 		}
-		push := len(b.replies) > start && b.replies[start] == '>'
+		push := len(b.Replies) > start && b.Replies[start] == '>'
 		if b.acct.Refused {
 			// Over the memory budget: read and dropped (budget.go).
 			b.acct.Refused, over = false, false
 			b.acct.dropped++
-			b.replies = b.replies[:start]
+			b.Replies = b.Replies[:start]
 			if !push {
-				b.replies = append(b.replies, replyDroppedForBudget...)
+				b.Replies = append(b.Replies, replyDroppedForBudget...)
 			}
 		}
-		b.over = b.over || over
+		b.Over = b.Over || over
 		if push {
 			// A RESP3 push (DEBUG PROTOCOL push, say) is no reply: it
 			// reaches the client before the reply that follows it.
 			continue
 		}
-		b.ends = append(b.ends, len(b.replies))
+		b.Ends = append(b.Ends, len(b.Replies))
 	}
 	return nil
 }
 
 // front returns the oldest batch waiting for replies, or nil.
-func (p *pipe) front() *batch {
+func (p *Pipe) front() *Batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.head == len(p.inflight) {
@@ -76,7 +76,7 @@ func (p *pipe) front() *batch {
 // When nothing waits the deadline is left armed: if it passes while the
 // connection is idle, the reader clears it (idleTimeout). The caller holds
 // mu.
-func (p *pipe) pop() {
+func (p *Pipe) pop() {
 	p.inflight[p.head].finished = true
 	p.inflight[p.head] = nil
 	p.head++
@@ -100,7 +100,7 @@ func (p *pipe) pop() {
 // waited for the next reply is no timeout: nothing was written yet (the
 // deadline is then cleared; the next write sets a new one), or a write
 // since set a deadline still ahead.
-func (p *pipe) idleTimeout() bool {
+func (p *Pipe) idleTimeout() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.head == len(p.inflight) {
@@ -114,9 +114,9 @@ func (p *pipe) idleTimeout() bool {
 // readLoop is the reader goroutine of a bg connection: it frames replies
 // and completes batches in FIFO order until the connection fails, then
 // leaves the role to the teardown (release).
-func (p *pipe) readLoop() {
+func (p *Pipe) readLoop() {
 	for {
-		var b *batch
+		var b *Batch
 		err := p.waitReply()
 		if err == nil {
 			if b = p.front(); b == nil {
@@ -140,7 +140,7 @@ func (p *pipe) readLoop() {
 // batch that rides on a later batch's WAIT waits for it; a batch whose
 // WAIT others ride on answers them first (ack.go). It reports whether own
 // (whose owner is the caller, which is never signaled) was answered.
-func (p *pipe) complete(b, own *batch) (ownDone bool) {
+func (p *Pipe) complete(b, own *Batch) (ownDone bool) {
 	if b.carrier != nil {
 		b.carrier.riders = append(b.carrier.riders, b)
 		return false
@@ -166,8 +166,8 @@ func (p *pipe) complete(b, own *batch) (ownDone bool) {
 // ends with its own WAIT (waitFull) but the last one has it taken out and
 // rides on the last one's, which confirms every write sent before it on
 // the connection (ack.go). The caller holds the writer's role.
-func oneWait(q []*batch) {
-	var carrier *batch
+func oneWait(q []*Batch) {
+	var carrier *Batch
 	for i := len(q) - 1; i >= 0; i-- {
 		b := q[i]
 		if b.waitLen == 0 {
@@ -177,7 +177,7 @@ func oneWait(q []*batch) {
 			carrier = b
 			continue
 		}
-		b.out = b.out[:len(b.out)-b.waitLen]
+		b.Out = b.Out[:len(b.Out)-b.waitLen]
 		b.waitLen = 0
 		b.carrier = carrier
 	}

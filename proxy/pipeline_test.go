@@ -90,7 +90,7 @@ func pipeNode(t *testing.T, srv node.Server) *node.Node {
 // dialPipe connects a pipe to addr through fc. bg gives it a reader
 // goroutine (a dedicated connection's); timeout is its reply and write
 // timeout (0: none). At cleanup it is closed, and must be torn down.
-func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, bg bool) *pipe {
+func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, bg bool) *Pipe {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, testTimeout)
 	if err != nil {
@@ -103,14 +103,14 @@ func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, b
 		t.Fatalf("pipe bg %v, want %v", p.bg, bg)
 	}
 	t.Cleanup(func() {
-		p.close()
+		p.Close()
 		waitDead(t, p)
 	})
 	return p
 }
 
 // waitDead fails the test unless p is torn down within the test's deadline.
-func waitDead(t *testing.T, p *pipe) {
+func waitDead(t *testing.T, p *Pipe) {
 	t.Helper()
 	select {
 	case <-p.dead:
@@ -126,27 +126,27 @@ func goroutines() string {
 }
 
 // incrBatch returns a batch of n INCR ctr.
-func incrBatch(n int) *batch {
-	b := newBatch()
+func incrBatch(n int) *Batch {
+	b := NewBatch()
 	for range n {
-		b.out = node.AppendCommand(b.out, "INCR", "ctr")
+		b.Out = node.AppendCommand(b.Out, "INCR", "ctr")
 	}
-	b.n, b.max = n, 1<<20
+	b.N, b.Max = n, 1<<20
 	return b
 }
 
 // sendAwait sends b on p and waits for its replies, in a goroutine; the
 // channel is closed when b is complete (replies filled with the unavailable
 // error when send fails, as a session does).
-func sendAwait(p *pipe, b *batch) <-chan struct{} {
+func sendAwait(p *Pipe, b *Batch) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := p.send(b); err != nil {
-			b.fill(unavailableReply(p.name, err.Error()))
+		if err := p.Send(b); err != nil {
+			b.Fill(unavailableReply(p.name, err.Error()))
 			return
 		}
-		p.await(b)
+		p.Await(b)
 	}()
 	return done
 }
@@ -162,7 +162,7 @@ func finishes(t *testing.T, what string, done <-chan struct{}) {
 }
 
 // pipeState polls p's state (under its lock) until cond holds.
-func pipeState(t *testing.T, p *pipe, what string, cond func() bool) {
+func pipeState(t *testing.T, p *Pipe, what string, cond func() bool) {
 	t.Helper()
 	poll(t, what, func() bool {
 		p.mu.Lock()
@@ -258,17 +258,17 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 	close(gate2b)
 	finishes(t, "c", doneC)
 
-	if got := string(a.reply(0)); got != ":1\r\n" {
+	if got := string(a.Reply(0)); got != ":1\r\n" {
 		t.Errorf("a: %q", got)
 	}
-	if got := string(b.reply(0)); got != ":2\r\n" {
+	if got := string(b.Reply(0)); got != ":2\r\n" {
 		t.Errorf("b: %q", got)
 	}
-	if got := string(c.reply(0)); got != string(p.lostMsg) {
+	if got := string(c.Reply(0)); got != string(p.lostMsg) {
 		t.Errorf("c: %q, want the lost error", got)
 	}
 	waitDead(t, p)
-	if err := p.failed(); !errors.Is(err, ErrLost) || !errors.Is(err, errInjected) {
+	if err := p.Failed(); !errors.Is(err, ErrLost) || !errors.Is(err, errInjected) {
 		t.Errorf("failed() = %v, want the lost write", err)
 	}
 	if ctr, incrs := serverCounter(t, n); ctr != 2 || incrs != 2 {
@@ -312,14 +312,14 @@ func testPipeCloseWhileTheReaderFinishes(t *testing.T, srv node.Server) {
 	b := incrBatch(1)
 	done := sendAwait(p, b)
 	finishes(t, "the reply to be read", read)
-	p.close()
+	p.Close()
 	close(gate)
 	finishes(t, "b", done)
-	if got := string(b.reply(0)); got != ":1\r\n" {
+	if got := string(b.Reply(0)); got != ":1\r\n" {
 		t.Errorf("b: %q, want the server's reply (it was read before the close)", got)
 	}
 	waitDead(t, p)
-	if err := p.failed(); !errors.Is(err, ErrLost) || !errors.Is(err, net.ErrClosed) {
+	if err := p.Failed(); !errors.Is(err, ErrLost) || !errors.Is(err, net.ErrClosed) {
 		t.Errorf("failed() = %v, want the close", err)
 	}
 }
@@ -342,27 +342,27 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 			p := newPipe("node", nc, bufio.NewReaderSize(nc, readBufSize), DefaultUpstreamTimeout, DefaultUpstreamTimeout, nil, false)
 			p.clients = new(atomic.Int64)
 			p.clients.Store(int64(clients)) // as the server counts its clients (spinFor)
-			defer p.close()
-			batches := make([]*batch, clients)
+			defer p.Close()
+			batches := make([]*Batch, clients)
 			direct := make([]net.Conn, clients)
 			framers := make([]resp.Reader, clients)
 			replies := make([][]byte, clients)
 			for i := range clients {
-				batches[i] = newBatch()
+				batches[i] = NewBatch()
 				direct[i] = benchDial(b, n.Addr)
 				framers[i] = resp.NewReader(bufio.NewReader(direct[i]))
 			}
 			viaPipe := func(i int) error {
 				bt := batches[i]
-				bt.reset()
-				bt.out = append(bt.out, req...)
-				bt.n, bt.max = 1, 1<<20
-				if err := p.send(bt); err != nil {
+				bt.Reset()
+				bt.Out = append(bt.Out, req...)
+				bt.N, bt.Max = 1, 1<<20
+				if err := p.Send(bt); err != nil {
 					return err
 				}
-				p.await(bt)
-				if bt.lost {
-					return p.failed()
+				p.Await(bt)
+				if bt.Lost {
+					return p.Failed()
 				}
 				return nil
 			}

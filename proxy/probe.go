@@ -47,7 +47,7 @@ func (u *Upstream) probe(every time.Duration) {
 func (u *Upstream) probeOnce() {
 	dl, fenceErr, err := u.dialer.dial(u.ctx, 2)
 	if err == nil {
-		_ = dl.nc.Close()
+		_ = dl.Conn.Close()
 		u.probes.Add(1)
 		return
 	}
@@ -67,7 +67,7 @@ func (u *Upstream) probeOnce() {
 	u.setState(err, false)
 	for _, s := range u.allSlots() {
 		if p := s.cur.Load(); p != nil {
-			p.close()
+			p.Close()
 		}
 	}
 	u.owned.closeAll() // owned.go: pins, blocking and subscribed connections too

@@ -164,23 +164,23 @@ func keysRoute(r *router, keys [][]byte) (u *Upstream, first []byte, other *Upst
 // in a round trip of its own: for the few commands whose key positions the
 // server's specs leave open. Any failure means no keys (the default route).
 func (s *session) getkeys(r *router, args [][]byte) [][]byte {
-	p := r.def.shared(s.id, 2) // the keys are decoded from a RESP2 array
+	p := r.def.Shared(s.id, 2) // the keys are decoded from a RESP2 array
 	if p == nil {
 		return nil
 	}
-	b := newBatch()
-	b.out = redcon.AppendArray(b.out, len(args)+2)
-	b.out = redcon.AppendBulkString(b.out, "COMMAND")
-	b.out = redcon.AppendBulkString(b.out, "GETKEYS")
+	b := NewBatch()
+	b.Out = redcon.AppendArray(b.Out, len(args)+2)
+	b.Out = redcon.AppendBulkString(b.Out, "COMMAND")
+	b.Out = redcon.AppendBulkString(b.Out, "GETKEYS")
 	for _, a := range args {
-		b.out = redcon.AppendBulk(b.out, a)
+		b.Out = redcon.AppendBulk(b.Out, a)
 	}
-	b.n, b.max = 1, 1<<20
-	if err := p.send(b); err != nil {
+	b.N, b.Max = 1, 1<<20
+	if err := p.Send(b); err != nil {
 		return nil
 	}
-	p.await(b)
-	rep, _, err := resp.Decode(b.reply(0))
+	p.Await(b)
+	rep, _, err := resp.Decode(b.Reply(0))
 	if err != nil || rep.Type != '*' {
 		return nil
 	}
@@ -270,13 +270,13 @@ func (s *session) alsoSend(f resp.Frame, to func(*Upstream) bool) {
 		if !to(u) {
 			continue
 		}
-		p := u.shared(s.id, 2)
+		p := u.Shared(s.id, 2)
 		if p == nil {
 			continue
 		}
 		b := s.parts[s.partFor(u, p, false, false)].b
-		b.out = append(b.out, f.Raw...)
-		b.n++
+		b.Out = append(b.Out, f.Raw...)
+		b.N++
 		s.simple = false
 	}
 }

@@ -77,7 +77,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) *cmdtable.Entry 
 	x := s.srv.keys.Index()
 	if x == nil {
 		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
-			Reply: s.v.routes.def.unavailable()}
+			Reply: s.v.routes.def.Unavailable()}
 		if s.st.InMulti {
 			d.Effect = rewrite.AbortMulti
 		}

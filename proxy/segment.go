@@ -22,7 +22,7 @@ import (
 type segment struct {
 	parts   []segPart // one batch per upstream connection
 	cur     int       // the part the command being added goes to
-	spare   []*batch  // batches kept for reuse
+	spare   []*Batch  // batches kept for reuse
 	bufs    cmdBufs   // backing arrays each command's values borrow (plan.go)
 	slots   []rslot   // the current segment's replies, in command order
 	local   []byte    // the current segment's local replies
@@ -39,23 +39,23 @@ type segment struct {
 // segPart is the part of the current segment bound for one connection.
 type segPart struct {
 	up   *Upstream
-	p    *pipe
+	p    *Pipe
 	ded  bool // p is the client's own connection
 	own  bool // p is an isolated client's own connection (share.go), read as a shared one
-	b    *batch
+	b    *Batch
 	sent bool // b was queued on p (else it was answered with an error)
 }
 
 // target makes p's part the current one (s.cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.
-func (s *session) target(u *Upstream, p *pipe, dedicated, own bool) {
+func (s *session) target(u *Upstream, p *Pipe, dedicated, own bool) {
 	s.cur = s.partFor(u, p, dedicated, own)
 }
 
 // partFor returns the index of p's part, adding it (after flushing when
 // needed, see target).
-func (s *session) partFor(u *Upstream, p *pipe, dedicated, own bool) int {
+func (s *session) partFor(u *Upstream, p *Pipe, dedicated, own bool) int {
 	for i := range s.parts {
 		if s.parts[i].p == p {
 			return i
@@ -72,13 +72,13 @@ func (s *session) partFor(u *Upstream, p *pipe, dedicated, own bool) int {
 }
 
 // newBatch returns an empty batch, reused when one is spare.
-func (s *session) newBatch() *batch {
+func (s *session) newBatch() *Batch {
 	if n := len(s.spare); n > 0 {
 		b := s.spare[n-1]
 		s.spare = s.spare[:n-1]
 		return b
 	}
-	b := newBatch()
+	b := NewBatch()
 	b.acct.Budget = s.srv.mem
 	return b
 }
@@ -92,41 +92,41 @@ func (s *session) flush() {
 	}
 	for i := range s.parts {
 		pt := &s.parts[i]
-		if pt.b.n == 0 {
+		if pt.b.N == 0 {
 			continue
 		}
 		if msg := s.leaseLapsed(pt.up); msg != nil {
-			pt.b.fill(msg) // hold.go: nothing of it was sent
+			pt.b.Fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
-		pt.b.max = budget
+		pt.b.Max = budget
 		if pt.up.ack != nil {
-			pt.p = pt.up.ackBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
+			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
 		}
-		err := pt.p.send(pt.b)
-		if err != nil && pt.own && errors.Is(err, errIdleClosed) {
+		err := pt.p.Send(pt.b)
+		if err != nil && pt.own && errors.Is(err, ErrIdleClosed) {
 			// Nothing was written: the isolated client's own connection
 			// was closed while idle (share.go). Send on a new one.
 			if np := s.ownPipe(pt.up); np != nil {
 				pt.p = np
-				err = np.send(pt.b)
+				err = np.Send(pt.b)
 			}
 		}
-		if err != nil && !pt.ded && (errors.Is(err, errIdleClosed) || pt.up.fol != nil) {
+		if err != nil && !pt.ded && (errors.Is(err, ErrIdleClosed) || pt.up.fol != nil) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (failover.go: a new primary).
-			np := pt.up.awaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
+			np := pt.up.AwaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
 			if pt.up.fol == nil {
-				np = pt.up.replaced(s.srv.ctx, s.id, s.proto(), pt.p)
+				np = pt.up.Replaced(s.srv.ctx, s.id, s.proto(), pt.p)
 			}
 			if np != nil {
 				pt.p = np
-				err = np.send(pt.b)
+				err = np.Send(pt.b)
 			}
 		}
 		if err != nil {
-			pt.b.fill(pt.up.unavailable())
+			pt.b.Fill(pt.up.Unavailable())
 			continue
 		}
 		pt.sent = true
@@ -146,9 +146,9 @@ func (s *session) flush() {
 			s.waitDedicated(pt.b, pt.p)
 			s.view.blocked.Store(false)
 		} else {
-			pt.p.await(pt.b)
+			pt.p.Await(pt.b)
 		}
-		s.over = s.over || pt.b.over
+		s.over = s.over || pt.b.Over
 	}
 	if s.srv.acking {
 		s.settleAcks() // ack.go
@@ -169,18 +169,18 @@ func (s *session) flush() {
 func (s *session) emit() {
 	if s.over || int64(len(s.out)+len(s.local)) > s.srv.opts.MaxReplyBytes {
 		s.over = true
-	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.n {
+	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
 		b := s.parts[0].b
 		if s.haveAudits() {
 			// Slot i is reply i: the records note their replies' kinds
 			// from the batch, which then becomes the output as it is.
 			for i := range s.slots {
 				if sl := &s.slots[i]; sl.audit >= 0 {
-					s.audits[sl.audit].setReply(b.reply(i), sl.target)
+					s.audits[sl.audit].setReply(b.Reply(i), sl.target)
 				}
 			}
 		}
-		s.out, b.replies = b.replies, s.out[:0] // no copy: the replies are the output
+		s.out, b.Replies = b.Replies, s.out[:0] // no copy: the replies are the output
 		// And so is what they hold of the budget.
 		s.outHeld += b.acct.Held
 		b.acct.Held = 0
@@ -191,7 +191,7 @@ func (s *session) emit() {
 			if sl.local {
 				r = s.local[sl.lo:sl.hi]
 			} else {
-				r = s.parts[sl.part].b.reply(sl.idx)
+				r = s.parts[sl.part].b.Reply(sl.idx)
 				if sl.patch != nil {
 					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.v.pol.Map); err == nil {
 						r = p
@@ -202,7 +202,7 @@ func (s *session) emit() {
 				s.audits[sl.audit].setReply(r, sl.target)
 			}
 			if sl.drop { // CLIENT REPLY OFF or SKIP (clientreply.go)
-				if !sl.local && s.parts[sl.part].b.lost && bytes.HasSuffix(r, lostSuffix) {
+				if !sl.local && s.parts[sl.part].b.Lost && bytes.HasSuffix(r, lostSuffix) {
 					s.closing = true // the outcome is unknown: as a lost server connection
 				}
 				continue
@@ -213,7 +213,7 @@ func (s *session) emit() {
 	}
 	for i := range s.parts {
 		s.releaseReplies(s.parts[i].b) // budget.go
-		s.parts[i].b.reset()
+		s.parts[i].b.Reset()
 		s.spare = append(s.spare, s.parts[i].b)
 	}
 	clear(s.parts)
@@ -228,10 +228,10 @@ func (s *session) emit() {
 // block for long) while watching the client: if it goes away, the dedicated
 // connection is closed so a blocked command does not outlive its client.
 // Bytes the client sends meanwhile are kept for the next round.
-func (s *session) waitDedicated(b *batch, p *pipe) {
+func (s *session) waitDedicated(b *Batch, p *Pipe) {
 	for {
 		if s.end == len(s.buf) {
-			<-b.done // no room left to read into: wait without watching
+			<-b.Done // no room left to read into: wait without watching
 			return
 		}
 		got := make(chan error, 1)
@@ -241,7 +241,7 @@ func (s *session) waitDedicated(b *batch, p *pipe) {
 			got <- err
 		}()
 		select {
-		case <-b.done:
+		case <-b.Done:
 			_ = s.nc.SetReadDeadline(time.Now()) // stop the watcher
 			err := <-got
 			_ = s.nc.SetReadDeadline(time.Time{})
@@ -253,9 +253,9 @@ func (s *session) waitDedicated(b *batch, p *pipe) {
 			if err == nil {
 				continue // the client sent more: keep it, keep watching
 			}
-			p.close() // the client is gone: unblock and drop the command
+			p.Close() // the client is gone: unblock and drop the command
 			s.closing = true
-			<-b.done
+			<-b.Done
 			return
 		}
 	}

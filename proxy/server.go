@@ -170,7 +170,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 // closeUpstreams stops every upstream.
 func (s *Server) closeUpstreams() {
 	for _, u := range s.ups {
-		u.close()
+		u.Close()
 	}
 }
 

@@ -136,11 +136,11 @@ func (s *session) cleanup() {
 	s.closePinned()
 	s.endShare() // share.go
 	if s.blocker != nil {
-		s.blocker.close()
+		s.blocker.Close()
 		s.blocker = nil
 	}
 	if s.sub != nil { // entered subscribe mode, never served
-		s.sub.u.disown(s.sub.nc)
+		s.sub.u.Disown(s.sub.nc)
 		s.sub = nil
 	}
 	s.trackEnd()   // tracking.go
@@ -327,7 +327,7 @@ func (s *session) localReply(c *command) {
 	case rewrite.Hello:
 		u := c.up(s)
 		if d.Proto == 3 && !u.dialer.hello.has(3) {
-			u.replaced(s.srv.ctx, s.id, 3, nil)
+			u.Replaced(s.srv.ctx, s.id, 3, nil)
 		}
 		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r
@@ -385,7 +385,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 			// the client watches.)
 			s.st.Proto = d.Proto
 			if s.blocker != nil {
-				s.blocker.close()
+				s.blocker.Close()
 				s.blocker = nil
 			}
 			s.closeOwn() // share.go: an isolated client's, opened anew too

@@ -94,7 +94,7 @@ type share struct {
 // ownConn is an isolated client's connection to one upstream.
 type ownConn struct {
 	up *Upstream
-	p  *pipe
+	p  *Pipe
 }
 
 // isolated reports whether the client has connections of its own.
@@ -129,7 +129,7 @@ func (s *session) shareRound() {
 // when it comes back, and when the session ends.
 func (s *session) endShare() {
 	for _, oc := range s.sh.own {
-		oc.p.close()
+		oc.p.Close()
 	}
 	clear(s.sh.own)
 	s.sh.own = s.sh.own[:0]
@@ -141,25 +141,25 @@ func (s *session) endShare() {
 
 // ownPipe returns the isolated client's connection to u, opening it when
 // needed; nil when it cannot be opened (the upstream is unavailable).
-func (s *session) ownPipe(u *Upstream) *pipe {
+func (s *session) ownPipe(u *Upstream) *Pipe {
 	for i, oc := range s.sh.own {
 		if oc.up != u {
 			continue
 		}
-		if oc.p.failed() == nil && u.Fenced() && u.current(oc.p) {
+		if oc.p.Failed() == nil && u.Fenced() && u.Current(oc.p) {
 			return oc.p
 		}
-		oc.p.close()
+		oc.p.Close()
 		s.sh.own = append(s.sh.own[:i], s.sh.own[i+1:]...)
 		break
 	}
-	p, err := u.isolatedPipe(s.srv.ctx, s.proto())
+	p, err := u.IsolatedPipe(s.srv.ctx, s.proto())
 	if err != nil {
 		s.log.Warn("isolated upstream connection failed", zap.Error(err))
 		return nil
 	}
 	if !s.trackOwn(u, p) { // tracking.go: it tracks as the client asked
-		p.close()
+		p.Close()
 		return nil
 	}
 	s.sh.own = append(s.sh.own, ownConn{up: u, p: p})
@@ -171,7 +171,7 @@ func (s *session) ownPipe(u *Upstream) *pipe {
 // HELLO that switched the protocol). The client stays isolated.
 func (s *session) closeOwn() {
 	for _, oc := range s.sh.own {
-		oc.p.close()
+		oc.p.Close()
 	}
 	clear(s.sh.own)
 	s.sh.own = s.sh.own[:0]
@@ -195,7 +195,7 @@ func (s *session) shareBefore(size, count int) (own bool) {
 		// Its own connection takes parts of ShareCommands too, so the reply
 		// cap is checked between them: over it, the rest is never sent.
 		for i := range s.parts {
-			if pt := &s.parts[i]; pt.own && pt.b.n > 0 && pt.b.n+count > o.ShareCommands {
+			if pt := &s.parts[i]; pt.own && pt.b.N > 0 && pt.b.N+count > o.ShareCommands {
 				s.flush()
 				break
 			}
@@ -211,7 +211,7 @@ func (s *session) shareBefore(size, count int) (own bool) {
 		return true
 	}
 	for i := range s.parts {
-		if pt := &s.parts[i]; !pt.ded && pt.b.n+count > s.shareWindow() {
+		if pt := &s.parts[i]; !pt.ded && pt.b.N+count > s.shareWindow() {
 			s.sh.full++
 			s.flush() // the part is full: its replies first, others' batches between
 			return s.sh.isolated()
@@ -237,22 +237,22 @@ func (s *session) shareAfter() {
 	o := &s.srv.opts
 	for i := range s.parts {
 		pt := &s.parts[i]
-		if pt.b.n == 0 || (pt.ded && !pt.own) {
+		if pt.b.N == 0 || (pt.ded && !pt.own) {
 			continue
 		}
-		heavy := pt.b.over || int64(len(pt.b.replies)) > o.ShareBytes
+		heavy := pt.b.Over || int64(len(pt.b.Replies)) > o.ShareBytes
 		switch {
 		case pt.own:
-			if heavy || pt.b.n >= o.ShareCommands {
+			if heavy || pt.b.N >= o.ShareCommands {
 				s.isolate(isoReplyBytes) // still heavy: it stays
 			}
 		case heavy:
 			s.isolate(isoReplyBytes)
 		case s.sh.full >= sharePipelineParts:
 			s.isolate(isoPipeline)
-		case pt.b.n < s.shareWindow():
+		case pt.b.N < s.shareWindow():
 			s.sh.full = 0
-		case int64(len(pt.b.replies))*int64(o.ShareCommands) <= o.ShareBytes*int64(pt.b.n):
+		case int64(len(pt.b.Replies))*int64(o.ShareCommands) <= o.ShareBytes*int64(pt.b.N):
 			s.sh.window = min(2*s.shareWindow(), o.ShareCommands) // small replies: a larger part
 		}
 	}

@@ -193,11 +193,11 @@ type subscriber struct {
 func (s *session) startSubscribe(u *Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
-	dl, err := u.own(s.srv.ctx, s.proto()) // owned.go
-	nc, br := dl.nc, dl.br
+	dl, err := u.Own(s.srv.ctx, s.proto()) // owned.go
+	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
-		s.addLocal(u.unavailable(), audit, c.drop)
+		s.addLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	var nonce [16]byte
@@ -309,7 +309,7 @@ func (s *session) serveSubscribed() (err error) {
 				return err
 			}
 			out = out[:0]
-			if cap(out) > keptBatchBuf {
+			if cap(out) > KeptBatchBuf {
 				out = nil // do not keep a large command's copy around
 			}
 			if leave || quit {

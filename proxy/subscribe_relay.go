@@ -200,7 +200,7 @@ func (sub *subscriber) write() {
 func (sub *subscriber) handedOn(chunk []byte) []byte {
 	sub.s.srv.mem.Give(sub.acct.Held)
 	sub.acct.Held = 0
-	if cap(chunk) > keptBatchBuf {
+	if cap(chunk) > KeptBatchBuf {
 		return nil
 	}
 	return chunk[:0]
@@ -225,13 +225,13 @@ func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error
 	if d == nil {
 		d = &rewrite.Decision{Action: rewrite.Pass}
 	}
-	if len(f.Raw) < refMin {
-		*out = encode(*out, f, d)
+	if len(f.Raw) < RefMin {
+		*out = Encode(*out, f, d)
 		return nil
 	}
 	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
-		*out = encodeHead(*out, f, d)
+		*out = EncodeHead(*out, f, d)
 		tail = f.TailFrom(d.Replace)
 	}
 	if err := sub.send(*out); err != nil {

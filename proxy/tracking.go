@@ -185,7 +185,7 @@ func (r *redirects) end(srv *Server, id uint64) {
 	r.mu.Unlock()
 	for rc := range conns {
 		rc.done.Store(true) // its tracking client stays, the redirect broken
-		rc.u.disown(rc.nc)
+		rc.u.Disown(rc.nc)
 	}
 	if len(stale) == 0 {
 		return
@@ -272,12 +272,12 @@ func (s *session) clientTracking(args [][]byte) []byte {
 		if !t.on {
 			s.endShare()
 		}
-		return u.unavailable()
+		return u.Unavailable()
 	}
 	r := oneOn(p, s.trackCommand(u, args, redirAt, target, true))
 	switch {
 	case r == nil:
-		r = u.unavailable()
+		r = u.Unavailable()
 		fallthrough
 	case !bytes.Equal(r, replyTrackOK):
 		if !t.on {
@@ -315,7 +315,7 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	for _, oc := range others {
 		switch {
 		case !s.trackConn(oc.up, oc.p):
-			oc.p.close() // its next command reopens it, or gets the error
+			oc.p.Close() // its next command reopens it, or gets the error
 		case !slices.Contains(t.ups, oc.up) && slices.ContainsFunc(s.sh.own, func(o ownConn) bool { return o.p == oc.p }):
 			t.ups = append(t.ups, oc.up)
 		}
@@ -345,7 +345,7 @@ var replyTrackOK = []byte("+OK\r\n")
 // trackConn turns tracking on, as the client asked, on a connection of its
 // own just opened (or open when tracking went on); false when the server
 // refused or the connection failed.
-func (s *session) trackConn(u *Upstream, p *pipe) bool {
+func (s *session) trackConn(u *Upstream, p *Pipe) bool {
 	if !s.tracks() {
 		return true
 	}
@@ -358,8 +358,8 @@ func (s *session) trackConn(u *Upstream, p *pipe) bool {
 // closing it, and reports whether it did: the keys the client read there
 // stay tracked, as they would on its one connection to the server. The
 // next WATCH to the same upstream takes it again (trackedPin).
-func (s *session) keepPin(u *Upstream, p *pipe) bool {
-	if !s.tracks() || u == nil || p.failed() != nil {
+func (s *session) keepPin(u *Upstream, p *Pipe) bool {
+	if !s.tracks() || u == nil || p.Failed() != nil {
 		return false
 	}
 	for _, oc := range s.trk.pins {
@@ -372,7 +372,7 @@ func (s *session) keepPin(u *Upstream, p *pipe) bool {
 }
 
 // trackedPin takes the kept WATCH connection to u, if there is a usable one.
-func (s *session) trackedPin(u *Upstream) *pipe {
+func (s *session) trackedPin(u *Upstream) *Pipe {
 	if s.trk == nil {
 		return nil
 	}
@@ -381,10 +381,10 @@ func (s *session) trackedPin(u *Upstream) *pipe {
 			continue
 		}
 		s.trk.pins = append(s.trk.pins[:i], s.trk.pins[i+1:]...)
-		if oc.p.failed() == nil && u.Fenced() && u.current(oc.p) && s.tracks() {
+		if oc.p.Failed() == nil && u.Fenced() && u.Current(oc.p) && s.tracks() {
 			return oc.p
 		}
-		oc.p.close()
+		oc.p.Close()
 		return nil
 	}
 	return nil
@@ -393,7 +393,7 @@ func (s *session) trackedPin(u *Upstream) *pipe {
 // closePins closes the kept WATCH connections.
 func (t *tracker) closePins() {
 	for _, oc := range t.pins {
-		oc.p.close()
+		oc.p.Close()
 	}
 	clear(t.pins)
 	t.pins = t.pins[:0]
@@ -443,7 +443,7 @@ func (s *session) trackCachingEnd() {
 
 // emitCaching adds the kept CLIENT CACHING to the segment, for p (nil: the
 // client's own connection to u).
-func (s *session) emitCaching(u *Upstream, p *pipe) {
+func (s *session) emitCaching(u *Upstream, p *Pipe) {
 	t := s.trk
 	raw, audit, mute := t.caching, t.cachingAudit, t.cachingMute
 	t.caching = nil
@@ -452,14 +452,14 @@ func (s *session) emitCaching(u *Upstream, p *pipe) {
 		p = s.ownPipe(u)
 	}
 	if p == nil {
-		s.addLocal(u.unavailable(), audit, mute)
+		s.addLocal(u.Unavailable(), audit, mute)
 		return
 	}
 	s.target(u, p, true, own)
 	b := s.parts[s.cur].b
-	b.encode(resp.Frame{Raw: raw}, &rewrite.Decision{Action: rewrite.Pass})
-	s.slots = append(s.slots, rslot{part: s.cur, idx: b.n, audit: audit, target: u, drop: mute})
-	b.n++
+	b.Encode(resp.Frame{Raw: raw}, &rewrite.Decision{Action: rewrite.Pass})
+	s.slots = append(s.slots, rslot{part: s.cur, idx: b.N, audit: audit, target: u, drop: mute})
+	b.N++
 	s.simple = false
 }
 
@@ -468,7 +468,7 @@ func (s *session) emitCaching(u *Upstream, p *pipe) {
 // was closed, is refused, and the client is closed after the replies so
 // far: the keys it read there are tracked no more, and a client whose
 // connection to the server broke drops its cache, as it would.
-func (s *session) trackOwn(u *Upstream, p *pipe) bool {
+func (s *session) trackOwn(u *Upstream, p *Pipe) bool {
 	if !s.tracks() {
 		return true
 	}
@@ -497,7 +497,7 @@ func (s *session) trackDrop(off bool) {
 		oneOn(s.pinned, encodeArgs([][]byte{[]byte("CLIENT"), []byte("TRACKING"), []byte("OFF")}))
 	}
 	if off && s.blocker != nil {
-		s.blocker.close()
+		s.blocker.Close()
 		s.blocker = nil
 	}
 	s.endShare()
@@ -574,7 +574,7 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 		return nil
 	}
 	if !s.srv.redir.add(rc) {
-		u.disown(rc.nc)
+		u.Disown(rc.nc)
 		return nil
 	}
 	if !s.trackAlive(target) { // ended while the connection opened
@@ -590,30 +590,30 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
 func openRedir(ctx context.Context, u *Upstream, target uint64) (*redirConn, error) {
-	dl, err := u.own(ctx, 2) // owned.go
+	dl, err := u.Own(ctx, 2) // owned.go
 	if err != nil {
 		return nil, err
 	}
-	sc := &setupConn{nc: dl.nc, rr: resp.NewReader(dl.br)}
+	sc := &SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}
 	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
 	defer cancel()
 	r, err := sc.Do(cctx, "CLIENT", "ID")
 	if err == nil {
-		_, err = sc.raw(cctx, "SUBSCRIBE", "__redis__:invalidate")
+		_, err = sc.Raw(cctx, "SUBSCRIBE", "__redis__:invalidate")
 	}
 	if err != nil {
-		u.disown(dl.nc)
+		u.Disown(dl.Conn)
 		return nil, err
 	}
 	// The reader goes with the connection: its buffer may hold bytes.
-	return &redirConn{u: u, nc: dl.nc, id: r.Int, target: target, rr: sc.rr}, nil
+	return &redirConn{u: u, nc: dl.Conn, id: r.Int, target: target, rr: sc.RR}, nil
 }
 
 // close ends the relay and forgets it.
 func (rc *redirConn) close(r *redirects) {
 	rc.done.Store(true)
 	r.remove(rc)
-	rc.u.disown(rc.nc)
+	rc.u.Disown(rc.nc)
 }
 
 // relay hands each invalidation message the connection gets to the
@@ -638,7 +638,7 @@ func (rc *redirConn) relay(srv *Server) {
 		var err error
 		fr, over, err = rc.rr.Read(fr[:0], max)
 		if err != nil || over {
-			rc.u.disown(rc.nc)
+			rc.u.Disown(rc.nc)
 			return
 		}
 		if !bytes.HasPrefix(fr, invalidateMsg) {
@@ -669,30 +669,30 @@ func (rc *redirConn) relay(srv *Server) {
 // sharedOne sends one command on u's shared connection (one that changes
 // nothing of it) and returns its reply.
 func (s *session) sharedOne(u *Upstream, cmd []byte) []byte {
-	p := u.shared(s.id, 2)
+	p := u.Shared(s.id, 2)
 	if p == nil {
-		return u.unavailable()
+		return u.Unavailable()
 	}
 	if r := oneOn(p, cmd); r != nil {
 		return r
 	}
-	return u.unavailable()
+	return u.Unavailable()
 }
 
 // oneOn sends one command on p and returns its reply (a copy), nil when
 // the connection failed.
-func oneOn(p *pipe, cmd []byte) []byte {
-	b := newBatch()
-	b.out = append(b.out, cmd...)
-	b.n, b.max = 1, 1<<20
-	if err := p.send(b); err != nil {
+func oneOn(p *Pipe, cmd []byte) []byte {
+	b := NewBatch()
+	b.Out = append(b.Out, cmd...)
+	b.N, b.Max = 1, 1<<20
+	if err := p.Send(b); err != nil {
 		return nil
 	}
-	p.await(b)
-	if b.lost || len(b.ends) == 0 {
+	p.Await(b)
+	if b.Lost || len(b.Ends) == 0 {
 		return nil
 	}
-	return append([]byte(nil), b.reply(0)...)
+	return append([]byte(nil), b.Reply(0)...)
 }
 
 // encodeArgs is args as a RESP array of bulk strings.
@@ -751,11 +751,11 @@ func (s *session) trackingInfo(args [][]byte) []byte {
 	}
 	p := s.ownPipe(u)
 	if p == nil {
-		return u.unavailable()
+		return u.Unavailable()
 	}
 	r := oneOn(p, encodeArgs(args))
 	if r == nil {
-		return u.unavailable()
+		return u.Unavailable()
 	}
 	if s.trk.redirAt == 0 {
 		return r

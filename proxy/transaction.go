@@ -134,7 +134,7 @@ func (t *transaction) queue(s *session, c *command) {
 		return
 	}
 	t.noteLoad(f)
-	t.buf = encode(t.buf, f, d)
+	t.buf = Encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
 		t.writes = isWrite(f.Args, &c.sp) // ack.go
@@ -232,48 +232,48 @@ func (t *transaction) exec(s *session, c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *pipe
+	var p *Pipe
 	var ded bool
 	switch {
 	case s.pinned != nil:
-		if u.Fenced() && s.pinned.failed() == nil { // else the fence failed since the WATCH
+		if u.Fenced() && s.pinned.Failed() == nil { // else the fence failed since the WATCH
 			p, ded = s.pinned, true
 		}
 	case own:
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
 	default:
-		if p = u.shared(s.id, s.proto()); p == nil {
-			p = u.awaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
+		if p = u.Shared(s.id, s.proto()); p == nil {
+			p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
 		}
 	}
 	if p == nil {
-		s.addLocal(u.unavailable(), audit, c.drop)
+		s.addLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
-	base := b.n
-	if len(t.buf) >= refMin {
+	base := b.N
+	if len(t.buf) >= RefMin {
 		// Sent as it is, not copied: the batch owns it now, with what it
 		// holds of the memory budget (released once the replies are
 		// written, after the batch is done).
-		b.refs = append(b.refs, outRef{at: len(b.out), b: t.buf})
+		b.Refs = append(b.Refs, OutRef{At: len(b.Out), B: t.buf})
 		t.buf = nil
 		s.sentHeld += t.held
 		t.held = 0
 	} else {
-		b.out = append(b.out, t.buf...)
+		b.Out = append(b.Out, t.buf...)
 	}
-	b.out = append(b.out, f.Raw...)
+	b.Out = append(b.Out, f.Raw...)
 	if t.sameSegment {
 		for j, si := range t.slots {
 			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
 		}
 	}
 	if u.ack != nil && t.writes {
-		b.writes = append(b.writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
+		b.Writes = append(b.Writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
 	}
-	b.n += t.n + 2
+	b.N += t.n + 2
 	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: c.drop})
 	s.simple = false
 	if len(t.loads) > 0 {
@@ -329,11 +329,11 @@ func (e *execLoad) ran(reply []byte) {
 // them.
 func (e *execLoad) read(s *session) {
 	pt := &s.parts[e.part]
-	if !pt.sent || pt.b.over || e.idx >= len(pt.b.ends) {
+	if !pt.sent || pt.b.Over || e.idx >= len(pt.b.Ends) {
 		e.loads = e.loads[:0]
 		return
 	}
-	e.ran(pt.b.reply(e.idx))
+	e.ran(pt.b.Reply(e.idx))
 }
 
 // send adds the loads the server ran to the current segment's part for

@@ -29,7 +29,7 @@ type unsubProbe struct {
 }
 
 // probe asks the server on a new connection, once.
-func (p *unsubProbe) probe(ctx context.Context, sc *setupConn) error {
+func (p *unsubProbe) probe(ctx context.Context, sc *SetupConn) error {
 	if p.done.Load() {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (p *unsubProbe) probe(ctx context.Context, sc *setupConn) error {
 		name string
 		to   *[]byte
 	}{{"UNSUBSCRIBE", &ns.Unsubscribe}, {"PUNSUBSCRIBE", &ns.PUnsubscribe}, {"SUNSUBSCRIBE", &ns.SUnsubscribe}} {
-		raw, err := sc.raw(ctx, c.name)
+		raw, err := sc.Raw(ctx, c.name)
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func (u *Upstream) noSub() *rewrite.NoSub {
 		return nil
 	}
 	if !p.done.Load() {
-		r := u.unavailable()
+		r := u.Unavailable()
 		return &rewrite.NoSub{Unsubscribe: r, PUnsubscribe: r, SUnsubscribe: r}
 	}
 	return p.ns.Load()

@@ -55,7 +55,7 @@ type Upstream struct {
 
 // slot is one shared connection position, reconnected when it breaks.
 type slot struct {
-	cur  atomic.Pointer[pipe]
+	cur  atomic.Pointer[Pipe]
 	down atomic.Int64 // since when it has no connection (unix ns); 0 while it has one
 }
 
@@ -207,7 +207,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 		dl, fenceErr, err := u.dialer.dial(u.ctx, proto)
 		if u.ctx.Err() != nil {
 			if err == nil {
-				_ = dl.nc.Close()
+				_ = dl.Conn.Close()
 			}
 			return
 		}
@@ -224,7 +224,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, dl.nc, dl.br, u.opts.Timeout, u.opts.Timeout, nil, false)
+		p := newPipe(u.name, dl.Conn, dl.Buf, u.opts.Timeout, u.opts.Timeout, nil, false)
 		p.clients = u.clients
 		u.attach(p, dl.addr)
 		s.cur.Store(p)
@@ -236,20 +236,20 @@ func (u *Upstream) keep(s *slot, proto int) {
 		u.setState(nil, true)
 		u.met.upstreamState(u.name, u.Up(), u.Fenced())
 		u.log.Info("upstream connected", zap.String("address", dl.addr))
-		if !u.current(p) {
-			p.close() // the primary switched while it dialed (failover.go)
+		if !u.Current(p) {
+			p.Close() // the primary switched while it dialed (failover.go)
 		}
 		select {
 		case <-p.dead:
 		case <-u.ctx.Done():
-			p.close()
+			p.Close()
 			<-p.dead
 			s.cur.Store(nil)
 			return
 		}
 		s.down.Store(time.Now().UnixNano())
 		s.cur.Store(nil)
-		err = p.failed()
+		err = p.Failed()
 		if u.fol != nil {
 			u.fol.failed(p.addr, err)
 		}
@@ -304,9 +304,9 @@ func errKind(err error, fence bool) string {
 	return "dial"
 }
 
-// shared returns the shared connection for a client (by its id) in
+// Shared returns the Shared connection for a client (by its id) in
 // protocol proto, or nil when it is down.
-func (u *Upstream) shared(id uint64, proto int) *pipe {
+func (u *Upstream) Shared(id uint64, proto int) *Pipe {
 	if s := u.slotFor(id, proto); s != nil {
 		return s.cur.Load()
 	}
@@ -328,21 +328,21 @@ func (u *Upstream) slotFor(id uint64, proto int) *slot {
 	return slots[id%uint64(len(slots))]
 }
 
-// replaced waits, at most the dial timeout, for the shared connection in
+// Replaced waits, at most the dial timeout, for the shared connection in
 // protocol proto that replaces old (nil: the first one) for a client (by
 // its id), and returns it; nil when none comes in time.
-func (u *Upstream) replaced(ctx context.Context, id uint64, proto int, old *pipe) *pipe {
+func (u *Upstream) Replaced(ctx context.Context, id uint64, proto int, old *Pipe) *Pipe {
 	return u.replacedUntil(ctx, id, proto, old, time.Now().Add(u.opts.DialTimeout))
 }
 
 // replacedUntil is replaced, waiting until deadline at most.
-func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old *pipe, deadline time.Time) *pipe {
+func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old *Pipe, deadline time.Time) *Pipe {
 	var timeout <-chan time.Time
 	for {
 		u.mu.Lock()
 		swapped := u.swapped
 		u.mu.Unlock()
-		if p := u.shared(id, proto); p != nil && p != old {
+		if p := u.Shared(id, proto); p != nil && p != old {
 			return p
 		}
 		if timeout == nil {
@@ -397,10 +397,10 @@ func (u *Upstream) every(interval time.Duration, f func()) {
 	}
 }
 
-// unavailable is the reply a command gets while the upstream is down: a
+// Unavailable is the reply a command gets while the upstream is down: a
 // Sentinel upstream that lost its primary says it has none (failover.go);
-// a fence refusal, and a fixed address, say unavailable.
-func (u *Upstream) unavailable() []byte {
+// a fence refusal, and a fixed address, say Unavailable.
+func (u *Upstream) Unavailable() []byte {
 	u.mu.Lock()
 	fenceOK := u.fenceOK
 	u.mu.Unlock()
@@ -419,12 +419,12 @@ func (u *Upstream) unavailable() []byte {
 // the upstream name, with the reason on one line:
 // `-UPSTREAM <name> unavailable: <reason>`.
 func unavailableReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " unavailable: " + oneLine(reason) + "\r\n")
+	return []byte("-UPSTREAM " + name + " unavailable: " + OneLine(reason) + "\r\n")
 }
 
-// close stops reconnecting and closes the shared connections; waiting
+// Close stops reconnecting and closes the shared connections; waiting
 // batches get the lost error. A Sentinel upstream's resolver stops.
-func (u *Upstream) close() {
+func (u *Upstream) Close() {
 	u.cancel()
 	u.wg.Wait()
 	if u.fol != nil {

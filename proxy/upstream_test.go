@@ -39,7 +39,7 @@ func TestUpstreamKilledMidBatch(t *testing.T) {
 	// Everything is written to the upstream socket before the node dies.
 	admin := h.srv.up
 	poll(t, "batches to be in flight", func() bool {
-		p := admin.shared(0, 2)
+		p := admin.Shared(0, 2)
 		if p == nil {
 			return false
 		}
@@ -133,7 +133,7 @@ func TestFenceHookGatesTraffic(t *testing.T) {
 	if err := srv.Readiness(); err == nil || !strings.Contains(err.Error(), `fence key is ""`) {
 		t.Errorf("readiness = %v", err)
 	}
-	msg := string(srv.up.unavailable())
+	msg := string(srv.up.Unavailable())
 	if !strings.HasPrefix(msg, "-UPSTREAM node unavailable: ") || !strings.Contains(msg, `fence key is \"\"`) && !strings.Contains(msg, `fence key is ""`) {
 		t.Errorf("unavailable reply %q", msg)
 	}
@@ -203,7 +203,7 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 	}
 	// Past the deadline, and past a few of the watch's idle checks.
 	time.Sleep(time.Until(rdl) + 3*watchInterval)
-	if err := p.failed(); err != nil {
+	if err := p.Failed(); err != nil {
 		t.Fatalf("the idle connection was closed: %v", err)
 	}
 	c.do("GET", "k").is("$1\r\nv\r\n")
