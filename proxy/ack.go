@@ -157,6 +157,16 @@ func (u *Upstream) probePipe() *Pipe {
 	return nil
 }
 
+// Settle takes WAIT's reply out of b when it ends with one and answers
+// its writes as WAIT says (see above); it returns how many writes got the
+// not-confirmed error.
+func (u *Upstream) Settle(b *Batch) int {
+	if b.wait == waitNone || u.ack == nil {
+		return 0
+	}
+	return u.ack.settle(b)
+}
+
 // settle removes WAIT's reply, the batch's last, and replaces the writes'
 // replies when it does not confirm them (or, short, when no WAIT was
 // sent). It returns how many were replaced.

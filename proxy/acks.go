@@ -34,9 +34,9 @@ func isWrite(args [][]byte, sp *planStep) bool {
 func (s *session) settleAcks() {
 	for i := range s.parts {
 		pt := &s.parts[i]
-		if pt.b.wait != waitNone && pt.up.ack != nil {
-			if n := pt.up.ack.settle(pt.b); n > 0 {
-				s.srv.met.unacked.WithLabelValues(pt.up.name).Add(float64(n))
+		if pt.up.Acks() {
+			if n := pt.up.Settle(pt.b); n > 0 {
+				s.srv.met.unacked.WithLabelValues(pt.up.Name()).Add(float64(n))
 			}
 		}
 	}

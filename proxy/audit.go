@@ -92,7 +92,7 @@ func (s *session) haveAudits() bool { return len(s.audits) > 0 }
 func (r *auditRecord) setReply(reply []byte, u *Upstream) {
 	r.reply = replyKind(reply)
 	if u != nil {
-		r.upstream = u.name
+		r.upstream = u.Name()
 	}
 }
 

@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/emqproxy/emqproxy/proxy/resp"
+
 // A batch is one client's forwarded commands on one upstream connection:
 // sent on a pipe, completed by whoever holds the pipe's reader role, and
 // reused by its session once done (pipeline.go).
@@ -30,7 +32,7 @@ type Batch struct {
 	Lost     bool   // some replies are errors made by the proxy
 	finished bool   // every reply is there (under the pipe's mu)
 
-	acct replyAcct // the replies' bytes taken from the memory budget (budget.go)
+	Acct resp.Account // what the replies hold of the memory budget; its owner gives it back
 
 	// Writes are the indexes of the replies that wait for the replicas,
 	// and wait tells whether (and how) the batch ends with the proxy's

@@ -283,7 +283,7 @@ func (s *session) relayed(audit int, u *Upstream) {
 		u = s.sub.u
 	}
 	if audit >= 0 {
-		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, u.name
+		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, u.Name()
 	}
 }
 

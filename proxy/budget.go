@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -76,23 +77,12 @@ const DefaultMaxBuffered = 128 << 20
 // taken from the budget are resp.FreeReplyBytes: the common small reply
 // never touches it. A reply takes at least resp.ReplyGrant at a time.
 
-// replyAcct is what replies being read hold of the memory budget: the reply
-// reader's account (it takes from the budget as a reply grows), and the
-// replies dropped for the budget.
-type replyAcct struct {
-	resp.Account
-	dropped int // replies dropped for the budget, not yet counted
-}
-
 // replyTooLargeForBudget is the reply to a command that needs more room
 // than the whole budget.
 func replyTooLargeForBudget(need int, limit int64) []byte {
 	return []byte("-ERR emqproxy: command too large for the proxy's memory budget (it needs more than " +
 		strconv.Itoa(need) + " bytes; limits.buffered_bytes is " + strconv.FormatInt(limit, 10) + ")\r\n")
 }
-
-// replyDroppedForBudget replaces a reply that did not fit in the budget.
-var replyDroppedForBudget = []byte("-ERR emqproxy: reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed\r\n")
 
 // replyTxOverBudget refuses a transaction's command that did not fit.
 var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
@@ -118,7 +108,7 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 			// Subscribe mode: after every message relayed so far.
 			err = s.sub.finishWith(new([]byte), reply)
 		} else {
-			s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+			s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
 			_, err = s.nc.Write(reply)
 		}
 		if err == nil {
@@ -175,8 +165,8 @@ func (s *session) releaseMemory() {
 	mem.Give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
 	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
 	for _, b := range s.spare {
-		mem.Give(b.acct.Held)
-		b.acct.Held = 0
+		mem.Give(b.Acct.Held)
+		b.Acct.Held = 0
 	}
 	mem.Done(s.id)
 }
@@ -201,12 +191,12 @@ func (s *session) releaseOutput() {
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
 func (s *session) releaseReplies(b *Batch) {
-	s.srv.mem.Give(b.acct.Held)
-	b.acct.Held = 0
-	if b.acct.dropped > 0 {
-		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Add(float64(b.acct.dropped))
-		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.acct.dropped), zap.Int64("budget", s.srv.mem.Limit()))
-		b.acct.dropped = 0
+	s.srv.mem.Give(b.Acct.Held)
+	b.Acct.Held = 0
+	if b.Acct.Dropped > 0 {
+		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Add(float64(b.Acct.Dropped))
+		s.log.Warn("replies dropped: the memory budget is in use", zap.Int("replies", b.Acct.Dropped), zap.Int64("budget", s.srv.mem.Limit()))
+		b.Acct.Dropped = 0
 	}
 }
 

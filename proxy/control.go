@@ -225,7 +225,7 @@ func (c *controller) round(ctx context.Context) {
 			t, err := c.renew(ctx, n)
 			if err != nil {
 				if ctx.Err() == nil {
-					c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.name), zap.Error(err))
+					c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.Name()), zap.Error(err))
 				}
 				return
 			}
@@ -242,7 +242,7 @@ func (c *controller) round(ctx context.Context) {
 		if n.have {
 			tables = append(tables, n.table)
 			for q, why := range n.table.Skipped {
-				skipped[skipKey{n.up.name, q}] = why
+				skipped[skipKey{n.up.Name(), q}] = why
 			}
 		}
 	}
@@ -251,16 +251,16 @@ func (c *controller) round(ctx context.Context) {
 	for i, n := range c.nodes {
 		if !res[i].ok {
 			if c.leaseLeft(n, time.Now()) <= 0 {
-				c.leaseOK.WithLabelValues(n.up.name).Set(0)
+				c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
 			}
 			continue
 		}
 		n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
-		c.leaseOK.WithLabelValues(n.up.name).Set(1)
+		c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
 		if n.table.Epoch != n.applied {
 			n.applied = n.table.Epoch
 			if err := n.cn.Ack(ctx, c.registration(n)); err != nil && ctx.Err() == nil {
-				c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.name), zap.Error(err))
+				c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.Name()), zap.Error(err))
 			}
 		}
 	}
@@ -269,7 +269,7 @@ func (c *controller) round(ctx context.Context) {
 // renew renews the lease on n and reads its table, dialing first if needed.
 func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, error) {
 	if n.cn == nil {
-		o := n.up.opts
+		o := n.up.Options()
 		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
 			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
 		if err != nil {

@@ -23,9 +23,9 @@ import (
 // the data path: the boot commands and the OnConnect hook (as a fence.Conn).
 // An error reply is returned as a Reply of Type '-', not as an error.
 type SetupConn struct {
-	Conn  net.Conn
-	RR  resp.Reader
-	buf []byte
+	Conn net.Conn
+	RR   resp.Reader
+	buf  []byte
 }
 
 // Do implements fence.Conn.
@@ -131,8 +131,8 @@ type dialer struct {
 // Dialed is a connection the dialer opened: the socket, its reader (which
 // may hold buffered bytes) and the address it was Dialed at.
 type Dialed struct {
-	Conn   net.Conn
-	Buf   *bufio.Reader
+	Conn net.Conn
+	Buf  *bufio.Reader
 	addr string
 }
 

@@ -50,7 +50,7 @@ func (s *session) forward(c *command) {
 	if s.cur != 0 || len(s.slots) != b.N {
 		s.simple = false
 	}
-	if u.ack != nil {
+	if u.Acks() {
 		s.noteWrite(b, f.Args, &c.sp) // ack.go
 	}
 	b.N++

@@ -74,7 +74,7 @@ func (s *session) admitStep(sp *planStep) bool {
 func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
 	text := "TRYAGAIN queue " + string(q) + " is moving"
 	if up != nil {
-		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.name
+		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.Name()
 	}
 	s.refuseWith(d, text, ReasonHeld)
 }
@@ -133,7 +133,7 @@ func (s *session) leaseLapsed(u *Upstream) []byte {
 	if n == nil || c.leaseLeft(n, time.Now()) > 0 {
 		return nil
 	}
-	return []byte("-TRYAGAIN emqproxy's lease on upstream " + u.name + " lapsed before the command was sent; nothing was sent\r\n")
+	return []byte("-TRYAGAIN emqproxy's lease on upstream " + u.Name() + " lapsed before the command was sent; nothing was sent\r\n")
 }
 
 // beforeSend, when set (by tests), runs before a segment is sent.

@@ -61,7 +61,7 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 	dl, err := u.Own(s.srv.ctx, 3) // owned.go
 	nc, br := dl.Conn, dl.Buf
 	if err != nil {
-		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.name), zap.Error(err))
+		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil, err
 	}
 	l := &subscriber{
@@ -73,7 +73,7 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 	}
 	l.acct.Budget = s.srv.mem
 	l.rr = resp.NewReader(br)
-	l.rr.Acct = &l.acct.Account
+	l.rr.Acct = &l.acct
 	if sub.legs == nil {
 		sub.legs = map[*Upstream]*subscriber{}
 	}

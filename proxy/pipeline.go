@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -188,7 +189,7 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout t
 	if timeout > 0 {
 		p.rr.Progress = func() {
 			p.mu.Lock()
-			p.rdl = refreshDeadline(p.nc.SetReadDeadline, time.Time{}, p.timeout)
+			p.rdl = deadline.Refresh(p.nc.SetReadDeadline, time.Time{}, p.timeout)
 			p.mu.Unlock()
 		}
 	}
@@ -334,7 +335,7 @@ func (p *Pipe) writeQueued(limit int) {
 		q := p.queue
 		p.queue = p.spare[:0]
 		if p.timeout > 0 && (len(p.inflight) == p.head || p.rdl.IsZero()) {
-			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
+			p.rdl = deadline.Refresh(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 		if len(q) > 1 {
 			oneWait(q) // pipeline_read.go: one WAIT a write, before a reader sees them
@@ -347,7 +348,7 @@ func (p *Pipe) writeQueued(limit int) {
 			vec = b.appendTo(vec)
 		}
 		if p.wtimeout > 0 {
-			p.wdl = refreshDeadline(p.nc.SetWriteDeadline, p.wdl, p.wtimeout)
+			p.wdl = deadline.Refresh(p.nc.SetWriteDeadline, p.wdl, p.wtimeout)
 		}
 		p.bufs = vec // WriteTo consumes its receiver
 		_, err := p.bufs.WriteTo(p.nc)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"time"
+
+	"github.com/emqproxy/emqproxy/proxy/deadline"
 )
 
 // The reader's work on a pipe (pipeline.go): framing the replies of the
@@ -31,7 +33,7 @@ func (p *Pipe) readBatch(b *Batch) error {
 		var over bool
 		var err error
 		start := len(b.Replies)
-		p.rr.Acct = &b.acct.Account
+		p.rr.Acct = &b.Acct
 		b.Replies, over, err = p.rr.Read(b.Replies, b.Max)
 		p.rr.Acct = nil
 		if err != nil {
@@ -41,10 +43,10 @@ func (p *Pipe) readBatch(b *Batch) error {
 			p.onErr(b.Replies[start:]) // failover.go: -READONLY, -LOADING
 		}
 		push := len(b.Replies) > start && b.Replies[start] == '>'
-		if b.acct.Refused {
+		if b.Acct.Refused {
 			// Over the memory budget: read and dropped (budget.go).
-			b.acct.Refused, over = false, false
-			b.acct.dropped++
+			b.Acct.Refused, over = false, false
+			b.Acct.Dropped++
 			b.Replies = b.Replies[:start]
 			if !push {
 				b.Replies = append(b.Replies, replyDroppedForBudget...)
@@ -91,7 +93,7 @@ func (p *Pipe) pop() {
 			p.head = 0
 		}
 		if p.timeout > 0 {
-			p.rdl = refreshDeadline(p.nc.SetReadDeadline, p.rdl, p.timeout)
+			p.rdl = deadline.Refresh(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 	}
 }
@@ -182,3 +184,7 @@ func oneWait(q []*Batch) {
 		b.carrier = carrier
 	}
 }
+
+// replyDroppedForBudget replaces a reply that did not fit in the memory
+// budget (the batch's Acct).
+var replyDroppedForBudget = []byte("-ERR emqproxy: reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed\r\n")

@@ -88,7 +88,7 @@ type compiledRoute struct {
 
 // defaultRoutes sends every queue to up.
 func defaultRoutes(up *Upstream) []Route {
-	return []Route{{Queues: []string{"*"}, Upstream: up.name}}
+	return []Route{{Queues: []string{"*"}, Upstream: up.Name()}}
 }
 
 // compileRoutes checks rs against the server's upstreams and builds a
@@ -183,7 +183,7 @@ func (s *Server) CheckRoutes(rs []Route) error {
 func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().spec) }
 
 // RouteFor returns the name of the upstream a queue routes to now.
-func (s *Server) RouteFor(queue string) string { return s.routes.Load().forQueue([]byte(queue)).name }
+func (s *Server) RouteFor(queue string) string { return s.routes.Load().forQueue([]byte(queue)).Name() }
 
 // FormatRoutes renders routes on one line for logs: "billing*->scripts-b; *->module-a".
 func FormatRoutes(rs []Route) string {
@@ -198,7 +198,7 @@ func FormatRoutes(rs []Route) string {
 func (s *Server) upstreamNames() []string {
 	names := make([]string, len(s.ups))
 	for i, u := range s.ups {
-		names[i] = u.name
+		names[i] = u.Name()
 	}
 	return names
 }

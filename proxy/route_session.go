@@ -40,18 +40,18 @@ func (s *session) routeDecision(args [][]byte, sp *planStep) *Upstream {
 	keyed := first != nil || sp.script
 	switch {
 	case other != nil:
-		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.name+" and "+other.name+
+		s.crossRoute(d, "the keys of '"+cmdName(args)+"' route to upstreams "+u.Name()+" and "+other.Name()+
 			"; emqproxy does not split one command across upstreams")
 		return nil
 	case bound != nil && keyed && u != bound:
-		s.crossRoute(d, "'"+cmdName(args)+"' routes to upstream "+u.name+" but "+why+" "+bound.name+
+		s.crossRoute(d, "'"+cmdName(args)+"' routes to upstream "+u.Name()+" but "+why+" "+bound.Name()+
 			"; emqproxy does not split "+whatSplit(why)+" across upstreams")
 		return nil
 	case bound != nil:
 		u = bound
 	}
 	sp.keyed = keyed
-	if u.role == RoleScripts && d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
+	if u.Role() == RoleScripts && d.Action == rewrite.Rewrite && d.Script != nil && d.Script.Verb != "" {
 		d.Action, d.Head, d.Replace = rewrite.Pass, "", 0
 	}
 	return u
@@ -80,30 +80,30 @@ func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
 		pick(r.def)
 	}
 	if other != nil {
-		s.crossRoute(d, "the transaction's queued commands now route to upstreams "+u.name+" and "+other.name+
+		s.crossRoute(d, "the transaction's queued commands now route to upstreams "+u.Name()+" and "+other.Name()+
 			"; emqproxy does not split a transaction across upstreams")
 		return nil
 	}
 	switch {
 	case s.pinned != nil && s.pinnedUp != nil:
 		if u != nil && u != s.pinnedUp {
-			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.name+
-				" but WATCH pinned the connection to "+s.pinnedUp.name+"; emqproxy does not split a WATCH ... EXEC across upstreams")
+			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.Name()+
+				" but WATCH pinned the connection to "+s.pinnedUp.Name()+"; emqproxy does not split a WATCH ... EXEC across upstreams")
 			return nil
 		}
 		u = s.pinnedUp
 	case s.sub != nil && s.sub.watchUp != nil:
 		if u != nil && u != s.sub.watchUp {
-			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.name+
-				" but WATCH pinned the connection to "+s.sub.watchUp.name+"; emqproxy does not split a WATCH ... EXEC across upstreams")
+			s.crossRoute(d, "the transaction's queued commands route to upstream "+u.Name()+
+				" but WATCH pinned the connection to "+s.sub.watchUp.Name()+"; emqproxy does not split a WATCH ... EXEC across upstreams")
 			return nil
 		}
 		u = s.sub.watchUp
 	case u == nil:
 		u = r.def
 	}
-	if s.tx.verbs > 0 && u.role != s.tx.verbRole {
-		s.refuseWith(d, "TRYAGAIN the transaction's queue moved to upstream "+u.name+
+	if s.tx.verbs > 0 && u.Role() != s.tx.verbRole {
+		s.refuseWith(d, "TRYAGAIN the transaction's queue moved to upstream "+u.Name()+
 			" since its script calls were queued; run the transaction again", ReasonHeld)
 		return nil
 	}
@@ -258,7 +258,7 @@ func cmdName(args [][]byte) string {
 // EVALSHA, and a client that loads after NOSCRIPT must find it there. No
 // module upstream ever gets a verb body.
 func (s *session) loadOnScripts(f resp.Frame) {
-	s.alsoSend(f, func(u *Upstream) bool { return u.role == RoleScripts })
+	s.alsoSend(f, func(u *Upstream) bool { return u.Role() == RoleScripts })
 }
 
 // alsoSend adds f, as the client sent it, to the current segment's part

@@ -79,7 +79,7 @@ func (s *session) newBatch() *Batch {
 		return b
 	}
 	b := NewBatch()
-	b.acct.Budget = s.srv.mem
+	b.Acct.Budget = s.srv.mem
 	return b
 }
 
@@ -100,7 +100,7 @@ func (s *session) flush() {
 			continue
 		}
 		pt.b.Max = budget
-		if pt.up.ack != nil {
+		if pt.up.Acks() {
 			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
 		}
 		err := pt.p.Send(pt.b)
@@ -112,12 +112,12 @@ func (s *session) flush() {
 				err = np.Send(pt.b)
 			}
 		}
-		if err != nil && !pt.ded && (errors.Is(err, ErrIdleClosed) || pt.up.fol != nil) {
+		if err != nil && !pt.ded && (errors.Is(err, ErrIdleClosed) || pt.up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (failover.go: a new primary).
 			np := pt.up.AwaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
-			if pt.up.fol == nil {
+			if !pt.up.Sentinel() {
 				np = pt.up.Replaced(s.srv.ctx, s.id, s.proto(), pt.p)
 			}
 			if np != nil {
@@ -182,8 +182,8 @@ func (s *session) emit() {
 		}
 		s.out, b.Replies = b.Replies, s.out[:0] // no copy: the replies are the output
 		// And so is what they hold of the budget.
-		s.outHeld += b.acct.Held
-		b.acct.Held = 0
+		s.outHeld += b.Acct.Held
+		b.Acct.Held = 0
 	} else {
 		for i := range s.slots {
 			sl := &s.slots[i]

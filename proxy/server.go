@@ -133,8 +133,8 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 			return nil, err
 		}
 		s.ups = append(s.ups, u)
-		s.acking = s.acking || u.ack != nil
-		s.byName[u.name] = u
+		s.acking = s.acking || u.Acks()
+		s.byName[u.Name()] = u
 	}
 	s.up = s.ups[0]
 	rs := opts.Routes
@@ -214,7 +214,7 @@ func (s *Server) Readiness() error {
 	}
 	for _, u := range s.ups {
 		if err := u.Readiness(); err != nil {
-			return fmt.Errorf("upstream %s: %w", u.name, err)
+			return fmt.Errorf("upstream %s: %w", u.Name(), err)
 		}
 	}
 	return nil

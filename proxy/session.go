@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -224,7 +225,7 @@ func (s *session) write() error {
 	if len(s.out) == 0 {
 		return nil
 	}
-	s.wdl = refreshDeadline(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+	s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
 	began := time.Now()
 	n, err := s.nc.Write(s.out)
 	s.shareWrite(time.Since(began)) // share.go: a slow reader
@@ -326,10 +327,10 @@ func (s *session) localReply(c *command) {
 	switch d.Effect {
 	case rewrite.Hello:
 		u := c.up(s)
-		if d.Proto == 3 && !u.dialer.hello.has(3) {
+		if d.Proto == 3 && !u.HasHello(3) {
 			u.Replaced(s.srv.ctx, s.id, 3, nil)
 		}
-		if r := u.dialer.hello.reply(d.Proto, s.st.ID); r != nil {
+		if r := u.HelloReply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r
 		}
 	case rewrite.ClientList:

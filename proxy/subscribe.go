@@ -133,10 +133,10 @@ type subscriber struct {
 	u     *Upstream
 	nc    net.Conn // the upstream connection
 	rr    resp.Reader
-	first []byte    // the command that entered subscribe mode
-	max   int       // cap on the bytes waiting for the client
-	acct  replyAcct // what the relay's chunk holds of the memory budget (the relay's)
-	resp3 bool      // a RESP3 client: bridged (bridge.go)
+	first []byte       // the command that entered subscribe mode
+	max   int          // cap on the bytes waiting for the client
+	acct  resp.Account // what the relay's chunk holds of the memory budget (the relay's)
+	resp3 bool         // a RESP3 client: bridged (bridge.go)
 	// tracking: the client turned CLIENT TRACKING on, with trackRaw the
 	// command as it sent it, for the legs opened after (changed only by
 	// the session's goroutine).
@@ -219,7 +219,7 @@ func (s *session) startSubscribe(u *Upstream, c *command) {
 	sub.legDown = make(chan struct{}, 1)
 	sub.acct.Budget = s.srv.mem
 	sub.rr = resp.NewReader(br)
-	sub.rr.Acct = &sub.acct.Account
+	sub.rr.Acct = &sub.acct
 	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
 	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")

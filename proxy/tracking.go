@@ -476,7 +476,7 @@ func (s *session) trackOwn(u *Upstream, p *Pipe) bool {
 	for _, v := range t.ups {
 		if v == u {
 			s.log.Warn("a tracking client's connection to its upstream broke; closing the client, which drops its cache",
-				zap.String("upstream", u.name))
+				zap.String("upstream", u.Name()))
 			s.closing = true
 			return false
 		}
@@ -570,7 +570,7 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 	}
 	rc, err := openRedir(s.srv.ctx, u, target)
 	if err != nil {
-		s.log.Warn("tracking redirect connection failed", zap.String("upstream", u.name), zap.Error(err))
+		s.log.Warn("tracking redirect connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil
 	}
 	if !s.srv.redir.add(rc) {
@@ -595,7 +595,7 @@ func openRedir(ctx context.Context, u *Upstream, target uint64) (*redirConn, err
 		return nil, err
 	}
 	sc := &SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}
-	cctx, cancel := context.WithTimeout(ctx, u.opts.DialTimeout)
+	cctx, cancel := context.WithTimeout(ctx, u.Options().DialTimeout)
 	defer cancel()
 	r, err := sc.Do(cctx, "CLIENT", "ID")
 	if err == nil {
@@ -627,7 +627,7 @@ func (rc *redirConn) relay(srv *Server) {
 		if !rc.done.Load() {
 			srv.redir.remove(rc)
 			rc.owner.log.Warn("a tracking client's redirect connection broke; closing the client, which drops its cache",
-				zap.String("upstream", rc.u.name))
+				zap.String("upstream", rc.u.Name()))
 			_ = rc.owner.nc.Close()
 		}
 	}()

@@ -187,7 +187,7 @@ func (t *transaction) noteRoute(c *command) {
 	}
 	if d := &sp.d; d.Script != nil && d.Script.Verb != "" && sp.up != nil {
 		t.verbs++
-		t.verbRole = sp.up.role
+		t.verbRole = sp.up.Role()
 	}
 }
 
@@ -270,7 +270,7 @@ func (t *transaction) exec(s *session, c *command) {
 			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
 		}
 	}
-	if u.ack != nil && t.writes {
+	if u.Acks() && t.writes {
 		b.Writes = append(b.Writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
 	}
 	b.N += t.n + 2

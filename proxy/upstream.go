@@ -125,6 +125,26 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *cmdtable.Store,
 	return u, nil
 }
 
+// Options returns the options the upstream was made with, defaults
+// applied.
+func (u *Upstream) Options() UpstreamOptions { return u.opts }
+
+// Acks reports whether the upstream's writes wait for its replicas
+// (AckReplicas; ack.go).
+func (u *Upstream) Acks() bool { return u.ack != nil }
+
+// Sentinel reports whether the upstream follows a Sentinel master set's
+// primary (failover.go) rather than a fixed address.
+func (u *Upstream) Sentinel() bool { return u.fol != nil }
+
+// HasHello reports whether the upstream's HELLO reply in protocol proto is
+// known yet (dial.go).
+func (u *Upstream) HasHello(proto int) bool { return u.dialer.hello.has(proto) }
+
+// HelloReply is the server's reply to HELLO proto with the client's id in
+// it, or nil while it is not known (dial.go).
+func (u *Upstream) HelloReply(proto int, id int64) []byte { return u.dialer.hello.reply(proto, id) }
+
 // Name returns the upstream's name.
 func (u *Upstream) Name() string { return u.name }
 

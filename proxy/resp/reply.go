@@ -64,6 +64,7 @@ type Account struct {
 	Budget  Budget // nil: not counted
 	Held    int64  // bytes granted
 	Refused bool   // the budget refused the reply read last; the owner clears it
+	Dropped int    // replies the owner dropped after a refusal, not yet counted
 }
 
 // fits reports whether a reply may take dst to n bytes: within limit (Read's
