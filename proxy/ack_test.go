@@ -122,10 +122,10 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 		c.read().is("*1\r\n$1\r\n1\r\n") // a read-only transaction does not wait
 	}
 	{ // while short, one batch waits on the probe connection, the others not at all
-		poll(t, "the probe connection", func() bool { return h.srv.up.probePipe() != nil })
+		poll(t, "the probe connection", func() bool { return h.srv.up.ProbeConnected() })
 		before := waitCalls(t, p)
 		c.send(cmd("SET", "p", "1"))
-		poll(t, "the probe to be out", h.srv.up.ack.probing.Load)
+		poll(t, "the probe to be out", h.srv.up.AckProbing)
 		other := h.dial()
 		other.send(cmd("SET", "q", "1"), cmd("GET", "a"))
 		other.read().is(short)

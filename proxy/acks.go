@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
 // The session's side of writes confirmed by replicas: which forwarded
@@ -10,7 +11,7 @@ import (
 
 // noteWrite records the command about to be added to b (as reply b.n)
 // as a write when it is one.
-func (s *session) noteWrite(b *Batch, args [][]byte, sp *planStep) {
+func (s *session) noteWrite(b *upstream.Batch, args [][]byte, sp *planStep) {
 	if isWrite(args, sp) {
 		b.Writes = append(b.Writes, b.N)
 	}

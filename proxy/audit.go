@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -89,7 +90,7 @@ func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
 func (s *session) haveAudits() bool { return len(s.audits) > 0 }
 
 // setReply notes the reply a command got.
-func (r *auditRecord) setReply(reply []byte, u *Upstream) {
+func (r *auditRecord) setReply(reply []byte, u *upstream.Upstream) {
 	r.reply = replyKind(reply)
 	if u != nil {
 		r.upstream = u.Name()

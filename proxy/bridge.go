@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -188,7 +189,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
 		s.tx.noteLoad(f)
-		s.tx.buf = Encode(s.tx.buf, f, d)
+		s.tx.buf = upstream.Encode(s.tx.buf, f, d)
 		s.tx.n++
 		s.tx.noteRoute(&c)
 		s.relayed(audit, sp.up)
@@ -278,7 +279,7 @@ func (s *session) endBridgedMulti() {
 
 // relayed notes on an audit record that the server's reply, from u, went
 // to the client unframed.
-func (s *session) relayed(audit int, u *Upstream) {
+func (s *session) relayed(audit int, u *upstream.Upstream) {
 	if u == nil {
 		u = s.sub.u
 	}
@@ -341,7 +342,7 @@ func (sub *subscriber) nextSwap() tap {
 // bridgeLoad sends the SCRIPT LOAD fan-out of a bridged command
 // (observe.go's alsoLoad), if it has one, and awaits it, dropping the
 // replies.
-func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *Upstream, shared bool) {
+func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
 	s.alsoLoad(f, d, routed, shared)
 	if len(s.parts) > 0 {
 		s.flush()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
 // memHeld is what a session holds of the memory budget.
@@ -190,7 +191,7 @@ func (s *session) releaseOutput() {
 
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
-func (s *session) releaseReplies(b *Batch) {
+func (s *session) releaseReplies(b *upstream.Batch) {
 	s.srv.mem.Give(b.Acct.Held)
 	b.Acct.Held = 0
 	if b.Acct.Dropped > 0 {

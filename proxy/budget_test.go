@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -230,9 +231,9 @@ func testBudgetRefusals(t *testing.T, srv node.Server) {
 	direct.write(bigCommand(budget+1<<20, 'b', "SET", "wide"))
 	direct.read().is("+OK\r\n")
 	c = h.dial()
-	c.do("GET", "wide").is(string(replyDroppedForBudget))
+	c.do("GET", "wide").is(droppedForBudget)
 	c.do("STRLEN", "wide").is(":" + strconv.Itoa(budget+1<<20) + "\r\n")
-	c.do("GETDEL", "wide").is(string(replyDroppedForBudget))
+	c.do("GETDEL", "wide").is(droppedForBudget)
 	direct.do("EXISTS", "wide").is(":0\r\n") // it ran
 	c.do("PING").is("+PONG\r\n")
 
@@ -310,7 +311,7 @@ func testBudgetLargeRewrittenCall(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	h := startProxy(t, n, nil)
 	enq, _ := h.srv.Policy().Map.ByName("enqueue")
-	payload := strings.Repeat("p", 3*RefMin) + "end"
+	payload := strings.Repeat("p", 3*upstream.RefMin) + "end"
 	c := h.dial()
 	c.send(cmd("PING"), cmd("EVALSHA", enq.SHA, "2", "emq:{big}:job:J1", "emq:{big}:pending", "J1", payload), cmd("PING"))
 	c.read().is("+PONG\r\n")
@@ -357,7 +358,7 @@ func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	h := startProxy(t, n, nil)
 	direct := dial(t, n.Addr)
-	a, b := strings.Repeat("a", RefMin), strings.Repeat("b", RefMin)+"end"
+	a, b := strings.Repeat("a", upstream.RefMin), strings.Repeat("b", upstream.RefMin)+"end"
 	check := func(prefix string) {
 		t.Helper()
 		direct.do("GET", prefix+":a").is("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
@@ -382,3 +383,7 @@ func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
 	direct.do("STRLEN", "br1").is(":" + strconv.Itoa(len(b)) + "\r\n")
 	poll(t, "the budget to be released", func() bool { used, _ := h.srv.mem.InUse(); return used == 0 })
 }
+
+// droppedForBudget is the reply that stands for one dropped for the memory
+// budget.
+const droppedForBudget = "-ERR emqproxy: reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed\r\n"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -36,7 +37,7 @@ import (
 // blockConn is a session's connection for blocking commands: its upstream
 // and its id on the server (0: unknown).
 type blockConn struct {
-	up *Upstream
+	up *upstream.Upstream
 	id int64
 }
 
@@ -87,7 +88,7 @@ func unblockOn(s *session, bc *blockConn, withError bool) []byte {
 	if p == nil {
 		return bc.up.Unavailable()
 	}
-	b := NewBatch()
+	b := upstream.NewBatch()
 	n := 3
 	if withError {
 		n = 4

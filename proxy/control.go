@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -81,7 +82,7 @@ type controller struct {
 	opts  ControlOptions
 	log   *zap.Logger
 	nodes []*ctlNode
-	byUp  map[*Upstream]*ctlNode
+	byUp  map[*upstream.Upstream]*ctlNode
 	state atomic.Pointer[ctlState]
 	start time.Time // the monotonic origin of ctlNode.valid
 	host  string
@@ -102,7 +103,7 @@ type controller struct {
 
 // ctlNode is the control loop's view of one upstream node.
 type ctlNode struct {
-	up      *Upstream
+	up      *upstream.Upstream
 	cn      *control.Node // nil until dialed
 	valid   atomic.Int64  // the lease is valid until start+valid (ns); 0: no lease
 	table   control.Table
@@ -115,7 +116,7 @@ type ctlNode struct {
 type ctlState struct {
 	epoch    int64
 	held     map[string]bool
-	owner    map[string]*Upstream
+	owner    map[string]*upstream.Upstream
 	inflight atomic.Int64  // commands admitted under this state, not yet answered
 	changed  chan struct{} // closed when a newer state is stored
 }
@@ -141,13 +142,13 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	c := &controller{srv: s, opts: o, log: s.log.Named("control").With(zap.String("proxy", o.ID)),
-		byUp: map[*Upstream]*ctlNode{}, start: time.Now(), host: host, base: s.routes.Load()}
+		byUp: map[*upstream.Upstream]*ctlNode{}, start: time.Now(), host: host, base: s.routes.Load()}
 	for _, u := range s.ups {
 		n := &ctlNode{up: u}
 		c.nodes = append(c.nodes, n)
 		c.byUp[u] = n
 	}
-	c.state.Store(&ctlState{held: map[string]bool{}, owner: map[string]*Upstream{}, changed: make(chan struct{})})
+	c.state.Store(&ctlState{held: map[string]bool{}, owner: map[string]*upstream.Upstream{}, changed: make(chan struct{})})
 	c.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_held_commands",
 		Help: "Commands waiting now for a queue that is moving or a node whose lease lapsed."})
 	hold := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "emqproxy_control_hold_seconds",
@@ -321,7 +322,7 @@ func (c *controller) report(skipped map[skipKey]string) {
 // file's route stays for that queue).
 func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
 	cur := c.state.Load()
-	st := &ctlState{epoch: t.Epoch, held: map[string]bool{}, owner: map[string]*Upstream{}, changed: make(chan struct{})}
+	st := &ctlState{epoch: t.Epoch, held: map[string]bool{}, owner: map[string]*upstream.Upstream{}, changed: make(chan struct{})}
 	for q, e := range t.Queues {
 		if e.State == control.Held {
 			st.held[q] = true
@@ -359,7 +360,7 @@ func (c *controller) setRoutes(r *router) {
 
 // withOwners returns r with the moved queues' owners in front of its
 // routes, or r itself when there are none.
-func (r *router) withOwners(owner map[string]*Upstream) *router {
+func (r *router) withOwners(owner map[string]*upstream.Upstream) *router {
 	if len(owner) == 0 {
 		return r
 	}

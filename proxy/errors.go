@@ -3,34 +3,34 @@ package proxy
 import (
 	"errors"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
 // Sentinel errors of the package; returned errors wrap one of them.
 var (
 	// ErrOptions means the Options are unusable (for example no upstream address).
-	ErrOptions = errors.New("proxy: invalid options")
+	ErrOptions = upstream.ErrOptions
 	// ErrServerClosed is returned by Serve after Shutdown.
 	ErrServerClosed = errors.New("proxy: server closed")
 	// ErrUnavailable means an upstream has no usable connection.
-	ErrUnavailable = errors.New("proxy: upstream unavailable")
+	ErrUnavailable = upstream.ErrUnavailable
 	// ErrLost means an upstream connection broke while commands waited on it.
-	ErrLost = errors.New("proxy: upstream connection lost")
+	ErrLost = upstream.ErrLost
 	// ErrTimeout means an upstream sent no reply within its timeout.
-	ErrTimeout = errors.New("proxy: upstream reply timeout")
+	ErrTimeout = upstream.ErrTimeout
 	// ErrUpstreamProtocol means an upstream sent bytes that are not RESP,
 	// or a reply nothing waited for.
-	ErrUpstreamProtocol = resp.ErrProtocol
+	ErrUpstreamProtocol = upstream.ErrUpstreamProtocol
 	// ErrBoot means AUTH or SELECT failed on a new upstream connection.
-	ErrBoot = errors.New("proxy: upstream boot failed")
+	ErrBoot = upstream.ErrBoot
 	// ErrNoPrimary means a Sentinel upstream's primary could not be found
 	// (the sentinels named none that answers ROLE master in time).
-	ErrNoPrimary = errors.New("proxy: upstream has no primary")
+	ErrNoPrimary = upstream.ErrNoPrimary
 	// ErrNotPrimary means a new connection's node answered ROLE with
 	// another role than master: it is refused before the fence.
-	ErrNotPrimary = errors.New("proxy: upstream node is not a primary")
+	ErrNotPrimary = upstream.ErrNotPrimary
 	// ErrFence means the OnConnect hook refused a new upstream connection.
-	ErrFence = errors.New("proxy: upstream fence failed")
+	ErrFence = upstream.ErrFence
 	// ErrRoutes means a set of routes is unusable (an unknown upstream, a
 	// bad pattern, no default route); SwapRoutes keeps the old ones.
 	ErrRoutes = errors.New("proxy: invalid routes")

@@ -16,7 +16,6 @@ import (
 	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -113,7 +112,7 @@ func primaryMetric(t *testing.T, reg *prometheus.Registry, upstream string) stri
 
 func failovers(t *testing.T, srv *Server) float64 {
 	t.Helper()
-	return testutil.ToFloat64(srv.met.failovers.WithLabelValues(srv.up.name))
+	return testutil.ToFloat64(srv.met.failovers.WithLabelValues(srv.up.Name()))
 }
 
 // nodeGet reads a key straight from a node.
@@ -211,9 +210,7 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 		if p == nil {
 			return false
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.inflight)-p.head >= 1
+		return p.InFlight() >= 1
 	})
 	killed := time.Now()
 	if err := h.Replica.Kill(); err != nil {
@@ -378,33 +375,6 @@ func testFailoverForeignBrand(t *testing.T, srv node.Server) {
 	}
 	if got := nodeGet(t, h.Replica, node.VersionKey); got != "$26\r\n"+foreign+"\r\n" {
 		t.Errorf("the foreign node's brand is now %q", got)
-	}
-}
-
-func TestRoleCheckIntegration(t *testing.T) { node.EachServer(t, testRoleCheck) }
-
-// testRoleCheck runs the role check of a new connection on a primary and
-// on its replica.
-func testRoleCheck(t *testing.T, srv node.Server) {
-	p := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
-	r := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path, ReplicaOf: p.Addr})
-	for _, tc := range []struct {
-		n    *node.Node
-		want error
-	}{{p, nil}, {r, ErrNotPrimary}} {
-		d := dialer{opts: UpstreamOptions{Address: tc.n.Addr, DialTimeout: testTimeout}.withDefaults()}
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		nc, br, _, err := d.open(ctx, tc.n.Addr, 2)
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		err = checkRole(ctx, &SetupConn{Conn: nc, RR: resp.NewReader(br)}, tc.n.Addr)
-		cancel()
-		_ = nc.Close()
-		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-			t.Errorf("%s: role check %v, want %v", tc.n.Addr, err, tc.want)
-		}
 	}
 }
 

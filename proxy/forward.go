@@ -1,10 +1,9 @@
 package proxy
 
 import (
-	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -25,7 +24,7 @@ func (s *session) forward(c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *Pipe
+	var p *upstream.Pipe
 	var ded bool
 	if own {
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
@@ -61,7 +60,7 @@ func (s *session) forward(c *command) {
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin
 // while there is one, a dedicated connection for WATCH and blocking
 // commands, else the shared one. nil when it is unavailable.
-func (s *session) pipeFor(u *Upstream, d *rewrite.Decision) (p *Pipe, dedicated bool) {
+func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *upstream.Pipe, dedicated bool) {
 	switch {
 	case s.pinned != nil:
 		if !u.Fenced() { // the probe found the fence broken since the pin
@@ -99,26 +98,9 @@ func (s *session) proto() int {
 	return 2
 }
 
-// Encode appends a forwarded command's bytes to out: the client's bytes for
-// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
-func Encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
-	if d.Action != rewrite.Rewrite {
-		return append(out, f.Raw...)
-	}
-	return append(EncodeHead(out, f, d), f.TailFrom(d.Replace)...)
-}
-
-// EncodeHead appends a rewritten command's head: its array header and
-// its new name, which the client's tail bytes follow.
-func EncodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
-	tail := max(len(f.Args)-d.Replace, 0)
-	out = redcon.AppendArray(out, 1+tail)
-	return redcon.AppendBulkString(out, d.Head)
-}
-
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
-func (s *session) dedicated(u *Upstream, slot **Pipe) *Pipe {
+func (s *session) dedicated(u *upstream.Upstream, slot **upstream.Pipe) *upstream.Pipe {
 	if p := *slot; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
@@ -146,7 +128,7 @@ func (s *session) dedicated(u *Upstream, slot **Pipe) *Pipe {
 // blocking returns the client's connection for blocking commands, opening
 // it when needed, and notes its id on the server for CLIENT UNBLOCK
 // (clientkill.go); nil when it cannot be opened.
-func (s *session) blocking(u *Upstream) *Pipe {
+func (s *session) blocking(u *upstream.Upstream) *upstream.Pipe {
 	if p := s.blocker; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
@@ -183,9 +165,9 @@ func (s *session) closePinned() {
 // ownConns are a client's own upstream connections: its WATCH pin and its
 // connection for blocking commands (forward.go).
 type ownConns struct {
-	pinned    *Pipe     // the WATCH connection
-	pinnedUp  *Upstream // its upstream
-	unpin     bool      // release the pin after the current segment
-	blocker   *Pipe     // the connection for blocking commands
-	blockerUp *Upstream // its upstream
+	pinned    *upstream.Pipe     // the WATCH connection
+	pinnedUp  *upstream.Upstream // its upstream
+	unpin     bool               // release the pin after the current segment
+	blocker   *upstream.Pipe     // the connection for blocking commands
+	blockerUp *upstream.Upstream // its upstream
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -71,7 +72,7 @@ func (s *session) admitStep(sp *planStep) bool {
 
 // refuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
 // held (up nil) or on a node whose lease lapsed (up).
-func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
+func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream) {
 	text := "TRYAGAIN queue " + string(q) + " is moving"
 	if up != nil {
 		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.Name()
@@ -86,7 +87,7 @@ func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *Upstream) {
 func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
 	exec := d.Effect == rewrite.Exec
 	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-		Reply: []byte("-" + OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+		Reply: []byte("-" + upstream.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
 	switch {
 	case exec:
 		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's
@@ -98,7 +99,7 @@ func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Re
 // blocked returns the first of qs that may not be sent under st: a held
 // queue (up nil), or a queue routed to a node whose lease is not valid
 // (up is that node).
-func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *Upstream) {
+func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *upstream.Upstream) {
 	c := s.srv.ctl
 	var now time.Time
 	r := s.v.routes
@@ -124,7 +125,7 @@ func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *Upstream) {
 // have waited the lease out and moved their queue. nil: send it. Checked
 // just before the write; a pause between this check and the write itself
 // is not seen (only a fencing epoch on the node would see it).
-func (s *session) leaseLapsed(u *Upstream) []byte {
+func (s *session) leaseLapsed(u *upstream.Upstream) []byte {
 	c := s.srv.ctl
 	if c == nil || len(s.adm.states) == 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
 // The bridge's legs.
@@ -50,7 +51,7 @@ func (s *session) flushCaching(out *[]byte) {
 
 // legFor returns the leg to u (nil: the default route's, the bridge's
 // first connection), opening it when needed.
-func (s *session) legFor(u *Upstream) (*subscriber, error) {
+func (s *session) legFor(u *upstream.Upstream) (*subscriber, error) {
 	sub := s.sub
 	if u == nil || u == sub.u {
 		return sub, nil
@@ -75,7 +76,7 @@ func (s *session) legFor(u *Upstream) (*subscriber, error) {
 	l.rr = resp.NewReader(br)
 	l.rr.Acct = &l.acct
 	if sub.legs == nil {
-		sub.legs = map[*Upstream]*subscriber{}
+		sub.legs = map[*upstream.Upstream]*subscriber{}
 	}
 	sub.legs[u] = l
 	go func() {

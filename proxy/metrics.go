@@ -152,8 +152,8 @@ var tokenIndex = func() map[string]int {
 	return m
 }()
 
-// command counts one decided command.
-func (m *metrics) command(d *rewrite.Decision) {
+// Command counts one decided command.
+func (m *metrics) Command(d *rewrite.Decision) {
 	col := 0
 	if d.Script != nil && d.Script.Verb != "" {
 		col = tokenIndex[d.Script.Verb]
@@ -166,28 +166,31 @@ func (m *metrics) command(d *rewrite.Decision) {
 	}
 }
 
-// upstreamError counts a failure of the upstream name, by kind (errKind).
-func (m *metrics) upstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
+// UpstreamError counts a failure of the upstream name, by kind (errKind).
+func (m *metrics) UpstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
 
-// reconnect counts a shared connection of the upstream name lost.
-func (m *metrics) reconnect(name string) { m.reconnects.WithLabelValues(name).Inc() }
+// Reconnect counts a shared connection of the upstream name lost.
+func (m *metrics) Reconnect(name string) { m.reconnects.WithLabelValues(name).Inc() }
 
-// upstreamState sets the upstream's up and fenced gauges.
-func (m *metrics) upstreamState(name string, up, fenced bool) {
+// UpstreamState sets the upstream's up and fenced gauges.
+func (m *metrics) UpstreamState(name string, up, fenced bool) {
 	m.up.WithLabelValues(name).Set(b2f(up))
 	m.fenced.WithLabelValues(name).Set(b2f(fenced))
 }
 
-// primary moves the upstream's primary info from old ("" for none) to addr.
-func (m *metrics) primary(name, old, addr string) {
+// Primary moves the upstream's primary info from old ("" for none) to addr.
+func (m *metrics) Primary(name, old, addr string) {
 	if old != "" {
 		m.primaryOf.DeleteLabelValues(name, old)
 	}
 	m.primaryOf.WithLabelValues(name, addr).Set(1)
 }
 
-// failover counts a switch of the upstream's primary.
-func (m *metrics) failover(name string) { m.failovers.WithLabelValues(name).Inc() }
+// Failover counts a switch of the upstream's primary.
+func (m *metrics) Failover(name string) { m.failovers.WithLabelValues(name).Inc() }
+
+// Follows makes the upstream's failover series exist, at 0.
+func (m *metrics) Follows(name string) { m.failovers.WithLabelValues(name) }
 
 // b2f is 1 for true, 0 for false.
 func b2f(b bool) float64 {

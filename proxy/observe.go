@@ -5,6 +5,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/capture"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -33,7 +34,7 @@ import (
 // observe reports a planned command (metrics, the batch's kind) and
 // returns its audit record's index, or -1.
 func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
-	s.srv.met.command(d)
+	s.srv.met.Command(d)
 	s.kind = max(s.kind, kindOf(d))
 	return s.auditFor(args, d)
 }
@@ -42,7 +43,7 @@ func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
 // the current segment; routed is the upstream the command itself went to,
 // shared whether it went on a shared connection (a WATCH pin does not
 // share its segment).
-func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *Upstream, shared bool) {
+func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
 	if !isScriptLoad(f.Args) {
 		return
 	}

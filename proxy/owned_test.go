@@ -27,14 +27,14 @@ func TestFailedFenceClosesAWatchPin(t *testing.T) {
 		b := h.dial()
 		b.do("BLPOP", "list", "0.01").is("*-1\r\n") // a blocking connection of its own
 		u := h.srv.Upstream()
-		if got := u.owned.len(); got != 2 {
+		if got := u.Owned(); got != 2 {
 			t.Fatalf("the upstream holds %d owned connections, want 2 (the pin, the blocking one)", got)
 		}
 		if _, err := node.RawDo(n.Addr, "SET", "{emq}:version", "acme:1.0.0"); err != nil {
 			t.Fatal(err)
 		}
 		poll(t, "the probe to fail the fence", func() bool { return errors.Is(h.srv.Readiness(), fence.ErrForeignBrand) })
-		poll(t, "the owned connections to close", func() bool { return u.owned.len() == 0 })
+		poll(t, "the owned connections to close", func() bool { return u.Owned() == 0 })
 		w.do("MULTI").is("+OK\r\n")
 		w.do("SET", "wk", "fenced-write").is("+QUEUED\r\n")
 		r := w.do("EXEC")
@@ -60,15 +60,15 @@ func TestOwnedConnectionsAreGivenBack(t *testing.T) {
 	c.do("WATCH", "k").is("+OK\r\n")
 	c.do("MULTI").is("+OK\r\n")
 	c.do("EXEC").is("*0\r\n")
-	poll(t, "the pin to be given back", func() bool { return u.owned.len() == 0 })
+	poll(t, "the pin to be given back", func() bool { return u.Owned() == 0 })
 	c.do("SUBSCRIBE", "ch").hasPrefix("*3\r\n$9\r\nsubscribe\r\n")
-	if got := u.owned.len(); got != 1 {
+	if got := u.Owned(); got != 1 {
 		t.Errorf("a subscriber holds %d owned connections, want 1", got)
 	}
 	c.do("UNSUBSCRIBE").hasPrefix("*3\r\n$11\r\nunsubscribe\r\n")
-	poll(t, "the subscriber's connection to be given back", func() bool { return u.owned.len() == 0 })
+	poll(t, "the subscriber's connection to be given back", func() bool { return u.Owned() == 0 })
 	d := h.dial()
 	d.do("BLPOP", "l", "0.01").is("*-1\r\n")
 	_ = d.nc.Close()
-	poll(t, "the blocking connection to be given back", func() bool { return u.owned.len() == 0 })
+	poll(t, "the blocking connection to be given back", func() bool { return u.Owned() == 0 })
 }

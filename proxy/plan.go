@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -83,13 +84,13 @@ type cmdBufs struct {
 // planStep is what plan makes of one command.
 type planStep struct {
 	d  rewrite.Decision
-	up *Upstream // where a forwarded command goes; nil when nothing is forwarded
+	up *upstream.Upstream // where a forwarded command goes; nil when nothing is forwarded
 	// wait: a queue of the command may not be sent under the view's control
 	// state: held (heldUp nil) or routed to a node whose lease lapsed
 	// (heldUp). The caller waits (waitHeld) and plans again.
 	wait   bool
 	heldQ  []byte
-	heldUp *Upstream
+	heldUp *upstream.Upstream
 	// authWait is the delay a failed authentication earned, waited by the
 	// caller before the reply.
 	authWait time.Duration

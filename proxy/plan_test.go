@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
+	"go.uber.org/zap"
 )
 
 // The plan is a function of what it is given: it runs here on a view of
@@ -13,9 +16,8 @@ import (
 // and routes by the keys it is then given; a bridged client's HELLO 2 is
 // refused while it may be pushed to.
 func TestPlanDecidesWithoutTheNetwork(t *testing.T) {
-	a := &Upstream{name: "a", role: RoleModule}
-	b := &Upstream{name: "b", role: RoleModule}
-	srv := &Server{ups: []*Upstream{a, b}, byName: map[string]*Upstream{"a": a, "b": b}}
+	a, b := offlineUpstream(t, "a"), offlineUpstream(t, "b")
+	srv := &Server{ups: []*upstream.Upstream{a, b}, byName: map[string]*upstream.Upstream{"a": a, "b": b}}
 	srv.keys.Merge(cmdtable.Table{
 		// Key positions the server's specs leave open (as for SORT ... STORE).
 		"opencmd": {Name: "opencmd", Arity: -2, Ask: true, Class: cmdtable.ClassOpen},
@@ -62,3 +64,26 @@ func TestPlanDecidesWithoutTheNetwork(t *testing.T) {
 		t.Fatalf("HELLO 2 with nothing to push: %v proto %d; want answered", sp.d.Action, sp.d.Proto)
 	}
 }
+
+// offlineUpstream is a module upstream whose address nothing listens on
+// (port 1 on loopback refuses): it is never connected, and never served.
+func offlineUpstream(t *testing.T, name string) *upstream.Upstream {
+	t.Helper()
+	o := UpstreamOptions{Name: name, Address: "127.0.0.1:1", Role: RoleModule, ProbeInterval: -1}
+	u, err := upstream.New(o.WithDefaults(), nil, new(cmdtable.Store), new(atomic.Int64), zap.NewNop(), nopMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(u.Close)
+	return u
+}
+
+// nopMetrics discards what an upstream reports.
+type nopMetrics struct{}
+
+func (nopMetrics) UpstreamError(string, string)     {}
+func (nopMetrics) Reconnect(string)                 {}
+func (nopMetrics) UpstreamState(string, bool, bool) {}
+func (nopMetrics) Follows(string)                   {}
+func (nopMetrics) Primary(string, string, string)   {}
+func (nopMetrics) Failover(string)                  {}

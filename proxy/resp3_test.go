@@ -328,7 +328,7 @@ func TestRESP3BridgedClientReachesEveryRoute(t *testing.T) {
 		if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$1\r\n2\r\n" {
 			t.Errorf("scripts-b has %q", got)
 		}
-		if got := r.srv.Upstream().owned.len(); got == 0 {
+		if got := r.srv.Upstream().Owned(); got == 0 {
 			t.Errorf("no owned connection on the first upstream")
 		}
 	})
@@ -363,7 +363,7 @@ func TestRESP3SubscriberBackToRESP2(t *testing.T) {
 		if got[5] != "*4\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n" {
 			t.Errorf("HGETALL after HELLO 2: %q, want a RESP2 array", got[5])
 		}
-		poll(t, "the bridge's connection to be given back", func() bool { return h.srv.Upstream().owned.len() == 0 })
+		poll(t, "the bridge's connection to be given back", func() bool { return h.srv.Upstream().Owned() == 0 })
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"go.uber.org/zap"
 )
 
@@ -42,26 +43,14 @@ import (
 // be routed to is unfit. Keyless commands (DBSIZE, SCAN, INFO, SCRIPT
 // EXISTS, ...) see only the default route's node.
 
-// Role is what an upstream node runs.
-type Role uint8
+// Role is what an upstream node runs (package upstream).
+type Role = upstream.Role
 
 // The roles.
 const (
-	// RoleModule: a module node; pinned verb calls are rewritten to
-	// EMQ.<TOKEN>, no Lua write reaches it.
-	RoleModule Role = iota
-	// RoleScripts: a scripts node running the legacy Lua; every script
-	// call passes unchanged.
-	RoleScripts
+	RoleModule  = upstream.RoleModule
+	RoleScripts = upstream.RoleScripts
 )
-
-// String names the role as the configuration does.
-func (r Role) String() string {
-	if r == RoleScripts {
-		return "scripts"
-	}
-	return "module"
-}
 
 // Route sends the queues matching any of its globs to an upstream.
 type Route struct {
@@ -74,20 +63,20 @@ type Route struct {
 // router is one compiled set of routes. It is never modified once built.
 type router struct {
 	routes []compiledRoute
-	def    *Upstream            // the last route's upstream
-	single bool                 // every route leads to def: no key needs looking at
-	spec   []Route              // the routes as given
-	exact  map[string]*Upstream // moved queues' owners from the control table (control.go)
+	def    *upstream.Upstream            // the last route's upstream
+	single bool                          // every route leads to def: no key needs looking at
+	spec   []Route                       // the routes as given
+	exact  map[string]*upstream.Upstream // moved queues' owners from the control table (control.go)
 }
 
 // compiledRoute is one route with its upstream resolved.
 type compiledRoute struct {
 	globs []string
-	up    *Upstream
+	up    *upstream.Upstream
 }
 
 // defaultRoutes sends every queue to up.
-func defaultRoutes(up *Upstream) []Route {
+func defaultRoutes(up *upstream.Upstream) []Route {
 	return []Route{{Queues: []string{"*"}, Upstream: up.Name()}}
 }
 
@@ -131,7 +120,7 @@ func (s *Server) compileRoutes(rs []Route) (*router, error) {
 }
 
 // forQueue returns the upstream of the first route matching queue.
-func (r *router) forQueue(queue []byte) *Upstream {
+func (r *router) forQueue(queue []byte) *upstream.Upstream {
 	if r.exact != nil {
 		if u := r.exact[string(queue)]; u != nil {
 			return u

@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -29,7 +30,7 @@ const ReasonCrossRoute rewrite.Reason = "crossroute"
 //     key specs routing reads from COMMAND are Redis 7.0's).
 //
 // It returns nil for a decision that forwards nothing.
-func (s *session) routeDecision(args [][]byte, sp *planStep) *Upstream {
+func (s *session) routeDecision(args [][]byte, sp *planStep) *upstream.Upstream {
 	d := &sp.d
 	r := s.v.routes
 	if d.Effect == rewrite.Exec && s.st.InMulti {
@@ -65,9 +66,9 @@ func (s *session) routeDecision(args [][]byte, sp *planStep) *Upstream {
 // CROSSROUTE; script calls queued for a node of the other role (the queue
 // moved between a scripts and a module node since) with TRYAGAIN: they
 // were encoded for that role. A refused EXEC ends the transaction.
-func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
-	var u, other *Upstream
-	pick := func(k *Upstream) {
+func (s *session) execRoute(r *router, d *rewrite.Decision) *upstream.Upstream {
+	var u, other *upstream.Upstream
+	pick := func(k *upstream.Upstream) {
 		switch {
 		case u == nil:
 			u = k
@@ -113,7 +114,7 @@ func (s *session) execRoute(r *router, d *rewrite.Decision) *Upstream {
 // bound returns the upstream the session is bound to, and why: the WATCH
 // pin's (a bridged client's WATCH leg's: legs.go), or, inside MULTI, the
 // transaction's.
-func (s *session) bound() (*Upstream, string) {
+func (s *session) bound() (*upstream.Upstream, string) {
 	switch {
 	case s.pinned != nil && s.pinnedUp != nil:
 		return s.pinnedUp, "WATCH pinned the connection to"
@@ -141,7 +142,7 @@ func (s *session) crossRoute(d *rewrite.Decision, text string) {
 // keysRoute routes a command by its keys (the plan's): u is the upstream
 // of the first key, first (nil when it has none: the default route); other
 // is a second upstream some other key routes to, if any.
-func keysRoute(r *router, keys [][]byte) (u *Upstream, first []byte, other *Upstream) {
+func keysRoute(r *router, keys [][]byte) (u *upstream.Upstream, first []byte, other *upstream.Upstream) {
 	for _, key := range keys {
 		k := r.def
 		if q := rewrite.Hashtag(key); q != nil {
@@ -168,7 +169,7 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 	if p == nil {
 		return nil
 	}
-	b := NewBatch()
+	b := upstream.NewBatch()
 	b.Out = redcon.AppendArray(b.Out, len(args)+2)
 	b.Out = redcon.AppendBulkString(b.Out, "COMMAND")
 	b.Out = redcon.AppendBulkString(b.Out, "GETKEYS")
@@ -198,8 +199,8 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 // reply; the others' are dropped (an upstream that is down is skipped: a
 // call routed there fails anyway, and a NOSCRIPT later makes the client
 // load again).
-func (s *session) loadEverywhere(f resp.Frame, routed *Upstream) {
-	s.alsoSend(f, func(u *Upstream) bool { return u != routed })
+func (s *session) loadEverywhere(f resp.Frame, routed *upstream.Upstream) {
+	s.alsoSend(f, func(u *upstream.Upstream) bool { return u != routed })
 }
 
 // isScriptLoad reports whether args is SCRIPT LOAD <body>.
@@ -258,14 +259,14 @@ func cmdName(args [][]byte) string {
 // EVALSHA, and a client that loads after NOSCRIPT must find it there. No
 // module upstream ever gets a verb body.
 func (s *session) loadOnScripts(f resp.Frame) {
-	s.alsoSend(f, func(u *Upstream) bool { return u.Role() == RoleScripts })
+	s.alsoSend(f, func(u *upstream.Upstream) bool { return u.Role() == RoleScripts })
 }
 
 // alsoSend adds f, as the client sent it, to the current segment's part
 // for the shared RESP2 connection (always open, unlike the RESP3 ones) of
 // every upstream to that wants it. No reply slot is added: those replies
 // are read and dropped. An upstream that is down is skipped.
-func (s *session) alsoSend(f resp.Frame, to func(*Upstream) bool) {
+func (s *session) alsoSend(f resp.Frame, to func(*upstream.Upstream) bool) {
 	for _, u := range s.srv.ups {
 		if !to(u) {
 			continue

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -20,42 +21,42 @@ import (
 
 // segment is the session's current segment and the round's replies.
 type segment struct {
-	parts   []segPart // one batch per upstream connection
-	cur     int       // the part the command being added goes to
-	spare   []*Batch  // batches kept for reuse
-	bufs    cmdBufs   // backing arrays each command's values borrow (plan.go)
-	slots   []rslot   // the current segment's replies, in command order
-	local   []byte    // the current segment's local replies
-	simple  bool      // one part, and every slot is its reply i, in order
-	out     []byte    // replies ready to write
-	began   time.Time // when the current batch was framed
-	kind    batchKind // the batch's kind, for the latency histogram
-	wdl     time.Time // the client write deadline last set (deadline.go)
-	closing bool      // close after writing the current batch
-	over    bool      // the reply cap was hit: close without writing
-	silent  bool      // close without writing (authlimit.go)
+	parts   []segPart         // one batch per upstream connection
+	cur     int               // the part the command being added goes to
+	spare   []*upstream.Batch // batches kept for reuse
+	bufs    cmdBufs           // backing arrays each command's values borrow (plan.go)
+	slots   []rslot           // the current segment's replies, in command order
+	local   []byte            // the current segment's local replies
+	simple  bool              // one part, and every slot is its reply i, in order
+	out     []byte            // replies ready to write
+	began   time.Time         // when the current batch was framed
+	kind    batchKind         // the batch's kind, for the latency histogram
+	wdl     time.Time         // the client write deadline last set (deadline.go)
+	closing bool              // close after writing the current batch
+	over    bool              // the reply cap was hit: close without writing
+	silent  bool              // close without writing (authlimit.go)
 }
 
 // segPart is the part of the current segment bound for one connection.
 type segPart struct {
-	up   *Upstream
-	p    *Pipe
+	up   *upstream.Upstream
+	p    *upstream.Pipe
 	ded  bool // p is the client's own connection
 	own  bool // p is an isolated client's own connection (share.go), read as a shared one
-	b    *Batch
+	b    *upstream.Batch
 	sent bool // b was queued on p (else it was answered with an error)
 }
 
 // target makes p's part the current one (s.cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.
-func (s *session) target(u *Upstream, p *Pipe, dedicated, own bool) {
+func (s *session) target(u *upstream.Upstream, p *upstream.Pipe, dedicated, own bool) {
 	s.cur = s.partFor(u, p, dedicated, own)
 }
 
 // partFor returns the index of p's part, adding it (after flushing when
 // needed, see target).
-func (s *session) partFor(u *Upstream, p *Pipe, dedicated, own bool) int {
+func (s *session) partFor(u *upstream.Upstream, p *upstream.Pipe, dedicated, own bool) int {
 	for i := range s.parts {
 		if s.parts[i].p == p {
 			return i
@@ -72,13 +73,13 @@ func (s *session) partFor(u *Upstream, p *Pipe, dedicated, own bool) int {
 }
 
 // newBatch returns an empty batch, reused when one is spare.
-func (s *session) newBatch() *Batch {
+func (s *session) newBatch() *upstream.Batch {
 	if n := len(s.spare); n > 0 {
 		b := s.spare[n-1]
 		s.spare = s.spare[:n-1]
 		return b
 	}
-	b := NewBatch()
+	b := upstream.NewBatch()
 	b.Acct.Budget = s.srv.mem
 	return b
 }
@@ -104,7 +105,7 @@ func (s *session) flush() {
 			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
 		}
 		err := pt.p.Send(pt.b)
-		if err != nil && pt.own && errors.Is(err, ErrIdleClosed) {
+		if err != nil && pt.own && errors.Is(err, upstream.ErrIdleClosed) {
 			// Nothing was written: the isolated client's own connection
 			// was closed while idle (share.go). Send on a new one.
 			if np := s.ownPipe(pt.up); np != nil {
@@ -112,7 +113,7 @@ func (s *session) flush() {
 				err = np.Send(pt.b)
 			}
 		}
-		if err != nil && !pt.ded && (errors.Is(err, ErrIdleClosed) || pt.up.Sentinel()) {
+		if err != nil && !pt.ded && (errors.Is(err, upstream.ErrIdleClosed) || pt.up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (failover.go: a new primary).
@@ -228,7 +229,7 @@ func (s *session) emit() {
 // block for long) while watching the client: if it goes away, the dedicated
 // connection is closed so a blocked command does not outlive its client.
 // Bytes the client sends meanwhile are kept for the next round.
-func (s *session) waitDedicated(b *Batch, p *Pipe) {
+func (s *session) waitDedicated(b *upstream.Batch, p *upstream.Pipe) {
 	for {
 		if s.end == len(s.buf) {
 			<-b.Done // no room left to read into: wait without watching

@@ -15,6 +15,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -31,9 +32,9 @@ type Server struct {
 	log      *zap.Logger
 	audit    *zap.Logger
 	met      *metrics
-	up       *Upstream            // the first upstream (the single-upstream shorthand's)
-	ups      []*Upstream          // every upstream, in Options order
-	byName   map[string]*Upstream // by name
+	up       *upstream.Upstream            // the first upstream (the single-upstream shorthand's)
+	ups      []*upstream.Upstream          // every upstream, in Options order
+	byName   map[string]*upstream.Upstream // by name
 	routes   atomic.Pointer[router]
 	keys     cmdtable.Store // the upstreams' command tables: key positions, arities, flags
 	policy   atomic.Pointer[rewrite.Policy]
@@ -121,13 +122,13 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}
 	s.SwapPolicy(opts.Policy)
-	s.byName = make(map[string]*Upstream, len(opts.Upstreams))
+	s.byName = make(map[string]*upstream.Upstream, len(opts.Upstreams))
 	for _, uo := range opts.Upstreams {
 		// Every upstream loads its command table, even alone: key
 		// positions choose between upstreams, and inside MULTI the names,
 		// arities and flags give a command the server's own queue-time
 		// error (queuecheck.go).
-		u, err := newUpstream(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
+		u, err := upstream.New(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
 		if err != nil {
 			s.closeUpstreams()
 			return nil, err
@@ -194,13 +195,13 @@ func (s *Server) Policy() *rewrite.Policy { return s.policy.Load() }
 
 // Upstream returns the first upstream (the only one with the
 // single-upstream shorthand), for its state (Up, Fenced, LastError).
-func (s *Server) Upstream() *Upstream { return s.up }
+func (s *Server) Upstream() *upstream.Upstream { return s.up }
 
 // Upstreams returns every upstream, in Options order.
-func (s *Server) Upstreams() []*Upstream { return append([]*Upstream(nil), s.ups...) }
+func (s *Server) Upstreams() []*upstream.Upstream { return append([]*upstream.Upstream(nil), s.ups...) }
 
 // UpstreamNamed returns the upstream of that name, or nil.
-func (s *Server) UpstreamNamed(name string) *Upstream { return s.byName[name] }
+func (s *Server) UpstreamNamed(name string) *upstream.Upstream { return s.byName[name] }
 
 // Ready reports whether the proxy serves: not shutting down, and every
 // upstream connected with its fence holding.
@@ -218,19 +219,6 @@ func (s *Server) Readiness() error {
 		}
 	}
 	return nil
-}
-
-// Readiness returns nil while u is served (connected and fenced), else the
-// reason it is not: the error of its last failed connection, attempt or
-// probe.
-func (u *Upstream) Readiness() error {
-	if u.Fenced() {
-		return nil
-	}
-	if err := u.LastError(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: not fenced", ErrUnavailable)
 }
 
 // fenced reports whether every upstream's fence holds. The client-side

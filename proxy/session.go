@@ -12,6 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -74,11 +75,11 @@ type rslot struct {
 	lo, hi int // local reply: s.local[lo:hi]
 	part   int // forwarded reply: reply idx of s.parts[part]
 	idx    int
-	patch  [][]byte  // SCRIPT EXISTS args whose reply is patched
-	drop   bool      // the reply is not for the client (CLIENT REPLY)
-	audit  int       // index in s.audits, or -1
-	target *Upstream // for the audit record
-	_      [0]func() // not comparable
+	patch  [][]byte           // SCRIPT EXISTS args whose reply is patched
+	drop   bool               // the reply is not for the client (CLIENT REPLY)
+	audit  int                // index in s.audits, or -1
+	target *upstream.Upstream // for the audit record
+	_      [0]func()          // not comparable
 }
 
 // newSession prepares a session for an accepted connection.
@@ -262,7 +263,7 @@ type command struct {
 
 // up is the upstream the command routes to (the plan's), or the default
 // route's when it forwards nothing.
-func (c *command) up(s *session) *Upstream {
+func (c *command) up(s *session) *upstream.Upstream {
 	if c.sp.up != nil {
 		return c.sp.up
 	}

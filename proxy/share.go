@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"go.uber.org/zap"
 )
 
@@ -93,8 +94,8 @@ type share struct {
 
 // ownConn is an isolated client's connection to one upstream.
 type ownConn struct {
-	up *Upstream
-	p  *Pipe
+	up *upstream.Upstream
+	p  *upstream.Pipe
 }
 
 // isolated reports whether the client has connections of its own.
@@ -141,7 +142,7 @@ func (s *session) endShare() {
 
 // ownPipe returns the isolated client's connection to u, opening it when
 // needed; nil when it cannot be opened (the upstream is unavailable).
-func (s *session) ownPipe(u *Upstream) *Pipe {
+func (s *session) ownPipe(u *upstream.Upstream) *upstream.Pipe {
 	for i, oc := range s.sh.own {
 		if oc.up != u {
 			continue

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -130,7 +131,7 @@ var (
 // goroutine that sends it to the client.
 type subscriber struct {
 	s     *session
-	u     *Upstream
+	u     *upstream.Upstream
 	nc    net.Conn // the upstream connection
 	rr    resp.Reader
 	first []byte       // the command that entered subscribe mode
@@ -149,10 +150,10 @@ type subscriber struct {
 	// WATCH went to, until EXEC, DISCARD or UNWATCH; setname names a leg's
 	// connection with the barrier's nonce.
 	w       *subscriber
-	legs    map[*Upstream]*subscriber
+	legs    map[*upstream.Upstream]*subscriber
 	cur     *subscriber
 	legDown chan struct{}
-	watchUp *Upstream
+	watchUp *upstream.Upstream
 	setname []byte
 	caching []byte       // a CLIENT CACHING kept for the next command's leg
 	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
@@ -190,7 +191,7 @@ type subscriber struct {
 // mode: the commands before it are answered first, then the session's loop
 // stops and serveSubscribed takes over (s.sub is set). When the upstream
 // connection cannot be opened the command gets the unavailable error.
-func (s *session) startSubscribe(u *Upstream, c *command) {
+func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
 	dl, err := u.Own(s.srv.ctx, s.proto()) // owned.go
@@ -309,7 +310,7 @@ func (s *session) serveSubscribed() (err error) {
 				return err
 			}
 			out = out[:0]
-			if cap(out) > KeptBatchBuf {
+			if cap(out) > upstream.KeptBatchBuf {
 				out = nil // do not keep a large command's copy around
 			}
 			if leave || quit {

@@ -19,7 +19,7 @@ func (sub *subscriber) send(b []byte) error {
 	}
 	_ = sub.nc.SetWriteDeadline(time.Now().Add(sub.u.Options().Timeout))
 	if _, err := sub.nc.Write(b); err != nil {
-		sub.s.srv.met.upstreamError(sub.u.Name(), "lost")
+		sub.s.srv.met.UpstreamError(sub.u.Name(), "lost")
 		return fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	return nil
@@ -85,7 +85,7 @@ func (sub *subscriber) failure() error {
 		s.log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", s.srv.mem.Limit()))
 	case errors.Is(sub.err, errSubscriberGone):
 	default:
-		sub.s.srv.met.upstreamError(sub.u.Name(), "lost")
+		sub.s.srv.met.UpstreamError(sub.u.Name(), "lost")
 		s.log.Warn("subscriber upstream connection lost", zap.Error(sub.err))
 		sub.w.stopRelays()
 		sub.w.drain() // the client gets what the server sent, then the close

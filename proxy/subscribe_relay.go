@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -200,7 +201,7 @@ func (sub *subscriber) write() {
 func (sub *subscriber) handedOn(chunk []byte) []byte {
 	sub.s.srv.mem.Give(sub.acct.Held)
 	sub.acct.Held = 0
-	if cap(chunk) > KeptBatchBuf {
+	if cap(chunk) > upstream.KeptBatchBuf {
 		return nil
 	}
 	return chunk[:0]
@@ -225,13 +226,13 @@ func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error
 	if d == nil {
 		d = &rewrite.Decision{Action: rewrite.Pass}
 	}
-	if len(f.Raw) < RefMin {
-		*out = Encode(*out, f, d)
+	if len(f.Raw) < upstream.RefMin {
+		*out = upstream.Encode(*out, f, d)
 		return nil
 	}
 	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
-		*out = EncodeHead(*out, f, d)
+		*out = upstream.EncodeHead(*out, f, d)
 		tail = f.TailFrom(d.Replace)
 	}
 	if err := sub.send(*out); err != nil {

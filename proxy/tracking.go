@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -76,9 +77,9 @@ type tracker struct {
 	redirAt int      // the index in args of REDIRECT's value; 0: no REDIRECT
 	target  uint64   // the session REDIRECT named (0: none)
 	bcast   bool
-	redirs  []*redirConn // the relays to target, one per upstream
-	pins    []ownConn    // WATCH pins done with, kept for the next WATCH (see keepPin)
-	ups     []*Upstream  // the upstreams its own connections tracked on (trackOwn)
+	redirs  []*redirConn         // the relays to target, one per upstream
+	pins    []ownConn            // WATCH pins done with, kept for the next WATCH (see keepPin)
+	ups     []*upstream.Upstream // the upstreams its own connections tracked on (trackOwn)
 	// A CLIENT CACHING kept for the connection of the client's next
 	// command (see trackCaching): its bytes, audit record and CLIENT REPLY
 	// fate.
@@ -91,7 +92,7 @@ type tracker struct {
 // __redis__:invalidate, that a tracking client's connections to its
 // upstream redirect to; it relays to the session target.
 type redirConn struct {
-	u      *Upstream
+	u      *upstream.Upstream
 	nc     net.Conn
 	id     int64 // its id on the server
 	target uint64
@@ -345,7 +346,7 @@ var replyTrackOK = []byte("+OK\r\n")
 // trackConn turns tracking on, as the client asked, on a connection of its
 // own just opened (or open when tracking went on); false when the server
 // refused or the connection failed.
-func (s *session) trackConn(u *Upstream, p *Pipe) bool {
+func (s *session) trackConn(u *upstream.Upstream, p *upstream.Pipe) bool {
 	if !s.tracks() {
 		return true
 	}
@@ -358,7 +359,7 @@ func (s *session) trackConn(u *Upstream, p *Pipe) bool {
 // closing it, and reports whether it did: the keys the client read there
 // stay tracked, as they would on its one connection to the server. The
 // next WATCH to the same upstream takes it again (trackedPin).
-func (s *session) keepPin(u *Upstream, p *Pipe) bool {
+func (s *session) keepPin(u *upstream.Upstream, p *upstream.Pipe) bool {
 	if !s.tracks() || u == nil || p.Failed() != nil {
 		return false
 	}
@@ -372,7 +373,7 @@ func (s *session) keepPin(u *Upstream, p *Pipe) bool {
 }
 
 // trackedPin takes the kept WATCH connection to u, if there is a usable one.
-func (s *session) trackedPin(u *Upstream) *Pipe {
+func (s *session) trackedPin(u *upstream.Upstream) *upstream.Pipe {
 	if s.trk == nil {
 		return nil
 	}
@@ -443,7 +444,7 @@ func (s *session) trackCachingEnd() {
 
 // emitCaching adds the kept CLIENT CACHING to the segment, for p (nil: the
 // client's own connection to u).
-func (s *session) emitCaching(u *Upstream, p *Pipe) {
+func (s *session) emitCaching(u *upstream.Upstream, p *upstream.Pipe) {
 	t := s.trk
 	raw, audit, mute := t.caching, t.cachingAudit, t.cachingMute
 	t.caching = nil
@@ -468,7 +469,7 @@ func (s *session) emitCaching(u *Upstream, p *Pipe) {
 // was closed, is refused, and the client is closed after the replies so
 // far: the keys it read there are tracked no more, and a client whose
 // connection to the server broke drops its cache, as it would.
-func (s *session) trackOwn(u *Upstream, p *Pipe) bool {
+func (s *session) trackOwn(u *upstream.Upstream, p *upstream.Pipe) bool {
 	if !s.tracks() {
 		return true
 	}
@@ -536,7 +537,7 @@ func (s *session) trackEnd() {
 // an id no connection has, so the server refuses as it would; otherwise
 // (a connection opened later) REDIRECT is left out, and the server, like
 // one whose redirect broke, sends the invalidations nowhere.
-func (s *session) trackCommand(u *Upstream, args [][]byte, redirAt int, target uint64, strict bool) []byte {
+func (s *session) trackCommand(u *upstream.Upstream, args [][]byte, redirAt int, target uint64, strict bool) []byte {
 	if redirAt == 0 || target == 0 {
 		return encodeArgs(args)
 	}
@@ -555,7 +556,7 @@ func (s *session) trackCommand(u *Upstream, args [][]byte, redirAt int, target u
 // redirTo returns the tracking client's relay to target on u, opening it
 // when needed; nil when target is no live session or the connection
 // cannot be opened.
-func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
+func (s *session) redirTo(u *upstream.Upstream, target uint64) *redirConn {
 	t := s.trk
 	for _, rc := range t.redirs {
 		if rc.u == u && rc.target == target {
@@ -589,12 +590,12 @@ func (s *session) redirTo(u *Upstream, target uint64) *redirConn {
 
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
-func openRedir(ctx context.Context, u *Upstream, target uint64) (*redirConn, error) {
+func openRedir(ctx context.Context, u *upstream.Upstream, target uint64) (*redirConn, error) {
 	dl, err := u.Own(ctx, 2) // owned.go
 	if err != nil {
 		return nil, err
 	}
-	sc := &SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}
+	sc := &upstream.SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}
 	cctx, cancel := context.WithTimeout(ctx, u.Options().DialTimeout)
 	defer cancel()
 	r, err := sc.Do(cctx, "CLIENT", "ID")
@@ -668,7 +669,7 @@ func (rc *redirConn) relay(srv *Server) {
 
 // sharedOne sends one command on u's shared connection (one that changes
 // nothing of it) and returns its reply.
-func (s *session) sharedOne(u *Upstream, cmd []byte) []byte {
+func (s *session) sharedOne(u *upstream.Upstream, cmd []byte) []byte {
 	p := u.Shared(s.id, 2)
 	if p == nil {
 		return u.Unavailable()
@@ -681,8 +682,8 @@ func (s *session) sharedOne(u *Upstream, cmd []byte) []byte {
 
 // oneOn sends one command on p and returns its reply (a copy), nil when
 // the connection failed.
-func oneOn(p *Pipe, cmd []byte) []byte {
-	b := NewBatch()
+func oneOn(p *upstream.Pipe, cmd []byte) []byte {
+	b := upstream.NewBatch()
 	b.Out = append(b.Out, cmd...)
 	b.N, b.Max = 1, 1<<20
 	if err := p.Send(b); err != nil {

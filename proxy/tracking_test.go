@@ -161,7 +161,7 @@ func TestRESP2TrackingRedirectMatchesTheServer(t *testing.T) {
 		}
 		// Nothing of the tracking client is left on the node but the
 		// proxy's shared connections once it goes.
-		poll(t, "the tracking connections to be given back", func() bool { return h.srv.Upstream().owned.len() == 0 })
+		poll(t, "the tracking connections to be given back", func() bool { return h.srv.Upstream().Owned() == 0 })
 	})
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -38,7 +39,7 @@ type transaction struct {
 	// route of its first queued command with keys (or script call); nil
 	// while none. A queued command routed elsewhere is refused
 	// (route_session.go).
-	up *Upstream
+	up *upstream.Upstream
 	// qbuf and qend are the queued commands' queues (qbuf[qend[i-1]:qend[i]]):
 	// EXEC is admitted by them (hold.go) and routed where they route then;
 	// defKeyed: a queued command has a key with no queue (the default
@@ -134,7 +135,7 @@ func (t *transaction) queue(s *session, c *command) {
 		return
 	}
 	t.noteLoad(f)
-	t.buf = Encode(t.buf, f, d)
+	t.buf = upstream.Encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
 		t.writes = isWrite(f.Args, &c.sp) // ack.go
@@ -232,7 +233,7 @@ func (t *transaction) exec(s *session, c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *Pipe
+	var p *upstream.Pipe
 	var ded bool
 	switch {
 	case s.pinned != nil:
@@ -253,11 +254,11 @@ func (t *transaction) exec(s *session, c *command) {
 	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
 	base := b.N
-	if len(t.buf) >= RefMin {
+	if len(t.buf) >= upstream.RefMin {
 		// Sent as it is, not copied: the batch owns it now, with what it
 		// holds of the memory budget (released once the replies are
 		// written, after the batch is done).
-		b.Refs = append(b.Refs, OutRef{At: len(b.Out), B: t.buf})
+		b.Refs = append(b.Refs, upstream.OutRef{At: len(b.Out), B: t.buf})
 		t.buf = nil
 		s.sentHeld += t.held
 		t.held = 0
@@ -302,7 +303,7 @@ func (s *session) loadAfterExec() {
 // is (part, idx) and which upstream ran it (up).
 type execLoad struct {
 	part, idx int
-	up        *Upstream
+	up        *upstream.Upstream
 	loads     []txLoad
 	reply     []byte // EXEC's reply, on the bridge (the relay's tap keeps it)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -43,9 +44,7 @@ func TestUpstreamKilledMidBatch(t *testing.T) {
 		if p == nil {
 			return false
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.inflight)-p.head == 2
+		return p.InFlight() == 2
 	})
 	if err := n.Kill(); err != nil {
 		t.Fatal(err)
@@ -191,23 +190,21 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 	h := startProxy(t, n, func(o *Options) { o.Upstream.Timeout = 100 * time.Millisecond })
 	c := h.dial()
 	c.do("SET", "k", "v").is("+OK\r\n")
-	p := h.srv.up.slots[0].cur.Load()
+	p := h.srv.up.Shared(0, 2)
 	if p == nil {
 		t.Fatal("no shared connection")
 	}
-	p.mu.Lock()
-	rdl := p.rdl
-	p.mu.Unlock()
+	rdl := p.ReadDeadline()
 	if rdl.IsZero() {
 		t.Fatal("no read deadline armed after a reply")
 	}
 	// Past the deadline, and past a few of the watch's idle checks.
-	time.Sleep(time.Until(rdl) + 3*watchInterval)
+	time.Sleep(time.Until(rdl) + 3*upstream.WatchInterval)
 	if err := p.Failed(); err != nil {
 		t.Fatalf("the idle connection was closed: %v", err)
 	}
 	c.do("GET", "k").is("$1\r\nv\r\n")
-	if cur := h.srv.up.slots[0].cur.Load(); cur != p {
+	if cur := h.srv.up.Shared(0, 2); cur != p {
 		t.Error("the shared connection was replaced")
 	}
 }
@@ -219,9 +216,8 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 // reaches the client that asked, in its order.
 func TestSharedConnectionUnderContention(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	was := maxCombinedWrites
-	maxCombinedWrites = 1
-	t.Cleanup(func() { maxCombinedWrites = was }) // after the proxy's shutdown
+	was := upstream.SetMaxCombinedWrites(1)
+	t.Cleanup(func() { upstream.SetMaxCombinedWrites(was) }) // after the proxy's shutdown
 	h := startProxy(t, n, nil)
 	const clients, rounds = 32, 150
 	errs := make(chan error, clients)

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -112,10 +112,10 @@ import (
 //
 // # Deadlines
 //
-// The reply timeout (UpstreamOptions.Timeout on a shared connection, none
+// The reply timeout (Options.Timeout on a shared connection, none
 // on a dedicated one: a blocking command waits as long as it asks) bounds
 // how long a batch may wait with no reply coming; the write timeout (the
-// same UpstreamOptions.Timeout, on every connection, dedicated ones
+// same Options.Timeout, on every connection, dedicated ones
 // included) bounds each write, so no writer (a session, on a dedicated
 // connection too) hangs on a server that stopped reading: the write fails
 // and its batch gets the lost error. Both are set lazily (deadline.go).

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // checks the tail itself), and a passed command is the client's bytes.
 func TestEncodeKeepsTheTail(t *testing.T) {
 	in := []byte("*4\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n$2\r\nxy\r\n*1\r\n$4\r\nPING\r\n")
-	fr := resp.Framer{Limits: resp.Limits{MaxMultibulk: DefaultMaxMultibulk, MaxBulk: DefaultMaxBulk, MaxInline: DefaultMaxInline}}
+	fr := resp.Framer{Limits: resp.Limits{MaxMultibulk: resp.DefaultMaxMultibulk, MaxBulk: resp.DefaultMaxBulk, MaxInline: resp.DefaultMaxInline}}
 	f, st, _, _, _ := fr.Next(in)
 	if st != resp.Framed {
 		t.Fatalf("status %v", st)

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -28,9 +28,9 @@ type Upstream struct {
 	name   string
 	role   Role
 	dialer dialer
-	opts   UpstreamOptions
+	opts   Options
 	log    *zap.Logger
-	met    *metrics
+	met    Metrics
 	fol    *follower // a Sentinel upstream's (failover.go); nil for a fixed address
 	ack    *ackSpec  // writes wait for replicas (ack.go); nil when AckReplicas is 0
 
@@ -75,11 +75,11 @@ func (s *slot) downSince() time.Time {
 	return time.Now()
 }
 
-// newUpstream starts connecting the shared connections in the background
+// New starts connecting the shared connections in the background
 // (and, for a Sentinel upstream, following its primary: failover.go).
 // With keys set, the first connection that passes the fence also loads the
 // node's command table into it (package cmdtable).
-func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *cmdtable.Store, clients *atomic.Int64, log *zap.Logger, met *metrics) (*Upstream, error) {
+func New(opts Options, hook OnConnectFunc, keys *cmdtable.Store, clients *atomic.Int64, log *zap.Logger, met Metrics) (*Upstream, error) {
 	log = log.With(zap.String("upstream", opts.Name))
 	var fol *follower
 	if opts.Sentinel != nil {
@@ -118,7 +118,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *cmdtable.Store,
 		go u.probe(opts.ProbeInterval)
 	}
 	if fol != nil {
-		met.failovers.WithLabelValues(opts.Name) // the series exists from the start, at 0
+		met.Follows(opts.Name) // the series exists from the start, at 0
 		u.wg.Add(1)
 		go u.follow()
 	}
@@ -127,7 +127,7 @@ func newUpstream(opts UpstreamOptions, hook OnConnectFunc, keys *cmdtable.Store,
 
 // Options returns the options the upstream was made with, defaults
 // applied.
-func (u *Upstream) Options() UpstreamOptions { return u.opts }
+func (u *Upstream) Options() Options { return u.opts }
 
 // Acks reports whether the upstream's writes wait for its replicas
 // (AckReplicas; ack.go).
@@ -233,7 +233,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 		}
 		if err != nil {
 			u.setState(err, !fenceErr)
-			u.met.upstreamError(u.name, errKind(err, fenceErr))
+			u.met.UpstreamError(u.name, errKind(err, fenceErr))
 			u.log.Warn("upstream connection failed", zap.Error(err), zap.Duration("retry_in", wait))
 			select {
 			case <-time.After(wait):
@@ -254,7 +254,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 		u.swapped = make(chan struct{})
 		u.mu.Unlock()
 		u.setState(nil, true)
-		u.met.upstreamState(u.name, u.Up(), u.Fenced())
+		u.met.UpstreamState(u.name, u.Up(), u.Fenced())
 		u.log.Info("upstream connected", zap.String("address", dl.addr))
 		if !u.Current(p) {
 			p.Close() // the primary switched while it dialed (failover.go)
@@ -274,8 +274,8 @@ func (u *Upstream) keep(s *slot, proto int) {
 			u.fol.failed(p.addr, err)
 		}
 		u.lost(err)
-		u.met.upstreamError(u.name, errKind(err, false))
-		u.met.reconnect(u.name)
+		u.met.UpstreamError(u.name, errKind(err, false))
+		u.met.Reconnect(u.name)
 		u.log.Warn("upstream connection lost", zap.Error(err))
 	}
 }
@@ -288,7 +288,7 @@ func (u *Upstream) setState(err error, fenceOK bool) {
 	}
 	u.fenceOK = fenceOK
 	u.mu.Unlock()
-	u.met.upstreamState(u.name, u.Up(), u.Fenced())
+	u.met.UpstreamState(u.name, u.Up(), u.Fenced())
 }
 
 // lost records the loss of a shared connection. It says nothing about the
@@ -300,7 +300,7 @@ func (u *Upstream) lost(err error) {
 		u.lastErr = err
 	}
 	u.mu.Unlock()
-	u.met.upstreamState(u.name, u.Up(), u.Fenced())
+	u.met.UpstreamState(u.name, u.Up(), u.Fenced())
 }
 
 // errKind names an error for the upstream error metric.
@@ -450,4 +450,17 @@ func (u *Upstream) Close() {
 	if u.fol != nil {
 		u.fol.res.Close()
 	}
+}
+
+// Readiness returns nil while u is served (connected and fenced), else the
+// reason it is not: the error of its last failed connection, attempt or
+// probe.
+func (u *Upstream) Readiness() error {
+	if u.Fenced() {
+		return nil
+	}
+	if err := u.LastError(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: not fenced", ErrUnavailable)
 }

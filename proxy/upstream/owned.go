@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (u *Upstream) Own(ctx context.Context, proto int) (Dialed, error) {
 		dl, fenceErr, err = u.redialPrimary(ctx, proto, err) // failover.go's wait, for a connection of one's own
 	}
 	if err != nil {
-		u.met.upstreamError(u.name, errKind(err, fenceErr))
+		u.met.UpstreamError(u.name, errKind(err, fenceErr))
 		return Dialed{}, err
 	}
 	if !u.owned.add(gen, dl.Conn) {

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -111,7 +111,7 @@ func (h *helloStore) reply(proto int, id int64) []byte {
 // dialer opens upstream connections: dial, TLS, the boot commands, then the
 // fence hook.
 type dialer struct {
-	opts UpstreamOptions
+	opts Options
 	hook OnConnectFunc
 	// keys, when set, receives the node's command table, loaded on the
 	// first connection that passes the fence (keysDone then holds).

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"strconv"
@@ -11,7 +11,7 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// Writes confirmed by replicas (UpstreamOptions.AckReplicas).
+// Writes confirmed by replicas (Options.AckReplicas).
 //
 // Replication is asynchronous: a write the primary answered but had not
 // sent to a replica is gone when that replica is promoted. With
@@ -96,7 +96,7 @@ const (
 
 // newAckSpec returns the upstream's ackSpec, or nil when it does not ask
 // for replicas.
-func newAckSpec(o UpstreamOptions) *ackSpec {
+func newAckSpec(o Options) *ackSpec {
 	if o.AckReplicas <= 0 {
 		return nil
 	}

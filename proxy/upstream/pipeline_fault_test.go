@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bytes"
@@ -241,10 +241,10 @@ func TestDedicatedConnectionWriteTimeout(t *testing.T) {
 func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
 	n := pipeNode(t, srv)
 	const timeout = 300 * time.Millisecond
-	h := startProxy(t, n, func(o *Options) { o.Upstream.Timeout = timeout })
+	u := startUpstream(t, Options{Name: "node", Address: n.Addr, Password: n.Opts.Password, Timeout: timeout})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	p, err := h.srv.up.Dedicated(ctx, 2)
+	p, err := u.Dedicated(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 // Following a primary under Sentinel.
 //
-// An upstream with UpstreamOptions.Sentinel has no fixed address: a
+// An upstream with Options.Sentinel has no fixed address: a
 // discovery.Resolver follows the master set's primary (it asks the
 // sentinels, checks ROLE, listens for +switch-master), and the upstream's
 // follower ties it to the data path:
@@ -58,7 +58,7 @@ import (
 // follower ties a Sentinel upstream's connections to its resolver.
 type follower struct {
 	res  *discovery.Resolver
-	wait time.Duration // UpstreamOptions.FailoverWait
+	wait time.Duration // Options.FailoverWait
 	log  *zap.Logger
 
 	mu   sync.Mutex
@@ -67,7 +67,7 @@ type follower struct {
 
 // newFollower starts a resolver for o's master set, reaching the data
 // nodes with o's own credentials.
-func newFollower(o UpstreamOptions, log *zap.Logger) (*follower, error) {
+func newFollower(o Options, log *zap.Logger) (*follower, error) {
 	so := *o.Sentinel
 	so.Node = discovery.NodeAuth{Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig}
 	if so.DialTimeout == 0 {
@@ -199,12 +199,12 @@ func (u *Upstream) follow() {
 // any other node: their commands in flight get the lost error, and the
 // connections reconnect to the new primary.
 func (u *Upstream) switched(old, addr string) {
-	u.met.primary(u.name, old, addr)
+	u.met.Primary(u.name, old, addr)
 	if old == "" {
 		u.log.Info("upstream primary found", zap.String("primary", addr))
 		return
 	}
-	u.met.failover(u.name)
+	u.met.Failover(u.name)
 	if u.ack != nil {
 		// The new primary's replicas are unknown (its old peer may be the
 		// node that died): one probe at a time until a WAIT confirms them.

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 // node (someone runs SET {emq}:version, a node is replaced behind the same
 // address without the connection breaking) would otherwise go unnoticed for
 // as long as the shared connections live. The probe re-runs the OnConnect
-// fence every UpstreamOptions.ProbeInterval on a short-lived connection of
+// fence every Options.ProbeInterval on a short-lived connection of
 // its own (dialed, booted and fenced exactly like a dedicated connection,
 // then closed). When the fence refuses it, the upstream is marked not
 // fenced (Readiness reports it, /readyz answers 503) and its shared
@@ -30,7 +30,7 @@ import (
 // liveness of the shared connections is their own reply timeout's job.
 
 // DefaultProbeInterval is the probe period used when
-// UpstreamOptions.ProbeInterval is 0.
+// Options.ProbeInterval is 0.
 const DefaultProbeInterval = time.Second
 
 // probe runs the periodic fence check until the upstream closes.
@@ -58,11 +58,11 @@ func (u *Upstream) probeOnce() {
 		// Not a verdict: the node did not answer the fence in time (busy,
 		// frozen) or the connection broke. The shared connections' own
 		// reply timeout judges liveness.
-		u.met.upstreamError(u.name, "probe")
+		u.met.UpstreamError(u.name, "probe")
 		u.log.Warn("upstream probe failed", zap.Error(err))
 		return
 	}
-	u.met.upstreamError(u.name, "fence")
+	u.met.UpstreamError(u.name, "fence")
 	u.log.Error("upstream fence no longer holds; closing its connections", zap.Error(err))
 	u.setState(err, false)
 	for _, s := range u.allSlots() {

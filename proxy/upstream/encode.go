@@ -1,15 +1,16 @@
-package proxy
+package upstream
 
 import (
 	"net"
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/tidwall/redcon"
 )
 
 // Large commands go upstream from the client's read buffer, never copied.
 //
-// A command larger than keptReadBuf was read into a buffer of its own,
+// A command larger than RefMin was read into a buffer of its own,
 // whose bytes the memory budget holds (budget.go); a copy into the
 // batch's output would hold them twice. So a forwarded command from refMin
 // on is referenced by the batch (outRef) and written from the read buffer,
@@ -28,13 +29,13 @@ type OutRef struct {
 
 // RefMin is the size from which a forwarded command's bytes are sent from
 // the client's read buffer rather than copied: a command that large was
-// read into a buffer of its own (past keptReadBuf), and a copy would
-// double what it holds.
-const RefMin = keptReadBuf
+// read into a buffer of its own (past the session's kept read buffer,
+// which is this size), and a copy would double what it holds.
+const RefMin = 64 * 1024
 
 // KeptBatchBuf is the largest command or reply buffer a batch keeps for
 // reuse; a bigger one (a large reply) is let go when the batch is reset.
-const KeptBatchBuf = 4 * DefaultMaxInline
+const KeptBatchBuf = 4 * resp.DefaultMaxInline
 
 // Encode appends a forwarded command (see the function Encode), its bytes
 // by reference when it is large.
@@ -65,4 +66,21 @@ func (b *Batch) appendTo(vec net.Buffers) net.Buffers {
 		vec = append(vec, b.Out[at:])
 	}
 	return vec
+}
+
+// Encode appends a forwarded command's bytes to out: the client's bytes for
+// Pass, a re-encoded head plus the client's tail bytes for Rewrite.
+func Encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
+	if d.Action != rewrite.Rewrite {
+		return append(out, f.Raw...)
+	}
+	return append(EncodeHead(out, f, d), f.TailFrom(d.Replace)...)
+}
+
+// EncodeHead appends a rewritten command's head: its array header and
+// its new name, which the client's tail bytes follow.
+func EncodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
+	tail := max(len(f.Args)-d.Replace, 0)
+	out = redcon.AppendArray(out, 1+tail)
+	return redcon.AppendBulkString(out, d.Head)
 }
