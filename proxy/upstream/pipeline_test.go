@@ -277,11 +277,11 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 }
 
 // waitingInAwait reports whether n goroutines started by sendAwait wait
-// in pipe.await for a signal.
+// in Pipe.Await for a signal.
 func waitingInAwait(n int) bool {
 	count := 0
 	for _, g := range strings.Split(goroutines(), "\n\n") {
-		if strings.Contains(g, "[chan receive") && strings.Contains(g, ").await(") && strings.Contains(g, "sendAwait") {
+		if strings.Contains(g, "[chan receive") && strings.Contains(g, ").Await(") && strings.Contains(g, "sendAwait") {
 			count++
 		}
 	}
