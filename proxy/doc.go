@@ -7,11 +7,16 @@
 //
 // # The way of one command
 //
-// The data path is four packages: proxy (this one), proxy/resp (framing,
-// both ways), proxy/cmdtable (the servers' command tables) and
-// proxy/limits (the memory budget and the failed-AUTH table). proxy
-// imports the three; they import neither proxy nor each other (cmdtable's
-// tests use resp to talk to a server). A command in normal service:
+// The data path is six packages: proxy (this one: the sessions, the plan,
+// the server), proxy/upstream (the connections to one upstream node:
+// pipes, batches, dialing and the fence on connect, failover, WAIT),
+// proxy/resp (framing, both ways), proxy/cmdtable (the servers' command
+// tables), proxy/limits (the memory budget and the failed-AUTH table) and
+// proxy/deadline (lazily set connection deadlines). Each imports only
+// those below it: proxy imports the other five; upstream imports resp,
+// cmdtable and deadline; the last four import none of the others
+// (cmdtable's tests use resp to talk to a server). A command in normal
+// service:
 //
 //	client socket
 //	  │ session.serve (session.go): fill (input.go) reads into the session's
@@ -33,18 +38,21 @@
 //	  ▼
 //	observe (observe.go): metrics, audit record (audit.go), capture (capture.go)
 //	  ▼
-//	forward (forward.go) adds it to the segment (segment.go): one batch
-//	  │ (batch.go) per upstream connection, the shared pipes (pipeline.go)
-//	  │ of an Upstream (upstream.go, dial.go, owned.go) or the client's
-//	  │ own; inside MULTI it is queued instead (transaction.go)
+//	forward (forward.go) adds it to the segment (segment.go): one
+//	  │ upstream.Batch per upstream connection (upstream.Encode: the
+//	  │ client's bytes, or a rewritten head over the client's tail), on a
+//	  │ shared upstream.Pipe of an upstream.Upstream or the client's own;
+//	  │ inside MULTI it is queued instead (transaction.go); with
+//	  │ ack_replicas the segment readies each batch's WAIT (AckBatch)
 //	  ▼
-//	pipe: batches of many clients written together; its reader frames each
-//	  │ reply with resp.Reader.Read (proxy/resp), its bytes charged through a
-//	  │ resp.Account to the memory budget (limits.Budget; budget.go)
+//	upstream.Pipe ───────────────── proxy/upstream: batches of many clients
+//	  │ written together; its reader frames each reply with resp.Reader.Read
+//	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
+//	  │ the memory budget (limits.Budget; budget.go)
 //	  ▼
 //	segment flush: the replies, local ones included, in command order
 //	  ▼
-//	session.write: to the client, under the write deadline (deadline.go)
+//	session.write: to the client, under the write deadline (proxy/deadline)
 //
 // A client in subscribe mode, or a subscribed or tracking RESP3 client,
 // leaves this loop for one of its own (subscribe.go, bridge.go, legs.go)
@@ -58,18 +66,14 @@
 //
 // Besides the above: the routing by queue across named upstreams with
 // their roles (route.go, route_session.go) and the control table of moved
-// queues (control.go, hold.go); the periodic re-run of the fence on a live
-// upstream, which closes every connection of an upstream whose fence fails
-// (probe.go); a Sentinel upstream's primary followed across failovers
-// (failover.go) and the replicas' confirmation of writes (ack.go); a
-// client's share of the shared connections (share.go); the replies it
-// makes from what only it knows: its own clients for CLIENT LIST and
-// CLIENT INFO (clientlist.go), the upstream's answer to the unsubscribe
-// family outside subscribe mode (unsubscribe.go), a client's CLIENT REPLY
-// mode (clientreply.go), a RESP2 client's CLIENT TRACKING with its
-// REDIRECT bridged to another session (tracking.go); large commands sent
-// from the client's read buffer without a copy (largecmd.go); what a
-// session does under the memory
+// queues (control.go, hold.go); which forwarded commands are writes for
+// the replicas' confirmation (acks.go; the confirmation itself is
+// upstream's); a client's share of the shared connections (share.go);
+// the replies it makes from what only it knows: its own clients for CLIENT
+// LIST and CLIENT INFO (clientlist.go), a client's CLIENT REPLY mode
+// (clientreply.go), a RESP2 client's CLIENT TRACKING with its REDIRECT
+// bridged to another session (tracking.go); what a session does under the
+// memory
 // budget (budget.go) and the limits on failed authentications and on the
 // time to authenticate (authlimit.go), the limits themselves being package
 // limits'; the server lifecycle (server.go), its Options (options.go) and the data-path
@@ -109,10 +113,12 @@
 //     and the failed-AUTH count. session.go's localReply composes the
 //     bytes of a local answer after it (the server's HELLO reply with the
 //     session's id, CLIENT LIST), without changing the decision.
-//   - upstream: the session's segment reaches into batch's fields, and a
-//     batch carries three owners' fields (the replicas' ack, the memory
-//     budget's account, large commands); Upstream is part of proxy's API
-//     (routes, the control loop) and the control loop writes srv.routes
+//   - upstream is a package: the session reaches a connection only through
+//     upstream.Upstream, Pipe and Batch. A Batch's exported fields are the
+//     session's to fill (Out, N, Max) and to read once Await returns
+//     (Replies, Ends, Over, Lost); its WAIT and large-command fields are
+//     upstream's own, and its memory account is a resp.Account the
+//     session gives back. Still here: the control loop writes srv.routes
 //     while the router calls back into it.
 //   - observe: observe.go, audit.go and capture.go are session methods over
 //     session fields (s.audits, s.fields, s.audLog, s.cap), and the
