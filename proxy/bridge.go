@@ -67,7 +67,7 @@ func (s *session) leaveBridge(c *command) error {
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	sub := s.sub
-	s.view.lastArgs = f.Args // clientlist.go
+	s.listing.lastArgs = f.Args // clientlist.go
 	c := command{f: f}
 	sp := &c.sp
 	if isHello2(f.Args) {
@@ -76,7 +76,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		sp.pushes = sub.tracking || s.view.sub.Load()+s.view.psub.Load()+s.view.ssub.Load() > 0
+		sp.pushes = sub.tracking || s.listing.sub.Load()+s.listing.psub.Load()+s.listing.ssub.Load() > 0
 	}
 	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
 	if sp.wait {

@@ -57,21 +57,21 @@ func (s *session) sessionByID(id int64) *session {
 func (s *session) clientUnblock(t *rewrite.ClientTarget) []byte {
 	zero := []byte(":0\r\n")
 	sess := s.sessionByID(t.ID)
-	if sess == nil || sess == s || !sess.view.blocked.Load() {
+	if sess == nil || sess == s || !sess.listing.blocked.Load() {
 		return zero
 	}
-	bc := sess.view.blockOn.Load()
+	bc := sess.listing.blockOn.Load()
 	if bc == nil || bc.id == 0 {
 		return zero
 	}
-	gen := sess.view.blockGen.Load()
+	gen := sess.listing.blockGen.Load()
 	for try := 0; ; try++ {
 		r := unblockOn(s, bc, t.Error)
 		// The session is flagged blocked once its command is sent; the
 		// server may not have read it yet. While the same command is
 		// still awaited, ask again, a little while.
 		if !bytes.Equal(r, zero) || try == unblockTries-1 ||
-			!sess.view.blocked.Load() || sess.view.blockGen.Load() != gen {
+			!sess.listing.blocked.Load() || sess.listing.blockGen.Load() != gen {
 			return r
 		}
 		time.Sleep(time.Millisecond)

@@ -96,7 +96,7 @@ func (v *clientView) init(nc net.Conn, now time.Time) {
 
 // publish writes the session's view as of now.
 func (s *session) publish(at time.Time) {
-	v := &s.view
+	v := &s.listing
 	v.mu.Lock()
 	v.name, v.user, v.proto = s.st.Name, s.st.User, s.proto()
 	v.lib = [2][]byte{s.st.LibName, s.st.LibVer}
@@ -118,7 +118,7 @@ func (s *session) publish(at time.Time) {
 
 // info is the session's CLIENT LIST line's fields as of its last publish.
 func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool) {
-	v := &s.view
+	v := &s.listing
 	c = rewrite.ClientInfo{ID: int64(s.id), Addr: s.addr, LocalAddr: v.laddr, FD: v.fd, DB: db,
 		Sub: int(v.sub.Load()), PSub: int(v.psub.Load()), SSub: int(v.ssub.Load())}
 	v.mu.Lock()

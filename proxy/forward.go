@@ -146,7 +146,7 @@ func (s *session) blocking(u *upstream.Upstream) *upstream.Pipe {
 		return nil
 	}
 	s.blocker = p
-	s.view.blockOn.Store(&blockConn{up: u, id: id})
+	s.listing.blockOn.Store(&blockConn{up: u, id: id})
 	return p
 }
 

@@ -35,6 +35,9 @@ type segment struct {
 	closing bool              // close after writing the current batch
 	over    bool              // the reply cap was hit: close without writing
 	silent  bool              // close without writing (authlimit.go)
+	// execLoad is the SCRIPT LOAD fan-out of the segment's EXEC, sent
+	// once its reply is in (transaction.go).
+	execLoad *execLoad
 }
 
 // segPart is the part of the current segment bound for one connection.
@@ -141,11 +144,11 @@ func (s *session) flush() {
 			blocking := pt.p == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
-				s.view.blockGen.Add(1)
+				s.listing.blockGen.Add(1)
 			}
-			s.view.blocked.Store(blocking)
+			s.listing.blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
-			s.view.blocked.Store(false)
+			s.listing.blocked.Store(false)
 		} else {
 			pt.p.Await(pt.b)
 		}

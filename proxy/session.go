@@ -56,13 +56,12 @@ type session struct {
 	memHeld    // what the session holds of the memory budget (budget.go)
 	segment    // the commands read in a round and their replies (segment.go)
 	auditState // the round's audit records (audit.go)
-	ownConns   // the client's own upstream connections (owned.go)
+	ownConns   // the client's own upstream connections (forward.go)
 	authState  // the unauthenticated deadline and failed AUTHs (authlimit.go)
 	tx         transaction
-	execLoad   *execLoad   // the SCRIPT LOAD fan-out of the segment's EXEC (transaction.go)
 	sub        *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
 	rm         replyMode   // CLIENT REPLY (clientreply.go)
-	view       clientView  // what CLIENT LIST shows of the session (clientlist.go)
+	listing    clientView  // what CLIENT LIST shows of the session (clientlist.go)
 	cap        capState    // records waiting for their replies (capture.go)
 	sh         share       // its share of the shared connections (share.go)
 	adm        admission   // commands admitted under the control table (hold.go)
@@ -93,7 +92,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 		segment: segment{simple: true}, // as emit leaves it after each segment
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
-	s.view.init(nc, time.Now())
+	s.listing.init(nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
 	s.fr.Limits = resp.Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
@@ -272,7 +271,7 @@ func (c *command) up(s *session) *upstream.Upstream {
 
 // command plans one command (plan.go) and adds it to the current segment.
 func (s *session) command(f resp.Frame) {
-	s.view.lastArgs = f.Args // clientlist.go
+	s.listing.lastArgs = f.Args // clientlist.go
 	c := command{f: f}
 	sp := &c.sp
 	s.decide(f.Args, sp) // plan.go

@@ -260,9 +260,9 @@ func (s *session) serveSubscribed() (err error) {
 		}
 		sub.stop(abort)
 		s.sub = nil
-		s.view.sub.Store(0)
-		s.view.psub.Store(0)
-		s.view.ssub.Store(0)
+		s.listing.sub.Store(0)
+		s.listing.psub.Store(0)
+		s.listing.ssub.Store(0)
 	}()
 	go sub.relay()
 	go sub.write()
@@ -404,7 +404,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.finishWith(out, errReply)
 		}
-		s.view.lastArgs = f.Args // CLIENT LIST's cmd
+		s.listing.lastArgs = f.Args // CLIENT LIST's cmd
 		kind := subKindOf(f.Args[0])
 		if kind != subOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's

@@ -92,7 +92,7 @@ func (sub *subscriber) relay() {
 			default:
 			}
 		}
-		sub.s.view.noteSubs(fr, sub.resp3) // clientlist.go
+		sub.s.listing.noteSubs(fr, sub.resp3) // clientlist.go
 		if sub.w.muted.Load() && sub.silenced(fr) {
 			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
 		}

@@ -656,7 +656,7 @@ func (rc *redirConn) relay(srv *Server) {
 				body = []byte("_\r\n")
 			}
 			msg = append(append([]byte(nil), invalidatePush...), body...)
-		} else if v := &sub.s.view; v.sub.Load()+v.psub.Load()+v.ssub.Load() == 0 {
+		} else if v := &sub.s.listing; v.sub.Load()+v.psub.Load()+v.ssub.Load() == 0 {
 			continue
 		}
 		if err := sub.w.push(msg); err != nil && err != errSubscriberGone {
