@@ -14,9 +14,8 @@
 // tables), proxy/limits (the memory budget and the failed-AUTH table) and
 // proxy/deadline (lazily set connection deadlines). Each imports only
 // those below it: proxy imports the other five; upstream imports resp,
-// cmdtable and deadline; the last four import none of the others
-// (cmdtable's tests use resp to talk to a server). A command in normal
-// service:
+// cmdtable and deadline; cmdtable imports resp; resp, limits and deadline
+// import none of the others. A command in normal service:
 //
 //	client socket
 //	  │ session.serve (session.go): fill (input.go) reads into the session's

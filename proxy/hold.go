@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -87,7 +88,7 @@ func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstrea
 func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
 	exec := d.Effect == rewrite.Exec
 	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-		Reply: []byte("-" + upstream.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+		Reply: []byte("-" + resp.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
 	switch {
 	case exec:
 		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -306,7 +307,7 @@ func Load(ctx context.Context, c fence.Conn) (Table, error) {
 		return nil, fmt.Errorf("COMMAND: %w", err)
 	}
 	if r.IsError() || r.Type != '*' {
-		return nil, fmt.Errorf("COMMAND: %s (the proxy needs the command table to route by key)", oneLine(r.Str))
+		return nil, fmt.Errorf("COMMAND: %s (the proxy needs the command table to route by key)", resp.OneLine(r.Str))
 	}
 	t := Table{}
 	for _, e := range r.Elems {
@@ -423,15 +424,4 @@ func flatMap(r fence.Reply) map[string]fence.Reply {
 		m[r.Elems[i].Str] = r.Elems[i+1]
 	}
 	return m
-}
-
-// oneLine makes s safe to put in a RESP error line.
-func oneLine(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '\r' || c == '\n' {
-			b[i] = ' '
-		}
-	}
-	return string(b)
 }

@@ -386,3 +386,15 @@ func hexVal(c byte) byte {
 	}
 	return c - 'A' + 10
 }
+
+// OneLine makes s safe to put in a RESP error line: a CR or LF in it
+// would end the line early.
+func OneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -238,7 +239,7 @@ func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
 		why = "WAIT: " + string(firstLine(wait))
 	}
 	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas within " + a.timeout.String() + " (" + OneLine(why) + "); the command may have been applied\r\n")
+		" replicas within " + a.timeout.String() + " (" + resp.OneLine(why) + "); the command may have been applied\r\n")
 }
 
 // shortError is the error a write gets while the replicas are short and

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/discovery"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // Following a primary under Sentinel.
@@ -154,7 +155,7 @@ func checkRole(ctx context.Context, c *SetupConn, addr string) error {
 		return fmt.Errorf("%w: ROLE answered no array", ErrUpstreamProtocol)
 	}
 	if role := r.Elems[0].Str; role != "master" {
-		return fmt.Errorf("%w: %s answers ROLE %s", ErrNotPrimary, addr, OneLine(role))
+		return fmt.Errorf("%w: %s answers ROLE %s", ErrNotPrimary, addr, resp.OneLine(role))
 	}
 	return nil
 }
@@ -259,5 +260,5 @@ func (u *Upstream) awaitPrimary(ctx context.Context) {
 // noPrimaryReply is the error a new command gets when a Sentinel
 // upstream has no primary: `-UPSTREAM <name> has no primary: <reason>`.
 func noPrimaryReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " has no primary: " + OneLine(reason) + "\r\n")
+	return []byte("-UPSTREAM " + name + " has no primary: " + resp.OneLine(reason) + "\r\n")
 }

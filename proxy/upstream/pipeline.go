@@ -492,14 +492,3 @@ func (p *Pipe) Failed() error {
 	defer p.mu.Unlock()
 	return p.err
 }
-
-// OneLine makes s safe to put in a RESP error line.
-func OneLine(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '\r' || c == '\n' {
-			b[i] = ' '
-		}
-	}
-	return string(b)
-}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
 // Reconnect backoff bounds. The ceiling is kept well under a second so
@@ -439,7 +440,7 @@ func (u *Upstream) Unavailable() []byte {
 // the upstream name, with the reason on one line:
 // `-UPSTREAM <name> unavailable: <reason>`.
 func unavailableReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " unavailable: " + OneLine(reason) + "\r\n")
+	return []byte("-UPSTREAM " + name + " unavailable: " + resp.OneLine(reason) + "\r\n")
 }
 
 // Close stops reconnecting and closes the shared connections; waiting
