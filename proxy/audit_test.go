@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -172,7 +173,7 @@ func TestAuditPipelinedRewritesNoteEachReply(t *testing.T) {
 		t.Fatalf("%d records, want the 3 rewrites: %v", len(recs), recs)
 	}
 	for i, at := range []int{0, 2, 4} {
-		r, want, keys := recs[i], replyKind([]byte(got[at])), float64(2-i/2)
+		r, want, keys := recs[i], observe.ReplyKind([]byte(got[at])), float64(2-i/2)
 		if r["msg"] != "rewrite" || r["reply"] != want || r["numkeys"] != keys || r["queue"] != "pq" {
 			t.Errorf("record %d: %v, want a rewrite of queue pq with %v keys and reply %s", i, r, keys, want)
 		}

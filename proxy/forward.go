@@ -55,7 +55,7 @@ func (s *session) forward(c *command) {
 	}
 	b.n++
 	s.slots = append(s.slots, sl)
-	s.alsoLoad(f, d, u, !ded) // observe.go
+	s.alsoLoad(f, d, u, !ded) // route_session.go
 }
 
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin
