@@ -52,11 +52,24 @@ func jsonAudit(sink *syncBuffer) *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, sink, zapcore.InfoLevel))
 }
 
+// startAudited is startProxy with the audit log on sink, given to New (a
+// session takes the server's audit logger when its client connects).
+func startAudited(t *testing.T, n *node.Node, sink *syncBuffer) *harness {
+	t.Helper()
+	opts := Options{
+		Upstream: UpstreamOptions{Name: "node", Address: n.Addr, Password: n.Opts.Password},
+		Policy:   testPolicy(t),
+	}
+	srv, addr := serveProxy(t, opts, zap.NewNop(), jsonAudit(sink))
+	h := &harness{t: t, node: n, srv: srv, addr: addr}
+	h.waitReady()
+	return h
+}
+
 func TestAuditRecordsRewritesAndRefusals(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	sink := &syncBuffer{}
-	h := startProxy(t, n, nil)
-	h.srv.audit = jsonAudit(sink) // set before any client connects
+	h := startAudited(t, n, sink)
 	enq, _ := h.srv.Policy().Map.ByName("enqueue")
 	c := h.dial()
 	c.do("AUTH", "whatever").hasPrefix("-ERR ") // no auth configured: refused, the password never logged
@@ -143,8 +156,7 @@ func TestAuditSinkRefusalIsReported(t *testing.T) {
 func TestAuditPipelinedRewritesNoteEachReply(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	sink := &syncBuffer{}
-	h := startProxy(t, n, nil)
-	h.srv.audit = jsonAudit(sink) // set before any client connects
+	h := startAudited(t, n, sink)
 	m := h.srv.Policy().Map
 	enq, _ := m.ByName("enqueue")
 	claim, _ := m.ByName("claim2")
