@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -51,11 +52,24 @@ func jsonAudit(sink *syncBuffer) *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, sink, zapcore.InfoLevel))
 }
 
+// startAudited is startProxy with the audit log on sink, given to New (a
+// session takes the server's audit logger when its client connects).
+func startAudited(t *testing.T, n *node.Node, sink *syncBuffer) *harness {
+	t.Helper()
+	opts := Options{
+		Upstream: UpstreamOptions{Name: "node", Address: n.Addr, Password: n.Opts.Password},
+		Policy:   testPolicy(t),
+	}
+	srv, addr := serveProxy(t, opts, zap.NewNop(), jsonAudit(sink))
+	h := &harness{t: t, node: n, srv: srv, addr: addr}
+	h.waitReady()
+	return h
+}
+
 func TestAuditRecordsRewritesAndRefusals(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	sink := &syncBuffer{}
-	h := startProxy(t, n, nil)
-	h.srv.audit = jsonAudit(sink) // set before any client connects
+	h := startAudited(t, n, sink)
 	enq, _ := h.srv.Policy().Map.ByName("enqueue")
 	c := h.dial()
 	c.do("AUTH", "whatever").hasPrefix("-ERR ") // no auth configured: refused, the password never logged
@@ -142,8 +156,7 @@ func TestAuditSinkRefusalIsReported(t *testing.T) {
 func TestAuditPipelinedRewritesNoteEachReply(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	sink := &syncBuffer{}
-	h := startProxy(t, n, nil)
-	h.srv.audit = jsonAudit(sink) // set before any client connects
+	h := startAudited(t, n, sink)
 	m := h.srv.Policy().Map
 	enq, _ := m.ByName("enqueue")
 	claim, _ := m.ByName("claim2")
@@ -172,7 +185,7 @@ func TestAuditPipelinedRewritesNoteEachReply(t *testing.T) {
 		t.Fatalf("%d records, want the 3 rewrites: %v", len(recs), recs)
 	}
 	for i, at := range []int{0, 2, 4} {
-		r, want, keys := recs[i], replyKind([]byte(got[at])), float64(2-i/2)
+		r, want, keys := recs[i], observe.ReplyKind([]byte(got[at])), float64(2-i/2)
 		if r["msg"] != "rewrite" || r["reply"] != want || r["numkeys"] != keys || r["queue"] != "pq" {
 			t.Errorf("record %d: %v, want a rewrite of queue pq with %v keys and reply %s", i, r, keys, want)
 		}

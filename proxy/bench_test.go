@@ -110,8 +110,8 @@ func BenchmarkAuditRecords(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for range batch {
-			i := s.auditFor(args, &d)
-			s.audits[i].setReply([]byte("*0\r\n"), srv.up)
+			i := s.obs.Command(args, &d)
+			s.obs.Reply(i, []byte("*0\r\n"), srv.up.Name())
 		}
 		s.logAudits()
 	}

@@ -3,9 +3,11 @@ package proxy
 import (
 	"errors"
 
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
 )
 
 // The RESP3 bridge: a subscribed or tracking RESP3 client (subscribe.go)
@@ -25,10 +27,6 @@ import (
 // goes on in normal service.
 var errBridgeLeft = errors.New("bridge left")
 
-// replyRelayed is the audit record's reply kind for a command the server
-// answered on a bridged connection: the relay passes replies on unframed.
-const replyRelayed = "relayed"
-
 // replyBridgedHello refuses a protocol switch on a bridged connection that
 // is subscribed or tracks.
 var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first\r\n")
@@ -44,9 +42,7 @@ func (s *session) leaveBridge(c *command) error {
 	if s.rm.command(d.Effect) {
 		reply = nil
 	}
-	if audit >= 0 {
-		s.audits[audit].setReply(d.Reply, nil)
-	}
+	s.obs.Reply(audit, d.Reply, "")
 	var none []byte
 	if err := s.sub.finishWith(&none, reply); err != nil {
 		return err
@@ -202,7 +198,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return s.bridgeLocal(out, replyQueued, -1)
 	case forwarded:
 		if t := s.bridgeTap(f, d, skipped); t != nil {
-			// Its one reply is the next after a barrier (observe.go).
+			// Its one reply is the next after a barrier (see tap).
 			if err := s.bridgeBarrier(out); err != nil {
 				return err
 			}
@@ -250,9 +246,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	// proxy's own answer, as in normal service (segment.go's emit).
 	s.bridgeLoad(f, d, nil, false)
 	if drop || len(d.Reply) == 0 {
-		if audit >= 0 {
-			s.audits[audit].setReply(d.Reply, nil)
-		}
+		s.obs.Reply(audit, d.Reply, "")
 	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
 		return err
 	}
@@ -283,9 +277,7 @@ func (s *session) relayed(audit int, u *upstream.Upstream) {
 	if u == nil {
 		u = s.sub.u
 	}
-	if audit >= 0 {
-		s.audits[audit].reply, s.audits[audit].upstream = replyRelayed, u.Name()
-	}
+	s.obs.Relayed(audit, u.Name())
 }
 
 // bridgeBarrier sends what is in *out to the current leg (legs.go) and
@@ -302,9 +294,7 @@ func (s *session) bridgeBarrier(out *[]byte) error {
 // bridgeLocal hands a reply the proxy makes to the client in its place
 // among the server's replies: after a barrier.
 func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
-	if audit >= 0 {
-		s.audits[audit].setReply(reply, nil)
-	}
+	s.obs.Reply(audit, reply, "")
 	if err := s.bridgeBarrier(out); err != nil {
 		return err
 	}
@@ -314,13 +304,59 @@ func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
 	return nil
 }
 
+// tap is what the bridge's relay does with the server's next reply (not a
+// push) in place of passing it on as it is: answer reply instead (nil:
+// drop it), or, with pass, pass it on patched (SCRIPT EXISTS); a capture
+// record (package observe) gets the server's reply either way.
+type tap struct {
+	reply []byte
+	pass  bool
+	patch [][]byte    // SCRIPT EXISTS args (copies)
+	m     *shamap.Map // the map the patch answers from
+	rec   observe.Captured
+	keep  *[]byte // gets a copy of the server's reply (an EXEC's: transaction.go)
+}
+
+// apply returns what the client gets for the server's reply fr.
+func (t *tap) apply(fr []byte) []byte {
+	t.rec.Reply(fr)
+	if t.keep != nil {
+		*t.keep = append([]byte(nil), fr...)
+	}
+	if !t.pass {
+		return t.reply
+	}
+	if t.patch != nil {
+		if p, err := rewrite.PatchScriptExists(fr, t.patch, t.m); err == nil {
+			return p
+		}
+	}
+	return fr
+}
+
+// bridgeTap is the tap a bridged command's reply needs (see tap), or nil:
+// its SCRIPT EXISTS patch, its capture record, a SKIP's drop.
+func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *tap {
+	rec := s.obs.Bridged(f.Args, d, s.began)
+	if !rec.Wanted() && !skipped && d.Effect != rewrite.ScriptExists {
+		return nil
+	}
+	t := &tap{pass: !skipped, rec: rec}
+	if d.Effect == rewrite.ScriptExists {
+		t.m = s.v.pol.Map
+		for _, a := range f.Args {
+			t.patch = append(t.patch, append([]byte(nil), a...))
+		}
+	}
+	return t
+}
+
 // swap makes the relay answer reply in place of the server's next reply
 // (not a push) after those already to be swapped; nil drops it. Only after
 // a barrier: then the next replies are known.
 func (sub *subscriber) swap(reply []byte) { sub.swapTap(tap{reply: reply}) }
 
-// swapTap makes the relay do t with the server's next reply (observe.go),
-// as swap.
+// swapTap makes the relay do t with the server's next reply, as swap.
 func (sub *subscriber) swapTap(t tap) {
 	sub.mu.Lock()
 	sub.swaps = append(sub.swaps, t)
@@ -340,7 +376,7 @@ func (sub *subscriber) nextSwap() tap {
 }
 
 // bridgeLoad sends the SCRIPT LOAD fan-out of a bridged command
-// (observe.go's alsoLoad), if it has one, and awaits it, dropping the
+// (route_session.go's alsoLoad), if it has one, and awaits it, dropping the
 // replies.
 func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
 	s.alsoLoad(f, d, routed, shared)

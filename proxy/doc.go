@@ -7,15 +7,17 @@
 //
 // # The way of one command
 //
-// The data path is six packages: proxy (this one: the sessions, the plan,
-// the server), proxy/upstream (the connections to one upstream node:
+// The data path is seven packages: proxy (this one: the sessions, the
+// plan, the server), proxy/upstream (the connections to one upstream node:
 // pipes, batches, dialing and the fence on connect, failover, WAIT),
-// proxy/resp (framing, both ways), proxy/cmdtable (the servers' command
-// tables), proxy/limits (the memory budget and the failed-AUTH table) and
-// proxy/deadline (lazily set connection deadlines). Each imports only
-// those below it: proxy imports the other five; upstream imports resp,
-// cmdtable and deadline; cmdtable imports resp; resp, limits and deadline
-// import none of the others. A command in normal service:
+// proxy/observe (the audit log and the capture), proxy/resp (framing,
+// both ways), proxy/cmdtable (the servers' command tables), proxy/limits
+// (the memory budget and the failed-AUTH table) and proxy/deadline
+// (lazily set connection deadlines). Each imports only those below it:
+// proxy imports the other six; upstream imports resp, cmdtable and
+// deadline; observe imports cmdtable (a redacted capture record's keys);
+// cmdtable imports resp; resp, limits and deadline import none of the
+// others. A command in normal service:
 //
 //	client socket
 //	  │ session.serve (session.go): fill (input.go) reads into the session's
@@ -35,31 +37,44 @@
 //	  │   needKeys: decide asks COMMAND GETKEYS (route_session.go's
 //	  │   getkeys) and plans again with the keys
 //	  ▼
-//	observe (observe.go): metrics, audit record (audit.go), capture (capture.go)
+//	session.observe (observe.go): the metrics (metrics.go), then
+//	  │ observe.Session.Command ──── proxy/observe: the audit record, kept
+//	  │                              until the round's replies are written
 //	  ▼
 //	forward (forward.go) adds it to the segment (segment.go): one
 //	  │ upstream.Batch per upstream connection (upstream.Encode: the
 //	  │ client's bytes, or a rewritten head over the client's tail), on a
 //	  │ shared upstream.Pipe of an upstream.Upstream or the client's own;
 //	  │ inside MULTI it is queued instead (transaction.go); with
-//	  │ ack_replicas the segment readies each batch's WAIT (AckBatch)
+//	  │ ack_replicas the segment readies each batch's WAIT (AckBatch); the
+//	  │ SCRIPT LOAD fan-out goes along (route_session.go's alsoLoad); a
+//	  │ capture that wants its queue copies it (observe.go's
+//	  │ captureCommand → observe.Session.Forwarded)
 //	  ▼
 //	upstream.Pipe ───────────────── proxy/upstream: batches of many clients
 //	  │ written together; its reader frames each reply with resp.Reader.Read
 //	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
 //	  │ the memory budget (limits.Budget; budget.go)
 //	  ▼
-//	segment flush: the replies, local ones included, in command order
+//	segment flush: the capture records get their replies (observe.go's
+//	  │ captureReplies → observe.Session.Finish, Publish); emit notes each
+//	  │ audited reply's kind (observe.Session.Reply) and moves the replies,
+//	  │ local ones included, to the output in command order
 //	  ▼
 //	session.write: to the client, under the write deadline (proxy/deadline)
+//	  ▼
+//	the round's audit records, written (observe.go's logAudits →
+//	observe.Session.WriteAudits)
 //
 // A client in subscribe mode, or a subscribed or tracking RESP3 client,
 // leaves this loop for one of its own (subscribe.go, bridge.go, legs.go)
 // that frames with the same resp.Framer: the subscribe family, PING, QUIT
 // and RESET go to its subscribed connection as they are; a bridged RESP3
-// client's other commands go through the same plan (bridge.go); any other
-// command of a RESP2 subscriber is the server's to refuse while the client
-// is subscribed, or, once nothing is subscribed, goes back to this loop.
+// client's other commands go through the same plan and observer
+// (bridge.go), the relay handing the server's reply to a capture record
+// (observe.Captured, in bridge.go's tap); any other command of a RESP2
+// subscriber is the server's to refuse while the client is subscribed, or,
+// once nothing is subscribed, goes back to this loop.
 //
 // # What it owns
 //
@@ -75,8 +90,9 @@
 // memory
 // budget (budget.go) and the limits on failed authentications and on the
 // time to authenticate (authlimit.go), the limits themselves being package
-// limits'; the server lifecycle (server.go), its Options (options.go) and the data-path
-// metrics (metrics.go).
+// limits'; the server lifecycle (server.go), its Options (options.go), the
+// data-path metrics (metrics.go) and the Server's capture controls
+// (StartCapture, StopCapture: observe.go, over package observe's Capture).
 //
 // What to do with a command is rewrite's to say: the plan only amends that
 // decision with what rewrite/, being pure, cannot know (the servers'
@@ -90,12 +106,13 @@
 //
 // # Not yet split
 //
-// The rest of the package is still one package. Its files share the
+// What is left in this package (about 7,700 lines) is still one package. Its files share the
 // session struct, whose state is grouped by the file that owns it (input,
-// memHeld, segment, auditState, ownConns, authState, and the transaction,
-// subscriber, reply mode, CLIENT LIST view, capture, share and admission
-// states): about twenty fields, each group's promoted and changed by its
-// owner's methods. What one command carries is not on the session: a
+// memHeld, segment, ownConns, authState, and the transaction, subscriber,
+// reply mode, CLIENT LIST view, share and admission states) or by the
+// package (obs, package observe's Session: the audit records and the
+// capture stream): about twenty fields, each group's promoted and changed
+// by its owner's methods. What one command carries is not on the session: a
 // command value (session.go) holds its frame, its planStep (the decision,
 // the upstream, the keys found once, whether it routes by them) and where
 // its reply goes (its audit record, CLIENT REPLY's drop), and is passed to
@@ -119,9 +136,12 @@
 //     upstream's own, and its memory account is a resp.Account the
 //     session gives back. Still here: the control loop writes srv.routes
 //     while the router calls back into it.
-//   - observe: observe.go, audit.go and capture.go are session methods over
-//     session fields (s.audits, s.fields, s.audLog, s.cap), and the
-//     observer schedules sends (alsoLoad, alsoSend in route_session.go).
+//   - observe (split: proxy/observe): the audit log and the capture, one
+//     session value (s.obs) given what it records as values; the SCRIPT
+//     LOAD fan-out it used to schedule is route_session.go's alsoLoad.
+//     What stays here: the data-path metrics (metrics.go; upstream counts
+//     into them through its Metrics interface) and the glue in observe.go that reads the
+//     segment's slots for the capture's replies.
 //   - limits: the budget and the AUTH table are package limits; their
 //     session glue stays here (resizeInput and the budget's waits, the
 //     replies dropped for it, authDelay), and so does the budget's reach

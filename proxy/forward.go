@@ -54,7 +54,7 @@ func (s *session) forward(c *command) {
 	}
 	b.N++
 	s.slots = append(s.slots, sl)
-	s.alsoLoad(f, d, u, !ded) // observe.go
+	s.alsoLoad(f, d, u, !ded) // route_session.go
 }
 
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin

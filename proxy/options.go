@@ -150,7 +150,7 @@ type Options struct {
 	// AuditPassthrough also audits commands that pass unchanged.
 	AuditPassthrough bool
 	// Capture, when set with queues, starts a capture of those queues
-	// with the server (capture.go); StartCapture and StopCapture start and
+	// with the server (package observe); StartCapture and StopCapture start and
 	// stop one at run time.
 	Capture *CaptureOptions
 	// Registry, when not nil, receives the proxy's metrics.

@@ -192,6 +192,25 @@ func (s *session) getkeys(r *router, args [][]byte) [][]byte {
 	return keys
 }
 
+// alsoLoad adds the SCRIPT LOAD fan-out of a planned command to the
+// current segment: a body the proxy answers itself (a verb's) also goes to
+// every scripts upstream, a forwarded one to every other upstream, their
+// replies dropped (one queued in MULTI goes to the others once EXEC's
+// reply shows the server ran it: transaction.go's execLoad). routed is the
+// upstream the command itself went to, shared whether it went on a shared
+// connection (a WATCH pin does not share its segment).
+func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
+	if !isScriptLoad(f.Args) {
+		return
+	}
+	switch {
+	case d.Action == rewrite.Local && d.Script != nil:
+		s.loadOnScripts(f) // a verb body: scripts nodes still run it
+	case (d.Action == rewrite.Pass || d.Action == rewrite.Rewrite) && shared:
+		s.loadEverywhere(f, routed)
+	}
+}
+
 // loadEverywhere also sends a forwarded SCRIPT LOAD (of a read body, or an
 // unknown one under the readonly policy) to every other upstream's shared
 // connection, in the same segment, so a later EVALSHA of it finds the

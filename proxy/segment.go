@@ -158,7 +158,7 @@ func (s *session) flush() {
 		s.settleAcks() // ack.go
 	}
 	s.shareAfter()     // share.go
-	s.captureReplies() // capture.go
+	s.captureReplies() // observe.go
 	if s.execLoad != nil {
 		s.execLoad.read(s) // transaction.go: the SCRIPT LOADs EXEC ran
 	}
@@ -175,12 +175,12 @@ func (s *session) emit() {
 		s.over = true
 	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
 		b := s.parts[0].b
-		if s.haveAudits() {
+		if s.obs.Audits() {
 			// Slot i is reply i: the records note their replies' kinds
 			// from the batch, which then becomes the output as it is.
 			for i := range s.slots {
 				if sl := &s.slots[i]; sl.audit >= 0 {
-					s.audits[sl.audit].setReply(b.Reply(i), sl.target)
+					s.obs.Reply(sl.audit, b.Reply(i), upName(sl.target))
 				}
 			}
 		}
@@ -203,7 +203,7 @@ func (s *session) emit() {
 				}
 			}
 			if sl.audit >= 0 {
-				s.audits[sl.audit].setReply(r, sl.target)
+				s.obs.Reply(sl.audit, r, upName(sl.target))
 			}
 			if sl.drop { // CLIENT REPLY OFF or SKIP (clientreply.go)
 				if !sl.local && s.parts[sl.part].b.Lost && bytes.HasSuffix(r, lostSuffix) {

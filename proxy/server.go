@@ -15,6 +15,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -38,7 +39,7 @@ type Server struct {
 	routes   atomic.Pointer[router]
 	keys     cmdtable.Store // the upstreams' command tables: key positions, arities, flags
 	policy   atomic.Pointer[rewrite.Policy]
-	cap      captureState     // the running capture, if any (capture.go)
+	cap      observe.Capture  // the running capture, if any (observe.go)
 	mem      *limits.Budget   // the process-wide memory budget (budget.go)
 	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
 	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
@@ -65,7 +66,7 @@ type Server struct {
 // upstream in the background. logger is the operational log, audit the
 // audit log (its own sink; nil disables auditing). Audit records are
 // written on the audit logger's core directly, after one level check per
-// batch (audit.go): its core must write in Write, as zapcore.NewCore's
+// batch (package observe): its core must write in Write, as zapcore.NewCore's
 // does (a tee writes to each core it holds, whatever its level; a sampling
 // core samples nothing; hooks do not run).
 func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
@@ -148,7 +149,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	s.routes.Store(r)
-	if err := s.cap.registerMetrics(opts.Registry); err != nil {
+	if err := s.cap.RegisterMetrics(opts.Registry); err != nil {
 		s.closeUpstreams()
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -52,20 +53,19 @@ type session struct {
 	// The rest is grouped by the file that owns it; each group's fields
 	// are promoted (s.buf is s.input.buf) and changed by its owner's
 	// methods, read by others.
-	input      // the client's bytes and their framing (input.go)
-	memHeld    // what the session holds of the memory budget (budget.go)
-	segment    // the commands read in a round and their replies (segment.go)
-	auditState // the round's audit records (audit.go)
-	ownConns   // the client's own upstream connections (forward.go)
-	authState  // the unauthenticated deadline and failed AUTHs (authlimit.go)
-	tx         transaction
-	sub        *subscriber // subscribe mode, set by startSubscribe (subscribe.go)
-	rm         replyMode   // CLIENT REPLY (clientreply.go)
-	listing    clientView  // what CLIENT LIST shows of the session (clientlist.go)
-	cap        capState    // records waiting for their replies (capture.go)
-	sh         share       // its share of the shared connections (share.go)
-	adm        admission   // commands admitted under the control table (hold.go)
-	trk        *tracker    // RESP2 client-side caching (tracking.go)
+	input     // the client's bytes and their framing (input.go)
+	memHeld   // what the session holds of the memory budget (budget.go)
+	segment   // the commands read in a round and their replies (segment.go)
+	ownConns  // the client's own upstream connections (forward.go)
+	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
+	tx        transaction
+	sub       *subscriber     // subscribe mode, set by startSubscribe (subscribe.go)
+	rm        replyMode       // CLIENT REPLY (clientreply.go)
+	listing   clientView      // what CLIENT LIST shows of the session (clientlist.go)
+	obs       observe.Session // the round's audit records, its side of a capture (observe.go)
+	sh        share           // its share of the shared connections (share.go)
+	adm       admission       // commands admitted under the control table (hold.go)
+	trk       *tracker        // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -76,7 +76,7 @@ type rslot struct {
 	idx    int
 	patch  [][]byte           // SCRIPT EXISTS args whose reply is patched
 	drop   bool               // the reply is not for the client (CLIENT REPLY)
-	audit  int                // index in s.audits, or -1
+	audit  int                // its audit record (s.obs), or -1
 	target *upstream.Upstream // for the audit record
 	_      [0]func()          // not comparable
 }
@@ -92,6 +92,7 @@ func newSession(srv *Server, id uint64, nc net.Conn) *session {
 		segment: segment{simple: true}, // as emit leaves it after each segment
 	}
 	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
+	s.obs = s.newObserver() // observe.go
 	s.listing.init(nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
@@ -144,8 +145,8 @@ func (s *session) cleanup() {
 		s.sub.u.Disown(s.sub.nc)
 		s.sub = nil
 	}
-	s.trackEnd()   // tracking.go
-	s.captureEnd() // capture.go
+	s.trackEnd() // tracking.go
+	s.obs.End()  // proxy/observe: the capture's stream
 }
 
 // round frames and serves the complete commands in the buffer (at most
@@ -256,7 +257,7 @@ func (s *session) write() error {
 type command struct {
 	f     resp.Frame
 	sp    planStep
-	audit int  // its audit record's index in s.audits, or -1
+	audit int  // its audit record's index (s.obs), or -1
 	drop  bool // its reply is not for the client (CLIENT REPLY OFF or SKIP)
 }
 
@@ -300,10 +301,10 @@ func (s *session) command(f resp.Frame) {
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
 		s.addLocal(d.Reply, c.audit, c.drop)
-		s.alsoLoad(f, d, nil, false) // observe.go
+		s.alsoLoad(f, d, nil, false) // route_session.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(&c)
-		s.captureCommand(f, d, c.sp.entry) // capture.go
+		s.captureCommand(f, d, c.sp.entry) // observe.go
 	}
 	s.apply(f, d)
 }

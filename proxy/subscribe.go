@@ -157,7 +157,7 @@ type subscriber struct {
 	setname []byte
 	caching []byte       // a CLIENT CACHING kept for the next command's leg
 	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; observe.go)
+	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; bridge.go)
 	// muted: the relay drops the replies (not the pushes) while the
 	// client's CLIENT REPLY mode silences them (clientreply.go); changed
 	// only after a barrier. skipFirst: a SKIP silences the command that

@@ -60,7 +60,7 @@ func (sub *subscriber) relay() {
 		fr := chunk[start:]
 		if fr[0] != '>' && sub.swapN.Load() > 0 {
 			// A reply the proxy answers in its place, patches or taps
-			// (bridged RESP3: observe.go).
+			// (bridged RESP3: bridge.go).
 			t := sub.nextSwap()
 			chunk = append(chunk[:start], t.apply(fr)...)
 			fr = chunk[start:]

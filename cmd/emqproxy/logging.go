@@ -35,7 +35,7 @@ func newLogger(c config.Log) (*zap.Logger, zap.AtomicLevel, error) {
 
 // newAuditLogger builds the audit log: JSON lines on its own sink, separate
 // from the operational log, so an operator can ship or retain it on its own.
-// The record fields are documented in proxy/audit.go.
+// The record fields are documented in proxy/observe/audit.go.
 //
 // The audit log never drops a record: a slow sink slows the sessions that
 // write to it. A write the sink refuses (disk full, closed pipe) loses its

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"time"
@@ -7,21 +7,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
-// auditState is a session's audit records of the round, written after its
-// replies.
-type auditState struct {
-	audits []auditRecord
-	fields []zap.Field  // reused for audit records
-	audLog sessionAudit // the audit logger with this session's fixed fields
-}
-
 // The audit log: one JSON record per rewrite and per refusal (and per
-// passed command when Options.AuditPassthrough is set), written on its own
+// passed command when Config.AuditPassthrough is set), written on its own
 // logger after the client's replies are written. Never a payload, a value
 // or a password: only the fields below.
 //
@@ -46,7 +37,7 @@ type auditState struct {
 //	reason      why (rewrite.Reason: noauth, denied, unknown_script, shape, ...)
 //	sha         the script's sha, when the refusal concerns a script
 //	command     otherwise the command name as sent
-type auditRecord struct {
+type record struct {
 	action   rewrite.Action
 	reason   rewrite.Reason
 	script   *shamap.Script
@@ -58,47 +49,9 @@ type auditRecord struct {
 	upstream string
 }
 
-// auditFor records a decision to audit and returns its index, or -1.
-func (s *session) auditFor(args [][]byte, d *rewrite.Decision) int {
-	switch d.Action {
-	case rewrite.Rewrite, rewrite.Refuse:
-	case rewrite.Pass:
-		// A verb call that passes went to a scripts upstream (routing):
-		// audited like the rewrite it would be on a module upstream.
-		verb := d.Script != nil && d.Script.Verb != ""
-		if !s.srv.opts.AuditPassthrough && !verb {
-			return -1
-		}
-	default:
-		return -1
-	}
-	if s.srv.audit == nil {
-		return -1
-	}
-	r := auditRecord{action: d.Action, reason: d.Reason, script: d.Script, sha: d.SHA, queue: d.Queue, numkeys: -1}
-	if len(args) > 0 {
-		r.cmd = args[0]
-	}
-	if d.SHA != "" { // a script call whose numkeys the server accepts
-		r.numkeys = int64(len(d.Keys))
-	}
-	s.audits = append(s.audits, r)
-	return len(s.audits) - 1
-}
-
-// haveAudits reports whether the current batch has records waiting.
-func (s *session) haveAudits() bool { return len(s.audits) > 0 }
-
-// setReply notes the reply a command got.
-func (r *auditRecord) setReply(reply []byte, u *upstream.Upstream) {
-	r.reply = replyKind(reply)
-	if u != nil {
-		r.upstream = u.Name()
-	}
-}
-
-// replyKind names a reply for the audit log.
-func replyKind(r []byte) string {
+// ReplyKind names a reply for the audit log: simple, bulk, null, integer,
+// array, null_array, other, or an error's code.
+func ReplyKind(r []byte) string {
 	if len(r) < 3 {
 		return "other"
 	}
@@ -127,7 +80,9 @@ func replyKind(r []byte) string {
 	return "other"
 }
 
-// logAudits writes the batch's records, after its replies were written.
+// WriteAudits writes the round's records, after its replies were written
+// to the client: user is the session's user ("" before AUTH), digest the
+// pinned map's, began when the batch was framed (latency_us is from it).
 //
 // Each record is one Write on the core of a cached child logger (below),
 // with the level checked once per batch and one timestamp for the batch:
@@ -135,32 +90,28 @@ func replyKind(r []byte) string {
 // record, about a third of the cost of encoding one. Nothing samples or
 // filters the records (the audit log must not drop any); a write the sink
 // refuses is reported on the session's log, once per batch.
-func (s *session) logAudits() {
-	if len(s.audits) == 0 {
+func (o *Session) WriteAudits(user, digest string, began time.Time) {
+	if len(o.records) == 0 {
 		return
 	}
 	defer func() {
-		clear(s.audits)
-		s.audits = s.audits[:0]
+		clear(o.records)
+		o.records = o.records[:0]
 	}()
-	digest := ""
-	if s.v.pol != nil && s.v.pol.Map != nil {
-		digest = s.v.pol.Map.Digest
-	}
-	core := s.audLog.core(s, digest)
+	core := o.audLog.core(&o.cfg, user, digest)
 	if !core.Enabled(zapcore.InfoLevel) {
 		return
 	}
 	now := time.Now()
-	lat := now.Sub(s.began).Microseconds()
+	lat := now.Sub(began).Microseconds()
 	var werr error
-	for i := range s.audits {
-		r := &s.audits[i]
+	for i := range o.records {
+		r := &o.records[i]
 		c := core
 		if r.script != nil && r.action != rewrite.Refuse {
-			c = s.audLog.script(r) // script, token, sha and upstream pre-encoded
+			c = o.audLog.script(r) // script, token, sha and upstream pre-encoded
 		}
-		f := s.fields[:0]
+		f := o.fields[:0]
 		switch {
 		case r.action == rewrite.Refuse:
 			f = append(f, zap.String("reason", string(r.reason)))
@@ -178,14 +129,14 @@ func (s *session) logAudits() {
 			f = append(f, zap.String("command", transient(r.cmd)), zap.String("upstream", r.upstream))
 		}
 		f = append(f, zap.String("reply", r.reply), zap.Int64("latency_us", lat))
-		ent := zapcore.Entry{Level: zapcore.InfoLevel, Time: now, LoggerName: s.audLog.name, Message: r.action.String()}
+		ent := zapcore.Entry{Level: zapcore.InfoLevel, Time: now, LoggerName: o.audLog.name, Message: r.action.String()}
 		if err := c.Write(ent, f); err != nil {
 			werr = err
 		}
-		s.fields = f[:0]
+		o.fields = f[:0]
 	}
 	if werr != nil {
-		s.log.Warn("audit records not written", zap.Error(werr))
+		o.cfg.Log.Warn("audit records not written", zap.Error(werr))
 	}
 }
 
@@ -226,11 +177,11 @@ const maxScriptLoggers = 32
 
 // core returns the core of the session's child logger, remaking the child
 // when the user or the map changed.
-func (a *sessionAudit) core(s *session, digest string) zapcore.Core {
-	if a.log == nil || a.user != s.st.User || a.digest != digest {
-		a.user, a.digest, a.name = s.st.User, digest, s.srv.audit.Name()
-		a.log = s.srv.audit.With(zap.Uint64("conn", s.id), zap.String("client", s.addr),
-			zap.String("user", s.st.User), zap.String("map", digest))
+func (a *sessionAudit) core(c *Config, user, digest string) zapcore.Core {
+	if a.log == nil || a.user != user || a.digest != digest {
+		a.user, a.digest, a.name = user, digest, c.Audit.Name()
+		a.log = c.Audit.With(zap.Uint64("conn", c.Conn), zap.String("client", c.Addr),
+			zap.String("user", user), zap.String("map", digest))
 		clear(a.scripts)
 		a.scripts = a.scripts[:0]
 	}
@@ -239,7 +190,7 @@ func (a *sessionAudit) core(s *session, digest string) zapcore.Core {
 
 // script returns the core of the child logger for r's script fields
 // (r.script set), after core was called for the batch.
-func (a *sessionAudit) script(r *auditRecord) zapcore.Core {
+func (a *sessionAudit) script(r *record) zapcore.Core {
 	rw := r.action == rewrite.Rewrite && r.script.Verb != ""
 	for i := range a.scripts {
 		sc := &a.scripts[i]
