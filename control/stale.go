@@ -9,7 +9,8 @@ import (
 
 // A move's record can outlive the move: its deletion, the move's last
 // write on the source, goes to a primary that a failover may then discard
-// (the mover does not wait for replicas), and the promoted node holds the
+// (the mover confirms its copy and its flip on the replicas, not the
+// deletion of its record), and the promoted node holds the
 // record again. The queue is served by the target meanwhile, at the
 // flip's epoch. Resuming or aborting such a record would act on a move
 // that is over: an abort deletes the target's keys, the live queue, and
@@ -40,7 +41,7 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 	if m.Nodes[rec.to] == nil {
 		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is unreachable: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue)
 	}
-	owner, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
+	owner, e, err := m.owner(ctx)
 	if err != nil {
 		return false, nil, err
 	}
