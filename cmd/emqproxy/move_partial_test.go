@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,58 @@ func entryOn(t *testing.T, c valkey.Client, q string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestQueueMoveResumeOfAFlipDoneOnTheTargetOnlyCompletesItOnTheSource: a
+// move scripts-b -> module-a stopped after its copy, then its flip reached
+// the target (module-a owns billing at the flip's epoch) but not the
+// source, which still holds billing at the hold's epoch. The resume finds
+// the move over (the target owns the queue) and removes the record; it
+// must also write the queue's owner on the source, so that the source's
+// own table no longer says the queue is held there: otherwise whoever
+// reads the tables without the target's (a proxy or a mover while the
+// target fails over) sees the old hold and acts on it
+// (TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable shows where that
+// led).
+func TestQueueMoveResumeOfAFlipDoneOnTheTargetOnlyCompletesItOnTheSource(t *testing.T) {
+	s := startMoveStand(t, "")
+	ctx := context.Background()
+	ids := fillQueue(t, s.src, "billing", 20)
+	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
+	hold, err := control.ParseEntry(entryOn(t, s.src, "billing"))
+	if err != nil || hold.State != control.Held {
+		t.Fatalf("after the copy scripts-b has billing's entry %+v (%v), want it held", hold, err)
+	}
+
+	// The flip's first write, on the target; its second, on the source,
+	// lost.
+	flip := control.Entry{Epoch: hold.Epoch + 1, State: control.Owned, Owner: "module-a"}
+	for _, r := range s.dst.DoMulti(ctx, s.dst.B().Multi().Build(),
+		s.dst.B().Hset().Key(control.KeyQueues).FieldValue().FieldValue("billing", flip.String()).Build(),
+		s.dst.B().Set().Key(control.KeyEpoch).Value(strconv.FormatInt(flip.Epoch, 10)).Build(),
+		s.dst.B().Exec().Build()) {
+		if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeJob(t, s.dst, "billing", "AFTER")
+
+	out, err := s.run(t, "move", "billing", "--resume", "--delete-source")
+	if err == nil || !strings.Contains(out, "is over") {
+		t.Errorf("the resume of a move whose flip is on the target: %v, want it found over", err)
+	}
+	if got := entryOn(t, s.src, "billing"); got != flip.String() {
+		t.Errorf("after the resume scripts-b's own entry of billing is %q, want the flip's %q (the move's hold must not stay there)", got, flip.String())
+	}
+	st, serr := s.run(t, "status")
+	if serr != nil || !strings.Contains(st, "billing: owned module-a") || strings.Contains(st, "MOVE billing") {
+		t.Errorf("after the resume billing must be owned by module-a, with no move record:\n%s", st)
+	}
+	for _, id := range append([]string{"AFTER"}, ids[:3]...) {
+		if n := inSets(t, s.dst, "billing", id); n != 1 {
+			t.Errorf("job %s is in %d sets of module-a, billing's owner", id, n)
+		}
+	}
 }
 
 // TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable: the control table
