@@ -153,7 +153,7 @@ func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) s
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		t, err := nodes[name].ReadTable(ctx)
 		if err != nil && !errors.Is(err, ErrTable) {
-			continue // an unreachable node: its entries are on the others too
+			continue // an unreachable node (the mover refuses instead: Mover.table)
 		}
 		tables = append(tables, t)
 	}
