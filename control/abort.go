@@ -21,7 +21,7 @@ func (m *Mover) Abort(ctx context.Context) error {
 	}
 	if rec == nil {
 		// A hold without a record cannot be made by the mover; release it anyway.
-		owner, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
+		owner, e, err := m.owner(ctx)
 		if err != nil {
 			return err
 		}
@@ -64,7 +64,11 @@ func (m *Mover) Abort(ctx context.Context) error {
 	cmds := deleteRecordCmds(c, m.Queue)
 	var ep int64
 	if rec.step != StepCopying {
-		ep = m.maxEpoch(ctx) + 1
+		top, err := m.maxEpoch(ctx)
+		if err != nil {
+			return err
+		}
+		ep = top + 1
 		cmds = append(valkey.Commands{
 			c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
 			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),

@@ -25,8 +25,11 @@
 //     the table of every node it writes to and, queue by queue, the entry
 //     with the highest epoch wins: the mover writes the target's entry
 //     before the source's, so a proxy never sees the flip half done.
-//   - A move's epochs are above every epoch of every reachable node, so an
-//     entry left over from an older move of the same queue never wins.
+//   - A move's epochs are above every epoch of every node, so an entry
+//     left over from an older move of the same queue never wins. The
+//     mover reads every node's table, and refuses while one cannot be
+//     read: the entry that decides a queue's owner may be on that node
+//     alone (a hold, a release, an abort are written on the source only).
 //   - A proxy renews its lease and reads the node's table in one MULTI: a
 //     mover that marked a queue held and then lists the proxies either finds
 //     the proxy registered (and waits for its acknowledgement or the expiry

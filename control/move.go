@@ -145,13 +145,15 @@ func (m *Mover) stop(step string) error {
 
 // Owner returns who serves queue now: the table's owner (or, while held,
 // the node holding it) when the queue was moved, else the file's route;
-// and the merged table's entry, if any.
+// and the merged table's entry, if any. It reads the nodes it can and
+// skips the others; the mover decides on every node's table instead
+// (Mover.owner).
 func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) string, queue string) (string, *Entry, error) {
 	var tables []Table
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		t, err := nodes[name].ReadTable(ctx)
 		if err != nil && !errors.Is(err, ErrTable) {
-			continue // an unreachable node: its entries are on the others too
+			continue // an unreachable node (the mover refuses instead: Mover.table)
 		}
 		tables = append(tables, t)
 	}
@@ -162,23 +164,73 @@ func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) s
 	return e.Owner, &e, nil
 }
 
-// maxEpoch is the highest epoch of every reachable node.
-func (m *Mover) maxEpoch(ctx context.Context) int64 {
-	var top int64
-	for _, n := range m.Nodes {
-		if t, err := n.ReadTable(ctx); err == nil || errors.Is(err, ErrTable) {
-			top = max(top, t.Epoch)
-		}
+// reachable refuses a change of the control table while an upstream of
+// the configuration is unreachable. The table is spread over the nodes: a
+// flip is written on its two nodes, a hold, a release or an abort on the
+// source alone, so the entry that decides a queue's owner may be on one
+// node only. Decided without it, a move or an abort can act on an older
+// entry (the hold of a move whose flip is on the unreachable node) and give
+// the queue, at a new epoch above the live one, to a node whose copy is
+// old (bench/results/2026-12-02-1403-83d215b-chaos.md, queue charlie1).
+func (m *Mover) reachable() error {
+	for _, name := range slices.Sorted(maps.Keys(m.Down)) {
+		return fmt.Errorf("%w: upstream %s is unreachable (%v): %s", ErrMove, name, m.Down[name], needAll)
 	}
-	return top
+	return nil
 }
 
-// findRecord looks for the queue's move record on every node.
+// needAll says why a move needs every upstream.
+const needAll = "a queue's owner is decided by the control tables of every upstream, " +
+	"and the entry that decides it may be on that one alone: try again when it is back"
+
+// table reads the control table of every upstream, merged; an upstream
+// that cannot be read refuses the move (reachable).
+func (m *Mover) table(ctx context.Context) (Table, error) {
+	if err := m.reachable(); err != nil {
+		return Table{}, err
+	}
+	var tables []Table
+	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
+		t, err := m.Nodes[name].ReadTable(ctx)
+		if err != nil && !errors.Is(err, ErrTable) {
+			return Table{}, fmt.Errorf("%w: upstream %s is unreachable (reading its control table: %v): %s", ErrMove, name, err, needAll)
+		}
+		tables = append(tables, t)
+	}
+	return Merge(tables...), nil
+}
+
+// owner is Owner over every upstream's table (table): who serves the
+// queue now, and the merged entry, if any.
+func (m *Mover) owner(ctx context.Context) (string, *Entry, error) {
+	t, err := m.table(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	e, ok := t.Queues[m.Queue]
+	if !ok {
+		return m.FileRoute(m.Queue), nil, nil
+	}
+	return e.Owner, &e, nil
+}
+
+// maxEpoch is the highest epoch of every upstream (table): a new entry
+// above it outranks every entry of the queue on every node.
+func (m *Mover) maxEpoch(ctx context.Context) (int64, error) {
+	t, err := m.table(ctx)
+	return t.Epoch, err
+}
+
+// findRecord looks for the queue's move record on every node. A node that
+// cannot be read is an error: its record may be the one.
 func (m *Mover) findRecord(ctx context.Context) (*record, error) {
+	if err := m.reachable(); err != nil {
+		return nil, err
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("%w: reading the move record of %s: %v: %s", ErrMove, m.Queue, err, needAll)
 		}
 		if r != nil {
 			return r, nil
@@ -208,7 +260,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("%w: queue %s is already moving (%s -> %s, step %s): finish it with --resume or roll it back with --abort",
 			ErrMove, m.Queue, rec.from, rec.to, rec.step)
 	}
-	from, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
+	from, e, err := m.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +283,11 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	now := time.Now().UnixMilli()
 	rec := &record{from: from, to: m.To, replace: m.Replace, holdCopy: m.HoldCopy, started: now}
 	if m.HoldCopy {
-		rec.epoch, rec.held = m.maxEpoch(ctx)+1, now
+		top, err := m.maxEpoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rec.epoch, rec.held = top+1, now
 		if err := m.hold(ctx, src, rec); err != nil {
 			return nil, err
 		}
@@ -471,7 +527,11 @@ var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 // flip gives the queue to the target at a new epoch: recorded as flipping
 // on the source, written on the target, then on the source.
 func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
-	ep := m.maxEpoch(ctx) + 1
+	top, err := m.maxEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (nothing flipped: --resume)", err)
+	}
+	ep := top + 1
 	e := Entry{Epoch: ep, State: Owned, Owner: rec.to}.String()
 	c := src.C
 	if err := c.Do(ctx, c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()).Error(); err != nil {

@@ -71,7 +71,11 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 				"--resume tries again, --abort drops the move", ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
 		}
 		rep.PreCopy = time.Since(t0)
-		rec.epoch = m.maxEpoch(ctx) + 1
+		top, err := m.maxEpoch(ctx)
+		if err != nil {
+			return err
+		}
+		rec.epoch = top + 1
 		rec.held = time.Now().UnixMilli()
 		if err := m.hold(ctx, src, rec); err != nil {
 			return err
@@ -492,9 +496,13 @@ func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
 // the record back at step copying.
 func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	ctx = context.WithoutCancel(ctx)
-	ep := m.maxEpoch(ctx) + 1
+	top, err := m.maxEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("releasing %s on %s: %v", m.Queue, src.Name, err)
+	}
+	ep := top + 1
 	c := src.C
-	err := multi(ctx, c,
+	err = multi(ctx, c,
 		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
 		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
 		c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build())

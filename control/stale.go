@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+
+	"github.com/valkey-io/valkey-go"
 )
 
 // A move's record can outlive the move: its deletion, the move's last
 // write on the source, goes to a primary that a failover may then discard
-// (the mover does not wait for replicas), and the promoted node holds the
+// (the mover confirms its copy and its flip on the replicas, not the
+// deletion of its record), and the promoted node holds the
 // record again. The queue is served by the target meanwhile, at the
 // flip's epoch. Resuming or aborting such a record would act on a move
 // that is over: an abort deletes the target's keys, the live queue, and
@@ -40,7 +44,7 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 	if m.Nodes[rec.to] == nil {
 		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is unreachable: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue)
 	}
-	owner, e, err := Owner(ctx, m.Nodes, m.FileRoute, m.Queue)
+	owner, e, err := m.owner(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -64,7 +68,23 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 
 // dropStale removes a stale record from every node that holds it and
 // returns the error that tells the operator the move was already done.
+//
+// First, when another node's entry says who owns the queue, that entry
+// is written on the record's source too (settleEntry). The source may
+// still hold the queue at the move's hold epoch: a flip writes the target
+// first, then the source, and a failover of the source can discard the
+// second write. Only the target's entry outranks that hold; with the
+// record gone, whoever reads the tables without the target's (a proxy
+// that cannot reach it, a mover before reachable) would find the queue
+// held on the source with no move record, and an abort would give it
+// back to the source's copy of before the flip.
 func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
+	if src := m.Nodes[rec.from]; src != nil && e.State == Owned && e.Epoch > 0 {
+		if err := settleEntry(ctx, src, m.Queue, *e); err != nil {
+			return fmt.Errorf("%w: the move of %s from %s to %s is over (the queue is %s %s at epoch %d), but writing that on %s failed: %v (the record stays: run --resume or --abort again)",
+				ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, src.Name, err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		n := m.Nodes[name]
 		r, err := readRecord(ctx, n, m.Queue)
@@ -83,4 +103,56 @@ func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
 	m.say("the move of %s from %s to %s is over: the queue is %s %s at epoch %d (the record: step %s, epoch %d); removed its stale record", m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step, rec.epoch)
 	return fmt.Errorf("%w: the move of %s from %s to %s is over, already flipped or superseded (the queue is %s %s at epoch %d): its stale record (step %s) is removed, nothing was resumed or rolled back",
 		ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step)
+}
+
+// settleEntry writes the queue's entry e on n, raising n's epoch to e's,
+// unless n's own entry of the queue is at e's epoch or later; then
+// confirms it on n's replicas. It never outranks anything: e is already
+// the merged table's entry, at its own epoch. The node's epoch and table
+// are watched, so a mover that changes them meanwhile is never undone.
+func settleEntry(ctx context.Context, n *Node, queue string, e Entry) error {
+	err := n.C.Dedicated(func(dc valkey.DedicatedClient) error {
+		for range 5 {
+			if err := dc.Do(ctx, dc.B().Watch().Key(KeyEpoch, KeyQueues).Build()).Error(); err != nil {
+				return err
+			}
+			rs := dc.DoMulti(ctx, dc.B().Hget().Key(KeyQueues).Field(queue).Build(), dc.B().Get().Key(KeyEpoch).Build())
+			for _, r := range rs {
+				if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
+					return err
+				}
+			}
+			if s, err := rs[0].ToString(); err == nil {
+				if cur, err := ParseEntry(s); err == nil && cur.Epoch >= e.Epoch {
+					return dc.Do(ctx, dc.B().Unwatch().Build()).Error()
+				}
+			}
+			var top int64
+			if s, err := rs[1].ToString(); err == nil {
+				top, _ = strconv.ParseInt(s, 10, 64)
+			}
+			cmds := valkey.Commands{dc.B().Multi().Build(),
+				dc.B().Hset().Key(KeyQueues).FieldValue().FieldValue(queue, e.String()).Build()}
+			if e.Epoch > top {
+				cmds = append(cmds, dc.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(e.Epoch, 10)).Build())
+			}
+			rs = dc.DoMulti(ctx, append(cmds, dc.B().Exec().Build())...)
+			for _, r := range rs[:len(rs)-1] {
+				if err := r.Error(); err != nil {
+					return err
+				}
+			}
+			if err := rs[len(rs)-1].Error(); valkey.IsValkeyNil(err) {
+				continue // the table changed meanwhile: read it again
+			} else if err != nil {
+				return err
+			}
+			return nil
+		}
+		return fmt.Errorf("the control table of %s kept changing", n.Name)
+	})
+	if err != nil {
+		return err
+	}
+	return n.Confirm(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -428,8 +429,23 @@ func TestQueueMoveRefusalsAndAbort(t *testing.T) {
 	if err := s.src.Do(ctx, s.src.B().Hset().Key(legacy.JobKey("billing", "J1")).FieldValue().FieldValue("state", "pending").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := s.run(t, "move", "billing", "--to", "gone-c"); err == nil || !strings.Contains(out, "target gone-c is unreachable") {
+		t.Errorf("move to gone-c: %v, want a refusal with %q", err, "target gone-c is unreachable")
+	}
+	// Any unreachable upstream refuses a move: the entry that decides the
+	// queue's owner may be on it alone (control.Mover.reachable).
+	if out, err := s.run(t, "move", "billing", "--to", "bare-d"); err == nil || !strings.Contains(out, "upstream gone-c is unreachable") {
+		t.Errorf("move to bare-d with gone-c unreachable: %v, want a refusal naming gone-c", err)
+	}
+	b, err := os.ReadFile(s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := regexp.MustCompile(`(?m)^  gone-c:\n.*\n.*\n`)
+	if err := os.WriteFile(s.cfg, gone.ReplaceAll(b, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ to, want string }{
-		{"gone-c", "target gone-c is unreachable"},
 		{"bare-d", "target bare-d: not fenced as a scripts node"},
 		{"wrong-e", "target wrong-e: not fenced as a module node"},
 		{"nowhere", `--to "nowhere" is not an upstream of the configuration`},
