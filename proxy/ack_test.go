@@ -15,7 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// Writes confirmed by a replica (ack.go), on a module primary with one
+// Writes confirmed by a replica (upstream/ack.go), on a module primary with one
 // replica, once per server.
 
 // waitCalls returns the calls of WAIT the node has served.

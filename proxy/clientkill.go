@@ -21,7 +21,7 @@ import (
 //   - CLIENT UNBLOCK <id> [TIMEOUT|ERROR] of a session waiting on a
 //     blocking command sends CLIENT UNBLOCK, with the server's id of the
 //     connection that command waits on (asked with CLIENT ID when that
-//     connection opened: owned.go's blockingPipe) and the client's reason,
+//     connection opened: upstream/owned.go's blockingPipe) and the client's reason,
 //     on the upstream's shared connection, and answers the server's reply:
 //     :1 once the command was unblocked (its client gets the server's
 //     timeout reply, or -UNBLOCKED), :0 when it was not waiting any more.

@@ -19,7 +19,7 @@ import (
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// The proxy in front of a master set under Sentinel (failover.go): a
+// The proxy in front of a master set under Sentinel (upstream/failover.go): a
 // module primary, its replica and three sentinels started by each test
 // (node.StartHAT), once per server.
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Forwarding: the connection a planned command goes on (the shared pipe, a
-// WATCH pin, a blocking command's connection: owned.go) and its bytes (the
+// WATCH pin, a blocking command's connection: upstream/owned.go) and its bytes (the
 // client's own, or a rewritten head and the client's tail).
 
 // forward adds a forwarded command to the segment for its connection.
@@ -50,7 +50,7 @@ func (s *session) forward(c *command) {
 		s.simple = false
 	}
 	if u.Acks() {
-		s.noteWrite(b, f.Args, &c.sp) // ack.go
+		s.noteWrite(b, f.Args, &c.sp) // acks.go
 	}
 	b.N++
 	s.slots = append(s.slots, sl)
@@ -85,7 +85,7 @@ func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *upstrea
 		p = u.Replaced(s.srv.ctx, s.id, 3, nil)
 	}
 	if p == nil {
-		p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go: a new primary
+		p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // upstream/failover.go: a new primary
 	}
 	return p, false
 }

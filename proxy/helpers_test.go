@@ -93,13 +93,7 @@ func (h *harness) waitReady() {
 // poll calls cond until it is true or the test's deadline passes.
 func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
+	node.Poll(t, what, cond)
 }
 
 // client is a raw RESP connection for transcripts.

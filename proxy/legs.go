@@ -12,7 +12,7 @@ import (
 // A bridged RESP3 client (bridge.go) reaches every upstream its routes
 // name: its commands are planned and routed as in normal service, and each
 // goes on a connection of the client's own to its upstream, a leg, opened
-// on first use (owned by the upstream, through its fence check: owned.go).
+// on first use (owned by the upstream, through its fence check: upstream/owned.go).
 // The bridge's first connection is the upstream of the command that
 // entered it (the default route's); subscribe commands and PING go there.
 //
@@ -59,7 +59,7 @@ func (s *session) legFor(u *upstream.Upstream) (*subscriber, error) {
 	if l := sub.legs[u]; l != nil {
 		return l, nil
 	}
-	dl, err := u.Own(s.srv.ctx, 3) // owned.go
+	dl, err := u.Own(s.srv.ctx, 3) // upstream/owned.go
 	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))

@@ -19,9 +19,9 @@ import (
 //	emqproxy_upstream_reconnects_total{upstream} shared connections lost and reconnected
 //	emqproxy_upstream_up{upstream}              1 while every shared connection is up
 //	emqproxy_upstream_fenced{upstream}          1 while the fence holds
-//	emqproxy_upstream_failovers_total{upstream} a Sentinel upstream's primary switched to another node (failover.go)
+//	emqproxy_upstream_failovers_total{upstream} a Sentinel upstream's primary switched to another node (upstream/failover.go)
 //	emqproxy_upstream_primary{upstream,address} 1 for a Sentinel upstream's primary confirmed last
-//	emqproxy_upstream_unconfirmed_total{upstream} writes answered with the not-confirmed error: WAIT saw too few replicas (ack.go)
+//	emqproxy_upstream_unconfirmed_total{upstream} writes answered with the not-confirmed error: WAIT saw too few replicas (upstream/ack.go)
 //	emqproxy_client_connections                 clients connected now
 //	emqproxy_client_connections_total           clients accepted
 //	emqproxy_client_rejected_total{reason}      clients refused or closed by a limit: max_clients, protocol, query_buffer, reply_bytes, write,

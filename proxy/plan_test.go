@@ -70,20 +70,10 @@ func TestPlanDecidesWithoutTheNetwork(t *testing.T) {
 func offlineUpstream(t *testing.T, name string) *upstream.Upstream {
 	t.Helper()
 	o := UpstreamOptions{Name: name, Address: "127.0.0.1:1", Role: RoleModule, ProbeInterval: -1}
-	u, err := upstream.New(o.WithDefaults(), nil, new(cmdtable.Store), new(atomic.Int64), zap.NewNop(), nopMetrics{})
+	u, err := upstream.New(o.WithDefaults(), nil, new(cmdtable.Store), new(atomic.Int64), zap.NewNop(), upstream.NopMetrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(u.Close)
 	return u
 }
-
-// nopMetrics discards what an upstream reports.
-type nopMetrics struct{}
-
-func (nopMetrics) UpstreamError(string, string)     {}
-func (nopMetrics) Reconnect(string)                 {}
-func (nopMetrics) UpstreamState(string, bool, bool) {}
-func (nopMetrics) Follows(string)                   {}
-func (nopMetrics) Primary(string, string, string)   {}
-func (nopMetrics) Failover(string)                  {}

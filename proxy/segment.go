@@ -31,7 +31,7 @@ type segment struct {
 	out     []byte            // replies ready to write
 	began   time.Time         // when the current batch was framed
 	kind    batchKind         // the batch's kind, for the latency histogram
-	wdl     time.Time         // the client write deadline last set (deadline.go)
+	wdl     time.Time         // the client write deadline last set (proxy/deadline)
 	closing bool              // close after writing the current batch
 	over    bool              // the reply cap was hit: close without writing
 	silent  bool              // close without writing (authlimit.go)
@@ -105,7 +105,7 @@ func (s *session) flush() {
 		}
 		pt.b.Max = budget
 		if pt.up.Acks() {
-			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // ack.go: perhaps the probe connection
+			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // upstream/ack.go: perhaps the probe connection
 		}
 		err := pt.p.Send(pt.b)
 		if err != nil && pt.own && errors.Is(err, upstream.ErrIdleClosed) {
@@ -119,7 +119,7 @@ func (s *session) flush() {
 		if err != nil && !pt.ded && (errors.Is(err, upstream.ErrIdleClosed) || pt.up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
-			// replacement once it is up (failover.go: a new primary).
+			// replacement once it is up (upstream/failover.go: a new primary).
 			np := pt.up.AwaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
 			if !pt.up.Sentinel() {
 				np = pt.up.Replaced(s.srv.ctx, s.id, s.proto(), pt.p)
@@ -155,7 +155,7 @@ func (s *session) flush() {
 		s.over = s.over || pt.b.Over
 	}
 	if s.srv.acking {
-		s.settleAcks() // ack.go
+		s.settleAcks() // acks.go
 	}
 	s.shareAfter()     // share.go
 	s.captureReplies() // observe.go

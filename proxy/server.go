@@ -47,7 +47,7 @@ type Server struct {
 	redir    redirects        // RESP2 tracking's relays and their targets (tracking.go)
 
 	metLatency bool
-	acking     bool // some upstream waits for replicas (ack.go)
+	acking     bool // some upstream waits for replicas (upstream/ack.go)
 
 	ctx    context.Context // canceled when the server closes
 	cancel context.CancelFunc

@@ -316,7 +316,7 @@ func (s *session) flushHeld() error {
 }
 
 // localReply completes a reply the proxy makes from what only it knows:
-// the server's HELLO reply with the session's id (dial.go; the first RESP3
+// the server's HELLO reply with the session's id (upstream/dial.go; the first RESP3
 // client opens the RESP3 connections, whose boot brings the server's RESP3
 // reply), CLIENT LIST of its own clients (clientlist.go), CLIENT UNBLOCK
 // and CLIENT KILL ID of them (clientkill.go).

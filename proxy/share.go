@@ -34,7 +34,7 @@ import (
 //     is not sent there either.
 //  2. A client that is heavy for a shared connection is isolated: its
 //     commands go on a connection of its own to each upstream (opened,
-//     fenced and registered like a WATCH pin, owned.go; a reply timeout
+//     fenced and registered like a WATCH pin, upstream/owned.go; a reply timeout
 //     like a shared connection's), counted as
 //     emqproxy_client_isolated_total{reason} and logged once. Heavy is:
 //     - command_bytes: a command (or a transaction) larger than

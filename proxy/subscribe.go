@@ -194,7 +194,7 @@ type subscriber struct {
 func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
-	dl, err := u.Own(s.srv.ctx, s.proto()) // owned.go
+	dl, err := u.Own(s.srv.ctx, s.proto()) // upstream/owned.go
 	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))

@@ -37,7 +37,7 @@ import (
 //     BCAST the client's connection to every upstream opens at once, so
 //     every node announces the prefixes' changes.
 //   - REDIRECT <id> of a live session: on each upstream the proxy opens a
-//     connection of its own for the tracking client (owned.go), asks its
+//     connection of its own for the tracking client (upstream/owned.go), asks its
 //     id (CLIENT ID) and subscribes it to __redis__:invalidate; the
 //     tracking command names that id. A goroutine relays each
 //     invalidation message it gets to the session the client named, on
@@ -591,7 +591,7 @@ func (s *session) redirTo(u *upstream.Upstream, target uint64) *redirConn {
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
 func openRedir(ctx context.Context, u *upstream.Upstream, target uint64) (*redirConn, error) {
-	dl, err := u.Own(ctx, 2) // owned.go
+	dl, err := u.Own(ctx, 2) // upstream/owned.go
 	if err != nil {
 		return nil, err
 	}

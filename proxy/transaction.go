@@ -55,7 +55,7 @@ type transaction struct {
 	// txFreeBytes (budget.go).
 	held int64
 	// writes: a queued command is a write, so EXEC's reply waits for the
-	// replicas where the upstream asks for them (ack.go).
+	// replicas where the upstream asks for them (upstream/ack.go).
 	writes bool
 	// loads are the queued SCRIPT LOADs: once EXEC has run them, they go
 	// to every other upstream as well (execLoads).
@@ -138,7 +138,7 @@ func (t *transaction) queue(s *session, c *command) {
 	t.buf = upstream.Encode(t.buf, f, d)
 	t.n++
 	if s.srv.acking && !t.writes {
-		t.writes = isWrite(f.Args, &c.sp) // ack.go
+		t.writes = isWrite(f.Args, &c.sp) // acks.go
 	}
 	t.noteRoute(c)
 	s.addLocal(replyQueued, audit, c.drop)
@@ -244,7 +244,7 @@ func (t *transaction) exec(s *session, c *command) {
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
 	default:
 		if p = u.Shared(s.id, s.proto()); p == nil {
-			p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // failover.go
+			p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // upstream/failover.go
 		}
 	}
 	if p == nil {
@@ -272,7 +272,7 @@ func (t *transaction) exec(s *session, c *command) {
 		}
 	}
 	if u.Acks() && t.writes {
-		b.Writes = append(b.Writes, base+t.n+1) // ack.go: EXEC's reply waits for the replicas
+		b.Writes = append(b.Writes, base+t.n+1) // acks.go: EXEC's reply waits for the replicas
 	}
 	b.N += t.n + 2
 	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.n + 1, audit: audit, target: u, drop: c.drop})

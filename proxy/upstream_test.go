@@ -182,7 +182,7 @@ func TestModuleFenceThroughHook(t *testing.T) {
 }
 
 // TestUpstreamReplyTimeoutSparesAnIdleConnection: the read deadline is left
-// armed when nothing waits (deadline.go); when it passes on an idle shared
+// armed when nothing waits (proxy/deadline); when it passes on an idle shared
 // connection (which nobody reads, and the upstream's watch checks) the
 // connection lives on, and the next command clears or renews it.
 func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {

@@ -11,7 +11,7 @@ type sig uint8
 
 const (
 	sigDone sig = iota + 1 // every reply is there
-	sigLead                // the owner now holds the reader's role (pipe.lead)
+	sigLead                // the owner now holds the reader's role (Pipe.lead)
 )
 
 // Batch is one client's forwarded commands: their encoded bytes and the
@@ -72,7 +72,7 @@ func (b *Batch) Reset() {
 	b.waitLen, b.carrier = 0, nil
 }
 
-// Reply returns the bytes of Reply i.
+// Reply returns the bytes of reply i.
 func (b *Batch) Reply(i int) []byte {
 	start := 0
 	if i > 0 {

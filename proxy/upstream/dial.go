@@ -121,7 +121,7 @@ type dialer struct {
 	// from the first connection of that protocol.
 	hello *helloStore
 	// unsub, when set, receives the server's answer to the unsubscribe
-	// family outside subscribe mode (unsubscribe.go), from the first
+	// family outside subscribe mode (unsub.go), from the first
 	// connection that passes the fence.
 	unsub *unsubProbe
 	// fol, when set, gives a Sentinel upstream's address (failover.go).
@@ -129,7 +129,7 @@ type dialer struct {
 }
 
 // Dialed is a connection the dialer opened: the socket, its reader (which
-// may hold buffered bytes) and the address it was Dialed at.
+// may hold buffered bytes) and the address it was dialed at.
 type Dialed struct {
 	Conn net.Conn
 	Buf  *bufio.Reader

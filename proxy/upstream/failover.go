@@ -53,7 +53,7 @@ import (
 // What is written by hand, and why: the data path frames replies byte for
 // byte on connections of its own (pipeline.go), so it needs the primary's
 // address, not a client; valkey-go's Sentinel support is used where the
-// proxy speaks as a client (the control loop, control.go, and the queue
+// proxy speaks as a client (the control loop, proxy's control.go, and the queue
 // mover: control.Dial with NodeOptions.Sentinel).
 
 // follower ties a Sentinel upstream's connections to its resolver.

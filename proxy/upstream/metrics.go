@@ -18,3 +18,13 @@ type Metrics interface {
 	// Failover counts a switch of a Sentinel upstream's primary.
 	Failover(name string)
 }
+
+// NopMetrics discards what an upstream reports.
+type NopMetrics struct{}
+
+func (NopMetrics) UpstreamError(string, string)     {}
+func (NopMetrics) Reconnect(string)                 {}
+func (NopMetrics) UpstreamState(string, bool, bool) {}
+func (NopMetrics) Follows(string)                   {}
+func (NopMetrics) Primary(string, string, string)   {}
+func (NopMetrics) Failover(string)                  {}

@@ -15,7 +15,7 @@ import (
 // Besides its shared connections an upstream hands out connections of one
 // client each: a WATCH pin and a blocking command's connection (a
 // dedicated pipe), and a subscribed or bridged RESP3 client's connection
-// (subscribe.go). They are opened the one way a shared connection is:
+// (proxy's subscribe.go). They are opened the one way a shared connection is:
 // only while the fence holds, dialed, booted and fenced by the dialer. The
 // upstream keeps every one it handed out in its registry until its holder
 // lets it go, so a probe that finds the fence broken (probe.go) closes them
@@ -81,7 +81,7 @@ func (o *ownedConns) len() int {
 	return len(o.conns)
 }
 
-// Own opens a connection of one client's Own in protocol proto, through
+// Own opens a connection of one client's own in protocol proto, through
 // the fence check every connection passes, and registers it; the holder
 // gives it back with disown.
 func (u *Upstream) Own(ctx context.Context, proto int) (Dialed, error) {
@@ -137,7 +137,7 @@ func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
 // BlockingPipe is dedicated for a blocking command's connection, with the
 // connection's id on the server (CLIENT ID, asked as it opens; 0 when the
 // server does not answer it): CLIENT UNBLOCK of the session names it
-// (clientkill.go).
+// (proxy's clientkill.go).
 func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, error) {
 	dl, err := u.Own(ctx, proto)
 	if err != nil {
@@ -155,7 +155,7 @@ func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, e
 	return p, r.Int, nil
 }
 
-// IsolatedPipe opens the connection of one heavy client's own (share.go) in
+// IsolatedPipe opens the connection of one heavy client's own (proxy's share.go) in
 // protocol proto, owned (see above), with the shared connections' reply
 // and write timeouts, and read inline by its session as a shared
 // connection is. Closing the pipe gives it back.

@@ -69,7 +69,7 @@ import (
 //  3. A batch's channel gets at most one sigLead, then one sigDone: never a
 //     signal it is not waiting for. A handed role is picked up when the
 //     batch's session awaits that batch. A session with batches on several
-//     pipes (a routed split, segment.go) sends them all, in one order,
+//     pipes (a routed split, proxy's segment.go) sends them all, in one order,
 //     before it awaits any, and awaits them in that order; so a role
 //     handed to one of its later batches waits at most until its earlier
 //     ones complete, and no cycle of such waits can form (each waits on a
@@ -118,7 +118,7 @@ import (
 // same Options.Timeout, on every connection, dedicated ones
 // included) bounds each write, so no writer (a session, on a dedicated
 // connection too) hangs on a server that stopped reading: the write fails
-// and its batch gets the lost error. Both are set lazily (deadline.go).
+// and its batch gets the lost error. Both are set lazily (proxy/deadline).
 type Pipe struct {
 	name     string
 	nc       net.Conn
@@ -142,7 +142,7 @@ type Pipe struct {
 	reading  bool        // the reader's role is held (or being handed over)
 	idle     sync.Cond   // broadcast when the writer's role is left (on mu)
 	err      error       // the first failure; set: broken (breakLocked)
-	rdl      time.Time   // the read deadline last set; zero = none (deadline.go)
+	rdl      time.Time   // the read deadline last set; zero = none (proxy/deadline)
 	wdl      time.Time   // the write deadline last set (writer only)
 	vec      net.Buffers // the writer's vector of batch buffers (writer only)
 	bufs     net.Buffers // vec as WriteTo consumes it (a local would escape: an allocation a write)
@@ -211,7 +211,7 @@ func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout t
 // caller writes it itself (with whatever else is queued by then) before
 // Send returns; otherwise the write in progress takes it along. The caller
 // must then await b. It fails, with nothing written, when the connection
-// is broken (errIdleClosed when Send found it so).
+// is broken (ErrIdleClosed when Send found it so).
 func (p *Pipe) Send(b *Batch) error {
 	p.mu.Lock()
 	if p.err != nil {

@@ -218,7 +218,7 @@ func freeze(t *testing.T, n *node.Node) {
 	}
 	t.Cleanup(func() { _ = n.Thaw() })
 	stat := fmt.Sprintf("/proc/%d/stat", n.PID())
-	poll(t, "the server to stop", func() bool {
+	node.Poll(t, "the server to stop", func() bool {
 		b, err := os.ReadFile(stat)
 		if err != nil {
 			return false

@@ -10,7 +10,7 @@ import (
 
 // The reader's work on a pipe (pipeline.go): framing the replies of the
 // batches in flight, in FIFO order, under the reply deadline, inline in a
-// session (pipe.lead) or in the reader goroutine (readLoop).
+// session (Pipe.lead) or in the reader goroutine (readLoop).
 
 // waitReply waits until the next reply's first byte is there. A read
 // deadline that passes is no timeout when nothing waits, or when a write
@@ -44,7 +44,7 @@ func (p *Pipe) readBatch(b *Batch) error {
 		}
 		push := len(b.Replies) > start && b.Replies[start] == '>'
 		if b.Acct.Refused {
-			// Over the memory budget: read and dropped (budget.go).
+			// Over the memory budget: read and dropped (proxy's budget.go).
 			b.Acct.Refused, over = false, false
 			b.Acct.Dropped++
 			b.Replies = b.Replies[:start]

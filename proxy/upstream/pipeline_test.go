@@ -164,7 +164,7 @@ func finishes(t *testing.T, what string, done <-chan struct{}) {
 // pipeState polls p's state (under its lock) until cond holds.
 func pipeState(t *testing.T, p *Pipe, what string, cond func() bool) {
 	t.Helper()
-	poll(t, what, func() bool {
+	node.Poll(t, what, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return cond()
@@ -176,7 +176,7 @@ func pipeState(t *testing.T, p *Pipe, what string, cond func() bool) {
 // calls of INCR the server counted.
 func serverCounter(t *testing.T, n *node.Node) (ctr, incrs int64) {
 	t.Helper()
-	poll(t, "the server to drop the pipe's connection", func() bool {
+	node.Poll(t, "the server to drop the pipe's connection", func() bool {
 		raw, err := node.RawDo(n.Addr, "INFO", "clients")
 		return err == nil && bytes.Contains(raw, []byte("connected_clients:1\r\n"))
 	})
@@ -245,10 +245,10 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 	// a leaves; the writer's goroutine takes b; the reader answers a.
 	close(gate1)
 	finishes(t, "a", doneA)
-	poll(t, "b's write to start", func() bool { return fc.writes.Load() == 2 })
+	node.Poll(t, "b's write to start", func() bool { return fc.writes.Load() == 2 })
 	// c queues, and its session waits: a reader is there.
 	doneC := sendAwait(p, c)
-	poll(t, "c's session to wait", func() bool { return waitingInAwait(1) })
+	node.Poll(t, "c's session to wait", func() bool { return waitingInAwait(1) })
 	// b leaves; the reader answers it, its own, and drops the role while c
 	// is still queued behind b's write.
 	close(gate2a)

@@ -325,7 +325,7 @@ func errKind(err error, fence bool) string {
 	return "dial"
 }
 
-// Shared returns the Shared connection for a client (by its id) in
+// Shared returns the shared connection for a client (by its id) in
 // protocol proto, or nil when it is down.
 func (u *Upstream) Shared(id uint64, proto int) *Pipe {
 	if s := u.slotFor(id, proto); s != nil {
@@ -420,7 +420,7 @@ func (u *Upstream) every(interval time.Duration, f func()) {
 
 // Unavailable is the reply a command gets while the upstream is down: a
 // Sentinel upstream that lost its primary says it has none (failover.go);
-// a fence refusal, and a fixed address, say Unavailable.
+// a fence refusal, and a fixed address, say unavailable.
 func (u *Upstream) Unavailable() []byte {
 	u.mu.Lock()
 	fenceOK := u.fenceOK

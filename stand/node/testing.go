@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -120,5 +121,21 @@ func EachServer(t *testing.T, f func(t *testing.T, s Server)) {
 			}
 			f(t, s)
 		})
+	}
+}
+
+// PollTimeout bounds Poll's wait.
+const PollTimeout = 15 * time.Second
+
+// Poll waits until cond holds, checking every few milliseconds, and fails
+// the test after PollTimeout, naming what it waited for.
+func Poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(PollTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
