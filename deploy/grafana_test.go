@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,8 +16,33 @@ import (
 
 const dashboardFile = "grafana/emqproxy.json"
 
-// metricPackages are where the proxy's metrics are registered.
-var metricPackages = []string{"proxy", "proxy/resp", "proxy/cmdtable", "proxy/limits", "admin", "fence", "cmd/emqproxy"}
+// metricPackages are where the proxy's metrics are registered: these
+// packages and every package below them (proxy's own packages, whatever
+// they are called).
+var metricPackages = []string{"proxy", "admin", "fence", "cmd/emqproxy"}
+
+// packagesUnder returns pkg and every directory below it.
+func packagesUnder(t *testing.T, pkg string) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(filepath.Join(repoRoot, pkg), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			rel, _ := filepath.Rel(repoRoot, path)
+			dirs = append(dirs, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
 
 type dashboard struct {
 	Title      string  `json:"title"`
@@ -69,7 +95,11 @@ const (
 func registeredMetrics(t *testing.T) map[string]metricKind {
 	t.Helper()
 	out := map[string]metricKind{}
-	for _, pkg := range metricPackages {
+	var pkgs []string
+	for _, p := range metricPackages {
+		pkgs = append(pkgs, packagesUnder(t, p)...)
+	}
+	for _, pkg := range pkgs {
 		fset := token.NewFileSet()
 		files, _ := filepath.Glob(filepath.Join(repoRoot, pkg, "*.go"))
 		var parsed []*ast.File
