@@ -80,6 +80,14 @@ func (m *Mover) Abort(ctx context.Context) error {
 	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
 		return fmt.Errorf("%w: aborted, but %v", ErrMove, err)
 	}
+	// The release and the record's removal are one transaction on the
+	// source: lost in a failover, both are, and the promoted node holds
+	// the queue again with its record (at the step before). Nothing is
+	// undone here; the operator is told to look and abort again.
+	if err := src.Confirm(ctx); err != nil {
+		return fmt.Errorf("%w: aborted on %s's primary, but %v: a failover of %s before its replicas have it brings the move back "+
+			"(its record, and its hold if it had one: queue status shows it): run --abort again then", ErrMove, src.Name, err, src.Name)
+	}
 	if rec.step == StepCopying {
 		m.say("aborted: the copy of %s stopped; %s serves it as before", m.Queue, rec.from)
 	} else {

@@ -30,6 +30,12 @@
 //     mover reads every node's table, and refuses while one cannot be
 //     read: the entry that decides a queue's owner may be on that node
 //     alone (a hold, a release, an abort are written on the source only).
+//   - On a master set with ack_replicas, every table write of the mover
+//     (the hold, a release, the copy's record, the flip on each node, an
+//     abort) is confirmed on the replicas (Node.Confirm) before anything
+//     relies on it. A hold not confirmed is released and the move stops;
+//     a release or an abort not confirmed stops the mover with what a
+//     failover would bring back (--resume or --abort again).
 //   - A proxy renews its lease and reads the node's table in one MULTI: a
 //     mover that marked a queue held and then lists the proxies either finds
 //     the proxy registered (and waits for its acknowledgement or the expiry

@@ -322,7 +322,15 @@ func (m *Mover) validate(ctx context.Context, src, to *Node) error {
 }
 
 // hold marks the queue held on the source at rec.epoch and records the
-// move at step held.
+// move at step held, then confirms both on the source's replicas.
+//
+// The hold is what keeps the proxies off the source while the tail is
+// copied and the queue flipped. Lost in a failover of the source, it takes
+// its record with it (one transaction), and the proxies, reading the
+// promoted node's table, serve the queue on the source again while the
+// mover goes on to the flip: the writes of that window are lost. So a hold
+// the replicas do not confirm is given back at once (release) and the move
+// stops; nothing was copied under it.
 func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
 	c := src.C
 	rec.step = StepHeld
@@ -332,6 +340,16 @@ func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
 	}
 	if err := multi(ctx, c, append(cmds, recordCmds(c, m.Queue, rec)...)...); err != nil {
 		return fmt.Errorf("%w: holding on %s: %v", ErrMove, src.Name, err)
+	}
+	if err := src.Confirm(ctx); err != nil {
+		if rerr := m.release(ctx, src, rec); rerr != nil {
+			return fmt.Errorf("%w: the hold of %s: %v; %v", ErrMove, m.Queue, err, rerr)
+		}
+		then := "--resume tries again, --abort drops the move"
+		if rec.holdCopy {
+			then = "the move is dropped (nothing was copied): run it again"
+		}
+		return fmt.Errorf("%w: the hold of %s: %v: released, %s serves the queue again; %s", ErrMove, m.Queue, err, src.Name, then)
 	}
 	m.say("held %s on %s at epoch %d", m.Queue, src.Name, rec.epoch)
 	return nil

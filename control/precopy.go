@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
 )
 
 // Defaults of the copy while serving.
@@ -87,7 +89,10 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 		done, why, err := m.tail(ctx, src, cp, tr, rep, rec)
 		if err != nil || !done {
 			if rerr := m.release(ctx, src, rec); rerr != nil {
-				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue stays held: --resume or --abort)", ErrMove, err, rerr)
+				if err == nil {
+					return fmt.Errorf("%w: %s; %v", ErrMove, why, rerr)
+				}
+				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue may stay held: --resume or --abort)", ErrMove, err, rerr)
 			}
 			if err != nil {
 				return fmt.Errorf("%w (the queue is served by %s again; --resume tries again, --abort drops the move)", err, src.Name)
@@ -493,7 +498,12 @@ func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
 }
 
 // release gives a held queue back to its source (at a new epoch) and puts
-// the record back at step copying.
+// the record back at step copying (a --hold-copy move, which copies only
+// under its hold, is dropped instead: its record is deleted), then
+// confirms that on the source's replicas. Not confirmed, the queue is
+// served by the source's primary, but a failover of the source may bring
+// the hold back (with the record at its step before): the error says so,
+// and the mover stops (--resume releases again, --abort drops the move).
 func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	ctx = context.WithoutCancel(ctx)
 	top, err := m.maxEpoch(ctx)
@@ -502,14 +512,21 @@ func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	}
 	ep := top + 1
 	c := src.C
-	err = multi(ctx, c,
+	step := valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build()}
+	if rec.holdCopy {
+		step = deleteRecordCmds(c, m.Queue)
+	}
+	err = multi(ctx, c, append(valkey.Commands{
 		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
-		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
-		c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build())
+		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build()}, step...)...)
 	if err != nil {
 		return fmt.Errorf("releasing %s on %s: %v", m.Queue, src.Name, err)
 	}
 	rec.step, rec.epoch = StepCopying, 0
+	if err := src.Confirm(ctx); err != nil {
+		return fmt.Errorf("releasing %s on %s: %v (%s's primary serves the queue, but a failover of %s before its replicas have the release brings the hold back: "+
+			"queue status shows it; --resume or --abort then)", m.Queue, src.Name, err, src.Name, src.Name)
+	}
 	return nil
 }
 

@@ -48,6 +48,17 @@ import (
 // counts again, so a proxy paused past its lease sees every move made
 // meanwhile before it writes again. Without Options.Control, none of this
 // runs and the data path pays one nil check per command.
+//
+// No lease counts until the table of every upstream has been read once.
+// The entry that decides a queue's owner may be on one node alone (a hold,
+// a release or an abort is written on the source only; a flip whose write
+// on the source was lost is on the target only), and a proxy started while
+// that node is unreachable would route the queue by the other tables, to a
+// node whose lease is valid. So until then every queue's commands are held
+// (they wait, then get `-TRYAGAIN queue <q> has no lease on upstream <u>`;
+// keyless commands pass), the lease gauges stay 0 and the log names the
+// upstreams not read yet. A node that becomes unreachable later keeps its
+// last table in the merge; only its own queues are held, by its lease.
 
 // Defaults of ControlOptions' zero durations.
 const (
@@ -89,6 +100,11 @@ type controller struct {
 
 	mu   sync.Mutex // orders router stores: apply and SwapRoutes
 	base *router    // the routes of the file, without owners
+
+	// allRead: every node's table was read once (ctlNode.have); until
+	// then no lease counts. Only the loop's goroutine uses it.
+	allRead      bool
+	warnedUnread bool // the wait for the unread tables was logged
 
 	heldNow  prometheus.Gauge
 	holdSecs prometheus.Observer
@@ -209,7 +225,8 @@ func (c *controller) stop() {
 }
 
 // round renews every lease, reading every table, applies the merged table
-// when it changed, then acknowledges and validates the leases.
+// when it changed, then acknowledges and validates the leases (once every
+// table was read: allRead).
 func (c *controller) round(ctx context.Context) {
 	type renewed struct {
 		ok   bool
@@ -235,6 +252,7 @@ func (c *controller) round(ctx context.Context) {
 	}
 	wg.Wait()
 	var tables []control.Table
+	var unread []string
 	skipped := map[skipKey]string{}
 	for i, n := range c.nodes {
 		if res[i].ok {
@@ -245,25 +263,45 @@ func (c *controller) round(ctx context.Context) {
 			for q, why := range n.table.Skipped {
 				skipped[skipKey{n.up.Name(), q}] = why
 			}
+		} else {
+			unread = append(unread, n.up.Name())
 		}
 	}
 	c.apply(control.Merge(tables...), skipped)
 	c.report(skipped)
+	c.checkAllRead(unread)
 	for i, n := range c.nodes {
+		if res[i].ok && c.allRead {
+			n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
+			c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
+		} else if c.leaseLeft(n, time.Now()) <= 0 {
+			c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
+		}
 		if !res[i].ok {
-			if c.leaseLeft(n, time.Now()) <= 0 {
-				c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
-			}
 			continue
 		}
-		n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
-		c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
 		if n.table.Epoch != n.applied {
 			n.applied = n.table.Epoch
 			if err := n.cn.Ack(ctx, c.registration(n)); err != nil && ctx.Err() == nil {
 				c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.Name()), zap.Error(err))
 			}
 		}
+	}
+}
+
+// checkAllRead sets allRead once no table is unread, after the merged table
+// of them all was applied (round): from then on the leases count. Until
+// then, the first round logs which upstreams' tables are missing.
+func (c *controller) checkAllRead(unread []string) {
+	switch {
+	case c.allRead:
+	case len(unread) == 0:
+		c.allRead = true
+		c.log.Info("control tables of every upstream read: queues are served")
+	case !c.warnedUnread:
+		c.warnedUnread = true
+		c.log.Warn("control tables not read yet: every queue's commands are held until they are (a queue's owner may be decided by a table of these alone)",
+			zap.Strings("upstreams", unread))
 	}
 }
 
