@@ -63,7 +63,7 @@ const (
 // authFailed counts a failed authentication of the session and closes the
 // client at the per-connection limit (after its reply); it returns the
 // delay the reply waits, as its address's count says (authDelay).
-func (s *session) authFailed() time.Duration {
+func (s *session) AuthFailed() time.Duration {
 	s.authFails++
 	wait := s.srv.fails.Failed(limits.SourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
 	if s.authFails >= s.srv.opts.MaxAuthFailures {
