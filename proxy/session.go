@@ -291,7 +291,7 @@ func (s *session) command(f resp.Frame) {
 		return
 	}
 
-	if s.st.InMulti && s.queueable(d) {
+	if s.st.InMulti && plan.Queueable(d) {
 		s.tx.queue(s, &c)
 		return
 	}
@@ -344,15 +344,6 @@ func (s *session) localReply(c *command) {
 	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
 		d.Reply = s.trackingReply(d.Effect, c.f.Args) // tracking.go
 	}
-}
-
-// queueable reports whether a command decided inside MULTI is queued.
-func (s *session) queueable(d *rewrite.Decision) bool {
-	switch d.Effect {
-	case rewrite.Exec, rewrite.Discard, rewrite.Multi, rewrite.Quit, rewrite.Reset:
-		return false
-	}
-	return d.Action == rewrite.Pass || d.Action == rewrite.Rewrite || d.Effect == rewrite.AbortMulti
 }
 
 // apply makes the decision's effect on the session after its reply slot
