@@ -49,8 +49,9 @@
 // Its two side effects are through values it is given: Auth counts a
 // failed authentication, and an admitted command is counted in the
 // ControlState of the view, Control saying whether that state is still in
-// force. Neither is called for a command that is neither a wrong password
-// nor admitted under the control table.
+// force. Auth is called only for a wrong password, Control only for a
+// command whose keys name a queue while the control table is on: a command
+// in normal service makes no call through an interface.
 //
 // It must not: send or read anything, sleep or wait, keep anything of a
 // command past Decide but in the session's Bufs and the Step, decode a
