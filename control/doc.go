@@ -46,7 +46,7 @@
 //     mover writes an entry with its epoch in one transaction), or whose
 //     queue is empty or has braces is skipped (Table.Skipped) and
 //     reported by whoever reads it; it never holds another queue. No
-//     client writes these keys through a proxy (proxy/rule.go).
+//     client writes these keys through a proxy (proxy/plan/rule.go).
 //   - The mover copies while the queue is served and holds it only for what
 //     changed last. The changes are learnt from the source node itself,
 //     which sees every writer: its replication stream, read as a replica

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
@@ -11,23 +12,23 @@ import (
 
 // noteWrite records the command about to be added to b (as reply b.n)
 // as a write when it is one.
-func (s *session) noteWrite(b *upstream.Batch, args [][]byte, sp *planStep) {
+func (s *session) noteWrite(b *upstream.Batch, args [][]byte, sp *plan.Step) {
 	if isWrite(args, sp) {
 		b.Writes = append(b.Writes, b.N)
 	}
 }
 
 // isWrite reports whether a forwarded command writes (see above).
-func isWrite(args [][]byte, sp *planStep) bool {
-	d := &sp.d
-	if sp.script {
+func isWrite(args [][]byte, sp *plan.Step) bool {
+	d := &sp.Decision
+	if sp.Script {
 		if d.Script != nil {
 			return d.Script.Verb != ""
 		}
 		ro := foldEq(args[0], "EVALSHA_RO") || foldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
-	return sp.entry != nil && sp.entry.Traits&cmdtable.TraitWrite != 0
+	return sp.Entry != nil && sp.Entry.Traits&cmdtable.TraitWrite != 0
 }
 
 // settleAcks takes WAIT's reply out of every batch of the segment that

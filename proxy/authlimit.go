@@ -60,10 +60,11 @@ const (
 	DefaultAuthTimeout = 10 * time.Second
 )
 
-// authFailed counts a failed authentication of the session and closes the
+// AuthFailed counts a failed authentication of the session and closes the
 // client at the per-connection limit (after its reply); it returns the
-// delay the reply waits, as its address's count says (authDelay).
-func (s *session) authFailed() time.Duration {
+// delay the reply waits, as its address's count says (authDelay). The plan
+// calls it (plan.Auth) when it decides a wrong password.
+func (s *session) AuthFailed() time.Duration {
 	s.authFails++
 	wait := s.srv.fails.Failed(limits.SourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
 	if s.authFails >= s.srv.opts.MaxAuthFailures {

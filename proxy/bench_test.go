@@ -96,7 +96,7 @@ func BenchmarkAuditRecords(b *testing.B) {
 	nc, peer := net.Pipe()
 	defer func() { _ = nc.Close(); _ = peer.Close() }()
 	s := newSession(srv, 1, nc)
-	s.v.pol = pol
+	s.v.Pol = pol
 	enq, _ := pol.Map.ByName("enqueue")
 	var args [][]byte
 	for _, a := range []string{"EVALSHA", enq.SHA, "2", "emq:{bq}:job:J1", "emq:{bq}:pending", "J1", "payload"} {

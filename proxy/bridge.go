@@ -20,22 +20,19 @@ import (
 // on HELLO 2 once the client is subscribed to nothing and does not track
 // (its connection is given back; the server's RESP2 HELLO reply answers,
 // and the next command travels on the RESP2 shared connections). While it
-// is subscribed or tracks, HELLO 2 is refused: a RESP2 connection could not
-// carry its pushes between replies.
+// is subscribed or tracks, HELLO 2 is refused (by the plan, told so in
+// plan.Step.Pushes): a RESP2 connection could not carry its pushes between
+// replies.
 
 // errBridgeLeft ends the bridge after HELLO 2 (see above): the session
 // goes on in normal service.
 var errBridgeLeft = errors.New("bridge left")
 
-// replyBridgedHello refuses a protocol switch on a bridged connection that
-// is subscribed or tracks.
-var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first\r\n")
-
 // leaveBridge answers HELLO 2 of a bridged client subscribed to nothing and
 // not tracking: the relay stops after every reply so far, the client gets
 // the server's RESP2 HELLO reply, and the session leaves the bridge.
 func (s *session) leaveBridge(c *command) error {
-	f, d := c.f, &c.sp.d
+	f, d := c.f, &c.sp.Decision
 	s.localReply(c)
 	audit := s.observe(f.Args, d) // observe.go
 	reply := d.Reply
@@ -72,21 +69,21 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		sp.pushes = sub.tracking || s.listing.sub.Load()+s.listing.psub.Load()+s.listing.ssub.Load() > 0
+		sp.Pushes = sub.tracking || s.listing.sub.Load()+s.listing.psub.Load()+s.listing.ssub.Load() > 0
 	}
 	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
-	if sp.wait {
+	if sp.Wait {
 		if err := s.waitHeld(f.Args, sp, func() error { return s.bridgeBarrier(out) }); err != nil {
 			return err
 		}
 	}
-	if sp.authWait > 0 {
-		s.authDelay(sp.authWait) // authlimit.go
+	if sp.AuthWait > 0 {
+		s.authDelay(sp.AuthWait) // authlimit.go
 		if s.silent {
 			return errClose
 		}
 	}
-	d := &sp.d
+	d := &sp.Decision
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
 		// Leaving RESP3, nothing may push (the plan refused it otherwise).
 		return s.leaveBridge(&c)
@@ -95,9 +92,9 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	audit := s.observe(f.Args, d) // observe.go
 	drop := s.rm.command(d.Effect)
 	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
-	forwarded := sp.forwards()
+	forwarded := sp.Forwards()
 	leg := sub
-	sends := forwarded && (!s.st.InMulti || sp.exec)
+	sends := forwarded && (!s.st.InMulti || sp.Exec)
 	if sends && isClientCaching(f.Args) {
 		// For the leg of the client's next command (legs.go).
 		sub.caching = append(sub.caching[:0], f.Raw...)
@@ -110,11 +107,11 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	if sends {
 		// The leg to the command's upstream (legs.go), after every reply
 		// gathered for another one.
-		l, err := s.legFor(sp.up)
+		l, err := s.legFor(sp.Up)
 		if err != nil {
 			s.release()
 			s.flushCaching(out)
-			return s.bridgeLocal(out, sp.up.Unavailable(), audit)
+			return s.bridgeLocal(out, sp.Up.Unavailable(), audit)
 		}
 		if err := s.toLeg(out, l); err != nil {
 			return err
@@ -122,7 +119,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		leg = l
 	}
 	if len(s.adm.states) > 0 {
-		if s.st.InMulti && !sp.exec {
+		if s.st.InMulti && !sp.Exec {
 			s.release() // queued, not sent: admitted at EXEC
 		} else {
 			// Counted in flight until its reply is in: the control loop
@@ -136,7 +133,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 	}
 	switch {
-	case sp.exec && forwarded:
+	case sp.Exec && forwarded:
 		// Every reply before the unit is relayed first; then the relay
 		// drops MULTI's and each queued command's.
 		if err := s.bridgeBarrier(out); err != nil {
@@ -187,8 +184,8 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		s.tx.noteLoad(f)
 		s.tx.buf = upstream.Encode(s.tx.buf, f, d)
 		s.tx.n++
-		s.tx.noteRoute(&c)
-		s.relayed(audit, sp.up)
+		s.tx.route.Note(sp)
+		s.relayed(audit, sp.Up)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
 		}
@@ -343,7 +340,7 @@ func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *ta
 	}
 	t := &tap{pass: !skipped, rec: rec}
 	if d.Effect == rewrite.ScriptExists {
-		t.m = s.v.pol.Map
+		t.m = s.v.Pol.Map
 		for _, a := range f.Args {
 			t.patch = append(t.patch, append([]byte(nil), a...))
 		}

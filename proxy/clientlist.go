@@ -177,7 +177,7 @@ func (s *session) clientList(f *rewrite.ClientFilter) []byte {
 	}
 	var lines []byte
 	for _, sess := range list {
-		c, pubsub := sess.info(now, s.v.pol.DB)
+		c, pubsub := sess.info(now, s.v.Pol.DB)
 		if f.Type == "pubsub" && !pubsub || f.Type == "normal" && pubsub {
 			continue
 		}

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The control loop: routes of moved queues read from the nodes.
@@ -25,14 +25,14 @@ import (
 // With Options.Control set, the proxy keeps a lease on every upstream node
 // and reads that node's control table (package control) with each renewal,
 // every ControlOptions.Poll. The tables of all nodes are merged (per queue,
-// the highest epoch wins) into a ctlState: the queues that are held, and the
-// owner of every moved queue, which overrides the routes of the file
-// (router.exact). A new state is applied in this order:
+// the highest epoch wins) into a plan.ControlState: the queues that are
+// held, and the owner of every moved queue, which overrides the routes of
+// the file (plan.Router.WithOwners). A new state is applied in this order:
 //
 //  1. the router with the new owners is stored (s.routes), then the state;
 //  2. the loop waits until no command admitted under an older state is in
-//     flight (ctlState.inflight: a session counts a command when it admits
-//     it, hold.go, and uncounts it once its reply is read);
+//     flight (plan.ControlState.InFlight: the plan counts a command when it
+//     admits it, and the session uncounts it once its reply is read, hold.go);
 //  3. only then the node's epoch is acknowledged on the node.
 //
 // So when a proxy acknowledges the epoch at which a queue became held,
@@ -43,7 +43,8 @@ import (
 //
 // A lease is valid from when its renewal was sent, for ControlOptions.Lease
 // less one poll: always before the node's key expires. A command for a
-// queue routed to a node whose lease is not valid is held (hold.go) until a
+// queue routed to a node whose lease is not valid is held (the plan asks
+// the controller, Leased; hold.go) until a
 // renewal succeeds; a renewal applies the node's table before the lease
 // counts again, so a proxy paused past its lease sees every move made
 // meanwhile before it writes again. Without Options.Control, none of this
@@ -83,10 +84,6 @@ type ControlOptions struct {
 	ID string
 }
 
-// ReasonHeld is the refusal reason of a command whose queue stayed held
-// past ControlOptions.Hold.
-const ReasonHeld rewrite.Reason = "held"
-
 // controller runs the control loop of one server.
 type controller struct {
 	srv   *Server
@@ -94,12 +91,12 @@ type controller struct {
 	log   *zap.Logger
 	nodes []*ctlNode
 	byUp  map[*upstream.Upstream]*ctlNode
-	state atomic.Pointer[ctlState]
+	state atomic.Pointer[plan.ControlState]
 	start time.Time // the monotonic origin of ctlNode.valid
 	host  string
 
-	mu   sync.Mutex // orders router stores: apply and SwapRoutes
-	base *router    // the routes of the file, without owners
+	mu   sync.Mutex   // orders router stores: apply and SwapRoutes
+	base *plan.Router // the routes of the file, without owners
 
 	// allRead: every node's table was read once (ctlNode.have); until
 	// then no lease counts. Only the loop's goroutine uses it.
@@ -125,16 +122,6 @@ type ctlNode struct {
 	table   control.Table
 	have    bool  // table was read at least once
 	applied int64 // the node epoch acknowledged
-}
-
-// ctlState is one applied merged table. It is never modified once stored,
-// except inflight.
-type ctlState struct {
-	epoch    int64
-	held     map[string]bool
-	owner    map[string]*upstream.Upstream
-	inflight atomic.Int64  // commands admitted under this state, not yet answered
-	changed  chan struct{} // closed when a newer state is stored
 }
 
 // newController prepares the control loop; start runs it.
@@ -164,7 +151,7 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 		c.nodes = append(c.nodes, n)
 		c.byUp[u] = n
 	}
-	c.state.Store(&ctlState{held: map[string]bool{}, owner: map[string]*upstream.Upstream{}, changed: make(chan struct{})})
+	c.state.Store(plan.NewControlState(0, map[string]bool{}, map[string]*upstream.Upstream{}))
 	c.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_held_commands",
 		Help: "Commands waiting now for a queue that is moving or a node whose lease lapsed."})
 	hold := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "emqproxy_control_hold_seconds",
@@ -360,10 +347,10 @@ func (c *controller) report(skipped map[skipKey]string) {
 // file's route stays for that queue).
 func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
 	cur := c.state.Load()
-	st := &ctlState{epoch: t.Epoch, held: map[string]bool{}, owner: map[string]*upstream.Upstream{}, changed: make(chan struct{})}
+	st := plan.NewControlState(t.Epoch, map[string]bool{}, map[string]*upstream.Upstream{})
 	for q, e := range t.Queues {
 		if e.State == control.Held {
-			st.held[q] = true
+			st.Held[q] = true
 			continue
 		}
 		u := c.srv.byName[e.Owner]
@@ -371,46 +358,39 @@ func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
 			skipped[skipKey{"", q}] = "owner " + strconv.Quote(e.Owner) + " is not an upstream of this proxy; the file's route stays"
 			continue
 		}
-		st.owner[q] = u
+		st.Owner[q] = u
 	}
-	if st.epoch == cur.epoch && maps.Equal(st.held, cur.held) && maps.Equal(st.owner, cur.owner) {
+	if st.Epoch == cur.Epoch && maps.Equal(st.Held, cur.Held) && maps.Equal(st.Owner, cur.Owner) {
 		return
 	}
 	c.mu.Lock()
-	c.srv.routes.Store(c.base.withOwners(st.owner))
+	c.srv.routes.Store(c.base.WithOwners(st.Owner))
 	c.state.Store(st)
 	c.mu.Unlock()
-	close(cur.changed)
-	for cur.inflight.Load() != 0 {
+	cur.Supersede()
+	for cur.InFlight() != 0 {
 		time.Sleep(200 * time.Microsecond)
 	}
-	c.epoch.Set(float64(st.epoch))
-	c.log.Info("control table applied", zap.Int64("epoch", st.epoch), zap.Int("held", len(st.held)), zap.Int("moved", len(st.owner)))
+	c.epoch.Set(float64(st.Epoch))
+	c.log.Info("control table applied", zap.Int64("epoch", st.Epoch), zap.Int("held", len(st.Held)), zap.Int("moved", len(st.Owner)))
 }
 
 // setRoutes replaces the file's routes (a reload), keeping the owners.
-func (c *controller) setRoutes(r *router) {
+func (c *controller) setRoutes(r *plan.Router) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.base = r
-	c.srv.routes.Store(r.withOwners(c.state.Load().owner))
+	c.srv.routes.Store(r.WithOwners(c.state.Load().Owner))
 }
 
-// withOwners returns r with the moved queues' owners in front of its
-// routes, or r itself when there are none.
-func (r *router) withOwners(owner map[string]*upstream.Upstream) *router {
-	if len(owner) == 0 {
-		return r
-	}
-	nr := *r
-	nr.exact = maps.Clone(owner)
-	for _, u := range owner {
-		if u != r.def {
-			nr.single = false
-		}
-	}
-	return &nr
+// Leased reports whether the proxy's lease on u is valid at now (the plan
+// asks it before it admits a command for a queue routed to u).
+func (c *controller) Leased(u *upstream.Upstream, now time.Time) bool {
+	return c.leaseLeft(c.byUp[u], now) > 0
 }
+
+// Current is the control state in force.
+func (c *controller) Current() *plan.ControlState { return c.state.Load() }
 
 // ControlID returns the proxy's id in the nodes' registries ("" without
 // the control table).

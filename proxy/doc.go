@@ -7,14 +7,16 @@
 //
 // # The way of one command
 //
-// The data path is seven packages: proxy (this one: the sessions, the
-// plan, the server), proxy/upstream (the connections to one upstream node:
-// pipes, batches, dialing and the fence on connect, failover, WAIT),
+// The data path is eight packages: proxy (this one: the sessions, the
+// server), proxy/plan (what to do with one command: a function of what it
+// is given, with no I/O), proxy/upstream (the connections to one upstream
+// node: pipes, batches, dialing and the fence on connect, failover, WAIT),
 // proxy/observe (the audit log and the capture), proxy/resp (framing,
 // both ways), proxy/cmdtable (the servers' command tables), proxy/limits
 // (the memory budget and the failed-AUTH table) and proxy/deadline
 // (lazily set connection deadlines). Each imports only those below it:
-// proxy imports the other six; upstream imports resp, cmdtable and
+// proxy imports the other seven; plan imports upstream (the upstreams it
+// routes to), cmdtable and resp; upstream imports resp, cmdtable and
 // deadline; observe imports cmdtable (a redacted capture record's keys);
 // cmdtable imports resp; resp, limits and deadline import none of the
 // others. A command in normal service:
@@ -26,16 +28,25 @@
 //	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
 //	  ▼
-//	session.command (session.go) → decide (plan.go)
-//	  │ plan (plan.go), no I/O: rewrite.Decide under the round's view;
-//	  │   failed AUTHs counted (limits.AuthTable, authlimit.go); the
-//	  │   queue-time and arity errors (queuecheck.go) and the
-//	  │   shared-connection rule (rule.go), both read from cmdtable.Store;
-//	  │   the keys (cmdtable.Entry.Positions, or those the step was given);
-//	  │   the route (route.go) and the control table's admission (hold.go)
-//	  │ → planStep: the rewrite.Decision and the *Upstream it goes to, or
-//	  │   needKeys: decide asks COMMAND GETKEYS (route_session.go's
-//	  │   getkeys) and plans again with the keys
+//	session.command (session.go) → decide, plan (plan.go): the inputs
+//	  │ (the round's plan.View, loaded once by loadView; the session's
+//	  │ rewrite.State; its plan.Binding: a WATCH pin, a bridged WATCH leg,
+//	  │ the transaction's plan.TxRoute; its plan.Bufs for the keys)
+//	  ▼
+//	plan.Decide ─────────────────── proxy/plan, no I/O: rewrite.Decide under
+//	  │ the view's policy; a failed AUTH counted through plan.Auth (the
+//	  │ session's AuthFailed, authlimit.go, over limits.AuthTable); the
+//	  │ queue-time and arity errors and the shared-connection rule, both
+//	  │ read from cmdtable.Store; the keys (cmdtable.Entry.Positions, or
+//	  │ those the step was given); the route (plan.Router) and the control
+//	  │ table's admission (plan.ControlState, asking plan.Control: the
+//	  │ controller, control.go)
+//	  │ → plan.Step: the rewrite.Decision and the *Upstream it goes to, or
+//	  │   NeedKeys: decide asks COMMAND GETKEYS (route_session.go's
+//	  │   getkeys) and plans again with the keys; Stale: plan loads the
+//	  │   new control state and plans again; Wait: waitHeld (plan.go)
+//	  │   waits for a new control state and plans again, or refuses
+//	  │   (plan.RefuseHeld); AuthWait: authDelay (authlimit.go) waits
 //	  ▼
 //	session.observe (observe.go): the metrics (metrics.go), then
 //	  │ observe.Session.Command ──── proxy/observe: the audit record, kept
@@ -78,9 +89,13 @@
 //
 // # What it owns
 //
-// Besides the above: the routing by queue across named upstreams with
-// their roles (route.go, route_session.go) and the control table of moved
-// queues (control.go, hold.go); which forwarded commands are writes for
+// Besides the above: the Server's routes by queue across named upstreams
+// with their roles (route.go: SwapRoutes, CheckRoutes, Routes, RouteFor,
+// over package plan's Router), the COMMAND GETKEYS round trip and the
+// SCRIPT LOAD fan-out (route_session.go), and the control loop of moved
+// queues (control.go, which builds the plan.ControlState values the plan
+// reads) with a session's waits and releases (plan.go, hold.go); which
+// forwarded commands are writes for
 // the replicas' confirmation (acks.go; the confirmation itself is
 // upstream's); a client's share of the shared connections (share.go);
 // the replies it makes from what only it knows: its own clients for CLIENT
@@ -94,8 +109,8 @@
 // data-path metrics (metrics.go) and the Server's capture controls
 // (StartCapture, StopCapture: observe.go, over package observe's Capture).
 //
-// What to do with a command is rewrite's to say: the plan only amends that
-// decision with what rewrite/, being pure, cannot know (the servers'
+// What to do with a command is rewrite's to say: the plan (package plan)
+// only amends that decision with what rewrite/, being pure, cannot know (the servers'
 // command tables, the routes, the control table, the fences). The package
 // must never decode and re-encode a reply (the patches of SCRIPT EXISTS
 // and the HELLO id excepted, from the server's own bytes), must never
@@ -106,36 +121,38 @@
 //
 // # Not yet split
 //
-// What is left in this package (about 7,700 lines) is still one package. Its files share the
+// What is left in this package (about 6,800 lines) is still one package. Its files share the
 // session struct, whose state is grouped by the file that owns it (input,
 // memHeld, segment, ownConns, authState, and the transaction, subscriber,
 // reply mode, CLIENT LIST view, share and admission states) or by the
 // package (obs, package observe's Session: the audit records and the
-// capture stream): about twenty fields, each group's promoted and changed
-// by its owner's methods. What one command carries is not on the session: a
-// command value (session.go) holds its frame, its planStep (the decision,
-// the upstream, the keys found once, whether it routes by them) and where
-// its reply goes (its audit record, CLIENT REPLY's drop), and is passed to
-// forward, the transaction and subscribe mode; the keys borrow a backing
-// array the session keeps (cmdBufs) so a command allocates none. What
-// stands in the way of each further package:
+// capture stream; v, package plan's View): about twenty fields, each
+// group's promoted and changed by its owner's methods. What one command
+// carries is not on the session: a command value (session.go) holds its
+// frame, its plan.Step (the decision, the upstream, the keys found once,
+// whether it routes by them) and where its reply goes (its audit record,
+// CLIENT REPLY's drop), and is passed to forward, the transaction and
+// subscribe mode; the keys borrow backing arrays the session keeps
+// (plan.Bufs) so a command allocates none. What stands in the way of each
+// further package:
 //
-//   - plan: plan() no longer sends or waits (COMMAND GETKEYS is asked by
-//     its caller when the step says needKeys; a bridged client's HELLO 2
-//     is refused inside it, from the pushes input its caller learns after
-//     a barrier; TestPlanDecidesWithoutTheNetwork runs it with no server),
-//     and what it finds goes into the step, but it is still a session
-//     method: it reads the view and writes s.st (rewrite.Decide's state)
-//     and the failed-AUTH count. session.go's localReply composes the
-//     bytes of a local answer after it (the server's HELLO reply with the
-//     session's id, CLIENT LIST), without changing the decision.
+//   - plan (split: proxy/plan): plan.Decide decides from explicit inputs,
+//     with no I/O and no waiting; its callers here do what only the
+//     network or time can tell (COMMAND GETKEYS, the wait for a held
+//     queue, the delay of a failed AUTH) and decide again. What stays
+//     here: session.go's localReply composes the bytes of a local answer
+//     after it (the server's HELLO reply with the session's id, CLIENT
+//     LIST), without changing the decision; the session's rewrite.State is
+//     still changed after the plan by the effects of a decision (apply,
+//     the transaction, subscribe mode).
 //   - upstream is a package: the session reaches a connection only through
 //     upstream.Upstream, Pipe and Batch. A Batch's exported fields are the
 //     session's to fill (Out, N, Max) and to read once Await returns
 //     (Replies, Ends, Over, Lost); its WAIT and large-command fields are
 //     upstream's own, and its memory account is a resp.Account the
 //     session gives back. Still here: the control loop writes srv.routes
-//     while the router calls back into it.
+//     (the file's plan.Router with the moved queues' owners), and the plan
+//     asks it for leases and the state in force through plan.Control.
 //   - observe (split: proxy/observe): the audit log and the capture, one
 //     session value (s.obs) given what it records as values; the SCRIPT
 //     LOAD fan-out it used to schedule is route_session.go's alsoLoad.

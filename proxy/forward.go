@@ -13,7 +13,7 @@ import (
 
 // forward adds a forwarded command to the segment for its connection.
 func (s *session) forward(c *command) {
-	f, d, audit := c.f, &c.sp.d, c.audit
+	f, d, audit := c.f, &c.sp.Decision, c.audit
 	u := c.up(s)
 	if d.Effect == rewrite.Subscribe {
 		s.startSubscribe(u, c) // subscribe.go

@@ -3,12 +3,12 @@ package proxy
 import (
 	"time"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// Holding a command (control.go has the loop and its guarantees).
+// Holding a command (control.go has the loop and its guarantees; package
+// plan's admit.go the admission itself, plan.go's waitHeld the wait).
 //
 // With the control table on, a forwarded command whose keys name a queue
 // (the hashtag of a key) is admitted only when none of its queues is held
@@ -27,96 +27,19 @@ import (
 //
 // A transaction is admitted at EXEC, when it is sent, by the queues of the
 // commands it queued (whatever round queued them), and goes where those
-// queues route then (route_session.go).
+// queues route then (package plan's route.go).
 //
 // Every session mode is held alike, a bridged RESP3 client included: its
 // pushes go on reaching it while its command waits. The keys are those the
-// plan found (plan.go); a command whose keys only COMMAND GETKEYS can tell
+// plan found (package plan); a command whose keys only COMMAND GETKEYS can tell
 // is held by them when routes split (the node is asked), and not held with
 // a single route.
 
 // admission is a session's hold state: the states it admitted commands
-// under in the current round, and scratch space for a command's queues.
+// under in the current round (the plan's Step.Admitted, noted by plan.go's
+// plan), uncounted once the round's replies are in (release).
 type admission struct {
-	states []*ctlState
-	qs     [][]byte
-}
-
-// admitStep admits a planned command under the view's control state
-// (plan.go), by the queues of its keys (and, at EXEC, of what the
-// transaction queued): counted in flight in that state, or sp.wait with the
-// queue that may not be sent. False when the state changed meanwhile: the
-// command is planned again under the new one.
-func (s *session) admitStep(sp *planStep) bool {
-	qs := s.queuesOfKeys(sp.cmdKeys)
-	if sp.exec {
-		// The queued commands leave now, whatever round queued them.
-		qs = s.tx.appendQueues(qs)
-		s.adm.qs = qs
-	}
-	if len(qs) == 0 {
-		return true
-	}
-	st := s.v.ctl
-	if q, up := s.blocked(st, qs); q != nil {
-		sp.wait, sp.heldQ, sp.heldUp = true, q, up
-		return true
-	}
-	st.inflight.Add(1)
-	if s.srv.ctl.state.Load() != st {
-		st.inflight.Add(-1) // a new state came in between: admit under it
-		return false
-	}
-	s.adm.states = append(s.adm.states, st)
-	return true
-}
-
-// refuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
-// held (up nil) or on a node whose lease lapsed (up).
-func (s *session) refuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream) {
-	text := "TRYAGAIN queue " + string(q) + " is moving"
-	if up != nil {
-		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.Name()
-	}
-	s.refuseWith(d, text, ReasonHeld)
-}
-
-// refuseWith turns d into a refusal the proxy decides from its routes or
-// the control table (CROSSROUTE, TRYAGAIN), with the error text and
-// reason, keeping what the audit record needs; inside MULTI it discards
-// the transaction, and a refused EXEC ends it.
-func (s *session) refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason) {
-	exec := d.Effect == rewrite.Exec
-	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-		Reply: []byte("-" + resp.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
-	switch {
-	case exec:
-		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's
-	case s.st.InMulti:
-		d.Effect = rewrite.AbortMulti
-	}
-}
-
-// blocked returns the first of qs that may not be sent under st: a held
-// queue (up nil), or a queue routed to a node whose lease is not valid
-// (up is that node).
-func (s *session) blocked(st *ctlState, qs [][]byte) (q []byte, up *upstream.Upstream) {
-	c := s.srv.ctl
-	var now time.Time
-	r := s.v.routes
-	for _, q := range qs {
-		if st.held[string(q)] {
-			return q, nil
-		}
-		u := r.forQueue(q)
-		if now.IsZero() {
-			now = time.Now()
-		}
-		if c.leaseLeft(c.byUp[u], now) <= 0 {
-			return q, u
-		}
-	}
-	return nil, nil
+	states []*plan.ControlState
 }
 
 // leaseLapsed is the error a segment's part for u gets, instead of being
@@ -145,7 +68,7 @@ var beforeSend func(*session)
 // are in.
 func (s *session) release() {
 	for i, st := range s.adm.states {
-		st.inflight.Add(-1)
+		st.Release()
 		s.adm.states[i] = nil
 	}
 	s.adm.states = s.adm.states[:0]

@@ -55,8 +55,8 @@ func (s *session) logAudits() {
 		return
 	}
 	digest := ""
-	if s.v.pol != nil && s.v.pol.Map != nil {
-		digest = s.v.pol.Map.Digest
+	if s.v.Pol != nil && s.v.Pol.Map != nil {
+		digest = s.v.Pol.Map.Digest
 	}
 	s.obs.WriteAudits(s.st.User, digest, s.began)
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -167,19 +166,5 @@ func TestQueueTimeRefusalsAreCounted(t *testing.T) {
 		if got := counterValue(t, h.srv.met.refusals.WithLabelValues(reason)); got != want {
 			t.Errorf("refusals{reason=%q} = %v, want %v", reason, got, want)
 		}
-	}
-}
-
-func TestQueueErrorWithoutATableQueues(t *testing.T) {
-	var ks cmdtable.Store
-	if reply, _ := queueError(&ks, toArgs(cmd("NOSUCHCOMMAND"))); reply != nil {
-		t.Errorf("no table loaded, yet %q", reply)
-	}
-	ks.Merge(cmdtable.Table{"get": {Name: "get", Arity: 2}})
-	if reply, reason := queueError(&ks, toArgs(cmd("GET"))); string(reply) != "-ERR wrong number of arguments for 'get' command\r\n" || reason != "arity" {
-		t.Errorf("GET: %q %q", reply, reason)
-	}
-	if reply, _ := queueError(&ks, toArgs(cmd("get", "k"))); reply != nil {
-		t.Errorf("GET k: %q", reply)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"go.uber.org/zap"
 )
@@ -18,7 +19,7 @@ import (
 // upstream name. The first route with a matching glob wins; the last must
 // match every queue ("*") and is the default route.
 //
-// Every forwarded command is routed by its keys (route_session.go): a key
+// Every forwarded command is routed by its keys (package plan's route.go): a key
 // with a hashtag goes where its queue's route says, a key without one (and
 // a command without keys) goes to the default route. The key positions are
 // the server's own (COMMAND's key specs, package cmdtable). A command, or a
@@ -28,7 +29,7 @@ import (
 // the client's order (segment.go).
 //
 // On a module upstream a verb script call is rewritten to EMQ.<TOKEN> (the
-// decision rewrite.Decide made); on a scripts upstream the session turns
+// decision rewrite.Decide made); on a scripts upstream the plan turns
 // that rewrite back into a pass, so the call leaves as the client's own
 // EVALSHA. SCRIPT LOAD of a read body goes to every upstream.
 //
@@ -53,27 +54,7 @@ const (
 )
 
 // Route sends the queues matching any of its globs to an upstream.
-type Route struct {
-	// Queues are path.Match globs over a queue name (the hashtag content).
-	Queues []string
-	// Upstream is the name of one of the server's upstreams.
-	Upstream string
-}
-
-// router is one compiled set of routes. It is never modified once built.
-type router struct {
-	routes []compiledRoute
-	def    *upstream.Upstream            // the last route's upstream
-	single bool                          // every route leads to def: no key needs looking at
-	spec   []Route                       // the routes as given
-	exact  map[string]*upstream.Upstream // moved queues' owners from the control table (control.go)
-}
-
-// compiledRoute is one route with its upstream resolved.
-type compiledRoute struct {
-	globs []string
-	up    *upstream.Upstream
-}
+type Route = plan.Route
 
 // defaultRoutes sends every queue to up.
 func defaultRoutes(up *upstream.Upstream) []Route {
@@ -82,11 +63,11 @@ func defaultRoutes(up *upstream.Upstream) []Route {
 
 // compileRoutes checks rs against the server's upstreams and builds a
 // router. Every problem is named in the error, which wraps ErrRoutes.
-func (s *Server) compileRoutes(rs []Route) (*router, error) {
+func (s *Server) compileRoutes(rs []Route) (*plan.Router, error) {
 	if len(rs) == 0 {
 		return nil, fmt.Errorf("%w: no route; the last must match every queue (\"*\")", ErrRoutes)
 	}
-	r := &router{single: true}
+	ups := make([]*upstream.Upstream, len(rs))
 	for i, rt := range rs {
 		u := s.byName[rt.Upstream]
 		if u == nil {
@@ -101,46 +82,12 @@ func (s *Server) compileRoutes(rs []Route) (*router, error) {
 				return nil, fmt.Errorf("%w: routes[%d].queues[%d]: %q is not a valid pattern", ErrRoutes, i, j, g)
 			}
 		}
-		r.routes = append(r.routes, compiledRoute{globs: slices.Clone(rt.Queues), up: u})
+		ups[i] = u
 	}
-	last := r.routes[len(r.routes)-1]
-	if !slices.Contains(last.globs, "*") {
+	if !slices.Contains(rs[len(rs)-1].Queues, "*") {
 		return nil, fmt.Errorf("%w: the last route must match every queue (\"*\"): it is the default route", ErrRoutes)
 	}
-	r.def = last.up
-	for _, rt := range r.routes {
-		if rt.up != r.def {
-			r.single = false
-		}
-	}
-	for _, rt := range rs {
-		r.spec = append(r.spec, Route{Queues: slices.Clone(rt.Queues), Upstream: rt.Upstream})
-	}
-	return r, nil
-}
-
-// forQueue returns the upstream of the first route matching queue.
-func (r *router) forQueue(queue []byte) *upstream.Upstream {
-	if r.exact != nil {
-		if u := r.exact[string(queue)]; u != nil {
-			return u
-		}
-	}
-	if r.single {
-		return r.def
-	}
-	q := string(queue)
-	for _, rt := range r.routes {
-		for _, g := range rt.globs {
-			if g == "*" {
-				return rt.up
-			}
-			if ok, _ := path.Match(g, q); ok {
-				return rt.up
-			}
-		}
-	}
-	return r.def
+	return plan.NewRouter(rs, ups), nil
 }
 
 // SwapRoutes replaces the routes (a reload). It refuses, keeping the old
@@ -158,7 +105,7 @@ func (s *Server) SwapRoutes(rs []Route) error {
 	} else {
 		s.routes.Store(r)
 	}
-	s.log.Info("routes in use", zap.String("routes", FormatRoutes(r.spec)))
+	s.log.Info("routes in use", zap.String("routes", FormatRoutes(r.Spec())))
 	return nil
 }
 
@@ -169,10 +116,10 @@ func (s *Server) CheckRoutes(rs []Route) error {
 }
 
 // Routes returns the routes in use.
-func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().spec) }
+func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().Spec()) }
 
 // RouteFor returns the name of the upstream a queue routes to now.
-func (s *Server) RouteFor(queue string) string { return s.routes.Load().forQueue([]byte(queue)).Name() }
+func (s *Server) RouteFor(queue string) string { return s.routes.Load().ForQueue([]byte(queue)).Name() }
 
 // FormatRoutes renders routes on one line for logs: "billing*->scripts-b; *->module-a".
 func FormatRoutes(rs []Route) string {

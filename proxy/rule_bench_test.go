@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // ruleSession is a session of a proxy in front of a module node, with the
-// node's command table loaded, for calling shareRule directly.
+// node's command table loaded, for calling the rule (plan.Rule) directly.
 func ruleSession(tb testing.TB) (*session, *rewrite.Policy) {
 	n := node.StartT(tb, node.Options{Role: node.Module})
 	h := startProxy(tb, n, nil)
@@ -18,7 +19,7 @@ func ruleSession(tb testing.TB) (*session, *rewrite.Policy) {
 	tb.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
 	s := newSession(h.srv, 1, nc)
 	s.loadView()
-	return s, s.v.pol
+	return s, s.v.Pol
 }
 
 // ruleHotPath are commands the rule lets through, as clients send them.
@@ -57,7 +58,7 @@ func BenchmarkShareRule(b *testing.B) {
 			t1 := time.Now()
 			for range b.N {
 				d := rewrite.Decide(args, &st, pol)
-				s.shareRule(args, &d)
+				plan.Rule(args, &d, st.InMulti, &s.v)
 				if d.Action == rewrite.Refuse {
 					b.Fatalf("%q refused: %q", args[0], d.Reply)
 				}
@@ -75,7 +76,7 @@ func TestShareRuleHotPathDoesNotAllocate(t *testing.T) {
 	s, pol := ruleSession(t)
 	for name, args := range ruleHotPath(pol) {
 		d0 := rewrite.Decide(args, &s.st, pol)
-		if n := testing.AllocsPerRun(100, func() { d := d0; s.shareRule(args, &d) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { d := d0; plan.Rule(args, &d, s.st.InMulti, &s.v) }); n != 0 {
 			t.Errorf("the rule on %s allocates %v times", name, n)
 		}
 	}

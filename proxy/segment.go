@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -24,7 +25,7 @@ type segment struct {
 	parts   []segPart         // one batch per upstream connection
 	cur     int               // the part the command being added goes to
 	spare   []*upstream.Batch // batches kept for reuse
-	bufs    cmdBufs           // backing arrays each command's values borrow (plan.go)
+	bufs    plan.Bufs         // backing arrays each command's values borrow (plan.go)
 	slots   []rslot           // the current segment's replies, in command order
 	local   []byte            // the current segment's local replies
 	simple  bool              // one part, and every slot is its reply i, in order
@@ -197,7 +198,7 @@ func (s *session) emit() {
 			} else {
 				r = s.parts[sl.part].b.Reply(sl.idx)
 				if sl.patch != nil {
-					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.v.pol.Map); err == nil {
+					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.v.Pol.Map); err == nil {
 						r = p
 					}
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -36,7 +37,7 @@ type Server struct {
 	up       *upstream.Upstream            // the first upstream (the single-upstream shorthand's)
 	ups      []*upstream.Upstream          // every upstream, in Options order
 	byName   map[string]*upstream.Upstream // by name
-	routes   atomic.Pointer[router]
+	routes   atomic.Pointer[plan.Router]
 	keys     cmdtable.Store // the upstreams' command tables: key positions, arities, flags
 	policy   atomic.Pointer[rewrite.Policy]
 	cap      observe.Capture  // the running capture, if any (observe.go)
@@ -128,7 +129,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		// Every upstream loads its command table, even alone: key
 		// positions choose between upstreams, and inside MULTI the names,
 		// arities and flags give a command the server's own queue-time
-		// error (queuecheck.go).
+		// error (package plan's queuecheck.go).
 		u, err := upstream.New(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
 		if err != nil {
 			s.closeUpstreams()
@@ -265,7 +266,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 	}()
 	s.log.Info("serving", zap.String("listen", ln.Addr().String()), zap.Strings("upstreams", s.upstreamNames()),
-		zap.String("routes", FormatRoutes(s.routes.Load().spec)))
+		zap.String("routes", FormatRoutes(s.routes.Load().Spec())))
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()

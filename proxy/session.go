@@ -12,6 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -48,7 +49,7 @@ type session struct {
 	log  *zap.Logger
 
 	st rewrite.State
-	v  view // what the current round decides under (plan.go)
+	v  plan.View // what the current round decides under (plan.go, package plan)
 
 	// The rest is grouped by the file that owns it; each group's fields
 	// are promoted (s.buf is s.input.buf) and changed by its owner's
@@ -171,7 +172,7 @@ func (s *session) round() (served int, err error) {
 	// Past the reply cap (a part of the batch was answered over it,
 	// share.go) the rest of the batch is not sent: the client is closed.
 	for served < s.srv.opts.MaxPipeline && !s.closing && !s.over && s.sub == nil {
-		s.fr.Limits.Unauthenticated = len(s.v.pol.Users) > 0 && !s.st.Authenticated
+		s.fr.Limits.Unauthenticated = len(s.v.Pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
 		switch status {
 		case resp.Skipped:
@@ -256,7 +257,7 @@ func (s *session) write() error {
 // stack for one command; nothing of it is kept on the session.
 type command struct {
 	f     resp.Frame
-	sp    planStep
+	sp    plan.Step
 	audit int  // its audit record's index (s.obs), or -1
 	drop  bool // its reply is not for the client (CLIENT REPLY OFF or SKIP)
 }
@@ -264,10 +265,10 @@ type command struct {
 // up is the upstream the command routes to (the plan's), or the default
 // route's when it forwards nothing.
 func (c *command) up(s *session) *upstream.Upstream {
-	if c.sp.up != nil {
-		return c.sp.up
+	if c.sp.Up != nil {
+		return c.sp.Up
 	}
-	return s.v.routes.def
+	return s.v.Routes.Default()
 }
 
 // command plans one command (plan.go) and adds it to the current segment.
@@ -276,13 +277,13 @@ func (s *session) command(f resp.Frame) {
 	c := command{f: f}
 	sp := &c.sp
 	s.decide(f.Args, sp) // plan.go
-	if sp.wait {
-		_ = s.waitHeld(f.Args, sp, s.flushHeld) // hold.go
+	if sp.Wait {
+		_ = s.waitHeld(f.Args, sp, s.flushHeld) // plan.go
 	}
-	if sp.authWait > 0 {
-		s.authDelay(sp.authWait) // authlimit.go
+	if sp.AuthWait > 0 {
+		s.authDelay(sp.AuthWait) // authlimit.go
 	}
-	d := &sp.d
+	d := &sp.Decision
 	s.localReply(&c)
 	c.audit = s.observe(f.Args, d) // observe.go
 	c.drop = s.rm.command(d.Effect)
@@ -290,11 +291,11 @@ func (s *session) command(f resp.Frame) {
 		return
 	}
 
-	if s.st.InMulti && s.queueable(d) {
+	if s.st.InMulti && plan.Queueable(d) {
 		s.tx.queue(s, &c)
 		return
 	}
-	if sp.exec && d.Action == rewrite.Pass {
+	if sp.Exec && d.Action == rewrite.Pass {
 		s.tx.exec(s, &c)
 		return
 	}
@@ -304,7 +305,7 @@ func (s *session) command(f resp.Frame) {
 		s.alsoLoad(f, d, nil, false) // route_session.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(&c)
-		s.captureCommand(f, d, c.sp.entry) // observe.go
+		s.captureCommand(f, d, c.sp.Entry) // observe.go
 	}
 	s.apply(f, d)
 }
@@ -321,7 +322,7 @@ func (s *session) flushHeld() error {
 // reply), CLIENT LIST of its own clients (clientlist.go), CLIENT UNBLOCK
 // and CLIENT KILL ID of them (clientkill.go).
 func (s *session) localReply(c *command) {
-	d := &c.sp.d
+	d := &c.sp.Decision
 	if d.Action != rewrite.Local {
 		return
 	}
@@ -343,15 +344,6 @@ func (s *session) localReply(c *command) {
 	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
 		d.Reply = s.trackingReply(d.Effect, c.f.Args) // tracking.go
 	}
-}
-
-// queueable reports whether a command decided inside MULTI is queued.
-func (s *session) queueable(d *rewrite.Decision) bool {
-	switch d.Effect {
-	case rewrite.Exec, rewrite.Discard, rewrite.Multi, rewrite.Quit, rewrite.Reset:
-		return false
-	}
-	return d.Action == rewrite.Pass || d.Action == rewrite.Rewrite || d.Effect == rewrite.AbortMulti
 }
 
 // apply makes the decision's effect on the session after its reply slot

@@ -61,7 +61,7 @@ import (
 // (bridge.go): in RESP3 a subscribed or tracking client may send any
 // command, and the server's pushes (messages, invalidations) arrive on its
 // own connection between the replies. Every command is then planned as in
-// normal service (plan.go: rewrites, refusals, the version key, routing,
+// normal service (package plan: rewrites, refusals, the version key, routing,
 // the control table, audit records, whose reply field says "relayed" for
 // what the server answered) and sent on the client's own connection, whose
 // replies and pushes the relay passes on in the server's order; a reply the

@@ -262,9 +262,9 @@ func (s *session) clientTracking(args [][]byte) []byte {
 				a[redirAt] = []byte(noSuchClient)
 			}
 		}
-		return s.sharedOne(s.v.routes.def, encodeArgs(a))
+		return s.sharedOne(s.v.Routes.Default(), encodeArgs(a))
 	}
-	u := s.v.routes.def
+	u := s.v.Routes.Default()
 	if !s.sh.isolated() {
 		s.isolate(isoTracking) // share.go: the client's own connections
 	}
@@ -410,13 +410,13 @@ func (t *tracker) closePins() {
 // proxy, queued in MULTI) on the default route's, as it is when the
 // client's read holds no next command (trackCachingEnd).
 func (s *session) trackCaching(c *command) bool {
-	f, d := c.f, &c.sp.d
+	f, d := c.f, &c.sp.Decision
 	if !s.tracks() || len(s.srv.ups) < 2 {
 		return false
 	}
 	t := s.trk
 	if t.caching != nil {
-		u, p := s.v.routes.def, s.pinned
+		u, p := s.v.Routes.Default(), s.pinned
 		switch {
 		case s.st.InMulti || (d.Action != rewrite.Pass && d.Action != rewrite.Rewrite):
 		case p != nil:
@@ -438,7 +438,7 @@ func (s *session) trackCaching(c *command) bool {
 // the client's read to the segment, for the default route's connection.
 func (s *session) trackCachingEnd() {
 	if s.trk != nil && s.trk.caching != nil {
-		s.emitCaching(s.v.routes.def, s.pinned)
+		s.emitCaching(s.v.Routes.Default(), s.pinned)
 	}
 }
 
@@ -746,7 +746,7 @@ var replyTrackingOff = []byte("*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nred
 // client's connection to the default route's upstream, its redirect the
 // session's; not tracking, the server's answer for a client that does not.
 func (s *session) trackingInfo(args [][]byte) []byte {
-	u := s.v.routes.def
+	u := s.v.Routes.Default()
 	if !s.tracks() {
 		return replyTrackingOff
 	}

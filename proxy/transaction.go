@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -25,7 +26,7 @@ var (
 // said. Otherwise the server's replies to MULTI and the queued commands are
 // read and dropped. A command the server refuses at queue time (unknown,
 // wrong arity, no-multi) is never queued: the proxy answers the server's
-// error from its command table and EXEC answers EXECABORT (queuecheck.go).
+// error from its command table and EXEC answers EXECABORT (package plan's queuecheck.go).
 // What that table cannot tell (the upstream user's ACL, say) gets +QUEUED,
 // and EXEC the server's own answer.
 type transaction struct {
@@ -35,22 +36,10 @@ type transaction struct {
 	// sameSegment is true while MULTI's reply slot is still in the
 	// session's current segment (nothing flushed since).
 	sameSegment bool
-	// up is the upstream the transaction is bound to while it queues: the
-	// route of its first queued command with keys (or script call); nil
-	// while none. A queued command routed elsewhere is refused
-	// (route_session.go).
-	up *upstream.Upstream
-	// qbuf and qend are the queued commands' queues (qbuf[qend[i-1]:qend[i]]):
-	// EXEC is admitted by them (hold.go) and routed where they route then;
-	// defKeyed: a queued command has a key with no queue (the default
-	// route's).
-	qbuf     []byte
-	qend     []int
-	defKeyed bool
-	// verbs counts the queued verb calls, encoded for verbRole (a rewrite
-	// on a module node, the client's EVALSHA on a scripts node).
-	verbs    int
-	verbRole Role
+	// route is what the queued commands tell of the transaction's route
+	// (the upstream it is bound to, their queues, their verb calls' role),
+	// which the plan reads (package plan's TxRoute).
+	route plan.TxRoute
 	// held is what buf holds of the memory budget: its bytes past
 	// txFreeBytes (budget.go).
 	held int64
@@ -85,10 +74,7 @@ func (t *transaction) begin(s *session) {
 
 // forget drops what the transaction knows of its routes.
 func (t *transaction) forget() {
-	t.up = nil
-	t.qbuf, t.qend = t.qbuf[:0], t.qend[:0]
-	t.defKeyed = false
-	t.verbs = 0
+	t.route.Forget()
 	t.writes = false
 	clear(t.loads)
 	t.loads = t.loads[:0]
@@ -110,7 +96,7 @@ func (t *transaction) clear(s *session) {
 
 // queue adds a command decided inside MULTI.
 func (t *transaction) queue(s *session, c *command) {
-	f, d, audit := c.f, &c.sp.d, c.audit
+	f, d, audit := c.f, &c.sp.Decision, c.audit
 	if d.Action == rewrite.Refuse {
 		s.addLocal(d.Reply, audit, c.drop)
 		if d.Effect == rewrite.AbortMulti {
@@ -140,7 +126,7 @@ func (t *transaction) queue(s *session, c *command) {
 	if s.srv.acking && !t.writes {
 		t.writes = isWrite(f.Args, &c.sp) // acks.go
 	}
-	t.noteRoute(c)
+	t.route.Note(&c.sp) // package plan: its binding, queues and verb role
 	s.addLocal(replyQueued, audit, c.drop)
 	s.slots[len(s.slots)-1].target = c.up(s)
 	t.slots = append(t.slots, len(s.slots)-1)
@@ -164,34 +150,6 @@ func (t *transaction) room(s *session, f resp.Frame) bool {
 	return true
 }
 
-// noteRoute notes what a queued command tells of the transaction's route:
-// the upstream it binds to, its queues and its verb calls' role.
-func (t *transaction) noteRoute(c *command) {
-	sp := &c.sp
-	if !sp.keyed {
-		return
-	}
-	if t.up == nil {
-		t.up = sp.up
-	}
-	if len(sp.cmdKeys) == 0 {
-		t.defKeyed = true // a script call without keys
-	}
-	for _, k := range sp.cmdKeys {
-		q := rewrite.Hashtag(k)
-		if q == nil {
-			t.defKeyed = true
-			continue
-		}
-		t.qbuf = append(t.qbuf, q...)
-		t.qend = append(t.qend, len(t.qbuf))
-	}
-	if d := &sp.d; d.Script != nil && d.Script.Verb != "" && sp.up != nil {
-		t.verbs++
-		t.verbRole = sp.up.Role()
-	}
-}
-
 // noteLoad notes a SCRIPT LOAD being queued (before t.n counts it). Only a
 // forwarded one is queued: a verb body's, which the proxy answers itself,
 // is refused inside MULTI.
@@ -199,21 +157,6 @@ func (t *transaction) noteLoad(f resp.Frame) {
 	if isScriptLoad(f.Args) {
 		t.loads = append(t.loads, txLoad{at: t.n, raw: append([]byte(nil), f.Raw...)})
 	}
-}
-
-// eachQueue calls f with each queued command's queue.
-func (t *transaction) eachQueue(f func(q []byte)) {
-	at := 0
-	for _, end := range t.qend {
-		f(t.qbuf[at:end])
-		at = end
-	}
-}
-
-// appendQueues appends the queued commands' queues to qs.
-func (t *transaction) appendQueues(qs [][]byte) [][]byte {
-	t.eachQueue(func(q []byte) { qs = append(qs, q) })
-	return qs
 }
 
 // exec sends MULTI, the queued commands and EXEC (f) as one unit.

@@ -9,4 +9,4 @@ import (
 
 // noSub is rewrite.State.NoSub for a session: the keyless commands'
 // upstream's (the default route).
-func (s *Server) noSub() *rewrite.NoSub { return s.routes.Load().def.NoSub() }
+func (s *Server) noSub() *rewrite.NoSub { return s.routes.Load().Default().NoSub() }

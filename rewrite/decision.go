@@ -212,7 +212,7 @@ type Policy struct {
 	// Allow lists commands the operator opens, spelt as Deny's entries:
 	// an entry lifts a matching deny-list entry ("CONFIG" lifts every
 	// CONFIG entry), and the proxy's shared-connection rule reads it for
-	// the classes it may open (proxy/rule.go). Nil opens nothing.
+	// the classes it may open (proxy/plan/rule.go). Nil opens nothing.
 	Allow map[string]bool
 	// Users maps user name to password; "default" is the AUTH <password>
 	// user. Empty means no client authentication.

@@ -9,7 +9,7 @@ import (
 // The classes of the shared-connection rule, computed from the server's
 // flags and ACL categories when an entry is parsed: which commands may
 // travel on a connection other clients share (the rule itself, its order
-// and its argument checks, is the proxy's: proxy/rule.go).
+// and its argument checks, is the proxy's: proxy/plan/rule.go).
 
 // Traits are what the shared-connection rule reads of a command's flags
 // and ACL categories.
@@ -55,7 +55,7 @@ func parseTraits(flags, cats fence.Reply) Traits {
 // Class is where the rule puts a command's table entry.
 type Class uint8
 
-// The classes; open travels, the others are refused (proxy/rule.go says
+// The classes; open travels, the others are refused (proxy/plan/rule.go says
 // when each opens).
 const (
 	ClassOpen Class = iota

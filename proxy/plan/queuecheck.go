@@ -1,4 +1,4 @@
-package proxy
+package plan
 
 import (
 	"bytes"
@@ -21,10 +21,10 @@ import (
 // AbortMulti: EXEC then answers EXECABORT locally, as the server would, and
 // nothing of the transaction is sent.
 //
-// The checks are in proxy/, not in rewrite/: rewrite/ decides from the
+// The checks are in the plan, not in rewrite/: rewrite/ decides from the
 // command alone, with a fixed table of the commands it treats specially;
-// the server's table is data read at run time, per upstream, and only this
-// package has it. They apply to the commands rewrite/ would have queued
+// the server's table is data read at run time, per upstream, and only the
+// proxy has it. They apply to the commands rewrite/ would have queued
 // (Pass or Rewrite); rewrite/'s own refusals inside MULTI (a denied
 // command, a nested MULTI, WATCH inside MULTI, ...) stay as they are.
 //
@@ -49,15 +49,15 @@ var replyNoMulti = []byte("-ERR Command not allowed inside a transaction\r\n")
 // says it would refuse it. The table not loaded yet (no upstream
 // connection has passed the fence) means no check: the command is queued
 // and EXEC gets the server's own EXECABORT, as before the table existed.
-func (s *session) queueCheck(args [][]byte, d *rewrite.Decision) {
+func queueCheck(ks *cmdtable.Store, args [][]byte, d *rewrite.Decision) {
 	// rewrite/ answers a nested MULTI as Redis 7.0 does; a server whose
 	// table flags MULTI no-multi (Valkey 8) refuses it as such instead, and
 	// discards the transaction.
 	nested := d.Action == rewrite.Refuse && d.Effect == rewrite.NoEffect && len(args) == 1 && foldEq(args[0], "MULTI")
-	if !nested && ((d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !s.queueable(d)) {
+	if !nested && ((d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !Queueable(d)) {
 		return
 	}
-	reply, reason := queueError(&s.srv.keys, args)
+	reply, reason := queueError(ks, args)
 	if reply == nil || (nested && reason != ReasonNoMulti) {
 		return
 	}

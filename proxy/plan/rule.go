@@ -1,4 +1,4 @@
-package proxy
+package plan
 
 import (
 	"strconv"
@@ -16,10 +16,9 @@ import (
 // gets exactly one reply and leaves the connection, the node, its
 // credentials and its other databases as every other client expects them. rewrite.Decide has decided the command first
 // (its deny list, the version key for wire-4 sessions, scripts, local
-// answers); the rule then applies, in session.command and for a bridged
-// RESP3 client (subscribe.go), to every command Decide would forward, on
-// whatever connection it goes: it reads the server's table, which only
-// this package has, and rewrite/ stays pure.
+// answers); the rule then applies, in Decide, to every command Decide would
+// forward, in every session mode, on whatever connection it goes: it reads
+// the server's table, which only the proxy has, and rewrite/ stays pure.
 //
 // In order:
 //
@@ -66,19 +65,20 @@ const ReasonControlKey rewrite.Reason = "control_key"
 // controlKeyPrefix starts every key of the control table (package control).
 const controlKeyPrefix = "{emqproxy}"
 
-// shareRule refuses a command Decide would forward when it is outside the
-// rule (see above). Inside MULTI the refusal discards the transaction. It
-// returns the command's entry in the server's table (nil when it has none
-// or is refused), which the plan keeps for what else reads it.
-func (s *session) shareRule(args [][]byte, d *rewrite.Decision) *cmdtable.Entry {
+// Rule refuses a command Decide would forward when it is outside the
+// rule (see above), under the view's policy and command tables. Inside
+// MULTI the refusal discards the transaction. It returns the command's
+// entry in the server's table (nil when it has none or is refused), which
+// the plan keeps for what else reads it.
+func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.Entry {
 	if d.Action != rewrite.Pass && d.Action != rewrite.Rewrite {
 		return nil
 	}
-	x := s.srv.keys.Index()
+	x := v.Tables.Index()
 	if x == nil {
 		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol,
-			Reply: s.v.routes.def.Unavailable()}
-		if s.st.InMulti {
+			Reply: v.Routes.def.Unavailable()}
+		if inMulti {
 			d.Effect = rewrite.AbortMulti
 		}
 		return nil
@@ -89,7 +89,7 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) *cmdtable.Entry 
 		if string(key) == rewrite.VersionKey {
 			reason = rewrite.ReasonVersionKey
 		}
-		s.refuseWith(d, "FENCE "+printable(key)+" belongs to emqproxy; write refused", reason)
+		refuseWith(d, "FENCE "+printable(key)+" belongs to emqproxy; write refused", reason, inMulti)
 		return nil
 	}
 	if ck == nil {
@@ -99,22 +99,22 @@ func (s *session) shareRule(args [][]byte, d *rewrite.Decision) *cmdtable.Entry 
 	switch {
 	case class == cmdtable.ClassReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args)),
 		class == cmdtable.ClassNoscript && d.Effect == rewrite.Subscribe,
-		class == cmdtable.ClassBlocking && (d.Effect == rewrite.Blocking || s.st.InMulti),
-		class.Openable() && (s.v.pol.Allow[ck.Label] || (ck.Parent != "" && s.v.pol.Allow[ck.Parent])):
+		class == cmdtable.ClassBlocking && (d.Effect == rewrite.Blocking || inMulti),
+		class.Openable() && (v.Pol.Allow[ck.Label] || (ck.Parent != "" && v.Pol.Allow[ck.Parent])):
 		class = cmdtable.ClassOpen
 	}
 	if class != cmdtable.ClassOpen {
-		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
-			class.String()+": "+class.Why(ck), ruleReason(class.String()))
+		refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
+			class.String()+": "+class.Why(ck), ruleReason(class.String()), inMulti)
 		return nil
 	}
-	if why := argumentCheck(args, ck, s.v.pol.DB); why != "" {
+	if why := argumentCheck(args, ck, v.Pol.DB); why != "" {
 		class := "database"
 		if ck.Name == "config|get" {
 			class = "secret"
 		}
-		s.refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
-			class+": "+why, ruleReason(class))
+		refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
+			class+": "+why, ruleReason(class), inMulti)
 	}
 	return ck
 }

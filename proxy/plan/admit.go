@@ -1,0 +1,147 @@
+package plan
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Admission by the control table (package proxy's control.go has the loop
+// and its guarantees, its hold.go the waiting).
+//
+// With the control table on, a forwarded command whose keys name a queue
+// (the hashtag of a key) is admitted only when none of its queues is held
+// and the proxy's lease on the node each queue routes to is valid.
+// Otherwise the step says Wait, with the queue that may not be sent; the
+// caller waits for a new state or a renewal and decides again, and past its
+// hold turns the decision into RefuseHeld's TRYAGAIN. Other queues, and
+// keyless commands, are not held.
+//
+// An admitted command counts in flight in the state it was admitted under
+// (Step.Admitted) until the caller releases it; the control loop waits for
+// that count before it acknowledges a new epoch. A transaction is admitted
+// at EXEC, by the queues of the commands it queued.
+
+// ReasonHeld is the refusal reason of a command whose queue stayed held
+// past the hold, or whose transaction's queue moved since its script calls
+// were queued.
+const ReasonHeld rewrite.Reason = "held"
+
+// ControlState is one applied merged control table. It is never modified
+// once the control loop stored it, except its count of commands in flight.
+type ControlState struct {
+	Epoch    int64
+	Held     map[string]bool               // the queues that are held
+	Owner    map[string]*upstream.Upstream // the moved queues' owners
+	inflight atomic.Int64                  // commands admitted under this state, not yet answered
+	changed  chan struct{}                 // closed when a newer state is stored
+}
+
+// NewControlState returns a state of the merged table at epoch.
+func NewControlState(epoch int64, held map[string]bool, owner map[string]*upstream.Upstream) *ControlState {
+	return &ControlState{Epoch: epoch, Held: held, Owner: owner, changed: make(chan struct{})}
+}
+
+// Release uncounts a command admitted under st (Step.Admitted) once its
+// reply is in.
+func (st *ControlState) Release() { st.inflight.Add(-1) }
+
+// InFlight is how many commands admitted under st are not answered yet.
+func (st *ControlState) InFlight() int64 { return st.inflight.Load() }
+
+// Changed is closed when a newer state is stored (Supersede).
+func (st *ControlState) Changed() <-chan struct{} { return st.changed }
+
+// Supersede says a newer state is stored: Changed is closed. Called once,
+// by the control loop.
+func (st *ControlState) Supersede() { close(st.changed) }
+
+// Control is the control loop as the plan asks it: whether the proxy's lease
+// on a node is valid, and which state is in force (a command counted under
+// a state that is no longer in force is decided again).
+type Control interface {
+	Leased(u *upstream.Upstream, now time.Time) bool
+	Current() *ControlState
+}
+
+// admit admits a step under the view's control state, by the queues of its
+// keys (and, at EXEC, of what the transaction queued): counted in flight in
+// that state (sp.Admitted), or sp.Wait with the queue that may not be sent.
+// sp.Stale when the state changed meanwhile: nothing is counted and the
+// command is decided again under the new one.
+func admit(in *Input, sp *Step) {
+	qs := in.Bufs.queuesOfKeys(sp.CmdKeys)
+	if sp.Exec {
+		// The queued commands leave now, whatever round queued them.
+		qs = in.Bind.Tx.appendQueues(qs)
+		in.Bufs.qs = qs
+	}
+	if len(qs) == 0 {
+		return
+	}
+	v := in.View
+	st := v.Ctl
+	if q, up := blocked(v, qs); q != nil {
+		sp.Wait, sp.HeldQ, sp.HeldUp = true, q, up
+		return
+	}
+	st.inflight.Add(1)
+	if v.Loop.Current() != st {
+		st.inflight.Add(-1) // a new state came in between: admit under it
+		sp.Stale = true
+		return
+	}
+	sp.Admitted = st
+}
+
+// blocked returns the first of qs that may not be sent under the view's
+// control state: a held queue (up nil), or a queue routed to a node whose
+// lease is not valid (up is that node).
+func blocked(v *View, qs [][]byte) (q []byte, up *upstream.Upstream) {
+	var now time.Time
+	r := v.Routes
+	for _, q := range qs {
+		if v.Ctl.Held[string(q)] {
+			return q, nil
+		}
+		u := r.ForQueue(q)
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if !v.Loop.Leased(u, now) {
+			return q, u
+		}
+	}
+	return nil, nil
+}
+
+// RefuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
+// held (up nil) or on a node whose lease lapsed (up), decided inside MULTI
+// or not.
+func RefuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream, inMulti bool) {
+	text := "TRYAGAIN queue " + string(q) + " is moving"
+	if up != nil {
+		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.Name()
+	}
+	refuseWith(d, text, ReasonHeld, inMulti)
+}
+
+// refuseWith turns d into a refusal the proxy decides from its command
+// tables, its routes or the control table (FENCE, EMQREFUSED, CROSSROUTE,
+// TRYAGAIN), with the error text and reason, keeping what the audit record
+// needs; inside MULTI it discards the transaction, and a refused EXEC ends
+// it.
+func refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason, inMulti bool) {
+	exec := d.Effect == rewrite.Exec
+	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
+		Reply: []byte("-" + resp.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+	switch {
+	case exec:
+		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's
+	case inMulti:
+		d.Effect = rewrite.AbortMulti
+	}
+}

@@ -1,0 +1,220 @@
+package plan
+
+import (
+	"time"
+
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// View is what a round decides under: loaded once at its start by the
+// caller (the control state before the routes: the control loop stores the
+// routes first), and again only when Decide says the control state changed
+// while it admitted the command (Step.Stale).
+type View struct {
+	Pol    *rewrite.Policy
+	Routes *Router
+	// Ctl is the control table's state; nil when the table is off.
+	Ctl *ControlState
+	// Loop is the control loop, asked about leases and the state in force
+	// when Ctl is set.
+	Loop Control
+	// Tables are the servers' command tables (the rule, the queue-time
+	// checks, the keys).
+	Tables *cmdtable.Store
+}
+
+// Auth counts a failed authentication against the connection and its
+// address and returns the delay its reply waits (the caller waits it).
+type Auth interface {
+	AuthFailed() time.Duration
+}
+
+// Binding is what the session is bound to when the command is decided.
+type Binding struct {
+	// Pin is the upstream of the connection WATCH pinned, nil without one.
+	Pin *upstream.Upstream
+	// Leg is the upstream of a bridged RESP3 client's WATCH leg, nil
+	// without one.
+	Leg *upstream.Upstream
+	// Tx is the route of the session's transaction (what it queued); never
+	// nil.
+	Tx *TxRoute
+}
+
+// Input is what Decide is given, besides the step's own inputs.
+type Input struct {
+	Args  [][]byte
+	State *rewrite.State // the session's protocol state: rewrite.Decide updates it
+	View  *View
+	Bind  Binding
+	Auth  Auth
+	Bufs  *Bufs
+}
+
+// Bufs are backing arrays a command's values borrow, kept on the session so
+// a command allocates none: its keys (Step.CmdKeys), their positions in its
+// arguments and their queues. Nothing in them is read after the command.
+type Bufs struct {
+	keys   [][]byte
+	keyPos []int
+	qs     [][]byte
+}
+
+// Step is what Decide makes of one command.
+type Step struct {
+	Decision rewrite.Decision
+	// Up is where a forwarded command goes; nil when nothing is forwarded.
+	Up *upstream.Upstream
+	// Wait: a queue of the command may not be sent under the view's
+	// control state: held (HeldUp nil) or routed to a node whose lease
+	// lapsed (HeldUp). The caller waits for a new state and decides again.
+	Wait   bool
+	HeldQ  []byte
+	HeldUp *upstream.Upstream
+	// AuthWait is the delay a failed authentication earned, waited by the
+	// caller before the reply.
+	AuthWait time.Duration
+	// Exec: the command is the EXEC of the session's transaction.
+	Exec bool
+	// NeedKeys: the command's keys need COMMAND GETKEYS; the caller asks
+	// and decides again with them in Keys (Asked set).
+	NeedKeys bool
+	// Stale: the control state changed while the command was being
+	// admitted; nothing was counted. The caller loads the state and the
+	// routes again and decides again.
+	Stale bool
+	// Admitted is the control state the command was admitted under,
+	// counted in flight there: the caller releases it (ControlState.Release)
+	// once the command's reply is in. nil when nothing was counted.
+	Admitted *ControlState
+
+	// CmdKeys are the command's keys, found once: what routing, admission
+	// and a transaction's route read; Keyed says the command routes by its
+	// keys (or is a script call). CmdKeys lends its backing array from the
+	// session (Bufs): valid until the next command.
+	CmdKeys [][]byte
+	Keyed   bool
+	// Entry is the command's entry in the server's command table, looked
+	// up once (by the rule); Script: it is a script call (EVAL and
+	// EVALSHA, _RO or not), whose keys are the decision's (Decision.Keys).
+	Entry  *cmdtable.Entry
+	Script bool
+
+	// Inputs, kept when the step is decided again: the keys the server
+	// gave (Asked: Keys holds them), and whether the client may be pushed
+	// to (a bridged RESP3 client that is subscribed or tracks).
+	Keys   [][]byte
+	Asked  bool
+	Pushes bool
+}
+
+// Forwards reports whether the step sends the command to an upstream.
+func (sp *Step) Forwards() bool {
+	return sp.Decision.Action == rewrite.Pass || sp.Decision.Action == rewrite.Rewrite
+}
+
+// replyBridgedHello refuses a protocol switch on a bridged connection that
+// is subscribed or tracks (a RESP2 connection cannot carry pushes between
+// replies).
+var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first\r\n")
+
+// Decide decides one command (see the package's doc) into sp, keeping sp's
+// inputs (Keys, Asked, Pushes).
+func Decide(in *Input, sp *Step) {
+	st, v := in.State, in.View
+	args := in.Args
+	*sp = Step{Decision: rewrite.Decide(args, st, v.Pol), Keys: sp.Keys, Asked: sp.Asked, Pushes: sp.Pushes}
+	d := &sp.Decision
+	if sp.Pushes && d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
+		// A RESP2 connection cannot carry pushes between replies.
+		*d = rewrite.Decision{Action: rewrite.Refuse, Reason: rewrite.ReasonProtocol, Reply: replyBridgedHello}
+	}
+	sp.Exec = d.Effect == rewrite.Exec && st.InMulti
+	if d.Reason == rewrite.ReasonWrongPass {
+		sp.AuthWait = in.Auth.AuthFailed()
+	}
+	if d.Reason == rewrite.ReasonNoAuth && d.Effect == rewrite.NoEffect {
+		// The server rejects an unknown command or a wrong number of
+		// arguments before it asks for authentication (queuecheck.go).
+		if reply, reason := commandError(v.Tables, args); reply != nil {
+			*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason, Reply: reply}
+		}
+	}
+	if st.InMulti {
+		queueCheck(v.Tables, args, d) // queuecheck.go: the server's queue-time errors
+	}
+	sp.Entry = Rule(args, d, st.InMulti, v) // rule.go: the shared-connection rule
+	if !sp.Forwards() {
+		return
+	}
+	sp.Script = isScriptCall(args[0])
+	if !findKeys(in, sp) {
+		sp.NeedKeys = true // the caller asks the server
+		return
+	}
+	sp.Up = routeDecision(in, sp) // route.go
+	if sp.Up == nil || v.Ctl == nil {
+		return
+	}
+	admit(in, sp) // admit.go
+}
+
+// findKeys finds the keys of a command Decide forwards, once, in
+// sp.CmdKeys: what routing, admission and their queues read. Nothing is
+// looked at when every route leads to one upstream and the control table is
+// off (no key needs looking at); a command whose keys only COMMAND GETKEYS
+// can tell takes them from sp when there are routes to choose from, and
+// false says they were not asked yet.
+func findKeys(in *Input, sp *Step) bool {
+	v, bufs := in.View, in.Bufs
+	if v.Routes.single && v.Ctl == nil {
+		return true
+	}
+	if sp.Script {
+		sp.CmdKeys = sp.Decision.Keys // Decide's, in the arguments: nothing to copy
+		return true
+	}
+	keys := bufs.keys[:0]
+	ck := sp.Entry
+	switch {
+	case ck == nil:
+	case ck.Ask:
+		if !v.Routes.single {
+			if !sp.Asked {
+				return false
+			}
+			keys = append(keys, sp.Keys...)
+		}
+	default:
+		bufs.keyPos = ck.Positions(in.Args, bufs.keyPos[:0])
+		for _, i := range bufs.keyPos {
+			keys = append(keys, in.Args[i])
+		}
+	}
+	bufs.keys, sp.CmdKeys = keys, keys
+	return true
+}
+
+// queuesOfKeys returns the queues (hashtags) of the keys findKeys found,
+// in bufs.qs.
+func (bufs *Bufs) queuesOfKeys(keys [][]byte) [][]byte {
+	qs := bufs.qs[:0]
+	for _, k := range keys {
+		if q := rewrite.Hashtag(k); q != nil {
+			qs = append(qs, q)
+		}
+	}
+	bufs.qs = qs
+	return qs
+}
+
+// Queueable reports whether a command decided inside MULTI is queued.
+func Queueable(d *rewrite.Decision) bool {
+	switch d.Effect {
+	case rewrite.Exec, rewrite.Discard, rewrite.Multi, rewrite.Quit, rewrite.Reset:
+		return false
+	}
+	return d.Action == rewrite.Pass || d.Action == rewrite.Rewrite || d.Effect == rewrite.AbortMulti
+}
