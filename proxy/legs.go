@@ -37,7 +37,7 @@ import (
 
 // isClientCaching reports whether args is CLIENT CACHING ...
 func isClientCaching(args [][]byte) bool {
-	return len(args) >= 2 && foldEq(args[0], "CLIENT") && foldEq(args[1], "CACHING")
+	return len(args) >= 2 && resp.FoldEq(args[0], "CLIENT") && resp.FoldEq(args[1], "CACHING")
 }
 
 // flushCaching adds a kept CLIENT CACHING to the commands gathered for the

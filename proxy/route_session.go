@@ -72,24 +72,7 @@ func (s *session) loadEverywhere(f resp.Frame, routed *upstream.Upstream) {
 
 // isScriptLoad reports whether args is SCRIPT LOAD <body>.
 func isScriptLoad(args [][]byte) bool {
-	return len(args) == 3 && foldEq(args[0], "SCRIPT") && foldEq(args[1], "LOAD")
-}
-
-// foldEq reports whether b equals the upper-case ASCII s, ignoring case.
-func foldEq(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c := b[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return len(args) == 3 && resp.FoldEq(args[0], "SCRIPT") && resp.FoldEq(args[1], "LOAD")
 }
 
 // loadOnScripts sends SCRIPT LOAD of a verb body, which the proxy answers

@@ -1,25 +1,10 @@
 package plan
 
+import "github.com/emqproxy/emqproxy/proxy/resp"
+
 // isScriptCall reports whether name is EVAL, EVALSHA, EVAL_RO or EVALSHA_RO.
 func isScriptCall(name []byte) bool {
-	return foldEq(name, "EVALSHA") || foldEq(name, "EVAL") || foldEq(name, "EVALSHA_RO") || foldEq(name, "EVAL_RO")
-}
-
-// foldEq reports whether b equals the upper-case ASCII s, ignoring case.
-func foldEq(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c := b[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return resp.FoldEq(name, "EVALSHA") || resp.FoldEq(name, "EVAL") || resp.FoldEq(name, "EVALSHA_RO") || resp.FoldEq(name, "EVAL_RO")
 }
 
 // cmdName is the command's name in upper case for an error text (cut to 32
