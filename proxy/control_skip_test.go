@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/emqproxy/emqproxy/control"
-	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -71,20 +70,11 @@ func testHostileControlEntries(t *testing.T, srv node.Server) {
 	core, logs := observer.New(zap.InfoLevel)
 	reg := prometheus.NewRegistry()
 	opts := Options{
-		Policy:   pol,
-		Registry: reg,
-		Upstreams: []UpstreamOptions{
-			{Name: "module-a", Address: mn.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckModule(ctx, c, pol.Map, false)
-				return err
-			}},
-			{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
-				return err
-			}},
-		},
-		Routes:  []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
-		Control: &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"},
+		Policy:    pol,
+		Registry:  reg,
+		Upstreams: billingUpstreams(pol, mn, scr),
+		Routes:    billingRoutes,
+		Control:   &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"},
 	}
 	srvP, addr := serveProxy(t, opts, zap.New(core), nil)
 	r := &routed{harness: &harness{t: t, node: mn, srv: srvP, addr: addr}, module: mn, scripts: scr}

@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -45,19 +43,10 @@ func TestControlHoldsEveryQueueUntilEveryTableWasRead(t *testing.T) {
 	t.Cleanup(thaw)
 
 	opts := Options{
-		Policy: pol,
-		Upstreams: []UpstreamOptions{
-			{Name: "module-a", Address: mn.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckModule(ctx, c, pol.Map, false)
-				return err
-			}},
-			{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
-				return err
-			}},
-		},
-		Routes:  []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
-		Control: &ControlOptions{Poll: 100 * time.Millisecond, Lease: time.Second, Hold: time.Second, ID: "p1"},
+		Policy:    pol,
+		Upstreams: billingUpstreams(pol, mn, scr),
+		Routes:    billingRoutes,
+		Control:   &ControlOptions{Poll: 100 * time.Millisecond, Lease: time.Second, Hold: time.Second, ID: "p1"},
 	}
 	srv, addr := serveProxy(t, opts, zap.NewNop(), zap.NewNop())
 	r := &routed{harness: &harness{t: t, node: mn, srv: srv, addr: addr}, module: mn, scripts: scr}

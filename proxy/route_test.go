@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
 	"github.com/emqproxy/emqproxy/stand/scripts"
@@ -39,18 +40,9 @@ func startRoutedOn(t *testing.T, server string, mod func(*Options)) *routed {
 	scr := node.StartT(t, node.Options{Role: node.Scripts, Brand: pol.Map.LegacyBrand, Server: server})
 	logs := &syncBuffer{}
 	opts := Options{
-		Policy: pol,
-		Upstreams: []UpstreamOptions{
-			{Name: "module-a", Address: mn.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckModule(ctx, c, pol.Map, false)
-				return err
-			}},
-			{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
-				_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
-				return err
-			}},
-		},
-		Routes: []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}},
+		Policy:    pol,
+		Upstreams: billingUpstreams(pol, mn, scr),
+		Routes:    billingRoutes,
 	}
 	if mod != nil {
 		mod(&opts)
@@ -309,3 +301,21 @@ func scriptSHA(m *shamap.Map, name string) string {
 	}
 	return ""
 }
+
+// billingUpstreams are a module node (module-a) and a scripts node
+// (scripts-b), each fenced as the binary fences them, without install.
+func billingUpstreams(pol *rewrite.Policy, mn, scr *node.Node) []UpstreamOptions {
+	return []UpstreamOptions{
+		{Name: "module-a", Address: mn.Addr, Role: RoleModule, OnConnect: func(ctx context.Context, c fence.Conn) error {
+			_, err := fence.CheckModule(ctx, c, pol.Map, false)
+			return err
+		}},
+		{Name: "scripts-b", Address: scr.Addr, Role: RoleScripts, OnConnect: func(ctx context.Context, c fence.Conn) error {
+			_, err := fence.CheckScripts(ctx, c, pol.Map.LegacyBrand, false)
+			return err
+		}},
+	}
+}
+
+// billingRoutes send the billing queues to scripts-b, the rest to module-a.
+var billingRoutes = []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}}
