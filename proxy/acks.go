@@ -3,8 +3,8 @@ package proxy
 import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/plan"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The session's side of writes confirmed by replicas: which forwarded
@@ -26,7 +26,7 @@ func isWrite(args [][]byte, sp *plan.Step) bool {
 		if d.Script != nil {
 			return d.Script.Verb != ""
 		}
-		ro := resp.FoldEq(args[0], "EVALSHA_RO") || resp.FoldEq(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
+		ro := rewrite.EqualFold(args[0], "EVALSHA_RO") || rewrite.EqualFold(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
 	return sp.Entry != nil && sp.Entry.Traits&cmdtable.TraitWrite != 0

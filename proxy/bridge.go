@@ -385,13 +385,13 @@ func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream
 // trackingSwitch reports whether args is CLIENT TRACKING ON or OFF (ok),
 // and which (on).
 func trackingSwitch(args [][]byte) (on, ok bool) {
-	if len(args) < 3 || !resp.FoldEq(args[0], "CLIENT") || !resp.FoldEq(args[1], "TRACKING") {
+	if len(args) < 3 || !rewrite.EqualFold(args[0], "CLIENT") || !rewrite.EqualFold(args[1], "TRACKING") {
 		return false, false
 	}
 	switch {
-	case resp.FoldEq(args[2], "ON"):
+	case rewrite.EqualFold(args[2], "ON"):
 		return true, true
-	case resp.FoldEq(args[2], "OFF"):
+	case rewrite.EqualFold(args[2], "OFF"):
 		return false, true
 	}
 	return false, false
@@ -401,7 +401,7 @@ func trackingSwitch(args [][]byte) (on, ok bool) {
 // command whose plan on the bridge needs to know whether the client may be
 // pushed to.
 func isHello2(args [][]byte) bool {
-	if len(args) < 2 || !resp.FoldEq(args[0], "HELLO") {
+	if len(args) < 2 || !rewrite.EqualFold(args[0], "HELLO") {
 		return false
 	}
 	v, ok := rewrite.ParseInt(args[1])

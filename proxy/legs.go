@@ -5,6 +5,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The bridge's legs.
@@ -37,7 +38,7 @@ import (
 
 // isClientCaching reports whether args is CLIENT CACHING ...
 func isClientCaching(args [][]byte) bool {
-	return len(args) >= 2 && resp.FoldEq(args[0], "CLIENT") && resp.FoldEq(args[1], "CACHING")
+	return len(args) >= 2 && rewrite.EqualFold(args[0], "CLIENT") && rewrite.EqualFold(args[1], "CACHING")
 }
 
 // flushCaching adds a kept CLIENT CACHING to the commands gathered for the

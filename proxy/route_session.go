@@ -72,7 +72,7 @@ func (s *session) loadEverywhere(f resp.Frame, routed *upstream.Upstream) {
 
 // isScriptLoad reports whether args is SCRIPT LOAD <body>.
 func isScriptLoad(args [][]byte) bool {
-	return len(args) == 3 && resp.FoldEq(args[0], "SCRIPT") && resp.FoldEq(args[1], "LOAD")
+	return len(args) == 3 && rewrite.EqualFold(args[0], "SCRIPT") && rewrite.EqualFold(args[1], "LOAD")
 }
 
 // loadOnScripts sends SCRIPT LOAD of a verb body, which the proxy answers

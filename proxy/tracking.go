@@ -712,13 +712,13 @@ func encodeArgs(args [][]byte) []byte {
 func trackingRedirect(args [][]byte) (at int, target uint64) {
 	for j := 3; j+1 < len(args); j++ {
 		switch {
-		case resp.FoldEq(args[j], "REDIRECT"):
+		case rewrite.EqualFold(args[j], "REDIRECT"):
 			v, ok := rewrite.ParseInt(args[j+1])
 			if !ok || v <= 0 {
 				return 0, 0
 			}
 			return j + 1, uint64(v)
-		case resp.FoldEq(args[j], "PREFIX"):
+		case rewrite.EqualFold(args[j], "PREFIX"):
 			j++
 		}
 	}
@@ -729,9 +729,9 @@ func trackingRedirect(args [][]byte) (at int, target uint64) {
 func trackingBcast(args [][]byte) bool {
 	for j := 3; j < len(args); j++ {
 		switch {
-		case resp.FoldEq(args[j], "BCAST"):
+		case rewrite.EqualFold(args[j], "BCAST"):
 			return true
-		case (resp.FoldEq(args[j], "PREFIX") || resp.FoldEq(args[j], "REDIRECT")) && j+1 < len(args):
+		case (rewrite.EqualFold(args[j], "PREFIX") || rewrite.EqualFold(args[j], "REDIRECT")) && j+1 < len(args):
 			j++
 		}
 	}

@@ -127,20 +127,20 @@ func clientInfo(st *State, p *Policy, cmd string) []byte {
 func decideClientList(args [][]byte, st *State, p *Policy) Decision {
 	f := &ClientFilter{}
 	switch {
-	case len(args) == 4 && equalFold(args[2], "TYPE"):
+	case len(args) == 4 && EqualFold(args[2], "TYPE"):
 		switch {
-		case equalFold(args[3], "NORMAL"):
+		case EqualFold(args[3], "NORMAL"):
 			f.Type = "normal"
-		case equalFold(args[3], "PUBSUB"):
+		case EqualFold(args[3], "PUBSUB"):
 			f.Type = "pubsub"
-		case equalFold(args[3], "MASTER"):
+		case EqualFold(args[3], "MASTER"):
 			f.Type = "master"
-		case equalFold(args[3], "REPLICA"), equalFold(args[3], "SLAVE"):
+		case EqualFold(args[3], "REPLICA"), EqualFold(args[3], "SLAVE"):
 			f.Type = "replica"
 		default:
 			return refuse(errReply("ERR Unknown client type '"+string(args[3])+"'"), ReasonProtocol)
 		}
-	case len(args) > 3 && equalFold(args[2], "ID"):
+	case len(args) > 3 && EqualFold(args[2], "ID"):
 		f.IDs = make([]int64, 0, len(args)-3)
 		for _, a := range args[3:] {
 			id, ok := ParseInt(a)

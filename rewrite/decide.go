@@ -80,7 +80,7 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 			return d
 		}
 	case kACL:
-		if len(args) >= 2 && equalFold(args[1], "WHOAMI") {
+		if len(args) >= 2 && EqualFold(args[1], "WHOAMI") {
 			return decideWhoami(args, st)
 		}
 	}

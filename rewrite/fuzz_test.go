@@ -98,7 +98,7 @@ func checkDecision(t *testing.T, args [][]byte, d Decision, p *Policy) {
 	default:
 		t.Fatalf("unknown action %v", d.Action)
 	}
-	isEvalSha := len(args) > 0 && equalFold(args[0], "EVALSHA")
+	isEvalSha := len(args) > 0 && EqualFold(args[0], "EVALSHA")
 	if isEvalSha && len(args) > 1 && p.Unknown == RefuseUnknown && d.Action != Refuse {
 		if s, ok := p.Map.Lookup(args[1]); !ok || s.Read && d.Action != Rewrite {
 			t.Fatalf("EVALSHA of unpinned sha %q got %v", args[1], d.Action)

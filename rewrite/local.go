@@ -70,10 +70,10 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 	for j := 2; j < len(args); j++ {
 		more := len(args) - 1 - j
 		switch {
-		case equalFold(args[j], "AUTH") && more >= 2:
+		case EqualFold(args[j], "AUTH") && more >= 2:
 			user, pw, hasAuth = args[j+1], args[j+2], true
 			j += 2
-		case equalFold(args[j], "SETNAME") && more >= 1:
+		case EqualFold(args[j], "SETNAME") && more >= 1:
 			name, setsName = args[j+1], true
 			if !validName(name) {
 				return refuse(replyBadName, ReasonProtocol)
@@ -204,7 +204,7 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 	}
 	sub := args[1]
 	switch {
-	case equalFold(sub, "SETNAME"):
+	case EqualFold(sub, "SETNAME"):
 		if len(args) != 3 {
 			return refuse(arityReply("client|setname"), ReasonArity), true
 		}
@@ -214,7 +214,7 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		d := local(replyOK, SetName)
 		d.Arg, d.SetsName = args[2], true
 		return d, true
-	case equalFold(sub, "GETNAME"):
+	case EqualFold(sub, "GETNAME"):
 		if len(args) != 2 {
 			return refuse(arityReply("client|getname"), ReasonArity), true
 		}
@@ -222,38 +222,38 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 			return local(replyNil, NoEffect), true
 		}
 		return local(bulkReply(st.Name), NoEffect), true
-	case equalFold(sub, "ID"):
+	case EqualFold(sub, "ID"):
 		if len(args) != 2 {
 			return refuse(arityReply("client|id"), ReasonArity), true
 		}
 		return local(appendInt(nil, st.ID), NoEffect), true
-	case equalFold(sub, "INFO"):
+	case EqualFold(sub, "INFO"):
 		if len(args) != 2 {
 			return refuse(arityReply("client|info"), ReasonArity), true
 		}
 		d := local(ClientListReply(clientInfo(st, p, "client|info"), st.Proto), ClientList)
 		d.List = &ClientFilter{Info: true}
 		return d, true
-	case equalFold(sub, "LIST"):
+	case EqualFold(sub, "LIST"):
 		return decideClientList(args, st, p), true
-	case equalFold(sub, "SETINFO") && st.SetInfo:
+	case EqualFold(sub, "SETINFO") && st.SetInfo:
 		return decideSetInfo(args), true
-	case equalFold(sub, "UNBLOCK") && opened(p, "CLIENT UNBLOCK"):
+	case EqualFold(sub, "UNBLOCK") && opened(p, "CLIENT UNBLOCK"):
 		return decideUnblock(args), true
-	case equalFold(sub, "KILL") && opened(p, "CLIENT KILL"):
+	case EqualFold(sub, "KILL") && opened(p, "CLIENT KILL"):
 		if d, ok := decideKill(args); ok {
 			return d, true
 		}
-	case equalFold(sub, "NO-EVICT"), equalFold(sub, "NO-TOUCH"):
+	case EqualFold(sub, "NO-EVICT"), EqualFold(sub, "NO-TOUCH"):
 		if len(args) != 3 {
 			var buf [maxName]byte
 			return refuse(arityReply("client|"+string(LowerInto(buf[:0], sub))), ReasonArity), true
 		}
-		if !equalFold(args[2], "ON") && !equalFold(args[2], "OFF") {
+		if !EqualFold(args[2], "ON") && !EqualFold(args[2], "OFF") {
 			return refuse(replySyntax, ReasonProtocol), true
 		}
 		return local(replyOK, NoEffect), true
-	case equalFold(sub, "TRACKING"):
+	case EqualFold(sub, "TRACKING"):
 		switch {
 		case st.InMulti:
 			return refuse(errReply("EMQREFUSED emqproxy does not queue 'CLIENT TRACKING' in MULTI: "+
@@ -268,20 +268,20 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		// A RESP3 client's invalidations are pushed on its own connection:
 		// the client is bridged to a connection of its own (Subscribe).
 		return Decision{Action: Pass, Effect: Subscribe}, true
-	case (equalFold(sub, "GETREDIR") || equalFold(sub, "TRACKINGINFO")) && st.Proto != 3 && !st.InMulti:
+	case (EqualFold(sub, "GETREDIR") || EqualFold(sub, "TRACKINGINFO")) && st.Proto != 3 && !st.InMulti:
 		if len(args) != 2 {
 			var buf [maxName]byte
 			return refuse(arityReply("client|"+string(LowerInto(buf[:0], sub))), ReasonArity), true
 		}
-		if equalFold(sub, "GETREDIR") {
+		if EqualFold(sub, "GETREDIR") {
 			return local(nil, TrackingGetRedir), true
 		}
 		return local(nil, TrackingInfo), true
-	case equalFold(sub, "CACHING"):
+	case EqualFold(sub, "CACHING"):
 		// Meaningful only with tracking, on the client's own connection;
 		// elsewhere the server refuses it.
 		return Decision{Action: Pass}, true
-	case equalFold(sub, "REPLY"):
+	case EqualFold(sub, "REPLY"):
 		// The client's own business: the session silences its replies
 		// (Effect ReplyOn/ReplyOff/ReplySkip); the shared connection never
 		// sees it.
@@ -289,11 +289,11 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 			return refuse(arityReply("client|reply"), ReasonArity), true
 		}
 		switch {
-		case equalFold(args[2], "ON"):
+		case EqualFold(args[2], "ON"):
 			return local(replyOK, ReplyOn), true
-		case equalFold(args[2], "OFF"):
+		case EqualFold(args[2], "OFF"):
 			return local(nil, ReplyOff), true
-		case equalFold(args[2], "SKIP"):
+		case EqualFold(args[2], "SKIP"):
 			return local(nil, ReplySkip), true
 		}
 		return refuse(replySyntax, ReasonProtocol), true
@@ -322,9 +322,9 @@ func decideSetInfo(args [][]byte) Decision {
 	}
 	var d Decision
 	switch {
-	case equalFold(args[2], "LIB-NAME"):
+	case EqualFold(args[2], "LIB-NAME"):
 		d = local(replyOK, SetLibName)
-	case equalFold(args[2], "LIB-VER"):
+	case EqualFold(args[2], "LIB-VER"):
 		d = local(replyOK, SetLibVer)
 	default:
 		return refuse(errReply("ERR Unrecognized option '"+string(args[2])+"'"), ReasonProtocol)
@@ -358,8 +358,8 @@ func decideUnblock(args [][]byte) Decision {
 	t := &ClientTarget{}
 	if len(args) == 4 {
 		switch {
-		case equalFold(args[3], "TIMEOUT"):
-		case equalFold(args[3], "ERROR"):
+		case EqualFold(args[3], "TIMEOUT"):
+		case EqualFold(args[3], "ERROR"):
 			t.Error = true
 		default:
 			return refuse(errReply("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), ReasonProtocol)
@@ -384,14 +384,14 @@ func decideKill(args [][]byte) (d Decision, ok bool) {
 		return Decision{}, false
 	}
 	for i := 2; i < len(args); i += 2 {
-		if !equalFold(args[i], "ID") && !equalFold(args[i], "SKIPME") {
+		if !EqualFold(args[i], "ID") && !EqualFold(args[i], "SKIPME") {
 			return Decision{}, false
 		}
 	}
 	t := &ClientTarget{SkipMe: true}
 	for i := 2; i < len(args); i += 2 {
 		v := args[i+1]
-		if equalFold(args[i], "ID") {
+		if EqualFold(args[i], "ID") {
 			id, ok := ParseInt(v)
 			if !ok || id < 1 {
 				return refuse(errReply("ERR client-id should be greater than 0"), ReasonProtocol), true
@@ -400,9 +400,9 @@ func decideKill(args [][]byte) (d Decision, ok bool) {
 			continue
 		}
 		switch {
-		case equalFold(v, "YES"):
+		case EqualFold(v, "YES"):
 			t.SkipMe = true
-		case equalFold(v, "NO"):
+		case EqualFold(v, "NO"):
 			t.SkipMe = false
 		default:
 			return refuse(replySyntax, ReasonProtocol), true
@@ -433,9 +433,9 @@ func decideWhoami(args [][]byte, st *State) Decision {
 func trackingRedirects(args [][]byte) bool {
 	for j := 3; j < len(args); j++ {
 		switch {
-		case equalFold(args[j], "REDIRECT") && j+1 < len(args):
+		case EqualFold(args[j], "REDIRECT") && j+1 < len(args):
 			return true
-		case equalFold(args[j], "PREFIX") && j+1 < len(args):
+		case EqualFold(args[j], "PREFIX") && j+1 < len(args):
 			j++
 		}
 	}

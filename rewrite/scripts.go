@@ -180,7 +180,7 @@ func decideScriptCmd(args [][]byte, p *Policy) Decision {
 	}
 	sub := args[1]
 	switch {
-	case equalFold(sub, "LOAD"):
+	case EqualFold(sub, "LOAD"):
 		if len(args) != 3 {
 			return refuse(arityReply("script|load"), ReasonArity)
 		}
@@ -201,7 +201,7 @@ func decideScriptCmd(args [][]byte, p *Policy) Decision {
 			d.Action, d.Reply = Local, bulkReply([]byte(s.SHA))
 		}
 		return d
-	case equalFold(sub, "EXISTS"):
+	case EqualFold(sub, "EXISTS"):
 		if len(args) < 3 {
 			return refuse(arityReply("script|exists"), ReasonArity)
 		}
@@ -225,7 +225,7 @@ func decideScriptCmd(args [][]byte, p *Policy) Decision {
 			return local(b, NoEffect)
 		}
 		return Decision{Action: Pass, Effect: ScriptExists}
-	case equalFold(sub, "DEBUG"):
+	case EqualFold(sub, "DEBUG"):
 		return refuse(errReply("EMQREFUSED emqproxy does not forward 'SCRIPT DEBUG': it would change a shared upstream connection"),
 			ReasonProtocol)
 	}

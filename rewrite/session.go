@@ -72,9 +72,9 @@ func decideSession(args [][]byte, k kind, st *State) Decision {
 func xreadBlocks(args [][]byte) bool {
 	for _, a := range args[1:] {
 		switch {
-		case equalFold(a, "STREAMS"):
+		case EqualFold(a, "STREAMS"):
 			return false
-		case equalFold(a, "BLOCK"):
+		case EqualFold(a, "BLOCK"):
 			return true
 		}
 	}

@@ -289,9 +289,9 @@ func upperInto(dst, s []byte) []byte {
 	return dst
 }
 
-// equalFold reports whether b equals the upper-case ASCII word up, ignoring
-// the case of b.
-func equalFold(b []byte, up string) bool {
+// EqualFold reports whether b equals the upper-case ASCII word up, ignoring
+// the case of b, without a copy (a command name in a frame).
+func EqualFold(b []byte, up string) bool {
 	if len(b) != len(up) {
 		return false
 	}

@@ -89,15 +89,15 @@ func decideVersionSet(args [][]byte, st *State, p *Policy) Decision {
 	for j := 3; j < len(args); j++ {
 		a := args[j]
 		switch {
-		case equalFold(a, "NX") && !nx:
+		case EqualFold(a, "NX") && !nx:
 			nx = true
-		case equalFold(a, "XX") && !xx:
+		case EqualFold(a, "XX") && !xx:
 			xx = true
-		case equalFold(a, "GET") && !get:
+		case EqualFold(a, "GET") && !get:
 			get = true
-		case equalFold(a, "KEEPTTL") && !expiry:
+		case EqualFold(a, "KEEPTTL") && !expiry:
 			expiry = true
-		case (equalFold(a, "EX") || equalFold(a, "PX") || equalFold(a, "EXAT") || equalFold(a, "PXAT")) &&
+		case (EqualFold(a, "EX") || EqualFold(a, "PX") || EqualFold(a, "EXAT") || EqualFold(a, "PXAT")) &&
 			!expiry && j+1 < len(args):
 			expiry = true
 			j++

@@ -4,7 +4,6 @@ import (
 	"bytes"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -54,7 +53,7 @@ func queueCheck(ks *cmdtable.Store, args [][]byte, d *rewrite.Decision) {
 	// rewrite/ answers a nested MULTI as Redis 7.0 does; a server whose
 	// table flags MULTI no-multi (Valkey 8) refuses it as such instead, and
 	// discards the transaction.
-	nested := d.Action == rewrite.Refuse && d.Effect == rewrite.NoEffect && len(args) == 1 && resp.FoldEq(args[0], "MULTI")
+	nested := d.Action == rewrite.Refuse && d.Effect == rewrite.NoEffect && len(args) == 1 && rewrite.EqualFold(args[0], "MULTI")
 	if !nested && ((d.Action != rewrite.Pass && d.Action != rewrite.Rewrite) || !Queueable(d)) {
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -124,7 +123,7 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 // SUNSUBSCRIBE without a channel: outside subscribe mode (a shared
 // connection never subscribes) the server answers it with one reply.
 func bareUnsubscribe(args [][]byte) bool {
-	return len(args) == 1 && (resp.FoldEq(args[0], "UNSUBSCRIBE") || resp.FoldEq(args[0], "PUNSUBSCRIBE") || resp.FoldEq(args[0], "SUNSUBSCRIBE"))
+	return len(args) == 1 && (rewrite.EqualFold(args[0], "UNSUBSCRIBE") || rewrite.EqualFold(args[0], "PUNSUBSCRIBE") || rewrite.EqualFold(args[0], "SUNSUBSCRIBE"))
 }
 
 // argumentCheck is the rule's check of the arguments of a command that is
@@ -143,7 +142,7 @@ func argumentCheck(args [][]byte, ck *cmdtable.Entry, db int) string {
 		}
 	case "copy":
 		for i := 3; i+1 < len(args); i++ {
-			if resp.FoldEq(args[i], "DB") {
+			if rewrite.EqualFold(args[i], "DB") {
 				if why := otherDB(args[i+1], db); why != "" {
 					return why
 				}

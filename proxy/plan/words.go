@@ -1,10 +1,10 @@
 package plan
 
-import "github.com/emqproxy/emqproxy/proxy/resp"
+import "github.com/emqproxy/emqproxy/rewrite"
 
 // isScriptCall reports whether name is EVAL, EVALSHA, EVAL_RO or EVALSHA_RO.
 func isScriptCall(name []byte) bool {
-	return resp.FoldEq(name, "EVALSHA") || resp.FoldEq(name, "EVAL") || resp.FoldEq(name, "EVALSHA_RO") || resp.FoldEq(name, "EVAL_RO")
+	return rewrite.EqualFold(name, "EVALSHA") || rewrite.EqualFold(name, "EVAL") || rewrite.EqualFold(name, "EVALSHA_RO") || rewrite.EqualFold(name, "EVAL_RO")
 }
 
 // cmdName is the command's name in upper case for an error text (cut to 32

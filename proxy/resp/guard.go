@@ -398,21 +398,3 @@ func OneLine(s string) string {
 	}
 	return string(b)
 }
-
-// FoldEq reports whether b equals the upper-case ASCII s, ignoring case:
-// a command name compared without a copy.
-func FoldEq(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c := b[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
