@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +9,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/control"
-	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -34,13 +30,7 @@ import (
 // replica, confirmed with ack_replicas 1 (ack_timeout 300ms).
 func startSourceSetStand(t *testing.T) (*moveStand, *node.Node) {
 	t.Helper()
-	s := &moveStand{dir: t.TempDir()}
-	mapPath := filepath.Join(s.dir, "map.yaml")
-	copyFile(t, filepath.Join(node.RepoRoot(), "stand", "map.yaml"), mapPath)
-	var err error
-	if s.m, err = shamap.Load(mapPath); err != nil {
-		t.Fatal(err)
-	}
+	s := newMoveStand(t)
 	s.scripts = node.StartT(t, node.Options{Role: node.Scripts, Brand: s.m.LegacyBrand})
 	replica := node.StartT(t, node.Options{Role: node.Scripts, ReplicaOf: s.scripts.Addr})
 	s.module = node.StartT(t, node.Options{Role: node.Module})
@@ -48,38 +38,7 @@ func startSourceSetStand(t *testing.T) (*moveStand, *node.Node) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = replica.Thaw() })
-	s.src, s.dst = s.scripts.Client(t), s.module.Client(t)
-	for _, c := range []valkey.Client{s.src, s.dst} {
-		if err := c.Do(context.Background(), c.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", "0").Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.cfg = filepath.Join(s.dir, "emqproxy.yaml")
-	if err := os.WriteFile(s.cfg, []byte(fmt.Sprintf(`map: %q
-upstreams:
-  module-a:
-    address: %q
-    role: module
-  scripts-b:
-    address: %q
-    role: scripts
-    ack_replicas: 1
-    ack_timeout: 300ms
-routes:
-  - queues: ["billing"]
-    upstream: scripts-b
-  - queues: ["*"]
-    upstream: module-a
-control:
-  enabled: true
-  poll: 100ms
-  lease: 1s
-timeouts:
-  drain: 2s
-  hold: 5s
-`, mapPath, s.module.Addr, s.scripts.Addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s.configure(t, "    ack_replicas: 1\n    ack_timeout: 300ms\n")
 	return s, replica
 }
 

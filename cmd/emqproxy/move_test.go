@@ -38,6 +38,16 @@ type moveStand struct {
 
 func startMoveStand(t *testing.T, extraUpstreams string) *moveStand {
 	t.Helper()
+	s := newMoveStand(t)
+	s.scripts = node.StartT(t, node.Options{Role: node.Scripts, Brand: s.m.LegacyBrand})
+	s.module = node.StartT(t, node.Options{Role: node.Module})
+	s.configure(t, extraUpstreams)
+	return s
+}
+
+// newMoveStand is a stand's directory and pinned map, before its nodes.
+func newMoveStand(t *testing.T) *moveStand {
+	t.Helper()
 	s := &moveStand{dir: t.TempDir()}
 	mapPath := filepath.Join(s.dir, "map.yaml")
 	copyFile(t, filepath.Join(node.RepoRoot(), "stand", "map.yaml"), mapPath)
@@ -45,8 +55,15 @@ func startMoveStand(t *testing.T, extraUpstreams string) *moveStand {
 	if s.m, err = shamap.Load(mapPath); err != nil {
 		t.Fatal(err)
 	}
-	s.scripts = node.StartT(t, node.Options{Role: node.Scripts, Brand: s.m.LegacyBrand})
-	s.module = node.StartT(t, node.Options{Role: node.Module})
+	return s
+}
+
+// configure opens the clients of the stand's two nodes and writes its
+// configuration; extraUpstreams follows scripts-b's role line (more keys
+// of scripts-b, then more upstreams).
+func (s *moveStand) configure(t *testing.T, extraUpstreams string) {
+	t.Helper()
+	mapPath := filepath.Join(s.dir, "map.yaml")
 	s.src, s.dst = s.scripts.Client(t), s.module.Client(t)
 	for _, c := range []valkey.Client{s.src, s.dst} {
 		// A mover joining a node without a backlog waits the server's
@@ -84,7 +101,6 @@ timeouts:
 	if err := os.WriteFile(s.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 // proxy starts one more proxy process on the stand's configuration.
