@@ -264,21 +264,14 @@ func execRoute(r *Router, d *rewrite.Decision, b *Binding) *upstream.Upstream {
 			"; emqproxy does not split a transaction across upstreams", inMulti)
 		return nil
 	}
-	switch {
-	case b.Pin != nil:
-		if u != nil && u != b.Pin {
+	switch watched := b.watched(); {
+	case watched != nil:
+		if u != nil && u != watched {
 			crossRoute(d, "the transaction's queued commands route to upstream "+u.Name()+
-				" but WATCH pinned the connection to "+b.Pin.Name()+"; emqproxy does not split a WATCH ... EXEC across upstreams", inMulti)
+				" but WATCH pinned the connection to "+watched.Name()+"; emqproxy does not split a WATCH ... EXEC across upstreams", inMulti)
 			return nil
 		}
-		u = b.Pin
-	case b.Leg != nil:
-		if u != nil && u != b.Leg {
-			crossRoute(d, "the transaction's queued commands route to upstream "+u.Name()+
-				" but WATCH pinned the connection to "+b.Leg.Name()+"; emqproxy does not split a WATCH ... EXEC across upstreams", inMulti)
-			return nil
-		}
-		u = b.Leg
+		u = watched
 	case u == nil:
 		u = r.def
 	}
@@ -290,15 +283,22 @@ func execRoute(r *Router, d *rewrite.Decision, b *Binding) *upstream.Upstream {
 	return u
 }
 
+// watched is the upstream WATCH bound the session to: the pin's, or a
+// bridged client's WATCH leg's; nil for none.
+func (b *Binding) watched() *upstream.Upstream {
+	if b.Pin != nil {
+		return b.Pin
+	}
+	return b.Leg
+}
+
 // bound returns the upstream the session is bound to, and why: the WATCH
 // pin's (a bridged client's WATCH leg's), or, inside MULTI, the
 // transaction's.
 func (b *Binding) bound(inMulti bool) (*upstream.Upstream, string) {
-	switch {
-	case b.Pin != nil:
-		return b.Pin, "WATCH pinned the connection to"
-	case b.Leg != nil:
-		return b.Leg, "WATCH pinned the connection to"
+	switch watched := b.watched(); {
+	case watched != nil:
+		return watched, "WATCH pinned the connection to"
 	case inMulti && b.Tx.up != nil:
 		return b.Tx.up, "the transaction's earlier commands route to"
 	}
