@@ -52,7 +52,7 @@ func (s *session) loadView() {
 	s.v.Pol = s.srv.policy.Load()
 	s.v.Tables = &s.srv.keys
 	s.st.Fenced = s.srv.fenced()
-	s.st.NoSub = s.srv.noSub()
+	s.st.NoSub = s.v.Routes.Default().NoSub() // the keyless commands' upstream's answer to the unsubscribe family (upstream/unsub.go)
 	s.st.SetInfo = s.srv.keys.SetInfo()
 }
 
