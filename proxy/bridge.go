@@ -3,11 +3,10 @@ package proxy
 import (
 	"errors"
 
-	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
-	"github.com/emqproxy/emqproxy/shamap"
 )
 
 // The RESP3 bridge: a subscribed or tracking RESP3 client (subscribe.go)
@@ -41,7 +40,7 @@ func (s *session) leaveBridge(c *command) error {
 	}
 	s.obs.Reply(audit, d.Reply, "")
 	var none []byte
-	if err := s.sub.finishWith(&none, reply); err != nil {
+	if err := s.sub.FinishWith(&none, reply); err != nil {
 		return err
 	}
 	s.apply(f, d)
@@ -69,7 +68,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		sp.Pushes = sub.tracking || s.listing.sub.Load()+s.listing.psub.Load()+s.listing.ssub.Load() > 0
+		sp.Pushes = sub.Tracking || s.listing.subs.Any()
 	}
 	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
 	if sp.Wait {
@@ -91,13 +90,13 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	s.localReply(&c)
 	audit := s.observe(f.Args, d) // observe.go
 	drop := s.rm.command(d.Effect)
-	skipped := drop && !sub.muted.Load() // a SKIP: this reply only
+	skipped := drop && !sub.Muted.Load() // a SKIP: this reply only
 	forwarded := sp.Forwards()
 	leg := sub
 	sends := forwarded && (!s.st.InMulti || sp.Exec)
 	if sends && isClientCaching(f.Args) {
 		// For the leg of the client's next command (legs.go).
-		sub.caching = append(sub.caching[:0], f.Raw...)
+		sub.Caching = append(sub.Caching[:0], f.Raw...)
 		s.relayed(audit, nil)
 		return nil
 	}
@@ -141,24 +140,24 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		s.flushCaching(out)
 		for range s.tx.n + 1 {
-			leg.swap(nil)
+			leg.Swap(nil)
 		}
 		var ld *execLoad
 		if len(s.tx.loads) > 0 {
 			// The SCRIPT LOAD fan-out: EXEC's reply is kept, not relayed
 			// (transaction.go's execLoad); the client gets it below, once
 			// the loads it ran are on the other upstreams.
-			ld = &execLoad{up: leg.u, loads: s.tx.loads}
+			ld = &execLoad{up: leg.U, loads: s.tx.loads}
 			s.tx.loads = nil
-			leg.swapTap(tap{keep: &ld.reply})
+			leg.SwapTap(pubsub.Tap{Keep: &ld.reply})
 		}
-		if err := leg.add(out, resp.Frame{Raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+		if err := leg.Add(out, resp.Frame{Raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
 			return err
 		}
 		*out = append(*out, f.Raw...)
 		s.endBridgedMulti()
-		sub.watchUp = nil // EXEC ends the WATCH
-		s.relayed(audit, leg.u)
+		sub.WatchUp = nil // EXEC ends the WATCH
+		s.relayed(audit, leg.U)
 		if ld != nil {
 			// Once EXEC's reply is in, the loads it ran go to the other
 			// upstreams and are answered, and only then does the client
@@ -171,13 +170,13 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			if len(s.parts) > 0 {
 				s.flush()
 			}
-			if !drop && !sub.publish(ld.reply) {
-				return sub.failure()
+			if !drop && !sub.Publish(ld.reply) {
+				return sub.Failure()
 			}
 		}
 		return nil
 	case s.st.InMulti && forwarded && !s.tx.room(s, f):
-		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
+		s.srv.met.refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
 		s.st.MultiAborted = true
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
@@ -199,31 +198,31 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			if err := s.bridgeBarrier(out); err != nil {
 				return err
 			}
-			leg.swapTap(*t)
+			leg.SwapTap(*t)
 		}
-		s.relayed(audit, leg.u)
+		s.relayed(audit, leg.U)
 		switch d.Effect {
 		case rewrite.Wire6:
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
 		case rewrite.Watch:
-			if sub.watchUp == nil {
-				sub.watchUp = leg.u // legs.go: the bridge is bound to it until EXEC
+			if sub.WatchUp == nil {
+				sub.WatchUp = leg.U // legs.go: the bridge is bound to it until EXEC
 			}
 		case rewrite.Unwatch:
-			sub.watchUp = nil
+			sub.WatchUp = nil
 		}
 		s.flushCaching(out)
 		// The SCRIPT LOAD fan-out lands before the client's own load is
 		// sent: once its reply is relayed, every upstream has the script.
-		s.bridgeLoad(f, d, leg.u, true)
-		if err := leg.add(out, f, d); err != nil {
+		s.bridgeLoad(f, d, leg.U, true)
+		if err := leg.Add(out, f, d); err != nil {
 			return err
 		}
 		if on, ok := trackingSwitch(f.Args); ok {
 			// Every leg tracks as the client asked (legs.go).
-			sub.tracking, sub.trackRaw = on, nil
+			sub.Tracking, sub.TrackRaw = on, nil
 			if on {
-				sub.trackRaw = append([]byte(nil), f.Raw...)
+				sub.TrackRaw = append([]byte(nil), f.Raw...)
 			}
 			if err := s.toOtherLegs(f.Raw); err != nil {
 				return err
@@ -232,12 +231,12 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return nil
 	}
 	switch {
-	case d.Effect == rewrite.ReplyOn && sub.muted.Load(), d.Effect == rewrite.ReplyOff && !sub.muted.Load():
+	case d.Effect == rewrite.ReplyOn && sub.Muted.Load(), d.Effect == rewrite.ReplyOff && !sub.Muted.Load():
 		// The replies before it keep their fate; the relay changes after.
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		sub.muted.Store(s.rm.muted())
+		sub.Muted.Store(s.rm.muted())
 	}
 	// A verb body's SCRIPT LOAD reaches the scripts nodes before the
 	// proxy's own answer, as in normal service (segment.go's emit).
@@ -255,7 +254,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		s.st.MultiAborted = true
 	case rewrite.Discard:
 		s.endBridgedMulti()
-		sub.watchUp = nil
+		sub.WatchUp = nil
 	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6, rewrite.SetLibName, rewrite.SetLibVer:
 		s.apply(f, d)
 	}
@@ -272,7 +271,7 @@ func (s *session) endBridgedMulti() {
 // to the client unframed.
 func (s *session) relayed(audit int, u *upstream.Upstream) {
 	if u == nil {
-		u = s.sub.u
+		u = s.sub.U
 	}
 	s.obs.Relayed(audit, u.Name())
 }
@@ -280,11 +279,11 @@ func (s *session) relayed(audit int, u *upstream.Upstream) {
 // bridgeBarrier sends what is in *out to the current leg (legs.go) and
 // waits until every reply to it has been handed to the writer.
 func (s *session) bridgeBarrier(out *[]byte) error {
-	if err := s.sub.cur.send(*out); err != nil {
+	if err := s.sub.Cur.Send(*out); err != nil {
 		return err
 	}
 	*out = (*out)[:0]
-	_, err := s.sub.cur.check(false)
+	_, err := s.sub.Cur.Check(false)
 	return err
 }
 
@@ -295,80 +294,26 @@ func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
 	if err := s.bridgeBarrier(out); err != nil {
 		return err
 	}
-	if !s.sub.publish(reply) {
-		return s.sub.failure()
+	if !s.sub.Publish(reply) {
+		return s.sub.Failure()
 	}
 	return nil
 }
 
-// tap is what the bridge's relay does with the server's next reply (not a
-// push) in place of passing it on as it is: answer reply instead (nil:
-// drop it), or, with pass, pass it on patched (SCRIPT EXISTS); a capture
-// record (package observe) gets the server's reply either way.
-type tap struct {
-	reply []byte
-	pass  bool
-	patch [][]byte    // SCRIPT EXISTS args (copies)
-	m     *shamap.Map // the map the patch answers from
-	rec   observe.Captured
-	keep  *[]byte // gets a copy of the server's reply (an EXEC's: transaction.go)
-}
-
-// apply returns what the client gets for the server's reply fr.
-func (t *tap) apply(fr []byte) []byte {
-	t.rec.Reply(fr)
-	if t.keep != nil {
-		*t.keep = append([]byte(nil), fr...)
-	}
-	if !t.pass {
-		return t.reply
-	}
-	if t.patch != nil {
-		if p, err := rewrite.PatchScriptExists(fr, t.patch, t.m); err == nil {
-			return p
-		}
-	}
-	return fr
-}
-
 // bridgeTap is the tap a bridged command's reply needs (see tap), or nil:
 // its SCRIPT EXISTS patch, its capture record, a SKIP's drop.
-func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *tap {
+func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *pubsub.Tap {
 	rec := s.obs.Bridged(f.Args, d, s.began)
 	if !rec.Wanted() && !skipped && d.Effect != rewrite.ScriptExists {
 		return nil
 	}
-	t := &tap{pass: !skipped, rec: rec}
+	t := &pubsub.Tap{Pass: !skipped, Rec: rec}
 	if d.Effect == rewrite.ScriptExists {
-		t.m = s.v.Pol.Map
+		t.Map = s.v.Pol.Map
 		for _, a := range f.Args {
-			t.patch = append(t.patch, append([]byte(nil), a...))
+			t.Patch = append(t.Patch, append([]byte(nil), a...))
 		}
 	}
-	return t
-}
-
-// swap makes the relay answer reply in place of the server's next reply
-// (not a push) after those already to be swapped; nil drops it. Only after
-// a barrier: then the next replies are known.
-func (sub *subscriber) swap(reply []byte) { sub.swapTap(tap{reply: reply}) }
-
-// swapTap makes the relay do t with the server's next reply, as swap.
-func (sub *subscriber) swapTap(t tap) {
-	sub.mu.Lock()
-	sub.swaps = append(sub.swaps, t)
-	sub.swapN.Store(int32(len(sub.swaps)))
-	sub.mu.Unlock()
-}
-
-// nextSwap takes what to do with the server's next reply.
-func (sub *subscriber) nextSwap() tap {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	t := sub.swaps[0]
-	sub.swaps[0] = tap{}
-	sub.swaps = sub.swaps[1:]
-	sub.swapN.Store(int32(len(sub.swaps)))
 	return t
 }
 

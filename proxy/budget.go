@@ -107,7 +107,7 @@ func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
 		var err error
 		if s.sub != nil {
 			// Subscribe mode: after every message relayed so far.
-			err = s.sub.finishWith(new([]byte), reply)
+			err = s.sub.FinishWith(new([]byte), reply)
 		} else {
 			s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
 			_, err = s.nc.Write(reply)

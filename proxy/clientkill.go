@@ -53,6 +53,19 @@ func (s *session) sessionByID(id int64) *session {
 	return nil
 }
 
+// listed reports whether session id is in the server's list (ending ones
+// included).
+func (srv *Server) listed(id uint64) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for sess := range srv.sessions {
+		if sess.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 // clientUnblock answers CLIENT UNBLOCK (see above).
 func (s *session) clientUnblock(t *rewrite.ClientTarget) []byte {
 	zero := []byte(":0\r\n")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -64,9 +65,9 @@ type clientView struct {
 	qbuf  int
 	qfree int
 
-	sub, psub, ssub atomic.Int32  // the relay's (subscribe mode)
-	blocked         atomic.Bool   // waiting on a blocking command
-	blockGen        atomic.Uint64 // counts the waits (clientkill.go)
+	subs     pubsub.Counts // the relay's (subscribe mode)
+	blocked  atomic.Bool   // waiting on a blocking command
+	blockGen atomic.Uint64 // counts the waits (clientkill.go)
 	// blockOn is the connection blocking commands go on, with its id on
 	// the server (clientkill.go).
 	blockOn atomic.Pointer[blockConn]
@@ -117,10 +118,10 @@ func (s *session) publish(at time.Time) {
 }
 
 // info is the session's CLIENT LIST line's fields as of its last publish.
-func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool) {
+func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, subscribed bool) {
 	v := &s.listing
-	c = rewrite.ClientInfo{ID: int64(s.id), Addr: s.addr, LocalAddr: v.laddr, FD: v.fd, DB: db,
-		Sub: int(v.sub.Load()), PSub: int(v.psub.Load()), SSub: int(v.ssub.Load())}
+	c = rewrite.ClientInfo{ID: int64(s.id), Addr: s.addr, LocalAddr: v.laddr, FD: v.fd, DB: db}
+	c.Sub, c.PSub, c.SSub = v.subs.Get()
 	v.mu.Lock()
 	c.Name, c.User, c.Proto, c.Multi = v.name, v.user, v.proto, v.multi
 	c.LibName, c.LibVer = v.lib[0], v.lib[1]
@@ -130,9 +131,9 @@ func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool
 	c.Age, c.Idle = int64(now.Sub(v.created)/time.Second), int64(max(now.Sub(last), 0)/time.Second)
 	c.Cmd = fullName(&s.srv.keys, &cmd)
 	c.Lib = s.srv.keys.SetInfo()
-	pubsub = c.Sub+c.PSub+c.SSub > 0
+	subscribed = c.Sub+c.PSub+c.SSub > 0
 	var flags []byte
-	if pubsub {
+	if subscribed {
 		flags = append(flags, 'P')
 	}
 	if c.Multi >= 0 {
@@ -142,7 +143,7 @@ func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, pubsub bool
 		flags = append(flags, 'b')
 	}
 	c.Flags = string(flags)
-	return c, pubsub
+	return c, subscribed
 }
 
 // clientList answers CLIENT LIST or CLIENT INFO (f) for the session.
@@ -217,61 +218,6 @@ func fullName(ks *cmdtable.Store, cmd *[2]viewName) string {
 		return ""
 	}
 	return sc.Name
-}
-
-// noteSubs keeps the subscription counts a subscribe confirmation gives
-// (`*3 subscribe <channel> <count>`, or a `>3` push in RESP3): the count
-// is the client's channels and patterns together (shard channels apart).
-func (v *clientView) noteSubs(fr []byte, resp3 bool) {
-	head := byte('*')
-	if resp3 {
-		head = '>'
-	}
-	if len(fr) < 20 || fr[0] != head || fr[1] != '3' || fr[2] != '\r' {
-		return
-	}
-	var class byte
-	var rest []byte
-	for _, k := range subKinds {
-		if len(fr) > 4+len(k.head) && string(fr[4:4+len(k.head)]) == k.head {
-			class, rest = k.class, fr[4+len(k.head):]
-			break
-		}
-	}
-	if rest == nil {
-		return
-	}
-	body := rest[:len(rest)-2]
-	i := len(body) - 1
-	for i >= 0 && body[i] != '\n' {
-		i--
-	}
-	if i < 0 || i+1 >= len(body) || body[i+1] != ':' {
-		return
-	}
-	n, ok := rewrite.ParseInt(body[i+2:])
-	if !ok || n < 0 || n > 1<<31-1 {
-		return
-	}
-	switch class {
-	case 'p':
-		v.psub.Store(max(int32(n)-v.sub.Load(), 0))
-	case 's':
-		v.ssub.Store(int32(n))
-	default:
-		v.sub.Store(max(int32(n)-v.psub.Load(), 0))
-	}
-}
-
-// subKinds are the subscribe confirmations' first elements and which
-// count they give: c channels, p patterns, s shard channels.
-var subKinds = []struct {
-	head  string
-	class byte
-}{
-	{"$9\r\nsubscribe\r\n", 'c'}, {"$11\r\nunsubscribe\r\n", 'c'},
-	{"$10\r\npsubscribe\r\n", 'p'}, {"$12\r\npunsubscribe\r\n", 'p'},
-	{"$10\r\nssubscribe\r\n", 's'}, {"$12\r\nsunsubscribe\r\n", 's'},
 }
 
 // connFD is the descriptor of a client's socket, -1 when it has none.

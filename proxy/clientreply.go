@@ -63,41 +63,20 @@ func (m *replyMode) command(e rewrite.Effect) (drop bool) {
 // muted reports whether every reply is dropped for now (OFF).
 func (m *replyMode) muted() bool { return m.off }
 
-// sendChecked sends out, then a barrier, and reports whether the
-// connection is still subscribed (see check).
-func (sub *subscriber) sendChecked(out *[]byte) (subscribed bool, err error) {
-	if err := sub.send(*out); err != nil {
-		return false, err
-	}
-	*out = (*out)[:0]
-	return sub.check(false)
-}
-
 // sendSkipped sends a bridged RESP3 client's command whose replies a SKIP
 // silences, when how many replies it gets is not known (a subscribe
 // command gets pushes only, or one error): the relay is muted from a
 // barrier before it to a barrier after it.
 func (s *session) sendSkipped(out *[]byte, raw []byte) error {
 	sub := s.sub
-	if _, err := sub.sendChecked(out); err != nil {
+	if _, err := sub.SendChecked(out); err != nil {
 		return err
 	}
-	sub.muted.Store(true)
+	sub.Muted.Store(true)
 	*out = append(*out, raw...)
-	if _, err := sub.sendChecked(out); err != nil {
+	if _, err := sub.SendChecked(out); err != nil {
 		return err
 	}
-	sub.muted.Store(s.rm.muted())
+	sub.Muted.Store(s.rm.muted())
 	return nil
-}
-
-// silenced reports whether the relay drops fr while muted: a reply, not a
-// push. Over RESP2 (subscribe mode) the pushes are the messages and the
-// subscribe confirmations, arrays of 3 or 4; the replies are PING's (an
-// array of 2, or +PONG once no longer subscribed) and errors.
-func (sub *subscriber) silenced(fr []byte) bool {
-	if sub.resp3 {
-		return fr[0] != '>'
-	}
-	return !(len(fr) > 4 && fr[0] == '*' && (fr[1] == '3' || fr[1] == '4') && fr[2] == '\r')
 }

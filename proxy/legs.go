@@ -3,7 +3,7 @@ package proxy
 import (
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -44,73 +44,37 @@ func isClientCaching(args [][]byte) bool {
 // flushCaching adds a kept CLIENT CACHING to the commands gathered for the
 // current leg.
 func (s *session) flushCaching(out *[]byte) {
-	if sub := s.sub; len(sub.caching) > 0 {
-		*out = append(*out, sub.caching...)
-		sub.caching = sub.caching[:0]
+	if sub := s.sub; len(sub.Caching) > 0 {
+		*out = append(*out, sub.Caching...)
+		sub.Caching = sub.Caching[:0]
 	}
 }
 
 // legFor returns the leg to u (nil: the default route's, the bridge's
 // first connection), opening it when needed.
-func (s *session) legFor(u *upstream.Upstream) (*subscriber, error) {
+func (s *session) legFor(u *upstream.Upstream) (*pubsub.Subscriber, error) {
 	sub := s.sub
-	if u == nil || u == sub.u {
-		return sub, nil
-	}
-	if l := sub.legs[u]; l != nil {
+	if l := sub.Leg(u); l != nil {
 		return l, nil
 	}
 	dl, err := u.Own(s.srv.ctx, 3) // upstream/owned.go
-	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil, err
 	}
-	l := &subscriber{
-		s: s, u: u, nc: nc, w: sub, resp3: true, max: sub.max,
-		ping: sub.ping, pongSub: sub.pongSub, pongPlain: sub.pongPlain,
-		barrier: make(chan bool, 1),
-		hint:    make(chan struct{}, 1),
-		ended:   make(chan struct{}),
-	}
-	l.acct.Budget = s.srv.mem
-	l.rr = resp.NewReader(br)
-	l.rr.Acct = &l.acct
-	if sub.legs == nil {
-		sub.legs = map[*upstream.Upstream]*subscriber{}
-	}
-	sub.legs[u] = l
-	go func() {
-		l.relay()
-		select {
-		case sub.legDown <- struct{}{}:
-		default:
-		}
-	}()
-	// Named with the barrier's nonce, tracking as the client asked: their
-	// replies are dropped.
-	first := append([]byte(nil), sub.setname...)
-	l.swap(nil)
-	if sub.tracking {
-		first = append(first, sub.trackRaw...)
-		l.swap(nil)
-	}
-	if err := l.send(first); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return sub.OpenLeg(u, dl) // named with the barrier's nonce, tracking as the client asked
 }
 
 // toLeg makes l the leg the gathered commands go to: what was gathered for
 // the current one is sent, and its replies handed to the client, first.
-func (s *session) toLeg(out *[]byte, l *subscriber) error {
-	if s.sub.cur == l {
+func (s *session) toLeg(out *[]byte, l *pubsub.Subscriber) error {
+	if s.sub.Cur == l {
 		return nil
 	}
 	if err := s.bridgeBarrier(out); err != nil {
 		return err
 	}
-	s.sub.cur = l
+	s.sub.Cur = l
 	return nil
 }
 
@@ -119,48 +83,14 @@ func (s *session) toLeg(out *[]byte, l *subscriber) error {
 // are idle: every reply of theirs was handed on when the bridge left them.
 func (s *session) toOtherLegs(raw []byte) error {
 	sub := s.sub
-	for _, l := range append([]*subscriber{sub}, legList(sub)...) {
-		if l == sub.cur {
+	for _, l := range sub.Legs() {
+		if l == sub.Cur {
 			continue
 		}
-		l.swap(nil)
-		if err := l.send(raw); err != nil {
+		l.Swap(nil)
+		if err := l.Send(raw); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// legList returns the bridge's legs to other upstreams.
-func legList(sub *subscriber) []*subscriber {
-	out := make([]*subscriber, 0, len(sub.legs))
-	for _, l := range sub.legs {
-		out = append(out, l)
-	}
-	return out
-}
-
-// stopRelays closes the bridge's connections (its first and every leg) and
-// waits until their relays stopped.
-func (sub *subscriber) stopRelays() {
-	sub.u.Disown(sub.nc)
-	for _, l := range sub.legs {
-		l.u.Disown(l.nc)
-	}
-	<-sub.ended
-	for _, l := range sub.legs {
-		<-l.ended
-	}
-}
-
-// legFailure is the session's error once a leg's relay ended on its own.
-func (sub *subscriber) legFailure() error {
-	for _, l := range sub.legs {
-		select {
-		case <-l.ended:
-			return l.failure()
-		default:
-		}
-	}
-	return errClose
 }

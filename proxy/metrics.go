@@ -169,6 +169,9 @@ func (m *metrics) Command(d *rewrite.Decision) {
 // UpstreamError counts a failure of the upstream name, by kind (errKind).
 func (m *metrics) UpstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
 
+// Rejected counts a client closed for reason (pubsub.Metrics).
+func (m *metrics) Rejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+
 // Reconnect counts a shared connection of the upstream name lost.
 func (m *metrics) Reconnect(name string) { m.reconnects.WithLabelValues(name).Inc() }
 

@@ -76,7 +76,7 @@ func (s *session) plan(args [][]byte, sp *plan.Step) {
 		in.Bind.Pin = s.pinnedUp
 	}
 	if s.sub != nil {
-		in.Bind.Leg = s.sub.watchUp
+		in.Bind.Leg = s.sub.WatchUp
 	}
 	for {
 		plan.Decide(&in, sp)

@@ -17,6 +17,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -45,7 +46,7 @@ type Server struct {
 	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
 	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
 	ctl      *controller      // the control table's loop; nil when off (control.go)
-	redir    redirects        // RESP2 tracking's relays and their targets (tracking.go)
+	redir    pubsub.Redirects // RESP2 tracking's relays and their targets (tracking.go)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (upstream/ack.go)
@@ -120,6 +121,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		mem:        limits.NewBudget(opts.MaxBuffered),
 		memLimit:   newMemLimit(opts.SoftMemoryLimit, opts.MaxBuffered),
 	}
+	s.redir.Max = int(min(opts.MaxReplyBytes, int64(^uint(0)>>1)))
 	if err := s.registerBudgetMetrics(opts.Registry); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}

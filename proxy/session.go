@@ -13,6 +13,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -60,13 +61,13 @@ type session struct {
 	ownConns  // the client's own upstream connections (forward.go)
 	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
 	tx        transaction
-	sub       *subscriber     // subscribe mode, set by startSubscribe (subscribe.go)
-	rm        replyMode       // CLIENT REPLY (clientreply.go)
-	listing   clientView      // what CLIENT LIST shows of the session (clientlist.go)
-	obs       observe.Session // the round's audit records, its side of a capture (observe.go)
-	sh        share           // its share of the shared connections (share.go)
-	adm       admission       // commands admitted under the control table (hold.go)
-	trk       *tracker        // RESP2 client-side caching (tracking.go)
+	sub       *pubsub.Subscriber // subscribe mode, set by startSubscribe (subscribe.go)
+	rm        replyMode          // CLIENT REPLY (clientreply.go)
+	listing   clientView         // what CLIENT LIST shows of the session (clientlist.go)
+	obs       observe.Session    // the round's audit records, its side of a capture (observe.go)
+	sh        share              // its share of the shared connections (share.go)
+	adm       admission          // commands admitted under the control table (hold.go)
+	trk       *tracker           // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -143,7 +144,7 @@ func (s *session) cleanup() {
 		s.blocker = nil
 	}
 	if s.sub != nil { // entered subscribe mode, never served
-		s.sub.u.Disown(s.sub.nc)
+		s.sub.Abandon()
 		s.sub = nil
 	}
 	s.trackEnd() // tracking.go

@@ -1,20 +1,15 @@
 package proxy
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -76,116 +71,11 @@ import (
 // that the client is closed and counted (client_rejected{reason=
 // "subscriber_bytes"}). A write to the client is bounded by WriteTimeout.
 
-// subKind classifies a command in subscribe mode.
-type subKind uint8
-
-const (
-	subOther   subKind = iota // refused by the server after a barrier, or back to normal service
-	subForward                // (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING: to the server
-	subQuit                   // QUIT
-	subReset                  // RESET
-)
-
-// subKindOf classifies a command name (any case).
-func subKindOf(name []byte) subKind {
-	if len(name) > len("PUNSUBSCRIBE") {
-		return subOther
-	}
-	var buf [16]byte
-	up := buf[:0]
-	for _, c := range name {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up = append(up, c)
-	}
-	switch string(up) {
-	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PING":
-		return subForward
-	case "QUIT":
-		return subQuit
-	case "RESET":
-		return subReset
-	}
-	return subOther
-}
-
-// Reasons the relay ends.
-var (
-	errSubscriberBytes = errors.New("subscriber over the reply bytes limit")
-	errSubscriberGone  = errors.New("subscriber gone")
-)
-
-// errSubscriberBudget ends the relay when the messages waiting for the
-// client do not fit in the memory budget (budget.go).
-var errSubscriberBudget = errors.New("subscriber over the memory budget")
-
 // Local replies in subscribe mode.
 var (
 	replySubOK    = []byte("+OK\r\n")
 	replySubReset = []byte("+RESET\r\n")
 )
-
-// subscriber is a client's subscribe-mode bridge: its upstream connection,
-// the relay goroutine that frames the server's output and the writer
-// goroutine that sends it to the client.
-type subscriber struct {
-	s     *session
-	u     *upstream.Upstream
-	nc    net.Conn // the upstream connection
-	rr    resp.Reader
-	first []byte       // the command that entered subscribe mode
-	max   int          // cap on the bytes waiting for the client
-	acct  resp.Account // what the relay's chunk holds of the memory budget (the relay's)
-	resp3 bool         // a RESP3 client: bridged (bridge.go)
-	// tracking: the client turned CLIENT TRACKING on, with trackRaw the
-	// command as it sent it, for the legs opened after (changed only by
-	// the session's goroutine).
-	tracking bool
-	trackRaw []byte
-	// The bridge's legs (legs.go): w is the subscriber whose writer every
-	// leg's relay hands to (itself for the bridge's first connection); legs
-	// the connections to other upstreams; cur the leg the commands being
-	// gathered go to; legDown a leg's relay ended; watchUp the upstream a
-	// WATCH went to, until EXEC, DISCARD or UNWATCH; setname names a leg's
-	// connection with the barrier's nonce.
-	w       *subscriber
-	legs    map[*upstream.Upstream]*subscriber
-	cur     *subscriber
-	legDown chan struct{}
-	watchUp *upstream.Upstream
-	setname []byte
-	caching []byte       // a CLIENT CACHING kept for the next command's leg
-	swapN   atomic.Int32 // len(swaps), read by the relay without the lock
-	swaps   []tap        // what the relay does with the next replies (not pushes), in order (under mu; bridge.go)
-	// muted: the relay drops the replies (not the pushes) while the
-	// client's CLIENT REPLY mode silences them (clientreply.go); changed
-	// only after a barrier. skipFirst: a SKIP silences the command that
-	// entered subscribe mode, and only that one.
-	muted     atomic.Bool
-	skipFirst bool
-
-	pongSub   []byte // the barrier's reply while subscribed
-	pongPlain []byte // the barrier's reply once not subscribed
-	ping      []byte // the barrier command
-
-	barrierOut atomic.Bool // a barrier is in flight
-	stopAfter  atomic.Bool // the relay stops after the barrier's reply
-	barrier    chan bool   // the barrier's outcome: still subscribed
-	hint       chan struct{}
-	ended      chan struct{} // closed when the relay stops
-	err        error         // why the relay stopped (nil: after a barrier); read after ended
-
-	mu      sync.Mutex
-	pending []byte // replies waiting for the client
-	spare   []byte
-	finish  bool // the writer stops once pending is empty
-	wake    chan struct{}
-	wrote   chan struct{} // closed when the writer stops
-	werr    error         // the writer's error; read after wrote
-
-	pendHeld int64 // what pending holds of the memory budget (under mu)
-}
 
 // startSubscribe handles a subscribe command decided outside subscribe
 // mode: the commands before it are answered first, then the session's loop
@@ -195,55 +85,25 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
 	dl, err := u.Own(s.srv.ctx, s.proto()) // upstream/owned.go
-	nc, br := dl.Conn, dl.Buf
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
-	var nonce [16]byte
-	_, _ = rand.Read(nonce[:])
-	tag := "emqproxy-barrier-" + hex.EncodeToString(nonce[:])
-	sub := &subscriber{
-		s:       s,
-		u:       u,
-		nc:      nc,
-		first:   append([]byte(nil), f.Raw...),
-		max:     int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))),
-		barrier: make(chan bool, 1),
-		hint:    make(chan struct{}, 1),
-		ended:   make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		wrote:   make(chan struct{}),
-	}
-	sub.w, sub.cur = sub, sub
-	sub.legDown = make(chan struct{}, 1)
-	sub.acct.Budget = s.srv.mem
-	sub.rr = resp.NewReader(br)
-	sub.rr.Acct = &sub.acct
-	sub.pongSub = []byte("*2\r\n$4\r\npong\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
-	sub.pongPlain = []byte("$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
-	sub.ping = []byte("*2\r\n$4\r\nPING\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
-	sub.resp3 = s.proto() == 3
+	sub := pubsub.New(s.client(), u, dl, f.Raw, int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))), s.proto() == 3)
 	if on, _ := trackingSwitch(f.Args); on {
-		sub.tracking, sub.trackRaw = true, append([]byte(nil), f.Raw...)
+		sub.Tracking, sub.TrackRaw = true, append([]byte(nil), f.Raw...)
 	}
-	sub.muted.Store(c.drop)
-	sub.skipFirst = c.drop && !s.rm.muted()
-	if sub.resp3 {
-		// The barrier of a bridged RESP3 client is CLIENT GETNAME on its
-		// connection, named with the nonce first (its +OK dropped): unlike
-		// PING, a CLIENT command leaves a CLIENT CACHING YES in force for
-		// the client's next command, and the connection is the client's
-		// own (its CLIENT SETNAME is answered by the proxy).
-		setname := "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n"
-		sub.setname = []byte(setname)
-		sub.first = append([]byte(setname), sub.first...)
-		sub.swap(nil)
-		sub.ping = []byte("*2\r\n$6\r\nCLIENT\r\n$7\r\nGETNAME\r\n")
-		sub.pongSub = sub.pongPlain
-	}
+	sub.Muted.Store(c.drop)
+	sub.SkipFirst = c.drop && !s.rm.muted()
 	s.sub = sub
+}
+
+// client is what subscribe mode's goroutines and a tracking redirect's
+// relay need of the session (package pubsub).
+func (s *session) client() *pubsub.Client {
+	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.mem, Met: s.srv.met,
+		WriteTimeout: s.srv.opts.WriteTimeout, Subs: &s.listing.subs}
 }
 
 // serveSubscribed runs subscribe mode until the client leaves it (nil: the
@@ -258,16 +118,13 @@ func (s *session) serveSubscribed() (err error) {
 			s.log.Error("panic in subscribe mode; closing the client", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			err, abort = fmt.Errorf("panic: %v", r), true
 		}
-		sub.stop(abort)
+		sub.Stop(abort)
 		s.sub = nil
-		s.listing.sub.Store(0)
-		s.listing.psub.Store(0)
-		s.listing.ssub.Store(0)
+		s.listing.subs.Clear()
 	}()
-	go sub.relay()
-	go sub.write()
-	s.srv.redir.attach(s.id, sub) // tracking.go: a redirect target
-	defer s.srv.redir.detach(s.id, sub)
+	sub.Start()
+	s.srv.redir.Attach(s.id, sub) // tracking.go: a redirect target
+	defer s.srv.redir.Detach(s.id, sub)
 	var reading bool
 	readDone := make(chan error, 1)
 	// stopReading ends an outstanding client read; an error means the
@@ -285,15 +142,15 @@ func (s *session) serveSubscribed() (err error) {
 		}
 		return nil
 	}
-	out := sub.first
-	if sub.skipFirst {
+	out := sub.First
+	if sub.SkipFirst {
 		// A SKIP silenced the command that entered: its replies are the
 		// ones before the barrier.
-		subscribed, err := sub.sendChecked(&out)
+		subscribed, err := sub.SendChecked(&out)
 		if err != nil {
 			return err
 		}
-		sub.muted.Store(s.rm.muted())
+		sub.Muted.Store(s.rm.muted())
 		if !subscribed {
 			abort = false
 			return nil
@@ -306,7 +163,7 @@ func (s *session) serveSubscribed() (err error) {
 			if err != nil {
 				return err
 			}
-			if err := sub.cur.send(out); err != nil {
+			if err := sub.Cur.Send(out); err != nil {
 				return err
 			}
 			out = out[:0]
@@ -346,8 +203,8 @@ func (s *session) serveSubscribed() (err error) {
 				}
 				return err
 			}
-		case <-sub.hint:
-			subscribed, err := sub.check(false)
+		case <-sub.Hint:
+			subscribed, err := sub.Check(false)
 			if err != nil {
 				return err
 			}
@@ -358,10 +215,10 @@ func (s *session) serveSubscribed() (err error) {
 				abort = false
 				return nil
 			}
-		case <-sub.ended:
-			return sub.failure()
-		case <-sub.legDown:
-			return sub.legFailure() // legs.go
+		case <-sub.Ended:
+			return sub.Failure()
+		case <-sub.LegDown:
+			return sub.LegFailure() // legs.go
 		case <-s.srv.ctx.Done():
 			return ErrServerClosed
 		}
@@ -385,7 +242,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			continue
 		case resp.Incomplete:
 			s.need = need
-			if sub.resp3 {
+			if sub.RESP3 {
 				s.flushCaching(out) // legs.go: no command follows in this read
 			}
 			s.logAudits() // before the next read reuses the buffer
@@ -396,27 +253,27 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
 			}
-			if sub.resp3 {
+			if sub.RESP3 {
 				s.flushCaching(out) // legs.go
 			}
 			if err := s.toLeg(out, sub); err != nil { // legs.go
 				return false, false, err
 			}
-			return false, true, sub.finishWith(out, errReply)
+			return false, true, sub.FinishWith(out, errReply)
 		}
 		s.listing.lastArgs = f.Args // CLIENT LIST's cmd
-		kind := subKindOf(f.Args[0])
-		if kind != subOther {
+		kind := pubsub.KindOf(f.Args[0])
+		if kind != pubsub.SubOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's
 			// first connection's (legs.go).
-			if sub.resp3 {
+			if sub.RESP3 {
 				s.flushCaching(out)
 			}
 			if err := s.toLeg(out, sub); err != nil {
 				return false, false, err
 			}
 		}
-		if sub.resp3 && kind == subOther {
+		if sub.RESP3 && kind == pubsub.SubOther {
 			s.start += n
 			if err := s.bridged(f, out); errors.Is(err, errBridgeLeft) {
 				return true, false, nil
@@ -427,14 +284,14 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 				if err := s.toLeg(out, sub); err != nil {
 					return false, false, err
 				}
-				return false, true, sub.finishWith(out, nil)
+				return false, true, sub.FinishWith(out, nil)
 			}
 			continue
 		}
 		switch kind {
-		case subForward:
+		case pubsub.SubForward:
 			s.start += n
-			if s.rm.command(rewrite.NoEffect) && !s.rm.muted() && sub.resp3 {
+			if s.rm.command(rewrite.NoEffect) && !s.rm.muted() && sub.RESP3 {
 				// A SKIP (only a bridged RESP3 client sends one here):
 				// whatever the command's replies, they come before the
 				// barrier after it.
@@ -443,33 +300,33 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 				}
 				continue
 			}
-			if err := sub.add(out, f, nil); err != nil {
+			if err := sub.Add(out, f, nil); err != nil {
 				return false, false, err
 			}
-		case subQuit:
+		case pubsub.SubQuit:
 			s.start += n
 			reply := replySubOK
 			if s.rm.command(rewrite.Quit) {
 				reply = nil
 			}
-			return false, true, sub.finishWith(out, reply)
-		case subReset:
+			return false, true, sub.FinishWith(out, reply)
+		case pubsub.SubReset:
 			s.start += n
 			reply := replySubReset
 			if s.rm.command(rewrite.Reset) {
 				reply = nil
 			}
-			if err := sub.finishWith(out, reply); err != nil {
+			if err := sub.FinishWith(out, reply); err != nil {
 				return false, false, err
 			}
 			s.apply(resp.Frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
 			return true, false, nil
 		default:
-			if err := sub.send(*out); err != nil {
+			if err := sub.Send(*out); err != nil {
 				return false, false, err
 			}
 			*out = (*out)[:0]
-			subscribed, err := sub.check(false)
+			subscribed, err := sub.Check(false)
 			if err != nil {
 				return false, false, err
 			}
@@ -477,7 +334,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 				return true, false, nil // decided by the normal loop
 			}
 			s.rm.command(rewrite.NoEffect)               // refused by the server: changes no mode
-			if err := sub.add(out, f, nil); err != nil { // the server refuses it with its own text
+			if err := sub.Add(out, f, nil); err != nil { // the server refuses it with its own text
 				return false, false, err
 			}
 			s.start += n

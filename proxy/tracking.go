@@ -2,16 +2,13 @@ package proxy
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -64,12 +61,6 @@ import (
 // session that does not exist is sent with it, and the server refuses it.
 const noSuchClient = "9223372036854775807"
 
-// invalidateMsg is the head of a RESP2 invalidation message.
-var invalidateMsg = []byte("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n")
-
-// invalidatePush is the head of a RESP3 invalidation push.
-var invalidatePush = []byte(">2\r\n$10\r\ninvalidate\r\n")
-
 // tracker is a RESP2 session's client-side caching (see above).
 type tracker struct {
 	on      bool
@@ -77,7 +68,7 @@ type tracker struct {
 	redirAt int      // the index in args of REDIRECT's value; 0: no REDIRECT
 	target  uint64   // the session REDIRECT named (0: none)
 	bcast   bool
-	redirs  []*redirConn         // the relays to target, one per upstream
+	redirs  []*pubsub.RedirConn  // the relays to target, one per upstream
 	pins    []ownConn            // WATCH pins done with, kept for the next WATCH (see keepPin)
 	ups     []*upstream.Upstream // the upstreams its own connections tracked on (trackOwn)
 	// A CLIENT CACHING kept for the connection of the client's next
@@ -88,134 +79,12 @@ type tracker struct {
 	cachingMute  bool
 }
 
-// redirConn is a connection of the proxy's own, subscribed to
-// __redis__:invalidate, that a tracking client's connections to its
-// upstream redirect to; it relays to the session target.
-type redirConn struct {
-	u      *upstream.Upstream
-	nc     net.Conn
-	id     int64 // its id on the server
-	target uint64
-	rr     resp.Reader
-	owner  *session    // the tracking client
-	done   atomic.Bool // closed by its tracking client
-}
-
-// redirects is the server's registry for the relays: the sessions that
-// can be pushed to (in subscribe mode, or bridged), and the relays to each
-// session, closed when it ends.
-type redirects struct {
-	mu    sync.Mutex
-	subs  map[uint64]*subscriber
-	conns map[uint64]map[*redirConn]struct{}
-	ended map[uint64]struct{} // ended, perhaps still in Server.sessions
-}
-
-// attach notes that session id is pushed to through sub (subscribe.go).
-func (r *redirects) attach(id uint64, sub *subscriber) {
-	r.mu.Lock()
-	if r.subs == nil {
-		r.subs = map[uint64]*subscriber{}
-	}
-	r.subs[id] = sub
-	r.mu.Unlock()
-}
-
-// detach undoes attach.
-func (r *redirects) detach(id uint64, sub *subscriber) {
-	r.mu.Lock()
-	if r.subs[id] == sub {
-		delete(r.subs, id)
-	}
-	r.mu.Unlock()
-}
-
-// sub returns the subscriber session id is pushed to now, or nil.
-func (r *redirects) sub(id uint64) *subscriber {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.subs[id]
-}
-
-// add registers a relay to its target; false when the target has ended.
-func (r *redirects) add(rc *redirConn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, gone := r.ended[rc.target]; gone {
-		return false
-	}
-	if r.conns == nil {
-		r.conns = map[uint64]map[*redirConn]struct{}{}
-	}
-	m := r.conns[rc.target]
-	if m == nil {
-		m = map[*redirConn]struct{}{}
-		r.conns[rc.target] = m
-	}
-	m[rc] = struct{}{}
-	return true
-}
-
-// remove forgets a relay closed by its tracking client.
-func (r *redirects) remove(rc *redirConn) {
-	r.mu.Lock()
-	delete(r.conns[rc.target], rc)
-	if len(r.conns[rc.target]) == 0 {
-		delete(r.conns, rc.target)
-	}
-	r.mu.Unlock()
-}
-
-// end closes the relays to session id, which ended: the server finds their
-// tracking clients' redirect broken. The ids of sessions gone from the
-// server's list are forgotten (they never come back).
-func (r *redirects) end(srv *Server, id uint64) {
-	r.mu.Lock()
-	conns := r.conns[id]
-	delete(r.conns, id)
-	if r.ended == nil {
-		r.ended = map[uint64]struct{}{}
-	}
-	r.ended[id] = struct{}{}
-	stale := make([]uint64, 0, len(r.ended))
-	for e := range r.ended {
-		if e != id {
-			stale = append(stale, e)
-		}
-	}
-	r.mu.Unlock()
-	for rc := range conns {
-		rc.done.Store(true) // its tracking client stays, the redirect broken
-		rc.u.Disown(rc.nc)
-	}
-	if len(stale) == 0 {
-		return
-	}
-	srv.mu.Lock()
-	live := map[uint64]bool{}
-	for sess := range srv.sessions {
-		live[sess.id] = true
-	}
-	srv.mu.Unlock()
-	r.mu.Lock()
-	for _, e := range stale {
-		if !live[e] {
-			delete(r.ended, e)
-		}
-	}
-	r.mu.Unlock()
-}
-
 // alive reports whether session id is live: listed and not ending.
 func (s *session) trackAlive(id uint64) bool {
 	if id == 0 || s.sessionByID(int64(id)) == nil {
 		return false
 	}
-	r := &s.srv.redir
-	r.mu.Lock()
-	_, gone := r.ended[id]
-	r.mu.Unlock()
-	return !gone
+	return !s.srv.redir.Ended(id)
 }
 
 // tracks reports whether the session tracks over RESP2.
@@ -329,10 +198,10 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	// The relays to a session the client no longer names go.
 	kept := t.redirs[:0]
 	for _, rc := range t.redirs {
-		if rc.target == t.target {
+		if rc.Target == t.target {
 			kept = append(kept, rc)
 		} else {
-			rc.close(&s.srv.redir)
+			rc.Close(&s.srv.redir)
 		}
 	}
 	clear(t.redirs[len(kept):])
@@ -504,7 +373,7 @@ func (s *session) trackDrop(off bool) {
 	s.endShare()
 	t.closePins()
 	for _, rc := range t.redirs {
-		rc.close(&s.srv.redir)
+		rc.Close(&s.srv.redir)
 	}
 	clear(t.redirs)
 	*t = tracker{args: t.args[:0], redirs: t.redirs[:0], pins: t.pins, ups: t.ups[:0]}
@@ -524,11 +393,11 @@ func (s *session) trackEnd() {
 	if s.trk != nil {
 		s.trk.closePins()
 		for _, rc := range s.trk.redirs {
-			rc.close(&s.srv.redir)
+			rc.Close(&s.srv.redir)
 		}
 		s.trk = nil
 	}
-	s.srv.redir.end(s.srv, s.id)
+	s.srv.redir.End(s.id, s.srv.listed)
 }
 
 // trackCommand is args for the client's connection to u: REDIRECT's value
@@ -543,7 +412,7 @@ func (s *session) trackCommand(u *upstream.Upstream, args [][]byte, redirAt int,
 	}
 	id := noSuchClient
 	if rc := s.redirTo(u, target); rc != nil {
-		id = strconv.FormatInt(rc.id, 10)
+		id = strconv.FormatInt(rc.ID, 10)
 	} else if !strict {
 		cut := append(append([][]byte(nil), args[:redirAt-1]...), args[redirAt+1:]...)
 		return encodeArgs(cut)
@@ -556,11 +425,11 @@ func (s *session) trackCommand(u *upstream.Upstream, args [][]byte, redirAt int,
 // redirTo returns the tracking client's relay to target on u, opening it
 // when needed; nil when target is no live session or the connection
 // cannot be opened.
-func (s *session) redirTo(u *upstream.Upstream, target uint64) *redirConn {
+func (s *session) redirTo(u *upstream.Upstream, target uint64) *pubsub.RedirConn {
 	t := s.trk
 	for _, rc := range t.redirs {
-		if rc.u == u && rc.target == target {
-			if rc.done.Load() {
+		if rc.U == u && rc.Target == target {
+			if rc.Done() {
 				return nil // the target ended
 			}
 			return rc
@@ -569,102 +438,11 @@ func (s *session) redirTo(u *upstream.Upstream, target uint64) *redirConn {
 	if !s.trackAlive(target) {
 		return nil
 	}
-	rc, err := openRedir(s.srv.ctx, u, target)
-	if err != nil {
-		s.log.Warn("tracking redirect connection failed", zap.String("upstream", u.Name()), zap.Error(err))
-		return nil
+	rc := s.srv.redir.Open(s.srv.ctx, s.client(), u, target, func() bool { return s.trackAlive(target) })
+	if rc != nil {
+		t.redirs = append(t.redirs, rc)
 	}
-	if !s.srv.redir.add(rc) {
-		u.Disown(rc.nc)
-		return nil
-	}
-	if !s.trackAlive(target) { // ended while the connection opened
-		rc.close(&s.srv.redir)
-		return nil
-	}
-	rc.owner = s
-	t.redirs = append(t.redirs, rc)
-	go rc.relay(s.srv)
 	return rc
-}
-
-// openRedir opens a relay to target on u: an owned connection, its id
-// asked, subscribed to __redis__:invalidate.
-func openRedir(ctx context.Context, u *upstream.Upstream, target uint64) (*redirConn, error) {
-	dl, err := u.Own(ctx, 2) // upstream/owned.go
-	if err != nil {
-		return nil, err
-	}
-	sc := &upstream.SetupConn{Conn: dl.Conn, RR: resp.NewReader(dl.Buf)}
-	cctx, cancel := context.WithTimeout(ctx, u.Options().DialTimeout)
-	defer cancel()
-	r, err := sc.Do(cctx, "CLIENT", "ID")
-	if err == nil {
-		_, err = sc.Raw(cctx, "SUBSCRIBE", "__redis__:invalidate")
-	}
-	if err != nil {
-		u.Disown(dl.Conn)
-		return nil, err
-	}
-	// The reader goes with the connection: its buffer may hold bytes.
-	return &redirConn{u: u, nc: dl.Conn, id: r.Int, target: target, rr: sc.RR}, nil
-}
-
-// close ends the relay and forgets it.
-func (rc *redirConn) close(r *redirects) {
-	rc.done.Store(true)
-	r.remove(rc)
-	rc.u.Disown(rc.nc)
-}
-
-// relay hands each invalidation message the connection gets to the
-// session target, as the server sends one to a redirect target (see
-// above), until the connection closes. When it closes but not by its
-// tracking client (the upstream's fence failed, the server closed it),
-// the tracking client is closed: its invalidations would be lost, and a
-// client whose connection broke drops its cache.
-func (rc *redirConn) relay(srv *Server) {
-	defer func() {
-		if !rc.done.Load() {
-			srv.redir.remove(rc)
-			rc.owner.log.Warn("a tracking client's redirect connection broke; closing the client, which drops its cache",
-				zap.String("upstream", rc.u.Name()))
-			_ = rc.owner.nc.Close()
-		}
-	}()
-	max := int(min(srv.opts.MaxReplyBytes, int64(^uint(0)>>1)))
-	var fr []byte
-	for {
-		var over bool
-		var err error
-		fr, over, err = rc.rr.Read(fr[:0], max)
-		if err != nil || over {
-			rc.u.Disown(rc.nc)
-			return
-		}
-		if !bytes.HasPrefix(fr, invalidateMsg) {
-			continue
-		}
-		sub := srv.redir.sub(rc.target)
-		if sub == nil {
-			continue // not in subscribe mode: the server sends nothing
-		}
-		msg := fr
-		if sub.resp3 {
-			body := fr[len(invalidateMsg):]
-			if bytes.Equal(body, []byte("*-1\r\n")) {
-				body = []byte("_\r\n")
-			}
-			msg = append(append([]byte(nil), invalidatePush...), body...)
-		} else if v := &sub.s.listing; v.sub.Load()+v.psub.Load()+v.ssub.Load() == 0 {
-			continue
-		}
-		if err := sub.w.push(msg); err != nil && err != errSubscriberGone {
-			// Over its limit: closed, as the server closes a client over
-			// its output buffer limit.
-			_ = sub.s.nc.Close()
-		}
-	}
 }
 
 // sharedOne sends one command on u's shared connection (one that changes

@@ -1,4 +1,4 @@
-package proxy
+package pubsub
 
 import (
 	"bytes"
@@ -11,17 +11,15 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// The server-to-client half of subscribe mode (subscribe.go): the relay
-// goroutine frames what the upstream sends and hands it on in order, the
-// writer goroutine sends it to the client, as many bytes per write as are
-// waiting.
-
+// The server-to-client half: the relay goroutine frames what the upstream
+// sends and hands it on in order, the writer goroutine sends it to the
+// client, as many bytes per write as are waiting.
 // relayChunk is how many reply bytes the relay gathers before handing them
 // to the client writer while more are already buffered.
 const relayChunk = 64 * 1024
 
 // drain lets the writer send what it holds and stop, and waits for it.
-func (sub *subscriber) drain() {
+func (sub *Subscriber) drain() {
 	sub.mu.Lock()
 	sub.finish = true
 	sub.mu.Unlock()
@@ -35,8 +33,8 @@ func (sub *subscriber) drain() {
 // relay frames the server's output and hands it to the writer in order,
 // until the connection ends, the client is over its limit, or a barrier
 // says to stop.
-func (sub *subscriber) relay() {
-	defer close(sub.ended)
+func (sub *Subscriber) relay() {
+	defer close(sub.Ended)
 	var chunk []byte
 	for {
 		start := len(chunk)
@@ -44,7 +42,7 @@ func (sub *subscriber) relay() {
 		var err error
 		chunk, over, err = sub.rr.Read(chunk, sub.max)
 		if err != nil {
-			if sub.publish(chunk[:start]) {
+			if sub.Publish(chunk[:start]) {
 				sub.err = err
 			}
 			return
@@ -60,7 +58,7 @@ func (sub *subscriber) relay() {
 		fr := chunk[start:]
 		if fr[0] != '>' && sub.swapN.Load() > 0 {
 			// A reply the proxy answers in its place, patches or taps
-			// (bridged RESP3: bridge.go).
+			// (bridged RESP3, see Tap).
 			t := sub.nextSwap()
 			chunk = append(chunk[:start], t.apply(fr)...)
 			fr = chunk[start:]
@@ -71,8 +69,8 @@ func (sub *subscriber) relay() {
 		if sub.barrierOut.Load() && (bytes.Equal(fr, sub.pongSub) || bytes.Equal(fr, sub.pongPlain)) {
 			// A bridged RESP3 client stays bridged: the barrier only
 			// orders (RESP3 answers PING alike in both modes).
-			subscribed := fr[0] == '*' || sub.resp3
-			if !sub.publish(chunk[:start]) {
+			subscribed := fr[0] == '*' || sub.RESP3
+			if !sub.Publish(chunk[:start]) {
 				return
 			}
 			chunk = sub.handedOn(chunk)
@@ -86,18 +84,18 @@ func (sub *subscriber) relay() {
 			}
 			continue
 		}
-		if !sub.resp3 && (fr[0] == '-' || leftAll(fr)) {
+		if !sub.RESP3 && (fr[0] == '-' || leftAll(fr)) {
 			select {
-			case sub.hint <- struct{}{}:
+			case sub.Hint <- struct{}{}:
 			default:
 			}
 		}
-		sub.s.listing.noteSubs(fr, sub.resp3) // clientlist.go
-		if sub.w.muted.Load() && sub.silenced(fr) {
-			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP (clientreply.go)
+		sub.c.Subs.note(fr, sub.RESP3)
+		if sub.w.Muted.Load() && sub.silenced(fr) {
+			chunk = chunk[:start] // CLIENT REPLY OFF or SKIP
 		}
 		if sub.rr.Buffered() == 0 || len(chunk) >= relayChunk {
-			if !sub.publish(chunk) {
+			if !sub.Publish(chunk) {
 				return
 			}
 			chunk = sub.handedOn(chunk)
@@ -105,10 +103,10 @@ func (sub *subscriber) relay() {
 	}
 }
 
-// publish hands bytes to the writer (the bridge's: a leg's relay shares
-// it, legs.go); false (with sub.err set) when the client is over its limit
+// Publish hands bytes to the writer (the bridge's: a leg's relay shares
+// it); false (with sub.err set) when the client is over its limit
 // or gone.
-func (sub *subscriber) publish(b []byte) bool {
+func (sub *Subscriber) Publish(b []byte) bool {
 	if err := sub.w.push(b); err != nil {
 		sub.err = err
 		return false
@@ -118,7 +116,7 @@ func (sub *subscriber) publish(b []byte) bool {
 
 // push hands bytes to the writer; an error when the client is over its
 // limit or gone.
-func (sub *subscriber) push(b []byte) error {
+func (sub *Subscriber) push(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
@@ -133,7 +131,7 @@ func (sub *subscriber) push(b []byte) error {
 	}
 	if want := int64(len(sub.pending) + len(b) - resp.FreeReplyBytes); want > sub.pendHeld {
 		// The bytes waiting for the client come from the memory budget.
-		if !sub.s.srv.mem.TryTake(want - sub.pendHeld) {
+		if !sub.c.Mem.TryTake(want - sub.pendHeld) {
 			sub.mu.Unlock()
 			return errSubscriberBudget
 		}
@@ -150,9 +148,9 @@ func (sub *subscriber) push(b []byte) error {
 
 // write sends the relayed bytes to the client, as many as are waiting per
 // write, until drained or a write fails (then the client is closed).
-func (sub *subscriber) write() {
+func (sub *Subscriber) write() {
 	defer close(sub.wrote)
-	s := sub.s
+	c := sub.c
 	for {
 		sub.mu.Lock()
 		b, finish := sub.pending, sub.finish
@@ -169,21 +167,21 @@ func (sub *subscriber) write() {
 			<-sub.wake
 			continue
 		}
-		_ = s.nc.SetWriteDeadline(time.Now().Add(s.srv.opts.WriteTimeout))
-		_, err := s.nc.Write(b)
-		s.srv.mem.Give(held) // what b held of the memory budget
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.WriteTimeout))
+		_, err := c.Conn.Write(b)
+		c.Mem.Give(held) // what b held of the memory budget
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				s.srv.met.rejected.WithLabelValues("write").Inc()
+				c.Met.Rejected("write")
 			}
 			sub.werr = err
 			sub.mu.Lock()
 			sub.finish = true
 			sub.pending = nil
-			s.srv.mem.Give(sub.pendHeld)
+			c.Mem.Give(sub.pendHeld)
 			sub.pendHeld = 0
 			sub.mu.Unlock()
-			_ = s.nc.Close() // the session's read fails and it ends
+			_ = c.Conn.Close() // the session's read fails and it ends
 			return
 		}
 		if cap(b) > 4*relayChunk {
@@ -198,8 +196,8 @@ func (sub *subscriber) write() {
 // handedOn empties the relay's chunk once its bytes were handed to the
 // writer, releasing what it held of the memory budget (a large one is let
 // go).
-func (sub *subscriber) handedOn(chunk []byte) []byte {
-	sub.s.srv.mem.Give(sub.acct.Held)
+func (sub *Subscriber) handedOn(chunk []byte) []byte {
+	sub.c.Mem.Give(sub.acct.Held)
 	sub.acct.Held = 0
 	if cap(chunk) > upstream.KeptBatchBuf {
 		return nil
@@ -219,10 +217,10 @@ func leftAll(r []byte) bool {
 		bytes.HasPrefix(r, []byte("*3\r\n$12\r\nsunsubscribe\r\n"))
 }
 
-// add appends a command for the server to *out (encoded as d says; nil:
+// Add appends a command for the server to *out (encoded as d says; nil:
 // as the client sent it). A large one is not copied: what *out holds is
 // sent, then the command from the client's read buffer.
-func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error {
+func (sub *Subscriber) Add(out *[]byte, f resp.Frame, d *rewrite.Decision) error {
 	if d == nil {
 		d = &rewrite.Decision{Action: rewrite.Pass}
 	}
@@ -235,9 +233,9 @@ func (sub *subscriber) add(out *[]byte, f resp.Frame, d *rewrite.Decision) error
 		*out = upstream.EncodeHead(*out, f, d)
 		tail = f.TailFrom(d.Replace)
 	}
-	if err := sub.send(*out); err != nil {
+	if err := sub.Send(*out); err != nil {
 		return err
 	}
 	*out = (*out)[:0]
-	return sub.send(tail)
+	return sub.Send(tail)
 }
