@@ -86,7 +86,7 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 	}()
 	unconfirmed := "-UPSTREAM node write not confirmed by 1 replicas within 300ms (WAIT answered 0); the command may have been applied\r\n"
 	short := "-UPSTREAM node write not confirmed by 1 replicas (replicas short: the last WAIT answered 0; writes wait for them again once one confirms); the command may have been applied\r\n"
-	unacked := func() float64 { return testutil.ToFloat64(h.srv.met.unacked.WithLabelValues("node")) }
+	unacked := func() float64 { return testutil.ToFloat64(h.srv.met.Unacked.WithLabelValues("node")) }
 	{ // a write not confirmed gets the error
 		before := unacked()
 		start := time.Now()

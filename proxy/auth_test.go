@@ -158,7 +158,7 @@ func TestAuthGuessingIsDelayedThenClosed(t *testing.T) {
 	if took[3] < base || took[4] < 2*base {
 		t.Errorf("failures 4 and 5 answered after %v and %v, want at least %v and %v", took[3], took[4], base, 2*base)
 	}
-	if got := readCounter(t, h.srv.met.rejected.WithLabelValues("auth_failures")); got != 1 {
+	if got := readCounter(t, h.srv.met.Rejected.WithLabelValues("auth_failures")); got != 1 {
 		t.Errorf("auth_failures counted %v, want 1", got)
 	}
 	// A new connection may authenticate at once.

@@ -96,7 +96,7 @@ func testAuthTimeout(t *testing.T, srv node.Server) {
 			break // closed at its deadline
 		}
 	}
-	if got := readCounter(t, h.srv.met.rejected.WithLabelValues("auth_timeout")); got != 2 {
+	if got := readCounter(t, h.srv.met.Rejected.WithLabelValues("auth_timeout")); got != 2 {
 		t.Errorf("auth_timeout closes counted %v, want 2", got)
 	}
 	authed.do("PING").is("+PONG\r\n")

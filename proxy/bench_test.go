@@ -2,14 +2,9 @@ package proxy
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"testing"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -76,44 +71,4 @@ func BenchmarkSessionPassthroughP1(b *testing.B) {
 	b.SetParallelism(8)
 	b.ResetTimer()
 	benchPipelined(b, h.addr, 1)
-}
-
-// BenchmarkAuditRecords writes the audit records of one batch of 16
-// rewritten script calls (a client pipelining 16 enqueues) as JSON to a
-// buffered sink, as the binary's file sink does; it reports ns per record.
-func BenchmarkAuditRecords(b *testing.B) {
-	pol := testPolicy(b)
-	enc := zapcore.EncoderConfig{TimeKey: "ts", MessageKey: "msg", EncodeTime: zapcore.RFC3339NanoTimeEncoder,
-		EncodeDuration: zapcore.MillisDurationEncoder, LineEnding: zapcore.DefaultLineEnding}
-	ws := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(io.Discard)}
-	defer func() { _ = ws.Stop() }()
-	audit := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, zapcore.InfoLevel))
-	srv, err := New(Options{Upstream: UpstreamOptions{Name: "node", Address: "127.0.0.1:1"}, Policy: pol}, zap.NewNop(), audit)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = srv.Close() }()
-	nc, peer := net.Pipe()
-	defer func() { _ = nc.Close(); _ = peer.Close() }()
-	s := newSession(srv, 1, nc)
-	s.v.Pol = pol
-	enq, _ := pol.Map.ByName("enqueue")
-	var args [][]byte
-	for _, a := range []string{"EVALSHA", enq.SHA, "2", "emq:{bq}:job:J1", "emq:{bq}:pending", "J1", "payload"} {
-		args = append(args, []byte(a))
-	}
-	d := rewrite.Decide(args, &s.st, pol)
-	if d.Action != rewrite.Rewrite {
-		b.Fatalf("enqueue decided %v, want a rewrite", d.Action)
-	}
-	const batch = 16
-	b.ReportAllocs()
-	for b.Loop() {
-		for range batch {
-			i := s.obs.Command(args, &d)
-			s.obs.Reply(i, []byte("*0\r\n"), srv.up.Name())
-		}
-		s.logAudits()
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
 }

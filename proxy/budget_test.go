@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -213,7 +214,7 @@ func testBudgetRefusals(t *testing.T, srv node.Server) {
 	c.closed()
 	direct.do("EXISTS", "huge").is(":0\r\n")
 	other.do("PING").is("+PONG\r\n")
-	if got := readCounter(t, h.srv.met.rejected.WithLabelValues(reasonMemoryBudget)); got != 1 {
+	if got := readCounter(t, h.srv.met.Rejected.WithLabelValues(pubsub.ReasonMemoryBudget)); got != 1 {
 		t.Errorf("memory_budget closes counted %v, want 1", got)
 	}
 
@@ -242,7 +243,7 @@ func testBudgetRefusals(t *testing.T, srv node.Server) {
 	c.do("MULTI").is("+OK\r\n")
 	c.do("SET", "tx:1", "v").is("+QUEUED\r\n")
 	c.write(bigCommand(3<<20, 'c', "SET", "tx:2"))
-	c.read().is(string(replyTxOverBudget))
+	c.read().is("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
 	c.do("EXEC").is("-EXECABORT Transaction discarded because of previous errors.\r\n")
 	direct.do("EXISTS", "tx:1", "tx:2").is(":0\r\n")
 	c.do("PING").is("+PONG\r\n")
@@ -334,7 +335,7 @@ func testBudgetClosesASubscriberThatDoesNotRead(t *testing.T, srv node.Server) {
 	sub.do("SUBSCRIBE", "news").is("*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n")
 	pub := dial(t, n.Addr)
 	msg := strings.Repeat("m", 256<<10)
-	rejected := h.srv.met.rejected.WithLabelValues(reasonMemoryBudget)
+	rejected := h.srv.met.Rejected.WithLabelValues(pubsub.ReasonMemoryBudget)
 	// Publish until the proxy lets the subscriber go (the kernel's socket
 	// buffers take a few MiB first).
 	for i := 0; readCounter(t, rejected) == 0; i++ {

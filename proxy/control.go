@@ -392,6 +392,27 @@ func (c *controller) Leased(u *upstream.Upstream, now time.Time) bool {
 // Current is the control state in force.
 func (c *controller) Current() *plan.ControlState { return c.state.Load() }
 
+// LeaseLapsed reports whether the proxy holds a lease on u's node and it
+// lapsed by now (session.Control).
+func (c *controller) LeaseLapsed(u *upstream.Upstream, now time.Time) bool {
+	n := c.byUp[u]
+	return n != nil && c.leaseLeft(n, now) <= 0
+}
+
+// HoldLimits returns ControlOptions.Hold and Poll (session.Control).
+func (c *controller) HoldLimits() (hold, poll time.Duration) { return c.opts.Hold, c.opts.Poll }
+
+// Holding counts a command waiting for its held queue until done is called
+// (session.Control).
+func (c *controller) Holding() (done func()) {
+	began := time.Now()
+	c.heldNow.Inc()
+	return func() {
+		c.heldNow.Dec()
+		c.holdSecs.Observe(time.Since(began).Seconds())
+	}
+}
+
 // ControlID returns the proxy's id in the nodes' registries ("" without
 // the control table).
 func (s *Server) ControlID() string {

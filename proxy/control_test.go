@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -161,12 +162,12 @@ func TestLeaseLapsedBeforeTheSendSendsNothing(t *testing.T) {
 	c := r.dial()
 	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
 	var once sync.Once
-	beforeSend = func(s *session) {
-		if len(s.adm.states) == 0 {
+	session.BeforeSend = func(admitted bool) {
+		if !admitted {
 			return
 		}
 		once.Do(func() {
-			ctl := s.srv.ctl
+			ctl := r.srv.ctl
 			ctl.cancel() // the proxy "paused": no renewal while it sleeps
 			ctl.wg.Wait()
 			for _, n := range ctl.nodes {
@@ -174,7 +175,7 @@ func TestLeaseLapsedBeforeTheSendSendsNothing(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() { beforeSend = nil })
+	t.Cleanup(func() { session.BeforeSend = nil })
 	c.do("SET", "emq:{quotes}:x", "after").is("-TRYAGAIN emqproxy's lease on upstream module-a lapsed before the command was sent; nothing was sent\r\n")
 	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$6\r\nbefore\r\n" {
 		t.Errorf("the command reached the node after the lease lapsed: %q", got)

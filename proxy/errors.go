@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
@@ -11,7 +12,7 @@ var (
 	// ErrOptions means the Options are unusable (for example no upstream address).
 	ErrOptions = upstream.ErrOptions
 	// ErrServerClosed is returned by Serve after Shutdown.
-	ErrServerClosed = errors.New("proxy: server closed")
+	ErrServerClosed = session.ErrServerClosed
 	// ErrUnavailable means an upstream has no usable connection.
 	ErrUnavailable = upstream.ErrUnavailable
 	// ErrLost means an upstream connection broke while commands waited on it.

@@ -112,7 +112,7 @@ func primaryMetric(t *testing.T, reg *prometheus.Registry, upstream string) stri
 
 func failovers(t *testing.T, srv *Server) float64 {
 	t.Helper()
-	return testutil.ToFloat64(srv.met.failovers.WithLabelValues(srv.up.Name()))
+	return testutil.ToFloat64(srv.met.Failovers.WithLabelValues(srv.up.Name()))
 }
 
 // nodeGet reads a key straight from a node.

@@ -43,6 +43,22 @@ const (
 // OnConnectFunc is an upstream's fence hook (package upstream).
 type OnConnectFunc = upstream.OnConnectFunc
 
+// Defaults of the limits on authentication (package session's
+// authlimit.go).
+const (
+	DefaultAuthFailDelay   = 100 * time.Millisecond
+	DefaultMaxAuthFailures = 10
+	// DefaultMaxAuthFailDelay is the default cap on the delay of one reply.
+	DefaultMaxAuthFailDelay = 2 * time.Second
+	// DefaultAuthTimeout is the default time a client has to authenticate.
+	DefaultAuthTimeout = 10 * time.Second
+)
+
+// DefaultMaxBuffered is the default process-wide budget: a quarter of the
+// shipped manifests' 512 Mi memory limit, so the budget plus one command
+// beyond it, with the runtime's garbage, stays under it.
+const DefaultMaxBuffered = 128 << 20
+
 // Options configures a Server. Zero values take the documented defaults.
 type Options struct {
 	// Listen is the client listener address for ListenAndServe

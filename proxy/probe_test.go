@@ -113,7 +113,7 @@ func TestProbeTimeoutIsNoVerdict(t *testing.T) {
 	})
 	c := h.dial()
 	c.do("SET", "k", "1").is("+OK\r\n")
-	probeErrs := counterValue(t, h.srv.met.upErrors.WithLabelValues("node", "probe"))
+	probeErrs := counterValue(t, h.srv.met.UpErrors.WithLabelValues("node", "probe"))
 	if err := n.Freeze(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestProbeTimeoutIsNoVerdict(t *testing.T) {
 	// A command in flight on the shared connection while probes time out.
 	c.send(cmd("INCR", "k"))
 	poll(t, "probes to time out", func() bool {
-		return counterValue(t, h.srv.met.upErrors.WithLabelValues("node", "probe")) >= probeErrs+2
+		return counterValue(t, h.srv.met.UpErrors.WithLabelValues("node", "probe")) >= probeErrs+2
 	})
 	if err := n.Thaw(); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestProbeTimeoutIsNoVerdict(t *testing.T) {
 	// The slow node was not taken for a broken fence: the command completes
 	// on the same connection, once.
 	c.read().is(":2\r\n")
-	if r := counterValue(t, h.srv.met.reconnects.WithLabelValues("node")); r != 0 {
+	if r := counterValue(t, h.srv.met.Reconnects.WithLabelValues("node")); r != 0 {
 		t.Errorf("%v reconnects after probe timeouts", r)
 	}
 	if !h.srv.Ready() {

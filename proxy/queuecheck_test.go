@@ -163,7 +163,7 @@ func TestQueueTimeRefusalsAreCounted(t *testing.T) {
 		}
 	}
 	for reason, want := range map[string]float64{"unknown_command": 1, "no_multi": 1, "arity": 1} {
-		if got := counterValue(t, h.srv.met.refusals.WithLabelValues(reason)); got != want {
+		if got := counterValue(t, h.srv.met.Refusals.WithLabelValues(reason)); got != want {
 			t.Errorf("refusals{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -15,7 +16,7 @@ import (
 func batches(t *testing.T, h *harness) uint64 {
 	t.Helper()
 	var total uint64
-	for _, o := range h.srv.met.latency {
+	for _, o := range h.srv.met.Latency {
 		var m dto.Metric
 		if err := o.(prometheus.Metric).Write(&m); err != nil {
 			t.Fatal(err)
@@ -38,7 +39,7 @@ func TestPipelineLargerThanTheReadBufferIsOneBatch(t *testing.T) {
 	for i := range 16 {
 		pipeline = node.AppendCommand(pipeline, "SET", "big:"+string(rune('a'+i)), val)
 	}
-	if len(pipeline) <= initialReadBuf*2 {
+	if len(pipeline) <= session.InitialReadBuf*2 {
 		t.Fatalf("the pipeline (%d bytes) must overflow two initial buffers", len(pipeline))
 	}
 	send := func() {

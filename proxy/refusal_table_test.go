@@ -286,7 +286,7 @@ func TestRefusalTable(t *testing.T) {
 		})
 	}
 	// The rows were refused, not lost: the refusal counters moved.
-	if got := vecTotal(t, h.srv.met.refusals); got == 0 {
+	if got := vecTotal(t, h.srv.met.Refusals); got == 0 {
 		t.Error("no refusal was counted")
 	}
 	// Afterwards the proxy serves as before.
@@ -298,7 +298,7 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	h := startProxy(t, n, func(o *Options) { o.WriteTimeout = 300 * time.Millisecond })
 	big := strings.Repeat("v", 1<<20)
 	h.dial().do("SET", "big", big).is("+OK\r\n")
-	rejected := counterValue(t, h.srv.met.rejected.WithLabelValues("write"))
+	rejected := counterValue(t, h.srv.met.Rejected.WithLabelValues("write"))
 
 	nc, err := net.Dial("tcp", h.addr)
 	if err != nil {
@@ -317,7 +317,7 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	other := h.dial()
 	start := time.Now()
 	poll(t, "the client to be closed for not reading", func() bool {
-		return counterValue(t, h.srv.met.rejected.WithLabelValues("write")) > rejected
+		return counterValue(t, h.srv.met.Rejected.WithLabelValues("write")) > rejected
 	})
 	t.Logf("closed %v after its batch was sent (write timeout 300ms)", time.Since(start).Round(time.Millisecond))
 	// Others were served all along, and still are.

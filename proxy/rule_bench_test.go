@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -10,16 +9,14 @@ import (
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// ruleSession is a session of a proxy in front of a module node, with the
-// node's command table loaded, for calling the rule (plan.Rule) directly.
-func ruleSession(tb testing.TB) (*session, *rewrite.Policy) {
+// ruleView is a new client's state and the view of a proxy in front of a
+// module node, with the node's command table loaded, for calling the rule
+// (plan.Rule) directly.
+func ruleView(tb testing.TB) (*rewrite.State, *plan.View, *rewrite.Policy) {
 	n := node.StartT(tb, node.Options{Role: node.Module})
 	h := startProxy(tb, n, nil)
-	nc, peer := net.Pipe()
-	tb.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
-	s := newSession(h.srv, 1, nc)
-	s.loadView()
-	return s, s.v.Pol
+	v := &plan.View{Pol: h.srv.policy.Load(), Routes: h.srv.routes.Load(), Tables: &h.srv.keys}
+	return &rewrite.State{}, v, v.Pol
 }
 
 // ruleHotPath are commands the rule lets through, as clients send them.
@@ -44,10 +41,10 @@ func ruleHotPath(pol *rewrite.Policy) map[string][][]byte {
 // BenchmarkShareRule measures the rule's cost per command against
 // rewrite.Decide's in the same run: x_decide is (Decide + rule) / Decide.
 func BenchmarkShareRule(b *testing.B) {
-	s, pol := ruleSession(b)
+	st0, v, pol := ruleView(b)
 	for name, args := range ruleHotPath(pol) {
 		b.Run(name, func(b *testing.B) {
-			st := s.st
+			st := *st0
 			b.ReportAllocs()
 			t0 := time.Now()
 			for range b.N {
@@ -58,7 +55,7 @@ func BenchmarkShareRule(b *testing.B) {
 			t1 := time.Now()
 			for range b.N {
 				d := rewrite.Decide(args, &st, pol)
-				plan.Rule(args, &d, st.InMulti, &s.v)
+				plan.Rule(args, &d, st.InMulti, v)
 				if d.Action == rewrite.Refuse {
 					b.Fatalf("%q refused: %q", args[0], d.Reply)
 				}
@@ -73,10 +70,10 @@ func BenchmarkShareRule(b *testing.B) {
 // TestShareRuleHotPathDoesNotAllocate: the rule on the commands clients
 // send all day allocates nothing.
 func TestShareRuleHotPathDoesNotAllocate(t *testing.T) {
-	s, pol := ruleSession(t)
+	st, v, pol := ruleView(t)
 	for name, args := range ruleHotPath(pol) {
-		d0 := rewrite.Decide(args, &s.st, pol)
-		if n := testing.AllocsPerRun(100, func() { d := d0; plan.Rule(args, &d, s.st.InMulti, &s.v) }); n != 0 {
+		d0 := rewrite.Decide(args, st, pol)
+		if n := testing.AllocsPerRun(100, func() { d := d0; plan.Rule(args, &d, st.InMulti, v) }); n != 0 {
 			t.Errorf("the rule on %s allocates %v times", name, n)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -34,7 +35,7 @@ type Server struct {
 	opts     Options
 	log      *zap.Logger
 	audit    *zap.Logger
-	met      *metrics
+	met      *session.Metrics
 	up       *upstream.Upstream            // the first upstream (the single-upstream shorthand's)
 	ups      []*upstream.Upstream          // every upstream, in Options order
 	byName   map[string]*upstream.Upstream // by name
@@ -60,7 +61,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
-	sessions  map[*session]struct{}
+	sh        session.Shared // what the sessions share (shared, at the end of New)
 	wg        sync.WaitGroup
 }
 
@@ -103,7 +104,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	met, err := newMetrics(opts.Registry)
+	met, err := session.NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}
@@ -117,7 +118,6 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		listeners:  map[net.Listener]struct{}{},
-		sessions:   map[*session]struct{}{},
 		mem:        limits.NewBudget(opts.MaxBuffered),
 		memLimit:   newMemLimit(opts.SoftMemoryLimit, opts.MaxBuffered),
 	}
@@ -169,7 +169,28 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		}
 		s.ctl.run()
 	}
+	s.shared()
 	return s, nil
+}
+
+// shared fills what the sessions share from the server's values.
+func (s *Server) shared() {
+	o := &s.opts
+	s.sh = session.Shared{
+		Cfg: session.Config{MaxMultibulk: o.MaxMultibulk, MaxBulk: o.MaxBulk, MaxInline: o.MaxInline,
+			MaxQueryBuffer: o.MaxQueryBuffer, MaxPipeline: o.MaxPipeline, MaxReplyBytes: o.MaxReplyBytes,
+			ShareCommands: o.ShareCommands, ShareBytes: o.ShareBytes, IsolateFor: o.IsolateFor,
+			MaxQueuedMulti: o.MaxQueuedMulti, IdleTimeout: o.IdleTimeout, WriteTimeout: o.WriteTimeout,
+			AuthFailDelay: o.AuthFailDelay, MaxAuthFailDelay: o.MaxAuthFailDelay, MaxAuthFailures: o.MaxAuthFailures,
+			AuthTimeout: o.AuthTimeout, AuditPassthrough: o.AuditPassthrough},
+		Log: s.log, Audit: s.audit, Met: s.met, MetLatency: s.metLatency,
+		Mem: s.mem, Fails: &s.fails, Keys: &s.keys, Cap: &s.cap, Redir: &s.redir,
+		Ups: s.ups, Routes: &s.routes, Policy: &s.policy, Acking: s.acking,
+		Ctx: s.ctx, Closing: &s.closing,
+	}
+	if s.ctl != nil {
+		s.sh.Ctl = s.ctl
+	}
 }
 
 // closeUpstreams stops every upstream.
@@ -187,10 +208,10 @@ func (s *Server) SwapPolicy(p *rewrite.Policy) {
 	}
 	old := s.policy.Swap(p)
 	if old != nil && old.Map != nil {
-		s.met.mapInfo.DeleteLabelValues(old.Map.Digest)
+		s.met.MapInfo.DeleteLabelValues(old.Map.Digest)
 	}
 	if p.Map != nil {
-		s.met.mapInfo.WithLabelValues(p.Map.Digest).Set(1)
+		s.met.MapInfo.WithLabelValues(p.Map.Digest).Set(1)
 	}
 }
 
@@ -223,19 +244,6 @@ func (s *Server) Readiness() error {
 		}
 	}
 	return nil
-}
-
-// fenced reports whether every upstream's fence holds. The client-side
-// answer for the version key (GET {emq}:version is the legacy brand) holds
-// only then: a wire-4 client must not pass its fence while any node its
-// queues may route to is unfit.
-func (s *Server) fenced() bool {
-	for _, u := range s.ups {
-		if !u.Fenced() {
-			return false
-		}
-	}
-	return true
 }
 
 // ListenAndServe listens on Options.Listen and serves.
@@ -294,13 +302,13 @@ func (s *Server) accept(nc net.Conn) {
 	n := s.clients.Add(1)
 	if n > int64(s.opts.MaxClients) {
 		s.clients.Add(-1)
-		s.met.rejected.WithLabelValues("max_clients").Inc()
+		s.met.Rejected.WithLabelValues("max_clients").Inc()
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = nc.Write(replyMaxClients)
 		_ = nc.Close()
 		return
 	}
-	sess := newSession(s, s.nextID.Add(1), nc)
+	sess := session.New(&s.sh, s.nextID.Add(1), nc)
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -308,22 +316,20 @@ func (s *Server) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	s.sessions[sess] = struct{}{}
+	s.sh.Sessions.Add(sess)
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.met.accepted.Inc()
-	s.met.clients.Inc()
+	s.met.Accepted.Inc()
+	s.met.Clients.Inc()
 	s.memLimit.track(n) // memlimit.go
 	go func() {
 		defer s.wg.Done()
 		defer func() {
-			s.mu.Lock()
-			delete(s.sessions, sess)
-			s.mu.Unlock()
+			s.sh.Sessions.Remove(sess)
 			s.memLimit.track(s.clients.Add(-1))
-			s.met.clients.Dec()
+			s.met.Clients.Dec()
 		}()
-		sess.serve()
+		sess.Serve()
 	}()
 }
 
@@ -337,9 +343,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		_ = ln.Close()
 	}
-	for sess := range s.sessions {
-		_ = sess.nc.SetReadDeadline(time.Now()) // wake sessions waiting for input
-	}
+	s.sh.Sessions.Each((*session.Session).Wake) // sessions waiting for input
 	s.mu.Unlock()
 
 	done := make(chan struct{})
@@ -352,11 +356,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
-		s.mu.Lock()
-		for sess := range s.sessions {
-			_ = sess.nc.Close()
-		}
-		s.mu.Unlock()
+		s.sh.Sessions.Each((*session.Session).Close)
 	}
 	s.cancel()
 	if s.ctl != nil {

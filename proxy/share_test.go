@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // isolatedBy is the proxy's emqproxy_client_isolated_total{reason}.
 func (h *harness) isolatedBy(reason string) float64 {
-	return testutil.ToFloat64(h.srv.met.isolated.WithLabelValues(reason))
+	return testutil.ToFloat64(h.srv.met.Isolated.WithLabelValues(reason))
 }
 
 // nodeClients is the node's connected_clients.
@@ -100,7 +101,7 @@ func (m *monitor) seen(t *testing.T, want int) []string {
 }
 
 // A client's deep pipeline leaves in parts of ShareCommands on the shared
-// connection, at most sharePipelineParts of them in a row before the
+// connection, at most session.SharePipelineParts of them in a row before the
 // client is moved to a connection of its own, where the rest goes; the
 // replies are the server's, in order; after IsolateFor without a heavy
 // batch the client is back on the shared connection and its own
@@ -123,7 +124,7 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 	for i := 1; i <= total; i++ {
 		c.read().is(":" + strconv.Itoa(i) + "\r\n")
 	}
-	if got := h.isolatedBy(isoPipeline); got != 1 {
+	if got := h.isolatedBy("pipeline"); got != 1 {
 		t.Errorf("isolated for pipeline %v times, want 1", got)
 	}
 	addrs := mon.seen(t, total)
@@ -141,8 +142,8 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 			t.Errorf("command %d on a third connection %s", i, a)
 		}
 	}
-	if onShared > sharePipelineParts*share {
-		t.Errorf("%d commands of one client on the shared connection, want at most %d parts of %d", onShared, sharePipelineParts, share)
+	if onShared > session.SharePipelineParts*share {
+		t.Errorf("%d commands of one client on the shared connection, want at most %d parts of %d", onShared, session.SharePipelineParts, share)
 	}
 	if onShared == total {
 		t.Fatal("the client was never moved to a connection of its own")
@@ -156,7 +157,7 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 	time.Sleep(isolateFor) // the isolation's duration itself
 	c.do("INCR", "ctr").is(":202\r\n")
 	poll(t, "the isolated connection closed", func() bool { return nodeClients(t, n) == clients+1 })
-	if got := testutil.ToFloat64(h.srv.met.isolatedNow); got != 0 {
+	if got := testutil.ToFloat64(h.srv.met.IsolatedNow); got != 0 {
 		t.Errorf("emqproxy_client_isolated = %v after the isolation ended", got)
 	}
 	addrs = mon.seen(t, total+2)
@@ -167,7 +168,7 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 
 // A client over its reply cap costs the node one part, not its whole
 // batch: with 500 GETs of a 1 MiB value pipelined and a 4 MiB cap, the
-// client is closed after its first part (shareStart commands: its replies
+// client is closed after its first part (session.ShareStart commands: its replies
 // are not known to be small yet), and the rest is never sent.
 func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
@@ -192,10 +193,10 @@ func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ran := after["get"] - before["get"]; ran > shareStart || ran == 0 {
-		t.Errorf("the node ran %d of the 500 GETs, want one first part (at most %d)", ran, shareStart)
+	if ran := after["get"] - before["get"]; ran > session.ShareStart || ran == 0 {
+		t.Errorf("the node ran %d of the 500 GETs, want one first part (at most %d)", ran, session.ShareStart)
 	}
-	if got := testutil.ToFloat64(h.srv.met.rejected.WithLabelValues("reply_bytes")); got != 1 {
+	if got := testutil.ToFloat64(h.srv.met.Rejected.WithLabelValues("reply_bytes")); got != 1 {
 		t.Errorf("rejected{reply_bytes} = %v, want 1", got)
 	}
 	// Others are served on.
@@ -215,12 +216,12 @@ func TestShareLargeCommandsAndRepliesAreIsolated(t *testing.T) {
 	}
 	reader := h.dial()
 	reader.do("GET", "big").is("$262144\r\n" + big + "\r\n")
-	if got := h.isolatedBy(isoReplyBytes); got != 1 {
+	if got := h.isolatedBy("reply_bytes"); got != 1 {
 		t.Errorf("isolated for reply_bytes %v times, want 1", got)
 	}
 	writer := h.dial()
 	writer.do("SET", "big2", big).is("+OK\r\n")
-	if got := h.isolatedBy(isoCommandBytes); got != 1 {
+	if got := h.isolatedBy("command_bytes"); got != 1 {
 		t.Errorf("isolated for command_bytes %v times, want 1", got)
 	}
 	writer.send(cmd("MULTI"), cmd("STRLEN", "big2"), cmd("INCR", "n"), cmd("EXEC"))
@@ -228,7 +229,7 @@ func TestShareLargeCommandsAndRepliesAreIsolated(t *testing.T) {
 	writer.read().is("+QUEUED\r\n")
 	writer.read().is("+QUEUED\r\n")
 	writer.read().is("*2\r\n:262144\r\n:1\r\n")
-	if got := testutil.ToFloat64(h.srv.met.isolatedNow); got != 2 {
+	if got := testutil.ToFloat64(h.srv.met.IsolatedNow); got != 2 {
 		t.Errorf("emqproxy_client_isolated = %v, want 2", got)
 	}
 	// A well-behaved client stays on the shared connection.
@@ -236,7 +237,7 @@ func TestShareLargeCommandsAndRepliesAreIsolated(t *testing.T) {
 	for range 100 {
 		small.do("INCR", "m")
 	}
-	if got := testutil.ToFloat64(h.srv.met.isolatedNow); got != 2 {
+	if got := testutil.ToFloat64(h.srv.met.IsolatedNow); got != 2 {
 		t.Errorf("emqproxy_client_isolated = %v after a small client's 100 commands, want 2", got)
 	}
 }
@@ -250,7 +251,7 @@ func TestIsolatedClientSwitchingProtocolGetsItsReplies(t *testing.T) {
 	h := startProxy(t, n, func(o *Options) { o.ShareBytes = 64 << 10 })
 	c := h.dial()
 	c.do("SET", "big", strings.Repeat("b", 256<<10)).is("+OK\r\n")
-	if got := h.isolatedBy(isoCommandBytes); got != 1 {
+	if got := h.isolatedBy("command_bytes"); got != 1 {
 		t.Fatalf("isolated for command_bytes %v times, want 1", got)
 	}
 	c.do("HSET", "h", "f", "v").is(":1\r\n")

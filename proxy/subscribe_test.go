@@ -198,7 +198,7 @@ func TestSlowSubscriberIsClosedAtTheCap(t *testing.T) {
 	other.do("SUBSCRIBE", "quiet").is("*3\r\n$9\r\nsubscribe\r\n$5\r\nquiet\r\n:1\r\n")
 	pub := dial(t, n.Addr)
 	payload := strings.Repeat("p", 64*1024)
-	rejected := h.srv.met.rejected.WithLabelValues("subscriber_bytes")
+	rejected := h.srv.met.Rejected.WithLabelValues("subscriber_bytes")
 	// The slow client never reads: the kernel's buffers fill, then the
 	// proxy's, up to the cap.
 	for i := 0; readCounter(t, rejected) == 0; i++ {

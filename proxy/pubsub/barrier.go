@@ -80,10 +80,10 @@ func (sub *Subscriber) Failure() error {
 	c := sub.c
 	switch {
 	case errors.Is(sub.err, errSubscriberBytes):
-		c.Met.Rejected("subscriber_bytes")
+		c.Met.Reject("subscriber_bytes")
 		c.Log.Warn("closing a subscriber over the reply bytes limit", zap.Int("limit", sub.max))
 	case errors.Is(sub.err, errSubscriberBudget):
-		c.Met.Rejected(ReasonMemoryBudget)
+		c.Met.Reject(ReasonMemoryBudget)
 		c.Log.Warn("closing a subscriber: its messages do not fit in the memory budget", zap.Int64("budget", c.Mem.Limit()))
 	case errors.Is(sub.err, errSubscriberGone):
 	default:

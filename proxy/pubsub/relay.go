@@ -172,7 +172,7 @@ func (sub *Subscriber) write() {
 		c.Mem.Give(held) // what b held of the memory budget
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.Met.Rejected("write")
+				c.Met.Reject("write")
 			}
 			sub.werr = err
 			sub.mu.Lock()

@@ -23,12 +23,13 @@ type Metrics interface {
 	// UpstreamError counts an upstream connection that failed (kind
 	// "lost").
 	UpstreamError(upstream, kind string)
-	// Rejected counts a client closed for reason.
-	Rejected(reason string)
+	// Reject counts a client closed for reason.
+	Reject(reason string)
 }
 
-// ReasonMemoryBudget is the reason counted when a client is closed, or a
-// command refused, because the memory budget is spent.
+// ReasonMemoryBudget is the refusals' reason for a transaction's command
+// or a reply refused for the memory budget, and client_rejected's for a
+// client closed for it.
 const ReasonMemoryBudget = "memory_budget"
 
 // Client is what a Subscriber needs of its client's session.

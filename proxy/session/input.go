@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 )
 
 // A session's client input: the read buffer, grown for what a command
-// needs and shrunk back (initialReadBuf, keptReadBuf), its bytes taken
+// needs and shrunk back (InitialReadBuf, keptReadBuf), its bytes taken
 // from the memory budget (budget.go).
 
 // input is the session's client input.
@@ -30,11 +30,11 @@ func (s *session) fill() error {
 		return err
 	}
 	s.readDeadline() // authlimit.go
-	if s.srv.closing.Load() {
+	if s.srv.Closing.Load() {
 		return ErrServerClosed
 	}
 	n, err := s.nc.Read(s.buf[s.end:])
-	s.srv.met.bytesIn.Add(float64(n))
+	s.srv.Met.BytesIn.Add(float64(n))
 	s.readFull = n > 0 && s.end+n == len(s.buf)
 	if n < len(s.buf)/4 {
 		s.smallReads++
@@ -56,10 +56,10 @@ func (s *session) fill() error {
 // taking the bytes from the memory budget (budget.go), and waits for them
 // when the budget is short: the client is not read from meanwhile.
 func (s *session) room() error {
-	if len(s.buf) > keptReadBuf && s.end-s.start <= initialReadBuf && s.need <= initialReadBuf {
+	if len(s.buf) > keptReadBuf && s.end-s.start <= InitialReadBuf && s.need <= InitialReadBuf {
 		// Shrink back after a big command (what follows it fits the
 		// initial buffer), releasing its bytes to the budget.
-		if _, err := s.resizeInput(initialReadBuf, true); err != nil {
+		if _, err := s.resizeInput(InitialReadBuf, true); err != nil {
 			return err
 		}
 	}
@@ -67,18 +67,18 @@ func (s *session) room() error {
 		s.start, s.end = 0, 0
 		// Shrink back when the client's reads have become small next to
 		// a buffer grown for its pipelines.
-		if len(s.buf) > initialReadBuf && s.smallReads >= shrinkAfter {
-			if _, err := s.resizeInput(initialReadBuf, true); err != nil {
+		if len(s.buf) > InitialReadBuf && s.smallReads >= shrinkAfter {
+			if _, err := s.resizeInput(InitialReadBuf, true); err != nil {
 				return err
 			}
 		}
 	}
-	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.opts.MaxQueryBuffer {
+	if s.readFull && len(s.buf) < keptReadBuf && int64(len(s.buf)) < s.srv.Cfg.MaxQueryBuffer {
 		// The last read filled the buffer: the client pipelines more than
 		// it holds. Double it so the next pipeline arrives in one read
 		// (unless the budget is short: the pipeline then takes two).
 		s.readFull = false
-		if _, err := s.resizeInput(int(min(int64(2*len(s.buf)), s.srv.opts.MaxQueryBuffer)), false); err != nil {
+		if _, err := s.resizeInput(int(min(int64(2*len(s.buf)), s.srv.Cfg.MaxQueryBuffer)), false); err != nil {
 			return err
 		}
 	}
@@ -87,8 +87,8 @@ func (s *session) room() error {
 			s.end = copy(s.buf, s.buf[s.start:s.end])
 			s.start = 0
 		} else {
-			if int64(len(s.buf)) >= s.srv.opts.MaxQueryBuffer {
-				s.srv.met.rejected.WithLabelValues("query_buffer").Inc()
+			if int64(len(s.buf)) >= s.srv.Cfg.MaxQueryBuffer {
+				s.srv.Met.Rejected.WithLabelValues("query_buffer").Inc()
 				s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", len(s.buf)))
 				return errClose
 			}
@@ -100,7 +100,7 @@ func (s *session) room() error {
 			if s.need > len(s.buf) {
 				size = s.need
 			}
-			size = int(min(int64(size), s.srv.opts.MaxQueryBuffer))
+			size = int(min(int64(size), s.srv.Cfg.MaxQueryBuffer))
 			if _, err := s.resizeInput(size, true); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"cmp"
@@ -129,8 +129,8 @@ func (s *session) info(now time.Time, db int) (c rewrite.ClientInfo, subscribed 
 	last, cmd := v.last, v.cmd
 	v.mu.Unlock()
 	c.Age, c.Idle = int64(now.Sub(v.created)/time.Second), int64(max(now.Sub(last), 0)/time.Second)
-	c.Cmd = fullName(&s.srv.keys, &cmd)
-	c.Lib = s.srv.keys.SetInfo()
+	c.Cmd = fullName(s.srv.Keys, &cmd)
+	c.Lib = s.srv.Keys.SetInfo()
 	subscribed = c.Sub+c.PSub+c.SSub > 0
 	var flags []byte
 	if subscribed {
@@ -157,11 +157,11 @@ func (s *session) clientList(f *rewrite.ClientFilter) []byte {
 		list, self = []*session{s}, "client|info"
 	case f.IDs != nil:
 		byID := map[uint64]*session{}
-		s.srv.mu.Lock()
-		for sess := range s.srv.sessions {
+		s.srv.Sessions.mu.Lock()
+		for sess := range s.srv.Sessions.m {
 			byID[sess.id] = sess
 		}
-		s.srv.mu.Unlock()
+		s.srv.Sessions.mu.Unlock()
 		for _, id := range f.IDs {
 			if sess := byID[uint64(id)]; sess != nil && id > 0 { // ids start at 1
 				list = append(list, sess)
@@ -169,11 +169,11 @@ func (s *session) clientList(f *rewrite.ClientFilter) []byte {
 		}
 	case f.Type == "master" || f.Type == "replica":
 	default:
-		s.srv.mu.Lock()
-		for sess := range s.srv.sessions {
+		s.srv.Sessions.mu.Lock()
+		for sess := range s.srv.Sessions.m {
 			list = append(list, sess)
 		}
-		s.srv.mu.Unlock()
+		s.srv.Sessions.mu.Unlock()
 		slices.SortFunc(list, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
 	}
 	var lines []byte

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
@@ -39,7 +39,7 @@ func (s *session) settleAcks() {
 		pt := &s.parts[i]
 		if pt.up.Acks() {
 			if n := pt.up.Settle(pt.b); n > 0 {
-				s.srv.met.unacked.WithLabelValues(pt.up.Name()).Add(float64(n))
+				s.srv.Met.Unacked.WithLabelValues(pt.up.Name()).Add(float64(n))
 			}
 		}
 	}

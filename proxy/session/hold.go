@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"time"
@@ -50,19 +50,20 @@ type admission struct {
 // just before the write; a pause between this check and the write itself
 // is not seen (only a fencing epoch on the node would see it).
 func (s *session) leaseLapsed(u *upstream.Upstream) []byte {
-	c := s.srv.ctl
+	c := s.srv.Ctl
 	if c == nil || len(s.adm.states) == 0 {
 		return nil
 	}
-	n := c.byUp[u]
-	if n == nil || c.leaseLeft(n, time.Now()) > 0 {
+	if !c.LeaseLapsed(u, time.Now()) {
 		return nil
 	}
 	return []byte("-TRYAGAIN emqproxy's lease on upstream " + u.Name() + " lapsed before the command was sent; nothing was sent\r\n")
 }
 
-// beforeSend, when set (by tests), runs before a segment is sent.
-var beforeSend func(*session)
+// BeforeSend, when set (by tests, before any session runs), runs before a
+// segment is sent, told whether the session admitted commands under the
+// control table this round.
+var BeforeSend func(admitted bool)
 
 // release uncounts the commands the session admitted, once their replies
 // are in.

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"errors"
@@ -176,7 +176,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		return nil
 	case s.st.InMulti && forwarded && !s.tx.room(s, f):
-		s.srv.met.refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
+		s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
 		s.st.MultiAborted = true
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:

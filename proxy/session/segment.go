@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"bytes"
@@ -84,16 +84,16 @@ func (s *session) newBatch() *upstream.Batch {
 		return b
 	}
 	b := upstream.NewBatch()
-	b.Acct.Budget = s.srv.mem
+	b.Acct.Budget = s.srv.Mem
 	return b
 }
 
 // flush sends every part of the current segment, waits for their replies,
 // and moves every reply of the segment, in order, to the output.
 func (s *session) flush() {
-	budget := int(max(s.srv.opts.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
-	if beforeSend != nil {
-		beforeSend(s)
+	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
+	if BeforeSend != nil {
+		BeforeSend(len(s.adm.states) > 0)
 	}
 	for i := range s.parts {
 		pt := &s.parts[i]
@@ -121,9 +121,9 @@ func (s *session) flush() {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (upstream/failover.go: a new primary).
-			np := pt.up.AwaitShared(s.srv.ctx, s.id, s.proto(), pt.p)
+			np := pt.up.AwaitShared(s.srv.Ctx, s.id, s.proto(), pt.p)
 			if !pt.up.Sentinel() {
-				np = pt.up.Replaced(s.srv.ctx, s.id, s.proto(), pt.p)
+				np = pt.up.Replaced(s.srv.Ctx, s.id, s.proto(), pt.p)
 			}
 			if np != nil {
 				pt.p = np
@@ -155,7 +155,7 @@ func (s *session) flush() {
 		}
 		s.over = s.over || pt.b.Over
 	}
-	if s.srv.acking {
+	if s.srv.Acking {
 		s.settleAcks() // acks.go
 	}
 	s.shareAfter()     // share.go
@@ -172,7 +172,7 @@ func (s *session) flush() {
 
 // emit moves the segment's replies to the output in command order.
 func (s *session) emit() {
-	if s.over || int64(len(s.out)+len(s.local)) > s.srv.opts.MaxReplyBytes {
+	if s.over || int64(len(s.out)+len(s.local)) > s.srv.Cfg.MaxReplyBytes {
 		s.over = true
 	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
 		b := s.parts[0].b

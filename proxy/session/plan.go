@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"time"
@@ -25,35 +25,20 @@ import (
 // state and the routes again (admitted commands must count in the newest
 // state).
 
-// The refusal reasons the plan decides (audit log, metrics).
-const (
-	// ReasonCrossRoute: a command, or a command queued in MULTI, whose keys
-	// route to two upstreams.
-	ReasonCrossRoute = plan.ReasonCrossRoute
-	// ReasonHeld: a command whose queue stayed held past ControlOptions.Hold.
-	ReasonHeld = plan.ReasonHeld
-	// ReasonControlKey: a write to a control-table key.
-	ReasonControlKey = plan.ReasonControlKey
-	// ReasonUnknownCommand and ReasonNoMulti: the server's queue-time
-	// refusals inside MULTI; arity errors use rewrite.ReasonArity.
-	ReasonUnknownCommand = plan.ReasonUnknownCommand
-	ReasonNoMulti        = plan.ReasonNoMulti
-)
-
 // loadView takes the view for a round: the control state before the routes
 // (the control loop stores the routes first), and the fences into the
 // decision state.
 func (s *session) loadView() {
-	if c := s.srv.ctl; c != nil {
-		s.v.Ctl = c.state.Load()
+	if c := s.srv.Ctl; c != nil {
+		s.v.Ctl = c.Current()
 		s.v.Loop = c
 	}
-	s.v.Routes = s.srv.routes.Load()
-	s.v.Pol = s.srv.policy.Load()
-	s.v.Tables = &s.srv.keys
+	s.v.Routes = s.srv.Routes.Load()
+	s.v.Pol = s.srv.Policy.Load()
+	s.v.Tables = s.srv.Keys
 	s.st.Fenced = s.srv.fenced()
 	s.st.NoSub = s.v.Routes.Default().NoSub() // the keyless commands' upstream's answer to the unsubscribe family (upstream/unsub.go)
-	s.st.SetInfo = s.srv.keys.SetInfo()
+	s.st.SetInfo = s.srv.Keys.SetInfo()
 }
 
 // decide plans one command, asking the server for its keys when the plan
@@ -88,8 +73,8 @@ func (s *session) plan(args [][]byte, sp *plan.Step) {
 		}
 		// The control state changed while the command was admitted: plan
 		// it under the new one (and the routes stored before it).
-		s.v.Ctl = s.srv.ctl.state.Load()
-		s.v.Routes = s.srv.routes.Load()
+		s.v.Ctl = s.srv.Ctl.Current()
+		s.v.Routes = s.srv.Routes.Load()
 	}
 }
 
@@ -98,14 +83,11 @@ func (s *session) plan(args [][]byte, sp *plan.Step) {
 // TRYAGAIN. flush first sends what the session built and gets its replies,
 // so nothing admitted before the command stays in flight while it waits.
 func (s *session) waitHeld(args [][]byte, sp *plan.Step, flush func() error) error {
-	c := s.srv.ctl
+	c := s.srv.Ctl
 	began := time.Now()
-	deadline := began.Add(c.opts.Hold)
-	c.heldNow.Inc()
-	defer func() {
-		c.heldNow.Dec()
-		c.holdSecs.Observe(time.Since(began).Seconds())
-	}()
+	hold, poll := c.HoldLimits()
+	deadline := began.Add(hold)
+	defer c.Holding()()
 	if err := flush(); err != nil {
 		return err
 	}
@@ -118,15 +100,15 @@ func (s *session) waitHeld(args [][]byte, sp *plan.Step, flush func() error) err
 			sp.Up, sp.Wait, sp.Exec = nil, false, exec
 			return nil
 		}
-		t := time.NewTimer(min(deadline.Sub(now), c.opts.Poll/5+time.Millisecond))
+		t := time.NewTimer(min(deadline.Sub(now), poll/5+time.Millisecond))
 		select {
 		case <-s.v.Ctl.Changed():
 		case <-t.C:
-		case <-s.srv.ctx.Done():
+		case <-s.srv.Ctx.Done():
 		}
 		t.Stop()
-		s.v.Ctl = c.state.Load()
-		s.v.Routes = s.srv.routes.Load()
+		s.v.Ctl = c.Current()
+		s.v.Routes = s.srv.Routes.Load()
 		s.decide(args, sp)
 	}
 	return nil

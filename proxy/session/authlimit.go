@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"time"
@@ -50,26 +50,16 @@ type authState struct {
 // failed authentications), emqproxy_auth_fail_addresses (addresses in the
 // table).
 
-// Defaults of the limits.
-const (
-	DefaultAuthFailDelay   = 100 * time.Millisecond
-	DefaultMaxAuthFailures = 10
-	// DefaultMaxAuthFailDelay is the default cap on the delay of one reply.
-	DefaultMaxAuthFailDelay = 2 * time.Second
-	// DefaultAuthTimeout is the default time a client has to authenticate.
-	DefaultAuthTimeout = 10 * time.Second
-)
-
 // AuthFailed counts a failed authentication of the session and closes the
 // client at the per-connection limit (after its reply); it returns the
 // delay the reply waits, as its address's count says (authDelay). The plan
 // calls it (plan.Auth) when it decides a wrong password.
 func (s *session) AuthFailed() time.Duration {
 	s.authFails++
-	wait := s.srv.fails.Failed(limits.SourceHost(s.addr), time.Now(), s.srv.opts.AuthFailDelay, s.srv.opts.MaxAuthFailDelay)
-	if s.authFails >= s.srv.opts.MaxAuthFailures {
+	wait := s.srv.Fails.Failed(limits.SourceHost(s.addr), time.Now(), s.srv.Cfg.AuthFailDelay, s.srv.Cfg.MaxAuthFailDelay)
+	if s.authFails >= s.srv.Cfg.MaxAuthFailures {
 		if !s.closing {
-			s.srv.met.rejected.WithLabelValues("auth_failures").Inc()
+			s.srv.Met.Rejected.WithLabelValues("auth_failures").Inc()
 			s.log.Warn("closing a client after failed authentications", zap.Int("failures", s.authFails))
 		}
 		s.closing = true // after its reply, delayed as every other
@@ -91,9 +81,9 @@ func (s *session) authDelay(wait time.Duration) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.srv.ctx.Done():
+	case <-s.srv.Ctx.Done():
 	}
-	s.srv.fails.Delays.Add(time.Since(now).Seconds())
+	s.srv.Fails.Delays.Add(time.Since(now).Seconds())
 	if cut {
 		s.authTimedOut()
 		s.silent = true // the guess is not answered before its delay
@@ -105,8 +95,8 @@ func (s *session) authDelay(wait time.Duration) {
 // has yet to authenticate.
 func (s *session) readDeadline() {
 	var dl time.Time
-	if s.srv.opts.IdleTimeout > 0 {
-		dl = time.Now().Add(s.srv.opts.IdleTimeout)
+	if s.srv.Cfg.IdleTimeout > 0 {
+		dl = time.Now().Add(s.srv.Cfg.IdleTimeout)
 	}
 	switch {
 	case s.authBy.IsZero():
@@ -115,7 +105,7 @@ func (s *session) readDeadline() {
 		if dl.IsZero() {
 			_ = s.nc.SetReadDeadline(time.Time{}) // the authentication deadline set before
 		}
-	case len(s.srv.policy.Load().Users) == 0:
+	case len(s.srv.Policy.Load().Users) == 0:
 		// No authentication required (now): no deadline. Users set
 		// by a reload make a connection that has not authenticated
 		// within AuthTimeout of connecting go at its next read.
@@ -130,14 +120,14 @@ func (s *session) readDeadline() {
 // authPending reports whether the client must still authenticate by
 // s.authBy.
 func (s *session) authPending() bool {
-	return !s.authBy.IsZero() && !s.st.Authenticated && len(s.srv.policy.Load().Users) > 0
+	return !s.authBy.IsZero() && !s.st.Authenticated && len(s.srv.Policy.Load().Users) > 0
 }
 
 // authTimedOut closes a client that did not authenticate in time.
 func (s *session) authTimedOut() {
 	if !s.closing {
-		s.srv.met.rejected.WithLabelValues("auth_timeout").Inc()
-		s.log.Info("closing a client that did not authenticate in time", zap.Duration("timeout", s.srv.opts.AuthTimeout))
+		s.srv.Met.Rejected.WithLabelValues("auth_timeout").Inc()
+		s.log.Info("closing a client that did not authenticate in time", zap.Duration("timeout", s.srv.Cfg.AuthTimeout))
 	}
 	s.closing = true
 }

@@ -1,7 +1,8 @@
-package proxy
+package session
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -82,7 +83,7 @@ func (t *transaction) forget() {
 
 // clear drops the transaction.
 func (t *transaction) clear(s *session) {
-	s.srv.mem.Give(t.held)
+	s.srv.Mem.Give(t.held)
 	t.held = 0
 	if cap(t.buf) > 1<<20 {
 		t.buf = nil
@@ -109,13 +110,13 @@ func (t *transaction) queue(s *session, c *command) {
 		s.addLocal(replyQueued, audit, c.drop)
 		return
 	}
-	if t.n >= s.srv.opts.MaxQueuedMulti || int64(len(t.buf)+len(f.Raw)) > s.srv.opts.MaxReplyBytes {
+	if t.n >= s.srv.Cfg.MaxQueuedMulti || int64(len(t.buf)+len(f.Raw)) > s.srv.Cfg.MaxReplyBytes {
 		s.addLocal(replyTxTooLarge, audit, c.drop)
 		s.st.MultiAborted = true
 		return
 	}
 	if !t.room(s, f) {
-		s.srv.met.refusals.WithLabelValues(reasonMemoryBudget).Inc()
+		s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
 		s.addLocal(replyTxOverBudget, audit, c.drop)
 		s.st.MultiAborted = true
 		return
@@ -123,7 +124,7 @@ func (t *transaction) queue(s *session, c *command) {
 	t.noteLoad(f)
 	t.buf = upstream.Encode(t.buf, f, d)
 	t.n++
-	if s.srv.acking && !t.writes {
+	if s.srv.Acking && !t.writes {
 		t.writes = isWrite(f.Args, &c.sp) // acks.go
 	}
 	t.route.Note(&c.sp) // package plan: its binding, queues and verb role
@@ -143,7 +144,7 @@ func (t *transaction) room(s *session, f resp.Frame) bool {
 	if want <= t.held {
 		return true
 	}
-	if !s.srv.mem.TryTake(want - t.held) {
+	if !s.srv.Mem.TryTake(want - t.held) {
 		return false
 	}
 	t.held = want
@@ -187,7 +188,7 @@ func (t *transaction) exec(s *session, c *command) {
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
 	default:
 		if p = u.Shared(s.id, s.proto()); p == nil {
-			p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // upstream/failover.go
+			p = u.AwaitShared(s.srv.Ctx, s.id, s.proto(), nil) // upstream/failover.go
 		}
 	}
 	if p == nil {

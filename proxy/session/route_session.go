@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"github.com/tidwall/redcon"
@@ -81,7 +81,7 @@ func isScriptLoad(args [][]byte) bool {
 // EVALSHA, and a client that loads after NOSCRIPT must find it there. No
 // module upstream ever gets a verb body.
 func (s *session) loadOnScripts(f resp.Frame) {
-	s.alsoSend(f, func(u *upstream.Upstream) bool { return u.Role() == RoleScripts })
+	s.alsoSend(f, func(u *upstream.Upstream) bool { return u.Role() == upstream.RoleScripts })
 }
 
 // alsoSend adds f, as the client sent it, to the current segment's part
@@ -89,7 +89,7 @@ func (s *session) loadOnScripts(f resp.Frame) {
 // every upstream to that wants it. No reply slot is added: those replies
 // are read and dropped. An upstream that is down is skipped.
 func (s *session) alsoSend(f resp.Frame, to func(*upstream.Upstream) bool) {
-	for _, u := range s.srv.ups {
+	for _, u := range s.srv.Ups {
 		if !to(u) {
 			continue
 		}

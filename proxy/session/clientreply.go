@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import "github.com/emqproxy/emqproxy/rewrite"
 

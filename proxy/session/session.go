@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"errors"
@@ -19,12 +19,12 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// initialReadBuf is a client's read buffer size. It grows as far as one
+// InitialReadBuf is a client's read buffer size. It grows as far as one
 // command needs and shrinks back once that command is done; and it doubles,
 // up to keptReadBuf, while the client's reads fill it, so a pipeline larger
 // than the buffer (16 commands of 1 KiB) is framed and forwarded as one
 // batch instead of being split into two round trips to the upstream.
-const initialReadBuf = 16 * 1024
+const InitialReadBuf = 16 * 1024
 
 // keptReadBuf is the largest read buffer a session keeps between batches;
 // a bigger one (grown for one big command) shrinks back once it is empty.
@@ -43,7 +43,7 @@ var errClose = errors.New("close")
 // the forwarded ones as one batch per upstream connection, and writes every
 // reply in command order in one write.
 type session struct {
-	srv  *Server
+	srv  *Shared
 	id   uint64
 	nc   net.Conn
 	addr string
@@ -84,21 +84,21 @@ type rslot struct {
 }
 
 // newSession prepares a session for an accepted connection.
-func newSession(srv *Server, id uint64, nc net.Conn) *session {
+func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	s := &session{
 		srv:     srv,
 		id:      id,
 		nc:      nc,
 		addr:    nc.RemoteAddr().String(),
-		input:   input{buf: make([]byte, initialReadBuf)},
+		input:   input{buf: make([]byte, InitialReadBuf)},
 		segment: segment{simple: true}, // as emit leaves it after each segment
 	}
-	s.log = srv.log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
+	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
 	s.listing.init(nc, time.Now())
 	s.resetState()
-	s.authBy = time.Now().Add(srv.opts.AuthTimeout) // while users are configured (authlimit.go)
-	s.fr.Limits = resp.Limits{MaxMultibulk: srv.opts.MaxMultibulk, MaxBulk: int(srv.opts.MaxBulk), MaxInline: srv.opts.MaxInline}
+	s.authBy = time.Now().Add(srv.Cfg.AuthTimeout) // while users are configured (authlimit.go)
+	s.fr.Limits = resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline}
 	return s
 }
 
@@ -124,7 +124,7 @@ func (s *session) serve() {
 			}
 			continue // commands after subscribe mode may be buffered
 		}
-		if n == s.srv.opts.MaxPipeline {
+		if n == s.srv.Cfg.MaxPipeline {
 			continue // more may be complete already
 		}
 		if err := s.fill(); err != nil {
@@ -156,7 +156,7 @@ func (s *session) cleanup() {
 func (s *session) round() (served int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.srv.met.panics.Inc()
+			s.srv.Met.Panics.Inc()
 			s.log.Error("panic serving a client; closing it", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			served, err = 0, fmt.Errorf("panic: %v", r)
 		}
@@ -172,7 +172,7 @@ func (s *session) round() (served int, err error) {
 	s.kind = batchLocal
 	// Past the reply cap (a part of the batch was answered over it,
 	// share.go) the rest of the batch is not sent: the client is closed.
-	for served < s.srv.opts.MaxPipeline && !s.closing && !s.over && s.sub == nil {
+	for served < s.srv.Cfg.MaxPipeline && !s.closing && !s.over && s.sub == nil {
 		s.fr.Limits.Unauthenticated = len(s.v.Pol.Users) > 0 && !s.st.Authenticated
 		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
 		switch status {
@@ -184,7 +184,7 @@ func (s *session) round() (served int, err error) {
 		case resp.Invalid:
 			s.addLocal(errReply, -1, s.rm.command(rewrite.NoEffect))
 			s.closing = true
-			s.srv.met.rejected.WithLabelValues("protocol").Inc()
+			s.srv.Met.Rejected.WithLabelValues("protocol").Inc()
 			continue
 		case resp.Framed:
 			if served == 0 {
@@ -205,8 +205,8 @@ func (s *session) round() (served int, err error) {
 	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
 	s.logAudits()
-	if s.srv.metLatency && !s.began.IsZero() {
-		s.srv.met.latency[s.kind].Observe(time.Since(s.began).Seconds())
+	if s.srv.MetLatency && !s.began.IsZero() {
+		s.srv.Met.Latency[s.kind].Observe(time.Since(s.began).Seconds())
 	}
 	if err == nil && s.closing {
 		err = errClose
@@ -221,26 +221,26 @@ func (s *session) write() error {
 		return errClose
 	}
 	if s.over {
-		s.srv.met.rejected.WithLabelValues("reply_bytes").Inc()
-		s.log.Warn("closing client over the reply bytes limit", zap.Int64("limit", s.srv.opts.MaxReplyBytes))
+		s.srv.Met.Rejected.WithLabelValues("reply_bytes").Inc()
+		s.log.Warn("closing client over the reply bytes limit", zap.Int64("limit", s.srv.Cfg.MaxReplyBytes))
 		return errClose
 	}
 	if len(s.out) == 0 {
 		return nil
 	}
-	s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.opts.WriteTimeout)
+	s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.Cfg.WriteTimeout)
 	began := time.Now()
 	n, err := s.nc.Write(s.out)
 	s.shareWrite(time.Since(began)) // share.go: a slow reader
-	s.srv.met.bytesOut.Add(float64(n))
-	if cap(s.out) > 4*DefaultMaxInline && len(s.out) > 0 {
+	s.srv.Met.BytesOut.Add(float64(n))
+	if cap(s.out) > 4*resp.DefaultMaxInline && len(s.out) > 0 {
 		s.out = nil // do not keep a big reply buffer around
 	} else {
 		s.out = s.out[:0]
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.srv.met.rejected.WithLabelValues("write").Inc()
+			s.srv.Met.Rejected.WithLabelValues("write").Inc()
 			// A client that does not read: reset rather than leave the
 			// unsent replies to the kernel (up to its send buffer per
 			// closed socket) until the client reads them or it gives up.
@@ -331,7 +331,7 @@ func (s *session) localReply(c *command) {
 	case rewrite.Hello:
 		u := c.up(s)
 		if d.Proto == 3 && !u.HasHello(3) {
-			u.Replaced(s.srv.ctx, s.id, 3, nil)
+			u.Replaced(s.srv.Ctx, s.id, 3, nil)
 		}
 		if r := u.HelloReply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r

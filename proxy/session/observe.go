@@ -1,9 +1,8 @@
-package proxy
+package session
 
 import (
 	"time"
 
-	"github.com/emqproxy/emqproxy/capture"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
@@ -20,22 +19,16 @@ import (
 // the relay's tap on the bridge: bridge.go) and the SCRIPT LOAD fan-out
 // (route_session.go's alsoLoad).
 
-// CaptureOptions configures a capture (package observe).
-type CaptureOptions = observe.CaptureOptions
-
-// ErrCapture is wrapped by StartCapture's and StopCapture's errors.
-var ErrCapture = observe.ErrCapture
-
 // newObserver returns the observation of a new session.
 func (s *session) newObserver() observe.Session {
-	return observe.NewSession(observe.Config{Conn: s.id, Addr: s.addr, Log: s.log, Audit: s.srv.audit,
-		AuditPassthrough: s.srv.opts.AuditPassthrough, Capture: &s.srv.cap, Keys: &s.srv.keys})
+	return observe.NewSession(observe.Config{Conn: s.id, Addr: s.addr, Log: s.log, Audit: s.srv.Audit,
+		AuditPassthrough: s.srv.Cfg.AuditPassthrough, Capture: s.srv.Cap, Keys: s.srv.Keys})
 }
 
 // observe reports a planned command (metrics, the batch's kind) and
 // returns its audit record's index, or -1.
 func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
-	s.srv.met.Command(d)
+	s.srv.Met.Command(d)
 	s.kind = max(s.kind, kindOf(d))
 	return s.obs.Command(args, d)
 }
@@ -95,26 +88,4 @@ func (s *session) captureReplies() {
 		s.obs.Finish(p, b.Reply(sl.idx), now)
 	}
 	s.obs.Publish()
-}
-
-// StartCapture starts capturing the queues of o into o.Dir. One capture
-// runs at a time.
-func (s *Server) StartCapture(o CaptureOptions) error {
-	digest := ""
-	if p := s.policy.Load(); p != nil && p.Map != nil {
-		digest = p.Map.Digest
-	}
-	return s.cap.Start(o, digest, s.log)
-}
-
-// StopCapture stops the running capture, writes what it has queued and
-// returns what it did; running is false when none was running.
-func (s *Server) StopCapture() (st capture.Stats, running bool, err error) {
-	return s.cap.Stop(s.log)
-}
-
-// CaptureStats returns what the running capture has done so far; running
-// is false when none runs.
-func (s *Server) CaptureStats() (st capture.Stats, running bool) {
-	return s.cap.Stats()
 }

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"time"
@@ -21,7 +21,7 @@ import (
 //     on a shared connection at once. A longer batch is sent in parts of
 //     that many: the next part is written once the replies of the one
 //     before are read, so other clients' batches go between them. A
-//     client's parts start at shareStart commands and double, up to
+//     client's parts start at ShareStart commands and double, up to
 //     ShareCommands, while their replies stay small (on average under
 //     ShareBytes/ShareCommands a command): the size of a reply is known
 //     only once it is read, so a client whose replies are large has cost
@@ -40,12 +40,12 @@ import (
 //     - command_bytes: a command (or a transaction) larger than
 //     Options.ShareBytes, known before it is sent;
 //     - reply_bytes: one part whose replies passed Options.ShareBytes;
-//     - pipeline: sharePipelineParts parts in a row that each filled
+//     - pipeline: SharePipelineParts parts in a row that each filled
 //     Options.ShareCommands, or a transaction longer than that;
 //     - slow_reader: a write of replies to the client that took longer
 //     than slowWrite (the client reads more slowly than it asks).
 //     What a client still costs a shared connection before it is isolated
-//     is therefore one part: shareStart commands and their replies, or
+//     is therefore one part: ShareStart commands and their replies, or
 //     ShareCommands once its replies have shown themselves small.
 //  3. It comes back to the shared connections when Options.IsolateFor has
 //     passed since it last did any of the above on its own connection (a
@@ -58,14 +58,14 @@ import (
 // WATCH pins, blocking commands and subscribe mode keep their own
 // connections as before; the share concerns the shared connections only.
 
-// sharePipelineParts is how many full parts in a row make a client deep
+// SharePipelineParts is how many full parts in a row make a client deep
 // pipelining (isolated for "pipeline").
-const sharePipelineParts = 4
+const SharePipelineParts = 4
 
-// shareStart is the size of a client's first parts on a shared connection
+// ShareStart is the size of a client's first parts on a shared connection
 // (the window grows from it: see above). Eight covers the batches of most
 // clients, so the window's growth costs them nothing.
-const shareStart = 8
+const ShareStart = 8
 
 // slowWrite is the longest a write of replies to the client may block
 // before the client counts as a slow reader. A client that reads promptly
@@ -86,7 +86,7 @@ var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowRe
 
 // share is a session's use of the shared connections.
 type share struct {
-	window int       // commands a part may hold now; 0: shareStart (see above)
+	window int       // commands a part may hold now; 0: ShareStart (see above)
 	full   int       // parts in a row that filled the window
 	until  time.Time // isolated until then; zero: shares
 	own    []ownConn // while isolated: its connection to each upstream used
@@ -106,12 +106,12 @@ func (sh *share) isolated() bool { return !sh.until.IsZero() }
 func (s *session) isolate(reason string) {
 	now := time.Now()
 	if !s.sh.isolated() {
-		s.srv.met.isolated.WithLabelValues(reason).Inc()
-		s.srv.met.isolatedNow.Inc()
+		s.srv.Met.Isolated.WithLabelValues(reason).Inc()
+		s.srv.Met.IsolatedNow.Inc()
 		s.log.Info("client isolated on a connection of its own", zap.String("reason", reason),
-			zap.Duration("for_at_least", s.srv.opts.IsolateFor))
+			zap.Duration("for_at_least", s.srv.Cfg.IsolateFor))
 	}
-	s.sh.until = now.Add(s.srv.opts.IsolateFor)
+	s.sh.until = now.Add(s.srv.Cfg.IsolateFor)
 	s.sh.full = 0
 }
 
@@ -136,7 +136,7 @@ func (s *session) endShare() {
 	s.sh.own = s.sh.own[:0]
 	if s.sh.isolated() {
 		s.sh.until = time.Time{}
-		s.srv.met.isolatedNow.Dec()
+		s.srv.Met.IsolatedNow.Dec()
 	}
 }
 
@@ -154,7 +154,7 @@ func (s *session) ownPipe(u *upstream.Upstream) *upstream.Pipe {
 		s.sh.own = append(s.sh.own[:i], s.sh.own[i+1:]...)
 		break
 	}
-	p, err := u.IsolatedPipe(s.srv.ctx, s.proto())
+	p, err := u.IsolatedPipe(s.srv.Ctx, s.proto())
 	if err != nil {
 		s.log.Warn("isolated upstream connection failed", zap.Error(err))
 		return nil
@@ -185,7 +185,7 @@ func (s *session) closeOwn() {
 // commands already. It reports whether the command now goes on the
 // client's own connection.
 func (s *session) shareBefore(size, count int) (own bool) {
-	o := &s.srv.opts
+	o := &s.srv.Cfg
 	if s.sh.isolated() {
 		switch {
 		case int64(size) > o.ShareBytes:
@@ -224,18 +224,18 @@ func (s *session) shareBefore(size, count int) (own bool) {
 // shareWindow is how many of the client's commands a part may hold now.
 func (s *session) shareWindow() int {
 	if s.sh.window == 0 {
-		return min(shareStart, s.srv.opts.ShareCommands)
+		return min(ShareStart, s.srv.Cfg.ShareCommands)
 	}
 	return s.sh.window
 }
 
 // shareAfter judges a segment's parts once their replies are in: a part
 // on a shared connection whose replies passed ShareBytes isolates the
-// client, and so do sharePipelineParts full parts in a row; a full part
+// client, and so do SharePipelineParts full parts in a row; a full part
 // of small replies doubles the window. On the client's own connection the
 // same keeps it isolated.
 func (s *session) shareAfter() {
-	o := &s.srv.opts
+	o := &s.srv.Cfg
 	for i := range s.parts {
 		pt := &s.parts[i]
 		if pt.b.N == 0 || (pt.ded && !pt.own) {
@@ -249,7 +249,7 @@ func (s *session) shareAfter() {
 			}
 		case heavy:
 			s.isolate(isoReplyBytes)
-		case s.sh.full >= sharePipelineParts:
+		case s.sh.full >= SharePipelineParts:
 			s.isolate(isoPipeline)
 		case pt.b.N < s.shareWindow():
 			s.sh.full = 0

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"go.uber.org/zap"
@@ -82,10 +82,10 @@ func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *upstrea
 	p = u.Shared(s.id, s.proto())
 	if p == nil && s.proto() == 3 {
 		// The RESP3 connections open for the first RESP3 client.
-		p = u.Replaced(s.srv.ctx, s.id, 3, nil)
+		p = u.Replaced(s.srv.Ctx, s.id, 3, nil)
 	}
 	if p == nil {
-		p = u.AwaitShared(s.srv.ctx, s.id, s.proto(), nil) // upstream/failover.go: a new primary
+		p = u.AwaitShared(s.srv.Ctx, s.id, s.proto(), nil) // upstream/failover.go: a new primary
 	}
 	return p, false
 }
@@ -112,7 +112,7 @@ func (s *session) dedicated(u *upstream.Upstream, slot **upstream.Pipe) *upstrea
 		*slot = p
 		return p
 	}
-	p, err := u.Dedicated(s.srv.ctx, s.proto())
+	p, err := u.Dedicated(s.srv.Ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
@@ -136,7 +136,7 @@ func (s *session) blocking(u *upstream.Upstream) *upstream.Pipe {
 		s.blocker.Close()
 		s.blocker = nil
 	}
-	p, id, err := u.BlockingPipe(s.srv.ctx, s.proto())
+	p, id, err := u.BlockingPipe(s.srv.Ctx, s.proto())
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil

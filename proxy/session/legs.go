@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"go.uber.org/zap"
@@ -57,7 +57,7 @@ func (s *session) legFor(u *upstream.Upstream) (*pubsub.Subscriber, error) {
 	if l := sub.Leg(u); l != nil {
 		return l, nil
 	}
-	dl, err := u.Own(s.srv.ctx, 3) // upstream/owned.go
+	dl, err := u.Own(s.srv.Ctx, 3) // upstream/owned.go
 	if err != nil {
 		s.log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil, err

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -7,7 +7,7 @@ import (
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
-// metrics are the proxy's Prometheus collectors. The per-command counters
+// Metrics are the proxy's Prometheus collectors. The per-command counters
 // are resolved once, so counting a command is one atomic add.
 //
 // Names:
@@ -35,92 +35,92 @@ import (
 //	                                            forwarded commands unchanged), local (answered by the proxy)
 //	emqproxy_client_bytes_total{direction}      bytes read from clients (in) and written to them (out)
 //	emqproxy_map_info{digest}                   1 for the map in use
-type metrics struct {
-	commands    [4][]prometheus.Counter // [action][token index+1]
-	refusals    *prometheus.CounterVec
-	upErrors    *prometheus.CounterVec
-	reconnects  *prometheus.CounterVec
-	up          *prometheus.GaugeVec
-	fenced      *prometheus.GaugeVec
-	failovers   *prometheus.CounterVec
-	primaryOf   *prometheus.GaugeVec
-	unacked     *prometheus.CounterVec
-	clients     prometheus.Gauge
-	accepted    prometheus.Counter
-	rejected    *prometheus.CounterVec
-	isolated    *prometheus.CounterVec
-	isolatedNow prometheus.Gauge
-	panics      prometheus.Counter
-	latency     [3]prometheus.Observer // by batchKind
-	bytesIn     prometheus.Counter
-	bytesOut    prometheus.Counter
-	mapInfo     *prometheus.GaugeVec
+type Metrics struct {
+	Commands    [4][]prometheus.Counter // [action][token index+1]
+	Refusals    *prometheus.CounterVec
+	UpErrors    *prometheus.CounterVec
+	Reconnects  *prometheus.CounterVec
+	Up          *prometheus.GaugeVec
+	Fenced      *prometheus.GaugeVec
+	Failovers   *prometheus.CounterVec
+	PrimaryOf   *prometheus.GaugeVec
+	Unacked     *prometheus.CounterVec
+	Clients     prometheus.Gauge
+	Accepted    prometheus.Counter
+	Rejected    *prometheus.CounterVec
+	Isolated    *prometheus.CounterVec
+	IsolatedNow prometheus.Gauge
+	Panics      prometheus.Counter
+	Latency     [3]prometheus.Observer // by batchKind
+	BytesIn     prometheus.Counter
+	BytesOut    prometheus.Counter
+	MapInfo     *prometheus.GaugeVec
 }
 
-// newMetrics creates the collectors and registers them on reg (when not nil).
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewMetrics creates the collectors and registers them on reg (when not nil).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_refusals_total", Help: "Commands refused, by reason.",
 		}, []string{"reason"}),
-		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		UpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_upstream_errors_total", Help: "Upstream connection failures, by kind.",
 		}, []string{"upstream", "kind"}),
-		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_upstream_reconnects_total", Help: "Shared upstream connections lost and reconnected.",
 		}, []string{"upstream"}),
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_upstream_up", Help: "1 while every shared connection to the upstream is up.",
 		}, []string{"upstream"}),
-		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_upstream_fenced", Help: "1 while the upstream's fence holds.",
 		}, []string{"upstream"}),
-		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_upstream_failovers_total", Help: "Times a Sentinel upstream's primary switched to another node.",
 		}, []string{"upstream"}),
-		primaryOf: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		PrimaryOf: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_upstream_primary", Help: "1 for the primary a Sentinel upstream confirmed last, by address.",
 		}, []string{"upstream", "address"}),
-		unacked: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Unacked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_upstream_unconfirmed_total", Help: "Writes answered with an error because WAIT confirmed fewer replicas than ack_replicas.",
 		}, []string{"upstream"}),
-		clients: prometheus.NewGauge(prometheus.GaugeOpts{
+		Clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "emqproxy_client_connections", Help: "Client connections open now.",
 		}),
-		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+		Accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "emqproxy_client_connections_total", Help: "Client connections accepted.",
 		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_client_rejected_total", Help: "Clients refused or closed by a limit, by reason.",
 		}, []string{"reason"}),
-		isolated: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Isolated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_client_isolated_total", Help: "Clients moved to upstream connections of their own for their share of the shared ones, by reason.",
 		}, []string{"reason"}),
-		isolatedNow: prometheus.NewGauge(prometheus.GaugeOpts{
+		IsolatedNow: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "emqproxy_client_isolated", Help: "Clients on upstream connections of their own now (their share of the shared ones).",
 		}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
+		Panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "emqproxy_panics_total", Help: "Panics recovered; each closed one client.",
 		}),
-		mapInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		MapInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "emqproxy_map_info", Help: "1 for the digest of the pinned map in use.",
 		}, []string{"digest"}),
 	}
 	for _, r := range isoReasons {
-		m.isolated.WithLabelValues(r)
+		m.Isolated.WithLabelValues(r)
 	}
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "emqproxy_batch_seconds",
 		Help:    "Time from a client batch framed to its replies written, by kind (rewrite, pass, local).",
 		Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 12),
 	}, []string{"kind"})
-	for k := range m.latency {
-		m.latency[k] = latency.WithLabelValues(batchKind(k).String())
+	for k := range m.Latency {
+		m.Latency[k] = latency.WithLabelValues(batchKind(k).String())
 	}
 	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "emqproxy_client_bytes_total", Help: "Bytes read from clients (in) and written to them (out).",
 	}, []string{"direction"})
-	m.bytesIn, m.bytesOut = bytes.WithLabelValues("in"), bytes.WithLabelValues("out")
+	m.BytesIn, m.BytesOut = bytes.WithLabelValues("in"), bytes.WithLabelValues("out")
 	cmds := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "emqproxy_commands_total", Help: "Client commands, by decision and job-core token.",
 	}, []string{"decision", "token"})
@@ -130,11 +130,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		for i, t := range shamap.Tokens {
 			row[i+1] = cmds.WithLabelValues(a.String(), t)
 		}
-		m.commands[a] = row
+		m.Commands[a] = row
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{cmds, m.refusals, m.upErrors, m.reconnects, m.up, m.fenced,
-			m.failovers, m.primaryOf, m.unacked, m.clients, m.accepted, m.rejected, m.isolated, m.isolatedNow, m.panics, latency, bytes, m.mapInfo} {
+		for _, c := range []prometheus.Collector{cmds, m.Refusals, m.UpErrors, m.Reconnects, m.Up, m.Fenced,
+			m.Failovers, m.PrimaryOf, m.Unacked, m.Clients, m.Accepted, m.Rejected, m.Isolated, m.IsolatedNow, m.Panics, latency, bytes, m.MapInfo} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -153,47 +153,47 @@ var tokenIndex = func() map[string]int {
 }()
 
 // Command counts one decided command.
-func (m *metrics) Command(d *rewrite.Decision) {
+func (m *Metrics) Command(d *rewrite.Decision) {
 	col := 0
 	if d.Script != nil && d.Script.Verb != "" {
 		col = tokenIndex[d.Script.Verb]
 	}
-	if int(d.Action) < len(m.commands) {
-		m.commands[d.Action][col].Inc()
+	if int(d.Action) < len(m.Commands) {
+		m.Commands[d.Action][col].Inc()
 	}
 	if d.Action == rewrite.Refuse {
-		m.refusals.WithLabelValues(string(d.Reason)).Inc()
+		m.Refusals.WithLabelValues(string(d.Reason)).Inc()
 	}
 }
 
 // UpstreamError counts a failure of the upstream name, by kind (errKind).
-func (m *metrics) UpstreamError(name, kind string) { m.upErrors.WithLabelValues(name, kind).Inc() }
+func (m *Metrics) UpstreamError(name, kind string) { m.UpErrors.WithLabelValues(name, kind).Inc() }
 
-// Rejected counts a client closed for reason (pubsub.Metrics).
-func (m *metrics) Rejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+// Reject counts a client closed for reason (pubsub.Metrics).
+func (m *Metrics) Reject(reason string) { m.Rejected.WithLabelValues(reason).Inc() }
 
 // Reconnect counts a shared connection of the upstream name lost.
-func (m *metrics) Reconnect(name string) { m.reconnects.WithLabelValues(name).Inc() }
+func (m *Metrics) Reconnect(name string) { m.Reconnects.WithLabelValues(name).Inc() }
 
 // UpstreamState sets the upstream's up and fenced gauges.
-func (m *metrics) UpstreamState(name string, up, fenced bool) {
-	m.up.WithLabelValues(name).Set(b2f(up))
-	m.fenced.WithLabelValues(name).Set(b2f(fenced))
+func (m *Metrics) UpstreamState(name string, up, fenced bool) {
+	m.Up.WithLabelValues(name).Set(b2f(up))
+	m.Fenced.WithLabelValues(name).Set(b2f(fenced))
 }
 
 // Primary moves the upstream's primary info from old ("" for none) to addr.
-func (m *metrics) Primary(name, old, addr string) {
+func (m *Metrics) Primary(name, old, addr string) {
 	if old != "" {
-		m.primaryOf.DeleteLabelValues(name, old)
+		m.PrimaryOf.DeleteLabelValues(name, old)
 	}
-	m.primaryOf.WithLabelValues(name, addr).Set(1)
+	m.PrimaryOf.WithLabelValues(name, addr).Set(1)
 }
 
 // Failover counts a switch of the upstream's primary.
-func (m *metrics) Failover(name string) { m.failovers.WithLabelValues(name).Inc() }
+func (m *Metrics) Failover(name string) { m.Failovers.WithLabelValues(name).Inc() }
 
 // Follows makes the upstream's failover series exist, at 0.
-func (m *metrics) Follows(name string) { m.failovers.WithLabelValues(name) }
+func (m *Metrics) Follows(name string) { m.Failovers.WithLabelValues(name) }
 
 // b2f is 1 for true, 0 for false.
 func b2f(b bool) float64 {

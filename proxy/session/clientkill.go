@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"bytes"
@@ -43,27 +43,10 @@ type blockConn struct {
 
 // sessionByID returns the live session with id, or nil.
 func (s *session) sessionByID(id int64) *session {
-	s.srv.mu.Lock()
-	defer s.srv.mu.Unlock()
-	for sess := range s.srv.sessions {
-		if int64(sess.id) == id {
-			return sess
-		}
+	if id <= 0 {
+		return nil
 	}
-	return nil
-}
-
-// listed reports whether session id is in the server's list (ending ones
-// included).
-func (srv *Server) listed(id uint64) bool {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	for sess := range srv.sessions {
-		if sess.id == id {
-			return true
-		}
-	}
-	return false
+	return s.srv.Sessions.byID(uint64(id))
 }
 
 // clientUnblock answers CLIENT UNBLOCK (see above).
@@ -125,8 +108,8 @@ func unblockOn(s *session, bc *blockConn, withError bool) []byte {
 func (s *session) clientKill(t *rewrite.ClientTarget) []byte {
 	var victims []*session
 	self := false
-	s.srv.mu.Lock()
-	for sess := range s.srv.sessions {
+	s.srv.Sessions.mu.Lock()
+	for sess := range s.srv.Sessions.m {
 		switch {
 		case t.ID != 0 && int64(sess.id) != t.ID:
 		case sess == s:
@@ -134,11 +117,11 @@ func (s *session) clientKill(t *rewrite.ClientTarget) []byte {
 		default:
 			// Gone from CLIENT LIST at once, as on the server; its
 			// goroutine ends once it finds the connection closed.
-			delete(s.srv.sessions, sess)
+			delete(s.srv.Sessions.m, sess)
 			victims = append(victims, sess)
 		}
 	}
-	s.srv.mu.Unlock()
+	s.srv.Sessions.mu.Unlock()
 	for _, v := range victims {
 		_ = v.nc.Close()
 	}

@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"errors"
@@ -84,13 +84,13 @@ var (
 func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
-	dl, err := u.Own(s.srv.ctx, s.proto()) // upstream/owned.go
+	dl, err := u.Own(s.srv.Ctx, s.proto()) // upstream/owned.go
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.addLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
-	sub := pubsub.New(s.client(), u, dl, f.Raw, int(min(s.srv.opts.MaxReplyBytes, int64(^uint(0)>>1))), s.proto() == 3)
+	sub := pubsub.New(s.client(), u, dl, f.Raw, int(min(s.srv.Cfg.MaxReplyBytes, int64(^uint(0)>>1))), s.proto() == 3)
 	if on, _ := trackingSwitch(f.Args); on {
 		sub.Tracking, sub.TrackRaw = true, append([]byte(nil), f.Raw...)
 	}
@@ -102,8 +102,8 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 // client is what subscribe mode's goroutines and a tracking redirect's
 // relay need of the session (package pubsub).
 func (s *session) client() *pubsub.Client {
-	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.mem, Met: s.srv.met,
-		WriteTimeout: s.srv.opts.WriteTimeout, Subs: &s.listing.subs}
+	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.Mem, Met: s.srv.Met,
+		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.subs}
 }
 
 // serveSubscribed runs subscribe mode until the client leaves it (nil: the
@@ -114,7 +114,7 @@ func (s *session) serveSubscribed() (err error) {
 	abort := true
 	defer func() {
 		if r := recover(); r != nil {
-			s.srv.met.panics.Inc()
+			s.srv.Met.Panics.Inc()
 			s.log.Error("panic in subscribe mode; closing the client", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			err, abort = fmt.Errorf("panic: %v", r), true
 		}
@@ -123,8 +123,8 @@ func (s *session) serveSubscribed() (err error) {
 		s.listing.subs.Clear()
 	}()
 	sub.Start()
-	s.srv.redir.Attach(s.id, sub) // tracking.go: a redirect target
-	defer s.srv.redir.Detach(s.id, sub)
+	s.srv.Redir.Attach(s.id, sub) // tracking.go: a redirect target
+	defer s.srv.Redir.Detach(s.id, sub)
 	var reading bool
 	readDone := make(chan error, 1)
 	// stopReading ends an outstanding client read; an error means the
@@ -177,7 +177,7 @@ func (s *session) serveSubscribed() (err error) {
 				}
 				return nil
 			}
-			if s.srv.closing.Load() {
+			if s.srv.Closing.Load() {
 				return ErrServerClosed
 			}
 			if err := s.room(); err != nil {
@@ -197,7 +197,7 @@ func (s *session) serveSubscribed() (err error) {
 		case err := <-readDone:
 			reading = false
 			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.closing.Load() {
+				if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.Closing.Load() {
 					_ = s.nc.SetReadDeadline(time.Time{})
 					continue
 				}
@@ -219,7 +219,7 @@ func (s *session) serveSubscribed() (err error) {
 			return sub.Failure()
 		case <-sub.LegDown:
 			return sub.LegFailure() // legs.go
-		case <-s.srv.ctx.Done():
+		case <-s.srv.Ctx.Done():
 			return ErrServerClosed
 		}
 	}
@@ -249,7 +249,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			s.publish(time.Now())
 			return false, false, nil
 		case resp.Invalid:
-			s.srv.met.rejected.WithLabelValues("protocol").Inc()
+			s.srv.Met.Rejected.WithLabelValues("protocol").Inc()
 			if s.rm.command(rewrite.NoEffect) {
 				errReply = nil
 			}

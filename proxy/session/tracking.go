@@ -1,4 +1,4 @@
-package proxy
+package session
 
 import (
 	"bytes"
@@ -84,7 +84,7 @@ func (s *session) trackAlive(id uint64) bool {
 	if id == 0 || s.sessionByID(int64(id)) == nil {
 		return false
 	}
-	return !s.srv.redir.Ended(id)
+	return !s.srv.Redir.Ended(id)
 }
 
 // tracks reports whether the session tracks over RESP2.
@@ -191,7 +191,7 @@ func (s *session) clientTracking(args [][]byte) []byte {
 		}
 	}
 	if t.bcast {
-		for _, up := range s.srv.ups {
+		for _, up := range s.srv.Ups {
 			s.ownPipe(up) // opened tracking (trackConn)
 		}
 	}
@@ -201,7 +201,7 @@ func (s *session) clientTracking(args [][]byte) []byte {
 		if rc.Target == t.target {
 			kept = append(kept, rc)
 		} else {
-			rc.Close(&s.srv.redir)
+			rc.Close(s.srv.Redir)
 		}
 	}
 	clear(t.redirs[len(kept):])
@@ -280,7 +280,7 @@ func (t *tracker) closePins() {
 // client's read holds no next command (trackCachingEnd).
 func (s *session) trackCaching(c *command) bool {
 	f, d := c.f, &c.sp.Decision
-	if !s.tracks() || len(s.srv.ups) < 2 {
+	if !s.tracks() || len(s.srv.Ups) < 2 {
 		return false
 	}
 	t := s.trk
@@ -373,7 +373,7 @@ func (s *session) trackDrop(off bool) {
 	s.endShare()
 	t.closePins()
 	for _, rc := range t.redirs {
-		rc.Close(&s.srv.redir)
+		rc.Close(s.srv.Redir)
 	}
 	clear(t.redirs)
 	*t = tracker{args: t.args[:0], redirs: t.redirs[:0], pins: t.pins, ups: t.ups[:0]}
@@ -393,11 +393,11 @@ func (s *session) trackEnd() {
 	if s.trk != nil {
 		s.trk.closePins()
 		for _, rc := range s.trk.redirs {
-			rc.Close(&s.srv.redir)
+			rc.Close(s.srv.Redir)
 		}
 		s.trk = nil
 	}
-	s.srv.redir.End(s.id, s.srv.listed)
+	s.srv.Redir.End(s.id, s.srv.Sessions.listed)
 }
 
 // trackCommand is args for the client's connection to u: REDIRECT's value
@@ -438,7 +438,7 @@ func (s *session) redirTo(u *upstream.Upstream, target uint64) *pubsub.RedirConn
 	if !s.trackAlive(target) {
 		return nil
 	}
-	rc := s.srv.redir.Open(s.srv.ctx, s.client(), u, target, func() bool { return s.trackAlive(target) })
+	rc := s.srv.Redir.Open(s.srv.Ctx, s.client(), u, target, func() bool { return s.trackAlive(target) })
 	if rc != nil {
 		t.redirs = append(t.redirs, rc)
 	}

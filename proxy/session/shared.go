@@ -1,0 +1,160 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/limits"
+	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
+
+// Config is what a session is bounded by: the proxy's Options a session
+// reads (package proxy says what each means and gives the defaults).
+type Config struct {
+	MaxMultibulk     int
+	MaxBulk          int64
+	MaxInline        int
+	MaxQueryBuffer   int64
+	MaxPipeline      int
+	MaxReplyBytes    int64
+	ShareCommands    int
+	ShareBytes       int64
+	IsolateFor       time.Duration
+	MaxQueuedMulti   int
+	IdleTimeout      time.Duration
+	WriteTimeout     time.Duration
+	AuthFailDelay    time.Duration
+	MaxAuthFailDelay time.Duration
+	MaxAuthFailures  int
+	AuthTimeout      time.Duration
+	AuditPassthrough bool
+}
+
+// Control is the control loop of moved queues, as a session sees it: the
+// state in force and the leases (plan.Control), how long a held command
+// may wait, and the count of those waiting.
+type Control interface {
+	plan.Control
+	// LeaseLapsed reports whether the proxy held a lease on u and it
+	// lapsed by now.
+	LeaseLapsed(u *upstream.Upstream, now time.Time) bool
+	// HoldLimits returns the longest a command waits for its queue and
+	// the loop's period.
+	HoldLimits() (hold, poll time.Duration)
+	// Holding counts one command waiting for its queue; done ends it.
+	Holding() (done func())
+}
+
+// Shared is what every session of a server shares. The server fills it
+// before its first session; the pointers are the server's own values,
+// which it changes (routes, policy, the capture) while sessions run.
+type Shared struct {
+	Cfg        Config
+	Log        *zap.Logger // the operational log
+	Audit      *zap.Logger // the audit log; nil: off
+	Met        *Metrics
+	MetLatency bool // observe emqproxy_batch_seconds
+	Mem        *limits.Budget
+	Fails      *limits.AuthTable
+	Keys       *cmdtable.Store
+	Cap        *observe.Capture
+	Redir      *pubsub.Redirects
+	Ups        []*upstream.Upstream // every upstream, in the configuration's order
+	Routes     *atomic.Pointer[plan.Router]
+	Policy     *atomic.Pointer[rewrite.Policy]
+	Ctl        Control // nil without the control table
+	Acking     bool    // some upstream waits for replicas (upstream/ack.go)
+	Ctx        context.Context
+	Closing    *atomic.Bool // the server is shutting down
+	Sessions   Registry
+}
+
+// fenced reports whether every upstream's fence holds.
+func (srv *Shared) fenced() bool {
+	for _, u := range srv.Ups {
+		if !u.Fenced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Session is one client connection's session.
+type Session = session
+
+// New prepares the session of an accepted connection; Serve runs it.
+func New(srv *Shared, id uint64, nc net.Conn) *Session { return newSession(srv, id, nc) }
+
+// Serve runs the session until the client goes, a limit closes it, or the
+// server shuts down.
+func (s *Session) Serve() { s.serve() }
+
+// Wake makes a session waiting for its client's input look again (the
+// server is shutting down).
+func (s *Session) Wake() { _ = s.nc.SetReadDeadline(time.Now()) }
+
+// Close closes the client's connection: its session ends.
+func (s *Session) Close() { _ = s.nc.Close() }
+
+// Registry is the server's sessions: CLIENT LIST shows them, CLIENT KILL
+// and a tracking client's REDIRECT find them by id.
+type Registry struct {
+	mu sync.Mutex
+	m  map[*session]struct{}
+}
+
+// Add lists s.
+func (r *Registry) Add(s *Session) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[*session]struct{}{}
+	}
+	r.m[s] = struct{}{}
+	r.mu.Unlock()
+}
+
+// Remove unlists s.
+func (r *Registry) Remove(s *Session) {
+	r.mu.Lock()
+	delete(r.m, s)
+	r.mu.Unlock()
+}
+
+// Each calls f for every listed session, under the registry's lock.
+func (r *Registry) Each(f func(*Session)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.m {
+		f(s)
+	}
+}
+
+// byID returns the listed session id, or nil.
+func (r *Registry) byID(id uint64) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.m {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// listed reports whether session id is listed (ending ones included).
+func (r *Registry) listed(id uint64) bool { return r.byID(id) != nil }
+
+// ErrServerClosed ends a session when its server shuts down (package
+// proxy's Serve returns it too).
+var ErrServerClosed = errors.New("proxy: server closed")
