@@ -7,23 +7,30 @@
 //
 // # The way of one command
 //
-// The data path is eight packages: proxy (this one: the sessions, the
-// server), proxy/plan (what to do with one command: a function of what it
-// is given, with no I/O), proxy/upstream (the connections to one upstream
-// node: pipes, batches, dialing and the fence on connect, failover, WAIT),
-// proxy/observe (the audit log and the capture), proxy/resp (framing,
-// both ways), proxy/cmdtable (the servers' command tables), proxy/limits
-// (the memory budget and the failed-AUTH table) and proxy/deadline
-// (lazily set connection deadlines). Each imports only those below it:
-// proxy imports the other seven; plan imports upstream (the upstreams it
-// routes to), cmdtable and resp; upstream imports resp, cmdtable and
-// deadline; observe imports cmdtable (a redacted capture record's keys);
-// cmdtable imports resp; resp, limits and deadline import none of the
+// The data path is ten packages: proxy (this one: the Server, its
+// Options, the routes, the control loop of moved queues, the capture
+// controls), proxy/session (one client's session: the loop, input,
+// segments, transactions, local answers, subscribe mode's session side),
+// proxy/pubsub (the connections that carry pushes: subscribe mode's, the
+// RESP3 bridge's legs, tracking's redirect relays), proxy/plan (what to do
+// with one command: a function of what it is given, with no I/O),
+// proxy/upstream (the connections to one upstream node: pipes, batches,
+// dialing and the fence on connect, failover, WAIT), proxy/observe (the
+// audit log and the capture), proxy/resp (framing, both ways),
+// proxy/cmdtable (the servers' command tables), proxy/limits (the memory
+// budget and the failed-AUTH table) and proxy/deadline (lazily set
+// connection deadlines). Each imports only those below it: proxy imports
+// the other nine; session imports pubsub, plan, upstream, observe and
+// the rest; pubsub imports upstream, observe, limits and resp; plan
+// imports upstream (the upstreams it routes to), cmdtable and resp;
+// upstream imports resp, cmdtable and deadline; observe imports cmdtable
+// (a redacted capture record's keys); cmdtable imports resp; resp, limits
+// and deadline import none of the
 // others. A command in normal service:
 //
 //	client socket
-//	  │ session.serve (session.go): fill (input.go) reads into the session's
-//	  │ buffer, round frames and decides what it holds, up to MaxPipeline
+//	  │ proxy/session: Session.Serve (session.go): fill (input.go) reads into the
+//	  │ session's buffer, round frames and decides what it holds, up to MaxPipeline
 //	  ▼
 //	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
@@ -77,37 +84,45 @@
 //	the round's audit records, written (observe.go's logAudits →
 //	observe.Session.WriteAudits)
 //
-// A client in subscribe mode, or a subscribed or tracking RESP3 client,
-// leaves this loop for one of its own (subscribe.go, bridge.go, legs.go)
-// that frames with the same resp.Framer: the subscribe family, PING, QUIT
-// and RESET go to its subscribed connection as they are; a bridged RESP3
-// client's other commands go through the same plan and observer
-// (bridge.go), the relay handing the server's reply to a capture record
-// (observe.Captured, in bridge.go's tap); any other command of a RESP2
-// subscriber is the server's to refuse while the client is subscribed, or,
-// once nothing is subscribed, goes back to this loop.
+// (The files named in this drawing are package session's unless it names
+// another package.) A client in subscribe mode, or a subscribed or
+// tracking RESP3 client, leaves this loop for one of its own
+// (subscribe.go, bridge.go, legs.go) that frames with the same
+// resp.Framer: the subscribe family, PING, QUIT and RESET go to its
+// subscribed connection (a pubsub.Subscriber, whose relay and writer
+// goroutines carry the server's replies and pushes to the client) as they
+// are; a bridged RESP3 client's other commands go through the same plan
+// and observer (bridge.go), the relay handing the server's reply to a
+// capture record (observe.Captured, in a pubsub.Tap); any other command of
+// a RESP2 subscriber is the server's to refuse while the client is
+// subscribed, or, once nothing is subscribed, goes back to this loop.
 //
 // # What it owns
 //
-// Besides the above: the Server's routes by queue across named upstreams
-// with their roles (route.go: SwapRoutes, CheckRoutes, Routes, RouteFor,
-// over package plan's Router), the COMMAND GETKEYS round trip and the
-// SCRIPT LOAD fan-out (route_session.go), and the control loop of moved
-// queues (control.go, which builds the plan.ControlState values the plan
-// reads) with a session's waits and releases (plan.go, hold.go); which
-// forwarded commands are writes for
-// the replicas' confirmation (acks.go; the confirmation itself is
-// upstream's); a client's share of the shared connections (share.go);
-// the replies it makes from what only it knows: its own clients for CLIENT
-// LIST and CLIENT INFO (clientlist.go), a client's CLIENT REPLY mode
-// (clientreply.go), a RESP2 client's CLIENT TRACKING with its REDIRECT
-// bridged to another session (tracking.go); what a session does under the
-// memory
-// budget (budget.go) and the limits on failed authentications and on the
-// time to authenticate (authlimit.go), the limits themselves being package
-// limits'; the server lifecycle (server.go), its Options (options.go), the
-// data-path metrics (metrics.go) and the Server's capture controls
-// (StartCapture, StopCapture: observe.go, over package observe's Capture).
+// This package: the server lifecycle (server.go: New, Serve, Shutdown,
+// the accept loop, the session.Shared every session is given), its
+// Options (options.go, every default of the data path), the routes by
+// queue across named upstreams with their roles (route.go: SwapRoutes,
+// CheckRoutes, Routes, RouteFor, over package plan's Router), the control
+// loop of moved queues (control.go, which builds the plan.ControlState
+// values the plan reads and implements session.Control for a session's
+// waits and leases), the runtime's soft memory limit (memlimit.go), the
+// budget's metrics (budget.go) and the capture controls (StartCapture,
+// StopCapture: capture.go, over package observe's Capture).
+//
+// Package session, besides the loop above: the COMMAND GETKEYS round trip
+// and the SCRIPT LOAD fan-out (route_session.go); which forwarded commands
+// are writes for the replicas' confirmation (acks.go; the confirmation
+// itself is upstream's); a client's share of the shared connections
+// (share.go); the replies it makes from what only it knows: its own
+// clients for CLIENT LIST and CLIENT INFO (clientlist.go), CLIENT KILL and
+// UNBLOCK (clientkill.go), a client's CLIENT REPLY mode (clientreply.go), a
+// RESP2 client's CLIENT TRACKING with its REDIRECT bridged to another
+// session (tracking.go, over package pubsub's Redirects); what a session
+// does under the memory budget (budget.go) and the limits on failed
+// authentications and on the time to authenticate (authlimit.go), the
+// limits themselves being package limits'; the data-path metrics
+// (metrics.go).
 //
 // What to do with a command is rewrite's to say: the plan (package plan)
 // only amends that decision with what rewrite/, being pure, cannot know (the servers'
@@ -121,56 +136,29 @@
 //
 // # Not yet split
 //
-// What is left in this package (about 6,800 lines) is still one package.
-// Its files share the session struct, whose state is grouped by the file that owns it (input,
+// Package session is still about 4,500 lines. Its session struct holds
+// about twenty fields, grouped by the file that owns them (input,
 // memHeld, segment, ownConns, authState, and the transaction, subscriber,
 // reply mode, CLIENT LIST view, share and admission states) or by the
-// package (obs, package observe's Session: the audit records and the
-// capture stream; v, package plan's View): about twenty fields, each
-// group's promoted and changed by its owner's methods. What one command
-// carries is not on the session: a command value (session.go) holds its
-// frame, its plan.Step (the decision, the upstream, the keys found once,
-// whether it routes by them) and where its reply goes (its audit record,
-// CLIENT REPLY's drop), and is passed to forward, the transaction and
-// subscribe mode; the keys borrow backing arrays the session keeps
-// (plan.Bufs) so a command allocates none. What stands in the way of each
-// further package:
+// package (obs, package observe's Session; v, package plan's View; sub,
+// package pubsub's Subscriber). What one command carries is not on the
+// session: a command value (session.go) holds its frame, its plan.Step
+// and where its reply goes, and is passed to forward, the transaction and
+// subscribe mode. What stands in the way of splitting it further:
 //
-//   - plan (split: proxy/plan): plan.Decide decides from explicit inputs,
-//     with no I/O and no waiting; its callers here do what only the
-//     network or time can tell (COMMAND GETKEYS, the wait for a held
-//     queue, the delay of a failed AUTH) and decide again. What stays
-//     here: session.go's localReply composes the bytes of a local answer
-//     after it (the server's HELLO reply with the session's id, CLIENT
-//     LIST), without changing the decision; the session's rewrite.State is
-//     still changed after the plan by the effects of a decision (apply,
-//     the transaction, subscribe mode).
-//   - upstream is a package: the session reaches a connection only through
-//     upstream.Upstream, Pipe and Batch. A Batch's exported fields are the
-//     session's to fill (Out, N, Max) and to read once Await returns
-//     (Replies, Ends, Over, Lost); its WAIT and large-command fields are
-//     upstream's own, and its memory account is a resp.Account the
-//     session gives back. Still here: the control loop writes srv.routes
-//     (the file's plan.Router with the moved queues' owners), and the plan
-//     asks it for leases and the state in force through plan.Control.
-//   - observe (split: proxy/observe): the audit log and the capture, one
-//     session value (s.obs) given what it records as values; the SCRIPT
-//     LOAD fan-out it used to schedule is route_session.go's alsoLoad.
-//     What stays here: the data-path metrics (metrics.go; upstream counts
-//     into them through its Metrics interface) and the glue in observe.go
-//     that reads the segment's slots for the capture's replies.
-//   - limits: the budget and the AUTH table are package limits; their
-//     session glue stays here (resizeInput and the budget's waits, the
-//     replies dropped for it, authDelay), and so does the budget's reach
-//     into subscribe mode (a subscriber over it is closed through
-//     s.sub.finishWith), which waits for the pubsub split.
-//   - session and pubsub: subscribe mode has a framing loop of its own
-//     (serveSubscribed, subCommands) over the session's buffer and framer,
-//     reading the client from a goroutine, and segment.go's waitDedicated
+//   - Subscribe mode's session side (subscribe.go, bridge.go, legs.go,
+//     tracking.go: about 1,500 lines) is methods of the session: its loop
+//     (serveSubscribed, subCommands) frames over the session's buffer and
+//     reads the client from a goroutine, and segment.go's waitDedicated
 //     reads the client from a goroutine a second way while a blocking
-//     command waits; one loop for every mode, and an interface the session
-//     implements for pubsub, come first. The pubsub files (subscribe*.go,
-//     bridge.go, legs.go, tracking.go: about 2,200 lines) use some 130 of
-//     the session's fields and methods today; that count is the size of
-//     the interface to design.
+//     command waits. One framing loop for every mode comes first; then the
+//     bridge's plan of a command is the normal loop's, and what is left of
+//     subscribe mode is package pubsub's, behind an interface the session
+//     implements.
+//   - The session's rewrite.State is still changed after the plan by the
+//     effects of a decision (apply, the transaction, subscribe mode);
+//     localReply composes a local answer's bytes after the plan, without
+//     changing its decision.
+//   - upstream is about 2,900 lines: ack and failover are methods of
+//     Upstream over its connections and were kept with it.
 package proxy

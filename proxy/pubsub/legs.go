@@ -6,7 +6,7 @@ import (
 )
 
 // A bridged RESP3 client's legs: its connections of its own to the
-// upstreams other than the bridge's first (see package proxy's legs.go for
+// upstreams other than the bridge's first (see package session's legs.go for
 // how the session gathers commands for one leg at a time). Each leg's relay
 // hands on to the first connection's writer, so pushes from every leg are
 // merged in arrival order.

@@ -13,7 +13,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
-// RESP2 client-side caching's redirects (package proxy's tracking.go says
+// RESP2 client-side caching's redirects (package session's tracking.go says
 // what the session does): a tracking client's REDIRECT <id> names a session
 // of the proxy's, which no server knows, so on each upstream the proxy
 // opens a connection of its own for the tracking client, subscribed to
