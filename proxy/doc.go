@@ -55,7 +55,7 @@
 //	  │   waits for a new control state and plans again, or refuses
 //	  │   (plan.RefuseHeld); AuthWait: authDelay (authlimit.go) waits
 //	  ▼
-//	session.observe (observe.go): the metrics (metrics.go), then
+//	session.observe (observe.go): the metrics (observe.Metrics), then
 //	  │ observe.Session.Command ──── proxy/observe: the audit record, kept
 //	  │                              until the round's replies are written
 //	  ▼
@@ -121,8 +121,8 @@
 // session (tracking.go, over package pubsub's Redirects); what a session
 // does under the memory budget (budget.go) and the limits on failed
 // authentications and on the time to authenticate (authlimit.go), the
-// limits themselves being package limits'; the data-path metrics
-// (metrics.go).
+// limits themselves being package limits'. The data-path metrics are
+// package observe's (observe.Metrics).
 //
 // What to do with a command is rewrite's to say: the plan (package plan)
 // only amends that decision with what rewrite/, being pure, cannot know (the servers'

@@ -35,7 +35,7 @@ type Server struct {
 	opts     Options
 	log      *zap.Logger
 	audit    *zap.Logger
-	met      *session.Metrics
+	met      *observe.Metrics
 	up       *upstream.Upstream            // the first upstream (the single-upstream shorthand's)
 	ups      []*upstream.Upstream          // every upstream, in Options order
 	byName   map[string]*upstream.Upstream // by name

@@ -2,7 +2,7 @@
 // the audit log and for a traffic capture, and nothing else: it sends no
 // command, changes no decision and no reply, and waits on nothing.
 //
-// It has two parts:
+// It has three parts:
 //
 //   - the audit log (audit.go): one JSON record per rewrite and per
 //     refusal (and per passed command when asked), with the fields
@@ -11,7 +11,10 @@
 //   - the capture (capture.go): the commands of chosen queues in the
 //     client's original form, with their replies, written by package
 //     capture's writer for a replay. Capture is the server's (one running
-//     capture at a time, its counters and metrics).
+//     capture at a time, its counters and metrics);
+//   - the data path's Prometheus collectors (metrics.go: Metrics), which
+//     the session counts into and upstream reports through its Metrics
+//     interface.
 //
 // A client session holds one Session: its audit records of the round,
 // the child loggers with its fixed fields, and its side of a running

@@ -29,7 +29,7 @@ func (s *session) newObserver() observe.Session {
 // returns its audit record's index, or -1.
 func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
 	s.srv.Met.Command(d)
-	s.kind = max(s.kind, kindOf(d))
+	s.kind = max(s.kind, observe.KindOf(d))
 	return s.obs.Command(args, d)
 }
 

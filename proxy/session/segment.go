@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -31,7 +32,7 @@ type segment struct {
 	simple  bool              // one part, and every slot is its reply i, in order
 	out     []byte            // replies ready to write
 	began   time.Time         // when the current batch was framed
-	kind    batchKind         // the batch's kind, for the latency histogram
+	kind    observe.BatchKind // the batch's kind, for the latency histogram
 	wdl     time.Time         // the client write deadline last set (proxy/deadline)
 	closing bool              // close after writing the current batch
 	over    bool              // the reply cap was hit: close without writing

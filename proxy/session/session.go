@@ -169,7 +169,7 @@ func (s *session) round() (served int, err error) {
 	s.fr.Reset()
 	s.need = 0
 	s.began = time.Time{}
-	s.kind = batchLocal
+	s.kind = observe.BatchLocal
 	// Past the reply cap (a part of the batch was answered over it,
 	// share.go) the rest of the batch is not sent: the client is closed.
 	for served < s.srv.Cfg.MaxPipeline && !s.closing && !s.over && s.sub == nil {

@@ -3,7 +3,9 @@ package session
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -83,6 +85,12 @@ const (
 
 // isoReasons are the reasons, for the metric's initial series.
 var isoReasons = []string{isoCommandBytes, isoReplyBytes, isoPipeline, isoSlowReader, isoTracking}
+
+// NewMetrics creates the data path's collectors (package observe's
+// Metrics) and registers them on reg (when not nil).
+func NewMetrics(reg prometheus.Registerer) (*observe.Metrics, error) {
+	return observe.NewMetrics(reg, isoReasons)
+}
 
 // share is a session's use of the shared connections.
 type share struct {

@@ -63,7 +63,7 @@ type Shared struct {
 	Cfg        Config
 	Log        *zap.Logger // the operational log
 	Audit      *zap.Logger // the audit log; nil: off
-	Met        *Metrics
+	Met        *observe.Metrics
 	MetLatency bool // observe emqproxy_batch_seconds
 	Mem        *limits.Budget
 	Fails      *limits.AuthTable

@@ -1,4 +1,4 @@
-package session
+package observe
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,14 +51,16 @@ type Metrics struct {
 	Isolated    *prometheus.CounterVec
 	IsolatedNow prometheus.Gauge
 	Panics      prometheus.Counter
-	Latency     [3]prometheus.Observer // by batchKind
+	Latency     [3]prometheus.Observer // by BatchKind
 	BytesIn     prometheus.Counter
 	BytesOut    prometheus.Counter
 	MapInfo     *prometheus.GaugeVec
 }
 
-// NewMetrics creates the collectors and registers them on reg (when not nil).
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics creates the collectors and registers them on reg (when not
+// nil); isolated are the reasons of emqproxy_client_isolated_total, whose
+// series start at 0.
+func NewMetrics(reg prometheus.Registerer, isolated []string) (*Metrics, error) {
 	m := &Metrics{
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "emqproxy_refusals_total", Help: "Commands refused, by reason.",
@@ -106,8 +108,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "emqproxy_map_info", Help: "1 for the digest of the pinned map in use.",
 		}, []string{"digest"}),
 	}
-	for _, r := range isoReasons {
-		m.Isolated.WithLabelValues(r)
+	for _, r := range isolated {
+		m.Isolated.WithLabelValues(r) // every reason's series, at 0
 	}
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "emqproxy_batch_seconds",
@@ -115,7 +117,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 12),
 	}, []string{"kind"})
 	for k := range m.Latency {
-		m.Latency[k] = latency.WithLabelValues(batchKind(k).String())
+		m.Latency[k] = latency.WithLabelValues(BatchKind(k).String())
 	}
 	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "emqproxy_client_bytes_total", Help: "Bytes read from clients (in) and written to them (out).",
@@ -203,34 +205,34 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// batchKind classifies a batch for the latency histogram: the most
+// BatchKind classifies a client batch for the latency histogram: the most
 // expensive path any of its commands took.
-type batchKind uint8
+type BatchKind uint8
 
 const (
-	batchLocal   batchKind = iota // answered by the proxy: local replies and refusals
-	batchPass                     // forwarded commands unchanged
-	batchRewrite                  // forwarded a rewritten script call
+	BatchLocal   BatchKind = iota // answered by the proxy: local replies and refusals
+	BatchPass                     // forwarded commands unchanged
+	BatchRewrite                  // forwarded a rewritten script call
 )
 
 // String is the kind's label in emqproxy_batch_seconds.
-func (k batchKind) String() string {
+func (k BatchKind) String() string {
 	switch k {
-	case batchPass:
+	case BatchPass:
 		return "pass"
-	case batchRewrite:
+	case BatchRewrite:
 		return "rewrite"
 	}
 	return "local"
 }
 
-// kindOf is the batch kind a decision makes a batch at least.
-func kindOf(d *rewrite.Decision) batchKind {
+// KindOf is the batch kind a decision makes a batch at least.
+func KindOf(d *rewrite.Decision) BatchKind {
 	switch d.Action {
 	case rewrite.Rewrite:
-		return batchRewrite
+		return BatchRewrite
 	case rewrite.Pass:
-		return batchPass
+		return BatchPass
 	}
-	return batchLocal
+	return BatchLocal
 }
