@@ -226,18 +226,24 @@ func TestVerbCallsPassOnScriptsAndAreRewrittenOnModule(t *testing.T) {
 	if st["emq.pause"] != 1 || st["evalsha"] != 0 || st["eval"] != 0 {
 		t.Errorf("module node: emq.pause %d, evalsha %d, eval %d", st["emq.pause"], st["evalsha"], st["eval"])
 	}
+	// A round's audit records are written after its replies: wait for the
+	// last call's.
 	var rewrites, passes []string
-	for _, f := range r.audit.records(t) {
-		if f["script"] != "pause" {
-			continue
+	poll(t, "the pause calls' audit records", func() bool {
+		rewrites, passes = nil, nil
+		for _, f := range r.audit.records(t) {
+			if f["script"] != "pause" {
+				continue
+			}
+			switch f["msg"] {
+			case "rewrite":
+				rewrites = append(rewrites, f["upstream"].(string))
+			case "pass":
+				passes = append(passes, f["upstream"].(string))
+			}
 		}
-		switch f["msg"] {
-		case "rewrite":
-			rewrites = append(rewrites, f["upstream"].(string))
-		case "pass":
-			passes = append(passes, f["upstream"].(string))
-		}
-	}
+		return len(rewrites)+len(passes) >= 3
+	})
 	if strings.Join(rewrites, ",") != "module-a" || strings.Join(passes, ",") != "scripts-b,scripts-b" {
 		t.Errorf("audit: rewrites to %v, passes to %v", rewrites, passes)
 	}

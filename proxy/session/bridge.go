@@ -58,7 +58,7 @@ func (s *session) leaveBridge(c *command) error {
 // drops the server's replies to MULTI and the queued commands, which the
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
-	sub := s.sub
+	sub := s.sub.Subscriber
 	s.listing.lastArgs = f.Args // clientlist.go
 	c := command{f: f}
 	sp := &c.sp

@@ -22,10 +22,32 @@ type input struct {
 	readFull   bool // the last read filled the buffer: the client sends more than it holds
 	smallReads int  // reads in a row that used under a quarter of the buffer
 	need       int  // the length the incomplete command at buf[start:] is known to need (0: unknown)
+	rd         clientRead
 }
 
-// fill reads more client bytes, making room first.
+// clientRead is a read of the client's connection in a goroutine of its
+// own, for a session that waits for its client and for something else at
+// once: subscribe mode (the server's pushes, a leg's failure) and a blocking
+// command on a connection of the client's own (its reply). While one is out,
+// buf[end:] is the reader's, and the session neither frames nor moves the
+// buffer.
+type clientRead struct {
+	out  bool
+	done chan readResult
+}
+
+// readResult is what a client read got.
+type readResult struct {
+	n   int
+	err error
+}
+
+// fill reads more client bytes, making room first; in subscribe mode it
+// waits for the subscriber's events too (subscribe.go's subFill).
 func (s *session) fill() error {
+	if s.sub != nil {
+		return s.subFill()
+	}
 	if err := s.room(); err != nil {
 		return err
 	}
@@ -49,6 +71,51 @@ func (s *session) fill() error {
 		s.authTimedOut()
 	}
 	return err
+}
+
+// readAsync starts a client read into buf[end:] (see clientRead), unless
+// one is out already; readDone takes its result.
+func (s *session) readAsync() {
+	if s.rd.out {
+		return
+	}
+	if s.rd.done == nil {
+		s.rd.done = make(chan readResult, 1)
+	}
+	s.rd.out = true
+	buf, nc := s.buf[s.end:], s.nc
+	go func() {
+		n, err := nc.Read(buf)
+		s.rd.done <- readResult{n, err}
+	}()
+}
+
+// readDone takes a client read's result: its bytes join the buffer. It
+// returns the read's error only when it brought no bytes (an error shows
+// again on the next read).
+func (s *session) readDone(r readResult) error {
+	s.rd.out = false
+	s.end += r.n
+	s.srv.Met.BytesIn.Add(float64(r.n))
+	if r.n > 0 {
+		return nil
+	}
+	return r.err
+}
+
+// stopRead ends an outstanding client read, keeping what it brought; an
+// error means the client is gone.
+func (s *session) stopRead() error {
+	if !s.rd.out {
+		return nil
+	}
+	_ = s.nc.SetReadDeadline(time.Now())
+	err := s.readDone(<-s.rd.done)
+	_ = s.nc.SetReadDeadline(time.Time{})
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 // room makes room in the read buffer for more client bytes: it moves the

@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"errors"
-	"os"
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -240,23 +239,15 @@ func (s *session) waitDedicated(b *upstream.Batch, p *upstream.Pipe) {
 			<-b.Done // no room left to read into: wait without watching
 			return
 		}
-		got := make(chan error, 1)
-		go func() {
-			n, err := s.nc.Read(s.buf[s.end:])
-			s.end += n
-			got <- err
-		}()
+		s.readAsync() // input.go
 		select {
 		case <-b.Done:
-			_ = s.nc.SetReadDeadline(time.Now()) // stop the watcher
-			err := <-got
-			_ = s.nc.SetReadDeadline(time.Time{})
-			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if err := s.stopRead(); err != nil {
 				s.closing = true
 			}
 			return
-		case err := <-got:
-			if err == nil {
+		case r := <-s.rd.done:
+			if s.readDone(r) == nil {
 				continue // the client sent more: keep it, keep watching
 			}
 			p.Close() // the client is gone: unblock and drop the command

@@ -13,7 +13,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
-	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -61,13 +60,13 @@ type session struct {
 	ownConns  // the client's own upstream connections (forward.go)
 	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
 	tx        transaction
-	sub       *pubsub.Subscriber // subscribe mode, set by startSubscribe (subscribe.go)
-	rm        replyMode          // CLIENT REPLY (clientreply.go)
-	listing   clientView         // what CLIENT LIST shows of the session (clientlist.go)
-	obs       observe.Session    // the round's audit records, its side of a capture (observe.go)
-	sh        share              // its share of the shared connections (share.go)
-	adm       admission          // commands admitted under the control table (hold.go)
-	trk       *tracker           // RESP2 client-side caching (tracking.go)
+	sub       *subMode        // subscribe mode, set by startSubscribe (subscribe.go)
+	rm        replyMode       // CLIENT REPLY (clientreply.go)
+	listing   clientView      // what CLIENT LIST shows of the session (clientlist.go)
+	obs       observe.Session // the round's audit records, its side of a capture (observe.go)
+	sh        share           // its share of the shared connections (share.go)
+	adm       admission       // commands admitted under the control table (hold.go)
+	trk       *tracker        // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
@@ -110,22 +109,26 @@ func (s *session) resetState() {
 }
 
 // serve runs the session until the client goes, a limit closes it, or the
-// server shuts down.
+// server shuts down. It is the session's one loop, in every mode: a round
+// frames and serves the complete commands in the buffer, then the session
+// reads more; a round that enters or leaves subscribe mode is followed by
+// one in the other mode at once (its commands may be buffered already).
 func (s *session) serve() {
 	defer s.cleanup()
 	for {
-		n, err := s.round()
+		subscribed := s.sub != nil
+		var n int
+		var err error
+		if subscribed {
+			err = s.subRound() // subscribe.go
+		} else {
+			n, err = s.round()
+		}
 		if err != nil {
 			return
 		}
-		if s.sub != nil {
-			if err := s.serveSubscribed(); err != nil {
-				return
-			}
-			continue // commands after subscribe mode may be buffered
-		}
-		if n == s.srv.Cfg.MaxPipeline {
-			continue // more may be complete already
+		if (s.sub != nil) != subscribed || n == s.srv.Cfg.MaxPipeline {
+			continue // the other mode's commands, or more, may be complete already
 		}
 		if err := s.fill(); err != nil {
 			return
@@ -135,6 +138,9 @@ func (s *session) serve() {
 
 // cleanup closes the client and its dedicated upstream connections.
 func (s *session) cleanup() {
+	if s.sub != nil {
+		s.endSub(true) // subscribe.go
+	}
 	_ = s.nc.Close()
 	defer s.releaseMemory()
 	s.closePinned()
@@ -142,10 +148,6 @@ func (s *session) cleanup() {
 	if s.blocker != nil {
 		s.blocker.Close()
 		s.blocker = nil
-	}
-	if s.sub != nil { // entered subscribe mode, never served
-		s.sub.Abandon()
-		s.sub = nil
 	}
 	s.trackEnd() // tracking.go
 	s.obs.End()  // proxy/observe: the capture's stream

@@ -77,10 +77,22 @@ var (
 	replySubReset = []byte("+RESET\r\n")
 )
 
+// subMode is the session's side of subscribe mode: the Subscriber (package
+// pubsub: the relay, the writer, the barrier, the bridge's legs) and the
+// commands gathered for it in a round. The session's one loop (serve)
+// serves it: subRound frames and sends the client's commands, subFill
+// waits for the client's bytes and for what the server's side reports.
+type subMode struct {
+	*pubsub.Subscriber
+	out     []byte // the commands gathered for the current leg
+	started bool   // its relay and writer run (subRound's first call)
+}
+
 // startSubscribe handles a subscribe command decided outside subscribe
-// mode: the commands before it are answered first, then the session's loop
-// stops and serveSubscribed takes over (s.sub is set). When the upstream
-// connection cannot be opened the command gets the unavailable error.
+// mode: the commands before it are answered first, then the session's
+// round ends and its loop serves subscribe mode (s.sub is set). When the
+// upstream connection cannot be opened the command gets the unavailable
+// error.
 func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
@@ -96,7 +108,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	}
 	sub.Muted.Store(c.drop)
 	sub.SkipFirst = c.drop && !s.rm.muted()
-	s.sub = sub
+	s.sub = &subMode{Subscriber: sub, out: sub.First}
 }
 
 // client is what subscribe mode's goroutines and a tracking redirect's
@@ -106,113 +118,90 @@ func (s *session) client() *pubsub.Client {
 		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.subs}
 }
 
-// serveSubscribed runs subscribe mode until the client leaves it (nil: the
-// session goes on in normal service with the bytes still buffered) or the
-// session ends (an error).
-func (s *session) serveSubscribed() (err error) {
+// subRound is subscribe mode's round: the first one starts the relay and
+// the writer; each frames the complete commands in the buffer
+// (subCommands), sends what goes to the server, and leaves subscribe mode
+// when the client did (s.sub is nil again: the loop goes on in normal
+// service with the bytes still buffered). An error ends the session.
+func (s *session) subRound() (err error) {
 	sub := s.sub
-	abort := true
-	defer func() {
-		if r := recover(); r != nil {
-			s.srv.Met.Panics.Inc()
-			s.log.Error("panic in subscribe mode; closing the client", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			err, abort = fmt.Errorf("panic: %v", r), true
+	defer s.recoverSub(&err)
+	if !sub.started {
+		sub.started = true
+		sub.Start()
+		s.srv.Redir.Attach(s.id, sub.Subscriber) // tracking.go: a redirect target
+		if sub.SkipFirst {
+			// A SKIP silenced the command that entered: its replies are
+			// the ones before the barrier.
+			subscribed, err := sub.SendChecked(&sub.out)
+			if err != nil {
+				return err
+			}
+			sub.Muted.Store(s.rm.muted())
+			if !subscribed {
+				s.endSub(false)
+				return nil
+			}
 		}
-		sub.Stop(abort)
-		s.sub = nil
-		s.listing.subs.Clear()
-	}()
-	sub.Start()
-	s.srv.Redir.Attach(s.id, sub) // tracking.go: a redirect target
-	defer s.srv.Redir.Detach(s.id, sub)
-	var reading bool
-	readDone := make(chan error, 1)
-	// stopReading ends an outstanding client read; an error means the
-	// client is gone.
-	stopReading := func() error {
-		if !reading {
-			return nil
-		}
-		_ = s.nc.SetReadDeadline(time.Now())
-		err := <-readDone
-		reading = false
-		_ = s.nc.SetReadDeadline(time.Time{})
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
+	}
+	leave, quit, err := s.subCommands(&sub.out)
+	if err != nil {
+		return err
+	}
+	if err := sub.Cur.Send(sub.out); err != nil {
+		return err
+	}
+	sub.out = sub.out[:0]
+	if cap(sub.out) > upstream.KeptBatchBuf {
+		sub.out = nil // do not keep a large command's copy around
+	}
+	if leave || quit {
+		s.endSub(false)
+		if quit {
+			return errClose
 		}
 		return nil
 	}
-	out := sub.First
-	if sub.SkipFirst {
-		// A SKIP silenced the command that entered: its replies are the
-		// ones before the barrier.
-		subscribed, err := sub.SendChecked(&out)
-		if err != nil {
+	if s.srv.Closing.Load() {
+		return ErrServerClosed
+	}
+	return nil
+}
+
+// subFill waits in subscribe mode until the client sent more (nil), the
+// client left subscribe mode (nil, s.sub is nil), or the session ends (an
+// error): the client read goes on while the server's side reports a hint
+// that the client may have left, or the end of a relay.
+func (s *session) subFill() (err error) {
+	sub := s.sub
+	defer s.recoverSub(&err)
+	if !s.rd.out {
+		if err := s.room(); err != nil { // input.go
 			return err
 		}
-		sub.Muted.Store(s.rm.muted())
-		if !subscribed {
-			abort = false
-			return nil
-		}
+		s.readAsync()
 	}
 	for {
-		// The buffer is the session's only while no client read is out.
-		if !reading {
-			leave, quit, err := s.subCommands(&out)
-			if err != nil {
-				return err
-			}
-			if err := sub.Cur.Send(out); err != nil {
-				return err
-			}
-			out = out[:0]
-			if cap(out) > upstream.KeptBatchBuf {
-				out = nil // do not keep a large command's copy around
-			}
-			if leave || quit {
-				abort = false
-				if quit {
-					return errClose
-				}
+		select {
+		case r := <-s.rd.done:
+			err := s.readDone(r)
+			if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.Closing.Load() {
+				// A deadline set before subscribe mode (IdleTimeout does
+				// not apply to a subscribed client).
+				_ = s.nc.SetReadDeadline(time.Time{})
 				return nil
 			}
-			if s.srv.Closing.Load() {
-				return ErrServerClosed
-			}
-			if err := s.room(); err != nil {
-				return err
-			}
-			reading = true
-			go func() {
-				n, err := s.nc.Read(s.buf[s.end:])
-				s.end += n
-				if n > 0 {
-					err = nil
-				}
-				readDone <- err
-			}()
-		}
-		select {
-		case err := <-readDone:
-			reading = false
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.Closing.Load() {
-					_ = s.nc.SetReadDeadline(time.Time{})
-					continue
-				}
-				return err
-			}
+			return err
 		case <-sub.Hint:
 			subscribed, err := sub.Check(false)
 			if err != nil {
 				return err
 			}
 			if !subscribed {
-				if err := stopReading(); err != nil {
+				if err := s.stopRead(); err != nil {
 					return err
 				}
-				abort = false
+				s.endSub(false)
 				return nil
 			}
 		case <-sub.Ended:
@@ -225,12 +214,38 @@ func (s *session) serveSubscribed() (err error) {
 	}
 }
 
+// recoverSub turns a panic in subscribe mode into the session's end (the
+// client is closed by cleanup, as for any error).
+func (s *session) recoverSub(err *error) {
+	if r := recover(); r != nil {
+		s.srv.Met.Panics.Inc()
+		s.log.Error("panic in subscribe mode; closing the client", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+		*err = fmt.Errorf("panic: %v", r)
+	}
+}
+
+// endSub ends subscribe mode: the relays stop, after handing on every
+// reply so far unless abort (the client is being closed), and the
+// session is back in normal service. A Subscriber never started gives its
+// connection back.
+func (s *session) endSub(abort bool) {
+	sub := s.sub
+	s.sub = nil
+	if !sub.started {
+		sub.Abandon()
+		return
+	}
+	sub.Stop(abort)
+	s.srv.Redir.Detach(s.id, sub.Subscriber)
+	s.listing.subs.Clear()
+}
+
 // subCommands handles the complete commands in the client's buffer,
 // appending those that go to the server to *out. leave: the client left
 // subscribe mode (after RESET, or before a command that is not sent). quit:
 // the client sent QUIT or a protocol error, and was answered.
 func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
-	sub := s.sub
+	sub := s.sub.Subscriber
 	s.fr.Reset()
 	s.loadView()         // plan.go: once per read, as in normal service
 	s.began = time.Now() // the audit records' latency_us: from this read
