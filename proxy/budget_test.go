@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -312,7 +312,7 @@ func testBudgetLargeRewrittenCall(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Module})
 	h := startProxy(t, n, nil)
 	enq, _ := h.srv.Policy().Map.ByName("enqueue")
-	payload := strings.Repeat("p", 3*upstream.RefMin) + "end"
+	payload := strings.Repeat("p", 3*pipe.RefMin) + "end"
 	c := h.dial()
 	c.send(cmd("PING"), cmd("EVALSHA", enq.SHA, "2", "emq:{big}:job:J1", "emq:{big}:pending", "J1", payload), cmd("PING"))
 	c.read().is("+PONG\r\n")
@@ -359,7 +359,7 @@ func testBudgetLargeTransactions(t *testing.T, srv node.Server) {
 	n := node.StartT(t, node.Options{Server: srv.Path, Role: node.Bare})
 	h := startProxy(t, n, nil)
 	direct := dial(t, n.Addr)
-	a, b := strings.Repeat("a", upstream.RefMin), strings.Repeat("b", upstream.RefMin)+"end"
+	a, b := strings.Repeat("a", pipe.RefMin), strings.Repeat("b", pipe.RefMin)+"end"
 	check := func(prefix string) {
 		t.Helper()
 		direct.do("GET", prefix+":a").is("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")

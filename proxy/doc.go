@@ -60,16 +60,16 @@
 //	  │                              until the round's replies are written
 //	  ▼
 //	forward (forward.go) adds it to the segment (segment.go): one
-//	  │ upstream.Batch per upstream connection (upstream.Encode: the
+//	  │ pipe.Batch per upstream connection (pipe.Encode: the
 //	  │ client's bytes, or a rewritten head over the client's tail), on a
-//	  │ shared upstream.Pipe of an upstream.Upstream or the client's own;
+//	  │ shared pipe.Pipe of an upstream.Upstream or the client's own;
 //	  │ inside MULTI it is queued instead (transaction.go); with
 //	  │ ack_replicas the segment readies each batch's WAIT (AckBatch); the
 //	  │ SCRIPT LOAD fan-out goes along (route_session.go's alsoLoad); a
 //	  │ capture that wants its queue copies it (observe.go's
 //	  │ captureCommand → observe.Session.Forwarded)
 //	  ▼
-//	upstream.Pipe ───────────────── proxy/upstream: batches of many clients
+//	pipe.Pipe ───────────────── proxy/upstream: batches of many clients
 //	  │ written together; its reader frames each reply with resp.Reader.Read
 //	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
 //	  │ the memory budget (limits.Budget; budget.go)

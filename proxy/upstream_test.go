@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -216,8 +217,8 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 // reaches the client that asked, in its order.
 func TestSharedConnectionUnderContention(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	was := upstream.SetMaxCombinedWrites(1)
-	t.Cleanup(func() { upstream.SetMaxCombinedWrites(was) }) // after the proxy's shutdown
+	was := pipe.SetMaxCombinedWrites(1)
+	t.Cleanup(func() { pipe.SetMaxCombinedWrites(was) }) // after the proxy's shutdown
 	h := startProxy(t, n, nil)
 	const clients, rounds = 32, 150
 	errs := make(chan error, clients)

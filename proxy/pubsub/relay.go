@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -199,7 +199,7 @@ func (sub *Subscriber) write() {
 func (sub *Subscriber) handedOn(chunk []byte) []byte {
 	sub.c.Mem.Give(sub.acct.Held)
 	sub.acct.Held = 0
-	if cap(chunk) > upstream.KeptBatchBuf {
+	if cap(chunk) > pipe.KeptBatchBuf {
 		return nil
 	}
 	return chunk[:0]
@@ -224,13 +224,13 @@ func (sub *Subscriber) Add(out *[]byte, f resp.Frame, d *rewrite.Decision) error
 	if d == nil {
 		d = &rewrite.Decision{Action: rewrite.Pass}
 	}
-	if len(f.Raw) < upstream.RefMin {
-		*out = upstream.Encode(*out, f, d)
+	if len(f.Raw) < pipe.RefMin {
+		*out = pipe.Encode(*out, f, d)
 		return nil
 	}
 	tail := f.Raw
 	if d.Action == rewrite.Rewrite {
-		*out = upstream.EncodeHead(*out, f, d)
+		*out = pipe.EncodeHead(*out, f, d)
 		tail = f.TailFrom(d.Replace)
 	}
 	if err := sub.Send(*out); err != nil {

@@ -28,7 +28,7 @@ import "github.com/emqproxy/emqproxy/rewrite"
 // silence the rest of EXEC's array under a header that counts it.
 
 // lostSuffix ends the error a command gets when its connection broke in
-// flight (upstream/pipeline.go, lostMsg).
+// flight (package pipe, lostMsg).
 var lostSuffix = []byte(" lost; the command may have been applied\r\n")
 
 // replyMode is a session's CLIENT REPLY state, as the server keeps it.

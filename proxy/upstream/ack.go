@@ -35,7 +35,7 @@ import (
 // WAIT confirms everything the connection wrote before it. Each batch that
 // holds a write is readied with its WAIT; when the shared connection's
 // writer sends several batches in one write, only the last of them keeps
-// its WAIT, and the others ride on it (pipe.oneWait): their replies are
+// its WAIT, and the others ride on it (package pipe's oneWait): their replies are
 // complete only once that WAIT's reply is read, and each gets a copy of it
 // as its own last reply, so settling it is the same as for a batch that
 // sent its own. A rider lost in flight gets the lost error for its WAIT
@@ -87,7 +87,7 @@ type ackSpec struct {
 	slot atomic.Pointer[slot] // the probe connection, opened when first short
 }
 
-// How a batch waits for the replicas (batch.wait).
+// How a batch waits for the replicas (pipe.Batch.Ack).
 const (
 	waitNone  uint8 = iota
 	waitFull        // WAIT at its end, on its own connection
@@ -116,11 +116,11 @@ func newAckSpec(o Options) *ackSpec {
 // the probe connection while short (see above).
 func (u *Upstream) AckBatch(b *Batch, p *Pipe, proto int, dedicated bool) *Pipe {
 	a := u.ack
-	if len(b.Writes) == 0 || b.wait != waitNone {
+	if len(b.Writes) == 0 || b.Ack != waitNone {
 		return p
 	}
 	if a.short.Load() && !dedicated {
-		b.wait = waitShort
+		b.Ack = waitShort
 		if proto != 2 || !a.probing.CompareAndSwap(false, true) {
 			return p
 		}
@@ -129,10 +129,10 @@ func (u *Upstream) AckBatch(b *Batch, p *Pipe, proto int, dedicated bool) *Pipe 
 			a.probing.Store(false)
 			return p
 		}
-		b.wait, p = waitProbe, pp
+		b.Ack, p = waitProbe, pp
 	} else {
-		b.wait = waitFull
-		b.waitLen = len(a.cmd)
+		b.Ack = waitFull
+		b.WaitLen = len(a.cmd)
 	}
 	b.Out = append(b.Out, a.cmd...)
 	b.N++
@@ -162,7 +162,7 @@ func (u *Upstream) probePipe() *Pipe {
 // its writes as WAIT says (see above); it returns how many writes got the
 // not-confirmed error.
 func (u *Upstream) Settle(b *Batch) int {
-	if b.wait == waitNone || u.ack == nil {
+	if b.Ack == waitNone || u.ack == nil {
 		return 0
 	}
 	return u.ack.settle(b)
@@ -172,8 +172,8 @@ func (u *Upstream) Settle(b *Batch) int {
 // replies when it does not confirm them (or, short, when no WAIT was
 // sent). It returns how many were replaced.
 func (a *ackSpec) settle(b *Batch) int {
-	kind := b.wait
-	b.wait = waitNone
+	kind := b.Ack
+	b.Ack = waitNone
 	var msg []byte
 	if kind == waitShort {
 		msg = a.shortError(a.last.Load())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -183,7 +184,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 		}
 		nc = tc
 	}
-	br = bufio.NewReaderSize(nc, readBufSize)
+	br = bufio.NewReaderSize(nc, pipe.ReadBufSize)
 	sc := &SetupConn{Conn: nc, RR: resp.NewReader(br)}
 	if err := d.boot(ctx, sc); err != nil {
 		_ = nc.Close()

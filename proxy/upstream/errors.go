@@ -3,7 +3,7 @@ package upstream
 import (
 	"errors"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 )
 
 // Sentinel errors of the package (package proxy exports them as its
@@ -14,12 +14,12 @@ var (
 	// ErrUnavailable means an upstream has no usable connection.
 	ErrUnavailable = errors.New("proxy: upstream unavailable")
 	// ErrLost means an upstream connection broke while commands waited on it.
-	ErrLost = errors.New("proxy: upstream connection lost")
+	ErrLost = pipe.ErrLost
 	// ErrTimeout means an upstream sent no reply within its timeout.
-	ErrTimeout = errors.New("proxy: upstream reply timeout")
+	ErrTimeout = pipe.ErrTimeout
 	// ErrUpstreamProtocol means an upstream sent bytes that are not RESP,
 	// or a reply nothing waited for.
-	ErrUpstreamProtocol = resp.ErrProtocol
+	ErrUpstreamProtocol = pipe.ErrProtocol
 	// ErrBoot means AUTH or SELECT failed on a new upstream connection.
 	ErrBoot = errors.New("proxy: upstream boot failed")
 	// ErrNoPrimary means a Sentinel upstream's primary could not be found

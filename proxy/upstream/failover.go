@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/discovery"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -51,7 +52,7 @@ import (
 //     get its error at once.
 //
 // What is written by hand, and why: the data path frames replies byte for
-// byte on connections of its own (pipeline.go), so it needs the primary's
+// byte on connections of its own (package pipe), so it needs the primary's
 // address, not a client; valkey-go's Sentinel support is used where the
 // proxy speaks as a client (the control loop, proxy's control.go, and the queue
 // mover: control.Dial with NodeOptions.Sentinel).
@@ -160,19 +161,22 @@ func checkRole(ctx context.Context, c *SetupConn, addr string) error {
 	return nil
 }
 
-// attach gives a new connection to addr what following needs: its address,
-// and the error-reply hook.
-func (u *Upstream) attach(p *Pipe, addr string) {
-	p.addr = addr
+// pipeOn makes the Pipe over dl, a new connection to the node at dl.addr,
+// with o (its reply timeout, what ends it, its reader) and what every
+// connection of the upstream gets: its name, the shared connections' write
+// timeout, and what following needs (its address, the error-reply hook).
+func (u *Upstream) pipeOn(dl Dialed, o pipe.Options) *Pipe {
+	o.Name, o.Addr, o.WriteTimeout = u.name, dl.addr, u.opts.Timeout
 	if u.fol != nil {
-		p.onErr = u.fol.errReply(addr)
+		o.OnError = u.fol.errReply(dl.addr)
 	}
+	return pipe.New(dl.Conn, dl.Buf, o)
 }
 
 // Current reports whether p goes to the upstream's node: always for a
 // fixed address; for a Sentinel upstream, p's address is the primary
 // confirmed last.
-func (u *Upstream) Current(p *Pipe) bool { return u.fol == nil || u.fol.current(p.addr) }
+func (u *Upstream) Current(p *Pipe) bool { return u.fol == nil || u.fol.current(p.Addr()) }
 
 // follow watches the resolver and acts on every change of primary until
 // the upstream closes.
@@ -213,7 +217,7 @@ func (u *Upstream) switched(old, addr string) {
 	}
 	closed := 0
 	for _, s := range u.allSlots() {
-		if p := s.cur.Load(); p != nil && p.addr != addr {
+		if p := s.cur.Load(); p != nil && p.Addr() != addr {
 			p.Close()
 			closed++
 		}

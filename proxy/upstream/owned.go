@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -129,8 +130,7 @@ func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := newPipe(u.name, dl.Conn, dl.Buf, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, true)
-	u.attach(p, dl.addr) // failover.go
+	p := u.pipeOn(dl, pipe.Options{OnDead: func(error) { u.owned.remove(dl.Conn) }, Background: true}) // failover.go
 	return p, nil
 }
 
@@ -150,8 +150,7 @@ func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, e
 		u.Disown(dl.Conn)
 		return nil, 0, err
 	}
-	p := newPipe(u.name, dl.Conn, dl.Buf, 0, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, true)
-	u.attach(p, dl.addr) // failover.go
+	p := u.pipeOn(dl, pipe.Options{OnDead: func(error) { u.owned.remove(dl.Conn) }, Background: true}) // failover.go
 	return p, r.Int, nil
 }
 
@@ -164,8 +163,7 @@ func (u *Upstream) IsolatedPipe(ctx context.Context, proto int) (*Pipe, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := newPipe(u.name, dl.Conn, dl.Buf, u.opts.Timeout, u.opts.Timeout, func(error) { u.owned.remove(dl.Conn) }, false)
-	u.attach(p, dl.addr) // failover.go
+	p := u.pipeOn(dl, pipe.Options{Timeout: u.opts.Timeout, OnDead: func(error) { u.owned.remove(dl.Conn) }}) // failover.go
 	return p, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 )
 
@@ -47,7 +48,7 @@ type Upstream struct {
 	probes atomic.Int64 // probes that passed the fence (probe.go)
 	owned  ownedConns   // the connections of one client each it handed out (owned.go)
 
-	clients *atomic.Int64 // the server's client connections (pipe.spinFor)
+	clients *atomic.Int64 // the server's client connections (package pipe's spinFor)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -245,9 +246,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 			continue
 		}
 		wait = backoffMin
-		p := newPipe(u.name, dl.Conn, dl.Buf, u.opts.Timeout, u.opts.Timeout, nil, false)
-		p.clients = u.clients
-		u.attach(p, dl.addr)
+		p := u.pipeOn(dl, pipe.Options{Timeout: u.opts.Timeout, Clients: u.clients}) // failover.go
 		s.cur.Store(p)
 		s.down.Store(0)
 		u.mu.Lock()
@@ -261,10 +260,10 @@ func (u *Upstream) keep(s *slot, proto int) {
 			p.Close() // the primary switched while it dialed (failover.go)
 		}
 		select {
-		case <-p.dead:
+		case <-p.Dead():
 		case <-u.ctx.Done():
 			p.Close()
-			<-p.dead
+			<-p.Dead()
 			s.cur.Store(nil)
 			return
 		}
@@ -272,7 +271,7 @@ func (u *Upstream) keep(s *slot, proto int) {
 		s.cur.Store(nil)
 		err = p.Failed()
 		if u.fol != nil {
-			u.fol.failed(p.addr, err)
+			u.fol.failed(p.Addr(), err)
 		}
 		u.lost(err)
 		u.met.UpstreamError(u.name, errKind(err, false))
@@ -386,7 +385,7 @@ func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old 
 }
 
 // watchInterval is how often an idle shared connection is checked for a
-// close by the server (pipe.checkIdle): nobody reads an idle connection,
+// close by the server (pipe.Pipe.CheckIdle): nobody reads an idle connection,
 // and this starts the reconnect without waiting for the next command.
 const watchInterval = 100 * time.Millisecond
 
@@ -396,7 +395,7 @@ func (u *Upstream) watch(every time.Duration) {
 	u.every(every, func() {
 		for _, s := range u.allSlots() {
 			if p := s.cur.Load(); p != nil {
-				p.checkIdle()
+				p.CheckIdle()
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package upstream
+package pipe
 
 import (
 	"bufio"
@@ -18,9 +18,12 @@ import (
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// The pipe alone (pipeline.go), over a real server's connection, with
+// The pipe alone (pipe.go), over a real server's connection, with
 // faults injected by a wrapper around that connection (faultConn), by the
 // server (CLIENT KILL, SIGSTOP) or by a close from another goroutine.
+
+// testTimeout bounds every wait of a test.
+const testTimeout = 15 * time.Second
 
 // errInjected is the error a faultConn makes.
 var errInjected = errors.New("injected fault")
@@ -98,7 +101,7 @@ func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, b
 	}
 	_ = nc.(*net.TCPConn).SetNoDelay(true)
 	fc.Conn, fc.sc = nc, nc.(syscall.Conn)
-	p := newPipe("node", fc, bufio.NewReaderSize(fc, readBufSize), timeout, timeout, nil, bg)
+	p := New(fc, bufio.NewReaderSize(fc, ReadBufSize), Options{Name: "node", Timeout: timeout, WriteTimeout: timeout, Background: bg})
 	if p.bg != bg {
 		t.Fatalf("pipe bg %v, want %v", p.bg, bg)
 	}
@@ -143,7 +146,7 @@ func sendAwait(p *Pipe, b *Batch) <-chan struct{} {
 	go func() {
 		defer close(done)
 		if err := p.Send(b); err != nil {
-			b.Fill(unavailableReply(p.name, err.Error()))
+			b.Fill(UnavailableReply(p.name, err.Error()))
 			return
 		}
 		p.Await(b)
@@ -339,7 +342,7 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 	for _, clients := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			nc := benchDial(b, n.Addr)
-			p := newPipe("node", nc, bufio.NewReaderSize(nc, readBufSize), DefaultUpstreamTimeout, DefaultUpstreamTimeout, nil, false)
+			p := New(nc, bufio.NewReaderSize(nc, ReadBufSize), Options{Name: "node", Timeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
 			p.clients = new(atomic.Int64)
 			p.clients.Store(int64(clients)) // as the server counts its clients (spinFor)
 			defer p.Close()

@@ -1,8 +1,7 @@
-package upstream
+package pipe
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -56,7 +55,7 @@ func runLoad(t *testing.T, p *Pipe, fault func()) (res [][][][]byte, faulted tim
 					b.Out = node.AppendCommand(b.Out, "INCR", "ctr")
 				}
 				if err := p.Send(b); err != nil {
-					b.Fill(unavailableReply(p.name, err.Error()))
+					b.Fill(UnavailableReply(p.name, err.Error()))
 				} else {
 					p.Await(b)
 				}
@@ -227,44 +226,4 @@ func freeze(t *testing.T, n *node.Node) {
 		i := bytes.LastIndexByte(b, ')')
 		return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
 	})
-}
-
-// TestDedicatedConnectionWriteTimeout: a dedicated connection's write is
-// bounded by the upstream's timeout: a command too large for the socket's
-// buffers, sent to a stalled server, gets the lost error once the timeout
-// passes, instead of holding its client until the server comes back; and
-// nothing of it is applied.
-func TestDedicatedConnectionWriteTimeout(t *testing.T) {
-	node.EachServer(t, testDedicatedConnectionWriteTimeout)
-}
-
-func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
-	n := pipeNode(t, srv)
-	const timeout = 300 * time.Millisecond
-	u := startUpstream(t, Options{Name: "node", Address: n.Addr, Password: n.Opts.Password, Timeout: timeout})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	p, err := u.Dedicated(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	freeze(t, n)
-	b := NewBatch()
-	b.Out = node.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
-	b.N, b.Max = 1, 1<<20
-	done := sendAwait(p, b)
-	finishes(t, "the write to the stalled server", done)
-	if got := string(b.Reply(0)); got != string(p.lostMsg) {
-		t.Errorf("reply %q, want the lost error", got)
-	}
-	if err := p.Failed(); !errors.Is(err, ErrTimeout) {
-		t.Errorf("failed() = %v, want the timeout", err)
-	}
-	if err := n.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := node.RawDo(n.Addr, "EXISTS", "big"); err != nil || string(r) != ":0\r\n" {
-		t.Errorf("EXISTS big: %q %v (a partly written command was applied)", r, err)
-	}
 }

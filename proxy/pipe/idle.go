@@ -1,4 +1,4 @@
-package upstream
+package pipe
 
 import (
 	"errors"
@@ -9,11 +9,12 @@ import (
 
 // While nothing waits on a shared connection nobody reads it: the idle
 // check looks at its socket without blocking, and the lone client's reader
-// polls it for a moment before it parks (pipeline.go).
+// polls it for a moment before it parks (pipe.go).
 
-// checkIdle tears the connection down when it is idle and the server has
-// closed it (or sent what nobody asked for).
-func (p *Pipe) checkIdle() {
+// CheckIdle tears the connection down when it is idle and the server has
+// closed it (or sent what nobody asked for): package upstream's watch
+// calls it every so often.
+func (p *Pipe) CheckIdle() {
 	p.mu.Lock()
 	if p.err != nil || p.tearIdleLocked() == nil {
 		p.mu.Unlock()

@@ -1,10 +1,10 @@
-package upstream
+package pipe
 
 import "github.com/emqproxy/emqproxy/proxy/resp"
 
 // A batch is one client's forwarded commands on one upstream connection:
 // sent on a pipe, completed by whoever holds the pipe's reader role, and
-// reused by its session once done (pipeline.go).
+// reused by its session once done (pipe.go).
 
 // sig is what a batch's owner is woken with.
 type sig uint8
@@ -35,15 +35,16 @@ type Batch struct {
 	Acct resp.Account // what the replies hold of the memory budget; its owner gives it back
 
 	// Writes are the indexes of the replies that wait for the replicas,
-	// and wait tells whether (and how) the batch ends with the proxy's
-	// WAIT (ack.go).
-	Writes []int
-	wait   uint8
-	// waitLen is the size of the WAIT at the end of out (waitFull). In a
-	// write of several batches only the last one keeps its WAIT: the
-	// others ride on it (carrier), their WAIT taken out of out, and take a
-	// copy of its reply as their last (riders; pipe.oneWait, ack.go).
-	waitLen int
+	// and Ack tells whether (and how) the batch ends with a WAIT: package
+	// upstream's to set and read (its ack.go), 0 when it does not.
+	// WaitLen is the size of the WAIT at the end of Out (a WAIT the
+	// connection may share). In a write of several batches only the last
+	// one keeps its WAIT: the others ride on it (carrier), their WAIT taken
+	// out of Out, and take a copy of its reply as their last (riders;
+	// oneWait).
+	Writes  []int
+	Ack     uint8
+	WaitLen int
 	carrier *Batch
 	riders  []*Batch
 
@@ -68,8 +69,8 @@ func (b *Batch) Reset() {
 	}
 	b.Ends = b.Ends[:0]
 	b.Over, b.Lost, b.finished = false, false, false
-	b.Writes, b.wait = b.Writes[:0], waitNone
-	b.waitLen, b.carrier = 0, nil
+	b.Writes, b.Ack = b.Writes[:0], 0
+	b.WaitLen, b.carrier = 0, nil
 }
 
 // Reply returns the bytes of reply i.

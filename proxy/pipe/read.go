@@ -1,4 +1,4 @@
-package upstream
+package pipe
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 )
 
-// The reader's work on a pipe (pipeline.go): framing the replies of the
+// The reader's work on a pipe (pipe.go): framing the replies of the
 // batches in flight, in FIFO order, under the reply deadline, inline in a
 // session (Pipe.lead) or in the reader goroutine (readLoop).
 
@@ -172,15 +172,15 @@ func oneWait(q []*Batch) {
 	var carrier *Batch
 	for i := len(q) - 1; i >= 0; i-- {
 		b := q[i]
-		if b.waitLen == 0 {
+		if b.WaitLen == 0 {
 			continue
 		}
 		if carrier == nil {
 			carrier = b
 			continue
 		}
-		b.Out = b.Out[:len(b.Out)-b.waitLen]
-		b.waitLen = 0
+		b.Out = b.Out[:len(b.Out)-b.WaitLen]
+		b.WaitLen = 0
 		b.carrier = carrier
 	}
 }

@@ -1,4 +1,4 @@
-package upstream
+package pipe
 
 import (
 	"bufio"
@@ -106,7 +106,7 @@ import (
 //
 // While nothing waits, nobody reads, so a connection the server closed
 // shows only on the next send: send checks an idle connection without
-// blocking first (checkIdle, one non-blocking peek), and the upstream's
+// blocking first (CheckIdle, one non-blocking peek), and the upstream's
 // watch does so every watchInterval, so a command is never written to a
 // connection known to be closed and the reconnect starts at once.
 //
@@ -122,8 +122,8 @@ import (
 type Pipe struct {
 	name     string
 	nc       net.Conn
-	raw      syscall.RawConn // the socket, for checkIdle (nil with bg)
-	pk       *peeker         // looks at raw (pipeline_idle.go)
+	raw      syscall.RawConn // the socket, for CheckIdle (nil with bg)
+	pk       *peeker         // looks at raw (idle.go)
 	bg       bool            // a reader goroutine reads
 	rr       resp.Reader
 	timeout  time.Duration // reply timeout; 0 = none
@@ -154,9 +154,9 @@ type Pipe struct {
 	clients *atomic.Int64
 }
 
-// readBufSize is the upstream reader's buffer: large, so many replies are
-// framed per read syscall.
-const readBufSize = 256 * 1024
+// ReadBufSize is the size of the buffered reader to give New: large, so
+// many replies are framed per read syscall.
+const ReadBufSize = 256 * 1024
 
 // maxCombinedWrites bounds the writes a session makes in the writer's role
 // before it hands the rest of the queue to a goroutine and goes back to its
@@ -164,24 +164,41 @@ const readBufSize = 256 * 1024
 var maxCombinedWrites = 4
 
 // errUnasked is the failure of a reply that no batch waits for.
-var errUnasked = fmt.Errorf("%w: a reply nothing waited for", ErrUpstreamProtocol)
+var errUnasked = fmt.Errorf("%w: a reply nothing waited for", ErrProtocol)
 
-// ErrIdleClosed is send's error for a connection found closed while idle:
-// the batch was not written.
-var ErrIdleClosed = errors.New("closed while idle")
+// Options are what a Pipe is told when it is made.
+type Options struct {
+	Name         string        // the upstream's name, in the errors its batches get
+	Addr         string        // the address it was dialed at (Addr; a Sentinel upstream's failover)
+	Timeout      time.Duration // reply timeout; 0: none (a dedicated connection's)
+	WriteTimeout time.Duration // write timeout; 0: none
+	// OnDead is called once the connection is torn down, with its failure.
+	OnDead func(err error)
+	// OnError sees each top-level error reply (a Sentinel upstream's
+	// failover watches for -READONLY); nil: none.
+	OnError func([]byte)
+	// Background gives the connection a reader goroutine (a dedicated
+	// connection's); a TLS connection always gets one.
+	Background bool
+	// Clients is the server's count of client connections (spinFor); nil:
+	// no spin.
+	Clients *atomic.Int64
+}
 
-// newPipe sets up a pipelined connection over nc, whose reader br may
-// already hold buffered bytes, with its reply and write timeouts (0: none).
-// bg starts a reader goroutine (dedicated connections); a TLS connection
-// always gets one.
-func newPipe(name string, nc net.Conn, br *bufio.Reader, timeout, writeTimeout time.Duration, onDead func(error), bg bool) *Pipe {
+// New sets up a pipelined connection over nc, whose reader br may already
+// hold buffered bytes.
+func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
+	name, timeout, bg := o.Name, o.Timeout, o.Background
 	p := &Pipe{
 		name:     name,
 		nc:       nc,
 		timeout:  timeout,
-		wtimeout: writeTimeout,
+		wtimeout: o.WriteTimeout,
 		lostMsg:  []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
-		onDead:   onDead,
+		onDead:   o.OnDead,
+		addr:     o.Addr,
+		onErr:    o.OnError,
+		clients:  o.Clients,
 		dead:     make(chan struct{}),
 	}
 	p.idle.L = &p.mu
@@ -255,7 +272,7 @@ func (p *Pipe) breakLocked(err error) {
 		return
 	}
 	switch {
-	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUpstreamProtocol), errors.Is(err, ErrLost):
+	case errors.Is(err, ErrTimeout), errors.Is(err, ErrProtocol), errors.Is(err, ErrLost):
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		err = ErrTimeout
 	default:
@@ -338,7 +355,7 @@ func (p *Pipe) writeQueued(limit int) {
 			p.rdl = deadline.Refresh(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
 		if len(q) > 1 {
-			oneWait(q) // pipeline_read.go: one WAIT a write, before a reader sees them
+			oneWait(q) // read.go: one WAIT a write, before a reader sees them
 		}
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
@@ -432,7 +449,7 @@ func (p *Pipe) lead(own *Batch) {
 		p.mu.Lock()
 		p.pop()
 		p.mu.Unlock()
-		if p.complete(b, own) { // pipeline_read.go
+		if p.complete(b, own) { // read.go
 			ownDone = true
 		}
 	}
@@ -474,7 +491,7 @@ func (p *Pipe) teardown() {
 		b.Fill(p.lostMsg)
 		b.signal()
 	}
-	unsent := unavailableReply(p.name, err.Error())
+	unsent := UnavailableReply(p.name, err.Error())
 	for _, b := range queued {
 		b.Fill(unsent)
 		b.signal()
@@ -484,6 +501,13 @@ func (p *Pipe) teardown() {
 		p.onDead(err)
 	}
 }
+
+// Addr is the address the connection was dialed at.
+func (p *Pipe) Addr() string { return p.addr }
+
+// Dead is closed once the connection is torn down and every batch that
+// waited on it was answered.
+func (p *Pipe) Dead() <-chan struct{} { return p.dead }
 
 // Failed reports the failure that broke the connection, or nil while it
 // works.
