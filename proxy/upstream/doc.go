@@ -14,7 +14,7 @@
 //
 // What the batches hold and in which order the client sees the replies is
 // the session's (package session): this package imports proxy/pipe,
-// proxy/resp, proxy/cmdtable, proxy/deadline, rewrite (NoSub), fence and
+// proxy/resp, proxy/cmdtable, rewrite (NoSub), fence and
 // discovery, never a package above it. It reports through the Metrics
 // interface the proxy implements.
 package upstream
