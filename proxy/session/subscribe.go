@@ -103,7 +103,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 // relay need of the session (package pubsub).
 func (s *session) client() *pubsub.Client {
 	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.Mem, Met: s.srv.Met,
-		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.subs}
+		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.Subs}
 }
 
 // serveSubscribed runs subscribe mode until the client leaves it (nil: the
@@ -120,7 +120,7 @@ func (s *session) serveSubscribed() (err error) {
 		}
 		sub.Stop(abort)
 		s.sub = nil
-		s.listing.subs.Clear()
+		s.listing.Subs.Clear()
 	}()
 	sub.Start()
 	s.srv.Redir.Attach(s.id, sub) // tracking.go: a redirect target
@@ -261,7 +261,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.FinishWith(out, errReply)
 		}
-		s.listing.lastArgs = f.Args // CLIENT LIST's cmd
+		s.listing.LastArgs = f.Args // CLIENT LIST's cmd
 		kind := pubsub.KindOf(f.Args[0])
 		if kind != pubsub.SubOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's
