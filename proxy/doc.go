@@ -7,10 +7,12 @@
 //
 // # The way of one command
 //
-// The data path is ten packages: proxy (this one: the Server, its
+// The data path is eleven packages: proxy (this one: the Server, its
 // Options, the routes, the control loop of moved queues, the capture
 // controls), proxy/session (one client's session: the loop, input,
 // segments, transactions, local answers, subscribe mode's session side),
+// proxy/clients (the registry of the sessions, what CLIENT LIST shows of
+// each, and the CLIENT LIST, KILL and UNBLOCK answers across them),
 // proxy/pubsub (the connections that carry pushes: subscribe mode's, the
 // RESP3 bridge's legs, tracking's redirect relays), proxy/plan (what to do
 // with one command: a function of what it is given, with no I/O),
@@ -20,12 +22,15 @@
 // proxy/cmdtable (the servers' command tables), proxy/limits (the memory
 // budget and the failed-AUTH table) and proxy/deadline (lazily set
 // connection deadlines). Each imports only those below it: proxy imports
-// the other nine; session imports pubsub, plan, upstream, observe and
-// the rest; pubsub imports upstream, observe, limits and resp; plan
-// imports upstream (the upstreams it routes to), cmdtable and resp;
-// upstream imports resp, cmdtable and deadline; observe imports cmdtable
-// (a redacted capture record's keys); cmdtable imports resp; resp, limits
-// and deadline import none of the
+// all but clients (its sessions are listed in session's Registry) and
+// deadline; session imports clients, pubsub, plan,
+// upstream, observe and the rest; clients imports pubsub (the
+// subscription counts), upstream (a blocked session's connection) and
+// cmdtable (the command names it lists); pubsub imports upstream,
+// observe, limits and resp; plan imports upstream (the upstreams it
+// routes to), cmdtable and resp; upstream imports resp, cmdtable and
+// deadline; observe imports cmdtable (a redacted capture record's keys);
+// cmdtable imports resp; resp, limits and deadline import none of the
 // others. A command in normal service:
 //
 //	client socket
@@ -115,14 +120,15 @@
 // are writes for the replicas' confirmation (acks.go; the confirmation
 // itself is upstream's); a client's share of the shared connections
 // (share.go); the replies it makes from what only it knows: its own
-// clients for CLIENT LIST and CLIENT INFO (clientlist.go), CLIENT KILL and
-// UNBLOCK (clientkill.go), a client's CLIENT REPLY mode (clientreply.go), a
-// RESP2 client's CLIENT TRACKING with its REDIRECT bridged to another
-// session (tracking.go, over package pubsub's Redirects); what a session
-// does under the memory budget (budget.go) and the limits on failed
-// authentications and on the time to authenticate (authlimit.go), the
-// limits themselves being package limits'. The data-path metrics are
-// package observe's (observe.Metrics).
+// clients for CLIENT LIST and CLIENT INFO, CLIENT KILL and UNBLOCK
+// (clients.go: the session publishes its clients.View, package clients
+// answers across the Registry), a client's CLIENT REPLY mode
+// (clientreply.go), a RESP2 client's CLIENT TRACKING with its REDIRECT
+// bridged to another session (tracking.go, over package pubsub's
+// Redirects); what a session does under the memory budget (budget.go) and
+// the limits on failed authentications and on the time to authenticate
+// (authlimit.go), the limits themselves being package limits'. The
+// data-path metrics are package observe's (observe.Metrics).
 //
 // What to do with a command is rewrite's to say: the plan (package plan)
 // only amends that decision with what rewrite/, being pure, cannot know (the servers'
@@ -136,15 +142,16 @@
 //
 // # Not yet split
 //
-// Package session is still about 4,500 lines. Its session struct holds
+// Package session is still about 3,900 lines. Its session struct holds
 // about twenty fields, grouped by the file that owns them (input,
 // memHeld, segment, ownConns, authState, and the transaction, subscriber,
-// reply mode, CLIENT LIST view, share and admission states) or by the
-// package (obs, package observe's Session; v, package plan's View; sub,
-// package pubsub's Subscriber). What one command carries is not on the
-// session: a command value (session.go) holds its frame, its plan.Step
-// and where its reply goes, and is passed to forward, the transaction and
-// subscribe mode. What stands in the way of splitting it further:
+// reply mode, share and admission states) or by the package (obs,
+// package observe's Session; v, package plan's View; sub, package
+// pubsub's Subscriber; listing, package clients' View). What one command
+// carries is not on the session: a command value (session.go) holds its
+// frame, its plan.Step and where its reply goes, and is passed to forward,
+// the transaction and subscribe mode. What stands in the way of splitting
+// it further:
 //
 //   - Subscribe mode's session side (subscribe.go, bridge.go, legs.go,
 //     tracking.go: about 1,500 lines) is methods of the session: its loop

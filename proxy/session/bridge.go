@@ -59,7 +59,7 @@ func (s *session) leaveBridge(c *command) error {
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	sub := s.sub.Subscriber
-	s.listing.lastArgs = f.Args // clientlist.go
+	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
 	c := command{f: f}
 	sp := &c.sp
 	if isHello2(f.Args) {
@@ -68,7 +68,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err := s.bridgeBarrier(out); err != nil {
 			return err
 		}
-		sp.Pushes = sub.Tracking || s.listing.subs.Any()
+		sp.Pushes = sub.Tracking || s.listing.Subs.Any()
 	}
 	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
 	if sp.Wait {

@@ -4,15 +4,18 @@
 // (package upstream) in one batch per connection, and writes every reply
 // back in command order, byte for byte as the server sent it. Its
 // transactions, WATCH pins, blocking commands, a client's share of the
-// shared connections, CLIENT REPLY, CLIENT LIST and KILL of the proxy's own
-// clients, the memory budget's waits and the limits on authentication are
-// the session's; so is the session's side of subscribe mode, the RESP3
-// bridge and RESP2 client-side caching, whose connections and relays are
-// package pubsub's.
+// shared connections, CLIENT REPLY, the memory budget's waits and the
+// limits on authentication are the session's; so is the session's side of
+// subscribe mode, the RESP3 bridge and RESP2 client-side caching, whose
+// connections and relays are package pubsub's. CLIENT LIST, KILL and
+// UNBLOCK of the proxy's own clients are package clients' answers, across
+// the sessions: a Session is a clients.Client, and publishes what CLIENT
+// LIST shows of it (clients.View) at the end of each batch.
 //
 // A session knows its server only as Shared: the bounds it serves under
 // (Config), the values every session shares (the routes, the policy, the
 // command tables, the capture, the metrics, the memory budget), the
-// control loop (Control) and the other sessions (Registry). Package proxy
-// fills it and runs one Session per accepted connection.
+// control loop (Control) and the other sessions (Registry, a
+// clients.Registry of Sessions). Package proxy fills it and runs one
+// Session per accepted connection.
 package session

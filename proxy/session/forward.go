@@ -3,6 +3,7 @@ package session
 import (
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/clients"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -146,7 +147,7 @@ func (s *session) blocking(u *upstream.Upstream) *upstream.Pipe {
 		return nil
 	}
 	s.blocker = p
-	s.listing.blockOn.Store(&blockConn{up: u, id: id})
+	s.listing.BlockOn.Store(&clients.BlockConn{Up: u, ID: id})
 	return p
 }
 

@@ -145,11 +145,11 @@ func (s *session) flush() {
 			blocking := pt.p == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
-				s.listing.blockGen.Add(1)
+				s.listing.BlockGen.Add(1)
 			}
-			s.listing.blocked.Store(blocking)
+			s.listing.Blocked.Store(blocking)
 			s.waitDedicated(pt.b, pt.p)
-			s.listing.blocked.Store(false)
+			s.listing.Blocked.Store(false)
 		} else {
 			pt.p.Await(pt.b)
 		}

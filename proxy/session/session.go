@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/clients"
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
@@ -62,7 +63,7 @@ type session struct {
 	tx        transaction
 	sub       *subMode        // subscribe mode, set by startSubscribe (subscribe.go)
 	rm        replyMode       // CLIENT REPLY (clientreply.go)
-	listing   clientView      // what CLIENT LIST shows of the session (clientlist.go)
+	listing   clients.View    // what CLIENT LIST shows of the session (clients.go)
 	obs       observe.Session // the round's audit records, its side of a capture (observe.go)
 	sh        share           // its share of the shared connections (share.go)
 	adm       admission       // commands admitted under the control table (hold.go)
@@ -94,7 +95,7 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	}
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
-	s.listing.init(nc, time.Now())
+	s.listing.Init(s.addr, nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.Cfg.AuthTimeout) // while users are configured (authlimit.go)
 	s.fr.Limits = resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline}
@@ -276,7 +277,7 @@ func (c *command) up(s *session) *upstream.Upstream {
 
 // command plans one command (plan.go) and adds it to the current segment.
 func (s *session) command(f resp.Frame) {
-	s.listing.lastArgs = f.Args // clientlist.go
+	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
 	c := command{f: f}
 	sp := &c.sp
 	s.decide(f.Args, sp) // plan.go
@@ -322,8 +323,8 @@ func (s *session) flushHeld() error {
 // localReply completes a reply the proxy makes from what only it knows:
 // the server's HELLO reply with the session's id (upstream/dial.go; the first RESP3
 // client opens the RESP3 connections, whose boot brings the server's RESP3
-// reply), CLIENT LIST of its own clients (clientlist.go), CLIENT UNBLOCK
-// and CLIENT KILL ID of them (clientkill.go).
+// reply), CLIENT LIST of its own clients, CLIENT UNBLOCK and CLIENT KILL
+// ID of them (clients.go, package clients).
 func (s *session) localReply(c *command) {
 	d := &c.sp.Decision
 	if d.Action != rewrite.Local {
@@ -339,11 +340,11 @@ func (s *session) localReply(c *command) {
 			d.Reply = r
 		}
 	case rewrite.ClientList:
-		d.Reply = s.clientList(d.List) // clientlist.go
+		d.Reply = s.clientList(d.List) // clients.go
 	case rewrite.ClientUnblock:
-		d.Reply = s.clientUnblock(d.Target) // clientkill.go
+		d.Reply = s.clientUnblock(d.Target) // clients.go
 	case rewrite.ClientKill:
-		d.Reply = s.clientKill(d.Target) // clientkill.go
+		d.Reply = s.clientKill(d.Target) // clients.go
 	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
 		d.Reply = s.trackingReply(d.Effect, c.f.Args) // tracking.go
 	}

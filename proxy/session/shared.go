@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,54 +105,6 @@ func (s *Session) Wake() { _ = s.nc.SetReadDeadline(time.Now()) }
 
 // Close closes the client's connection: its session ends.
 func (s *Session) Close() { _ = s.nc.Close() }
-
-// Registry is the server's sessions: CLIENT LIST shows them, CLIENT KILL
-// and a tracking client's REDIRECT find them by id.
-type Registry struct {
-	mu sync.Mutex
-	m  map[*session]struct{}
-}
-
-// Add lists s.
-func (r *Registry) Add(s *Session) {
-	r.mu.Lock()
-	if r.m == nil {
-		r.m = map[*session]struct{}{}
-	}
-	r.m[s] = struct{}{}
-	r.mu.Unlock()
-}
-
-// Remove unlists s.
-func (r *Registry) Remove(s *Session) {
-	r.mu.Lock()
-	delete(r.m, s)
-	r.mu.Unlock()
-}
-
-// Each calls f for every listed session, under the registry's lock.
-func (r *Registry) Each(f func(*Session)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for s := range r.m {
-		f(s)
-	}
-}
-
-// byID returns the listed session id, or nil.
-func (r *Registry) byID(id uint64) *session {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for s := range r.m {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
-
-// listed reports whether session id is listed (ending ones included).
-func (r *Registry) listed(id uint64) bool { return r.byID(id) != nil }
 
 // ErrServerClosed ends a session when its server shuts down (package
 // proxy's Serve returns it too).

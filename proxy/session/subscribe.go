@@ -115,7 +115,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 // relay need of the session (package pubsub).
 func (s *session) client() *pubsub.Client {
 	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.Mem, Met: s.srv.Met,
-		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.subs}
+		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.Subs}
 }
 
 // subRound is subscribe mode's round: the first one starts the relay and
@@ -237,7 +237,7 @@ func (s *session) endSub(abort bool) {
 	}
 	sub.Stop(abort)
 	s.srv.Redir.Detach(s.id, sub.Subscriber)
-	s.listing.subs.Clear()
+	s.listing.Subs.Clear()
 }
 
 // subCommands handles the complete commands in the client's buffer,
@@ -276,7 +276,7 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			}
 			return false, true, sub.FinishWith(out, errReply)
 		}
-		s.listing.lastArgs = f.Args // CLIENT LIST's cmd
+		s.listing.LastArgs = f.Args // CLIENT LIST's cmd
 		kind := pubsub.KindOf(f.Args[0])
 		if kind != pubsub.SubOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's

@@ -81,7 +81,7 @@ type tracker struct {
 
 // alive reports whether session id is live: listed and not ending.
 func (s *session) trackAlive(id uint64) bool {
-	if id == 0 || s.sessionByID(int64(id)) == nil {
+	if int64(id) <= 0 || !s.srv.Sessions.Listed(id) {
 		return false
 	}
 	return !s.srv.Redir.Ended(id)
@@ -397,7 +397,7 @@ func (s *session) trackEnd() {
 		}
 		s.trk = nil
 	}
-	s.srv.Redir.End(s.id, s.srv.Sessions.listed)
+	s.srv.Redir.End(s.id, s.srv.Sessions.Listed)
 }
 
 // trackCommand is args for the client's connection to u: REDIRECT's value

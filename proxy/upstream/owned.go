@@ -137,7 +137,7 @@ func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
 // BlockingPipe is dedicated for a blocking command's connection, with the
 // connection's id on the server (CLIENT ID, asked as it opens; 0 when the
 // server does not answer it): CLIENT UNBLOCK of the session names it
-// (proxy's clientkill.go).
+// (package clients' kill.go).
 func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, error) {
 	dl, err := u.Own(ctx, proto)
 	if err != nil {

@@ -1,4 +1,4 @@
-package session
+package clients
 
 import (
 	"bytes"
@@ -34,55 +34,55 @@ import (
 //     many. The caller's own session counts only under SKIPME no, as on
 //     the server, and then closes after the reply.
 
-// blockConn is a session's connection for blocking commands: its upstream
+// BlockConn is a session's connection for blocking commands: its upstream
 // and its id on the server (0: unknown).
-type blockConn struct {
-	up *upstream.Upstream
-	id int64
+type BlockConn struct {
+	Up *upstream.Upstream
+	ID int64
 }
 
-// sessionByID returns the live session with id, or nil.
-func (s *session) sessionByID(id int64) *session {
-	if id <= 0 {
-		return nil
-	}
-	return s.srv.Sessions.byID(uint64(id))
-}
-
-// clientUnblock answers CLIENT UNBLOCK (see above).
-func (s *session) clientUnblock(t *rewrite.ClientTarget) []byte {
+// Unblock answers CLIENT UNBLOCK (t) for self (see above).
+func (r *Registry[C]) Unblock(self C, t *rewrite.ClientTarget) []byte {
 	zero := []byte(":0\r\n")
-	sess := s.sessionByID(t.ID)
-	if sess == nil || sess == s || !sess.listing.blocked.Load() {
+	if t.ID <= 0 {
 		return zero
 	}
-	bc := sess.listing.blockOn.Load()
-	if bc == nil || bc.id == 0 {
+	c, ok := r.byID(uint64(t.ID))
+	if !ok || c == self {
 		return zero
 	}
-	gen := sess.listing.blockGen.Load()
+	v := c.View()
+	if !v.Blocked.Load() {
+		return zero
+	}
+	bc := v.BlockOn.Load()
+	if bc == nil || bc.ID == 0 {
+		return zero
+	}
+	gen := v.BlockGen.Load()
 	for try := 0; ; try++ {
-		r := unblockOn(s, bc, t.Error)
+		rep := unblockOn(self.ID(), bc, t.Error)
 		// The session is flagged blocked once its command is sent; the
 		// server may not have read it yet. While the same command is
 		// still awaited, ask again, a little while.
-		if !bytes.Equal(r, zero) || try == unblockTries-1 ||
-			!sess.listing.blocked.Load() || sess.listing.blockGen.Load() != gen {
-			return r
+		if !bytes.Equal(rep, zero) || try == unblockTries-1 ||
+			!v.Blocked.Load() || v.BlockGen.Load() != gen {
+			return rep
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// unblockTries bounds the CLIENT UNBLOCKs sent for one (see clientUnblock).
+// unblockTries bounds the CLIENT UNBLOCKs sent for one (see Unblock).
 const unblockTries = 20
 
 // unblockOn sends CLIENT UNBLOCK of bc on its upstream's shared connection
-// (one reply; it changes nothing of the connection) and returns the reply.
-func unblockOn(s *session, bc *blockConn, withError bool) []byte {
-	p := bc.up.Shared(s.id, 2)
+// (one reply; it changes nothing of the connection), as session caller's
+// command, and returns the reply.
+func unblockOn(caller uint64, bc *BlockConn, withError bool) []byte {
+	p := bc.Up.Shared(caller, 2)
 	if p == nil {
-		return bc.up.Unavailable()
+		return bc.Up.Unavailable()
 	}
 	b := upstream.NewBatch()
 	n := 3
@@ -92,43 +92,43 @@ func unblockOn(s *session, bc *blockConn, withError bool) []byte {
 	b.Out = redcon.AppendArray(b.Out, n)
 	b.Out = redcon.AppendBulkString(b.Out, "CLIENT")
 	b.Out = redcon.AppendBulkString(b.Out, "UNBLOCK")
-	b.Out = redcon.AppendBulkString(b.Out, strconv.FormatInt(bc.id, 10))
+	b.Out = redcon.AppendBulkString(b.Out, strconv.FormatInt(bc.ID, 10))
 	if withError {
 		b.Out = redcon.AppendBulkString(b.Out, "ERROR")
 	}
 	b.N, b.Max = 1, 1<<16
 	if err := p.Send(b); err != nil {
-		return bc.up.Unavailable()
+		return bc.Up.Unavailable()
 	}
 	p.Await(b)
 	return b.Reply(0)
 }
 
-// clientKill answers CLIENT KILL ID (see above).
-func (s *session) clientKill(t *rewrite.ClientTarget) []byte {
-	var victims []*session
-	self := false
-	s.srv.Sessions.mu.Lock()
-	for sess := range s.srv.Sessions.m {
+// Kill answers CLIENT KILL ID (t) for self (see above): it closes the
+// other sessions named, and reports whether self is named too, to close
+// after the reply.
+func (r *Registry[C]) Kill(self C, t *rewrite.ClientTarget) (reply []byte, closeSelf bool) {
+	var victims []C
+	r.mu.Lock()
+	for c := range r.m {
 		switch {
-		case t.ID != 0 && int64(sess.id) != t.ID:
-		case sess == s:
-			self = !t.SkipMe
+		case t.ID != 0 && int64(c.ID()) != t.ID:
+		case c == self:
+			closeSelf = !t.SkipMe
 		default:
 			// Gone from CLIENT LIST at once, as on the server; its
 			// goroutine ends once it finds the connection closed.
-			delete(s.srv.Sessions.m, sess)
-			victims = append(victims, sess)
+			delete(r.m, c)
+			victims = append(victims, c)
 		}
 	}
-	s.srv.Sessions.mu.Unlock()
-	for _, v := range victims {
-		_ = v.nc.Close()
+	r.mu.Unlock()
+	for _, c := range victims {
+		c.Close()
 	}
 	n := len(victims)
-	if self {
+	if closeSelf {
 		n++
-		s.closing = true
 	}
-	return redcon.AppendInt(nil, int64(n))
+	return redcon.AppendInt(nil, int64(n)), closeSelf
 }
