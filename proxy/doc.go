@@ -7,12 +7,15 @@
 //
 // # The way of one command
 //
-// The data path is ten packages: proxy (this one: the Server, its
+// The data path is eleven packages: proxy (this one: the Server, its
 // Options, the routes, the control loop of moved queues, the capture
 // controls), proxy/session (one client's session: the loop, input,
 // segments, transactions, local answers, subscribe mode's session side),
-// proxy/pubsub (the connections that carry pushes: subscribe mode's, the
-// RESP3 bridge's legs, tracking's redirect relays), proxy/plan (what to do
+// proxy/tracking (RESP2 client-side caching: a tracking client's state,
+// its REDIRECT translated to a relay, the kept WATCH connections, the
+// answers to GETREDIR and TRACKINGINFO), proxy/pubsub (the connections
+// that carry pushes: subscribe mode's, the RESP3 bridge's legs,
+// tracking's redirect relays), proxy/plan (what to do
 // with one command: a function of what it is given, with no I/O),
 // proxy/upstream (the connections to one upstream node: pipes, batches,
 // dialing and the fence on connect, failover, WAIT), proxy/observe (the
@@ -20,8 +23,10 @@
 // proxy/cmdtable (the servers' command tables), proxy/limits (the memory
 // budget and the failed-AUTH table) and proxy/deadline (lazily set
 // connection deadlines). Each imports only those below it: proxy imports
-// the other nine; session imports pubsub, plan, upstream, observe and
-// the rest; pubsub imports upstream, observe, limits and resp; plan
+// session and the others it fills session.Shared with; session imports
+// tracking, pubsub, plan, upstream, observe and the rest; tracking
+// imports pubsub and upstream; pubsub imports upstream, observe, limits
+// and resp; plan
 // imports upstream (the upstreams it routes to), cmdtable and resp;
 // upstream imports resp, cmdtable and deadline; observe imports cmdtable
 // (a redacted capture record's keys); cmdtable imports resp; resp, limits
@@ -118,7 +123,9 @@
 // clients for CLIENT LIST and CLIENT INFO (clientlist.go), CLIENT KILL and
 // UNBLOCK (clientkill.go), a client's CLIENT REPLY mode (clientreply.go), a
 // RESP2 client's CLIENT TRACKING with its REDIRECT bridged to another
-// session (tracking.go, over package pubsub's Redirects); what a session
+// session (tracking.go: the connections it opens and closes and a kept
+// CLIENT CACHING's place in the segment, over package tracking's Tracker,
+// whose relays are package pubsub's Redirects); what a session
 // does under the memory budget (budget.go) and the limits on failed
 // authentications and on the time to authenticate (authlimit.go), the
 // limits themselves being package limits'. The data-path metrics are
@@ -136,25 +143,25 @@
 //
 // # Not yet split
 //
-// Package session is still about 4,500 lines. Its session struct holds
+// Package session is still about 4,000 lines. Its session struct holds
 // about twenty fields, grouped by the file that owns them (input,
 // memHeld, segment, ownConns, authState, and the transaction, subscriber,
 // reply mode, CLIENT LIST view, share and admission states) or by the
 // package (obs, package observe's Session; v, package plan's View; sub,
-// package pubsub's Subscriber). What one command carries is not on the
-// session: a command value (session.go) holds its frame, its plan.Step
-// and where its reply goes, and is passed to forward, the transaction and
-// subscribe mode. What stands in the way of splitting it further:
+// package pubsub's Subscriber; trk, package tracking's Tracker). What one
+// command carries is not on the session: a command value (session.go)
+// holds its frame, its plan.Step and where its reply goes, and is passed
+// to forward, the transaction and subscribe mode. What stands in the way
+// of splitting it further:
 //
-//   - Subscribe mode's session side (subscribe.go, bridge.go, legs.go,
-//     tracking.go: about 1,500 lines) is methods of the session: its loop
-//     (serveSubscribed, subCommands) frames over the session's buffer and
-//     reads the client from a goroutine, and segment.go's waitDedicated
-//     reads the client from a goroutine a second way while a blocking
-//     command waits. One framing loop for every mode comes first; then the
-//     bridge's plan of a command is the normal loop's, and what is left of
-//     subscribe mode is package pubsub's, behind an interface the session
-//     implements.
+//   - Subscribe mode's session side (subscribe.go, bridge.go, legs.go:
+//     about 800 lines) is methods of the session: its loop (serveSubscribed,
+//     subCommands) frames over the session's buffer and reads the client
+//     from a goroutine, and segment.go's waitDedicated reads the client
+//     from a goroutine a second way while a blocking command waits. One
+//     framing loop for every mode comes first; then the bridge's plan of
+//     a command is the normal loop's, and what is left of subscribe mode
+//     is package pubsub's, behind an interface the session implements.
 //   - The session's rewrite.State is still changed after the plan by the
 //     effects of a decision (apply, the transaction, subscribe mode);
 //     localReply composes a local answer's bytes after the plan, without

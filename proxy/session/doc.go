@@ -8,7 +8,10 @@
 // clients, the memory budget's waits and the limits on authentication are
 // the session's; so is the session's side of subscribe mode, the RESP3
 // bridge and RESP2 client-side caching, whose connections and relays are
-// package pubsub's.
+// package pubsub's and whose tracking state, REDIRECT translation and
+// answers are package tracking's (a Tracker, given the values it needs:
+// the session's id, the server's relays, the client as they know it, and
+// whether a session is listed).
 //
 // A session knows its server only as Shared: the bounds it serves under
 // (Config), the values every session shares (the routes, the policy, the

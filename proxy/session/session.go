@@ -15,6 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -67,7 +68,7 @@ type session struct {
 	obs       observe.Session    // the round's audit records, its side of a capture (observe.go)
 	sh        share              // its share of the shared connections (share.go)
 	adm       admission          // commands admitted under the control table (hold.go)
-	trk       *tracker           // RESP2 client-side caching (tracking.go)
+	trk       *tracking.Tracker  // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.
