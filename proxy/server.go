@@ -47,7 +47,7 @@ type Server struct {
 	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
 	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
 	ctl      *controller      // the control table's loop; nil when off (control.go)
-	redir    pubsub.Redirects // RESP2 tracking's relays and their targets (tracking.go)
+	redir    pubsub.Redirects // RESP2 tracking's relays and their targets (package tracking)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (upstream/ack.go)

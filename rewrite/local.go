@@ -260,7 +260,7 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 				"it would put a shared upstream connection in tracking mode"), ReasonProtocol), true
 		case st.Proto != 3:
 			// RESP2: the session tracks on connections of the client's
-			// own, its REDIRECT bridged (proxy/tracking.go).
+			// own, its REDIRECT bridged (package proxy/tracking).
 			return local(nil, Tracking), true
 		case trackingRedirects(args):
 			return refuse(replyTrackingRedirect3, ReasonProtocol), true

@@ -13,8 +13,9 @@
 // to and of the relays (RedirConn) that carry invalidations to them.
 //
 // The session's side (the loop that reads the client in subscribe mode,
-// the plan of a bridged command, CLIENT TRACKING) is package session's: this
-// package knows a session only as a Client, the few values its goroutines
-// need (the client's connection, the memory budget, the metrics it counts
-// into, the subscription counts CLIENT LIST shows).
+// the plan of a bridged command) is package session's, RESP2 CLIENT
+// TRACKING package tracking's: this package knows a session only as a
+// Client, the few values its goroutines need (the client's connection,
+// the memory budget, the metrics it counts into, the subscription counts
+// CLIENT LIST shows).
 package pubsub

@@ -13,14 +13,14 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
-// RESP2 client-side caching's redirects (package session's tracking.go says
-// what the session does): a tracking client's REDIRECT <id> names a session
-// of the proxy's, which no server knows, so on each upstream the proxy
-// opens a connection of its own for the tracking client, subscribed to
-// __redis__:invalidate, and names that connection's id to the server. A
-// RedirConn relays each invalidation message it gets to the session the
-// client named, the way its own messages go to it (the target's
-// Subscriber's writer).
+// RESP2 client-side caching's redirects (package tracking says what the
+// proxy does, and opens and closes them): a tracking client's REDIRECT
+// <id> names a session of the proxy's, which no server knows, so on each
+// upstream the proxy opens a connection of its own for the tracking
+// client, subscribed to __redis__:invalidate, and names that connection's
+// id to the server. A RedirConn relays each invalidation message it gets
+// to the session the client named, the way its own messages go to it (the
+// target's Subscriber's writer).
 
 // invalidateMsg is the head of a RESP2 invalidation message.
 var invalidateMsg = []byte("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -94,7 +95,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	forwarded := sp.Forwards()
 	leg := sub
 	sends := forwarded && (!s.st.InMulti || sp.Exec)
-	if sends && isClientCaching(f.Args) {
+	if sends && tracking.IsCaching(f.Args) {
 		// For the leg of the client's next command (legs.go).
 		sub.Caching = append(sub.Caching[:0], f.Raw...)
 		s.relayed(audit, nil)
@@ -218,7 +219,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if err := leg.Add(out, f, d); err != nil {
 			return err
 		}
-		if on, ok := trackingSwitch(f.Args); ok {
+		if on, ok := tracking.OnOff(f.Args); ok {
 			// Every leg tracks as the client asked (legs.go).
 			sub.Tracking, sub.TrackRaw = on, nil
 			if on {
@@ -325,21 +326,6 @@ func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream
 	if len(s.parts) > 0 {
 		s.flush()
 	}
-}
-
-// trackingSwitch reports whether args is CLIENT TRACKING ON or OFF (ok),
-// and which (on).
-func trackingSwitch(args [][]byte) (on, ok bool) {
-	if len(args) < 3 || !rewrite.EqualFold(args[0], "CLIENT") || !rewrite.EqualFold(args[1], "TRACKING") {
-		return false, false
-	}
-	switch {
-	case rewrite.EqualFold(args[2], "ON"):
-		return true, true
-	case rewrite.EqualFold(args[2], "OFF"):
-		return false, true
-	}
-	return false, false
 }
 
 // isHello2 reports whether args is HELLO asking for protocol 2: the one

@@ -7,10 +7,14 @@
 // shared connections, CLIENT REPLY, the memory budget's waits and the
 // limits on authentication are the session's; so is the session's side of
 // subscribe mode, the RESP3 bridge and RESP2 client-side caching, whose
-// connections and relays are package pubsub's. CLIENT LIST, KILL and
-// UNBLOCK of the proxy's own clients are package clients' answers, across
-// the sessions: a Session is a clients.Client, and publishes what CLIENT
-// LIST shows of it (clients.View) at the end of each batch.
+// connections and relays are package pubsub's and whose tracking state,
+// REDIRECT translation and answers are package tracking's (a Tracker,
+// given the values it needs: the session's id, the server's relays, the
+// client as they know it, and whether a session is listed). CLIENT LIST,
+// KILL and UNBLOCK of the proxy's own clients are package clients'
+// answers, across the sessions: a Session is a clients.Client, and
+// publishes what CLIENT LIST shows of it (clients.View) at the end of each
+// batch.
 //
 // A session knows its server only as Shared: the bounds it serves under
 // (Config), the values every session shares (the routes, the policy, the

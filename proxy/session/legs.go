@@ -5,7 +5,6 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The bridge's legs.
@@ -35,11 +34,6 @@ import (
 // connection's does: its replies in flight are lost, and so would be the
 // invalidations of what the client read there (a client that reconnects
 // drops its cache).
-
-// isClientCaching reports whether args is CLIENT CACHING ...
-func isClientCaching(args [][]byte) bool {
-	return len(args) >= 2 && rewrite.EqualFold(args[0], "CLIENT") && rewrite.EqualFold(args[1], "CACHING")
-}
 
 // flushCaching adds a kept CLIENT CACHING to the commands gathered for the
 // current leg.

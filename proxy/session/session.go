@@ -15,6 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -61,13 +62,13 @@ type session struct {
 	ownConns  // the client's own upstream connections (forward.go)
 	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
 	tx        transaction
-	sub       *subMode        // subscribe mode, set by startSubscribe (subscribe.go)
-	rm        replyMode       // CLIENT REPLY (clientreply.go)
-	listing   clients.View    // what CLIENT LIST shows of the session (clients.go)
-	obs       observe.Session // the round's audit records, its side of a capture (observe.go)
-	sh        share           // its share of the shared connections (share.go)
-	adm       admission       // commands admitted under the control table (hold.go)
-	trk       *tracker        // RESP2 client-side caching (tracking.go)
+	sub       *subMode          // subscribe mode, set by startSubscribe (subscribe.go)
+	rm        replyMode         // CLIENT REPLY (clientreply.go)
+	listing   clients.View      // what CLIENT LIST shows of the session (clients.go)
+	obs       observe.Session   // the round's audit records, its side of a capture (observe.go)
+	sh        share             // its share of the shared connections (share.go)
+	adm       admission         // commands admitted under the control table (hold.go)
+	trk       *tracking.Tracker // RESP2 client-side caching (tracking.go)
 }
 
 // rslot is one command's reply: either local bytes or a forwarded reply.

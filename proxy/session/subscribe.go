@@ -11,6 +11,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -103,7 +104,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 		return
 	}
 	sub := pubsub.New(s.client(), u, dl, f.Raw, int(min(s.srv.Cfg.MaxReplyBytes, int64(^uint(0)>>1))), s.proto() == 3)
-	if on, _ := trackingSwitch(f.Args); on {
+	if on, _ := tracking.OnOff(f.Args); on {
 		sub.Tracking, sub.TrackRaw = true, append([]byte(nil), f.Raw...)
 	}
 	sub.Muted.Store(c.drop)
