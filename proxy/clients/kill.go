@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -84,7 +85,7 @@ func unblockOn(caller uint64, bc *BlockConn, withError bool) []byte {
 	if p == nil {
 		return bc.Up.Unavailable()
 	}
-	b := upstream.NewBatch()
+	b := pipe.NewBatch()
 	n := 3
 	if withError {
 		n = 4

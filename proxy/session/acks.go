@@ -2,8 +2,8 @@ package session
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -13,7 +13,7 @@ import (
 
 // noteWrite records the command about to be added to b (as reply b.n)
 // as a write when it is one.
-func (s *session) noteWrite(b *upstream.Batch, args [][]byte, sp *plan.Step) {
+func (s *session) noteWrite(b *pipe.Batch, args [][]byte, sp *plan.Step) {
 	if isWrite(args, sp) {
 		b.Writes = append(b.Writes, b.N)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
@@ -182,7 +183,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
 		s.tx.noteLoad(f)
-		s.tx.buf = upstream.Encode(s.tx.buf, f, d)
+		s.tx.buf = pipe.Encode(s.tx.buf, f, d)
 		s.tx.n++
 		s.tx.route.Note(sp)
 		s.relayed(audit, sp.Up)

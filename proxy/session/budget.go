@@ -7,9 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
 
 // memHeld is what a session holds of the memory budget.
@@ -181,7 +181,7 @@ func (s *session) releaseOutput() {
 
 // releaseReplies gives back what a batch's replies hold of the budget
 // (they were moved to the output) and counts those it dropped.
-func (s *session) releaseReplies(b *upstream.Batch) {
+func (s *session) releaseReplies(b *pipe.Batch) {
 	s.srv.Mem.Give(b.Acct.Held)
 	b.Acct.Held = 0
 	if b.Acct.Dropped > 0 {

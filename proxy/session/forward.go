@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/clients"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -25,7 +26,7 @@ func (s *session) forward(c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *upstream.Pipe
+	var p *pipe.Pipe
 	var ded bool
 	if own {
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
@@ -61,7 +62,7 @@ func (s *session) forward(c *command) {
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin
 // while there is one, a dedicated connection for WATCH and blocking
 // commands, else the shared one. nil when it is unavailable.
-func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *upstream.Pipe, dedicated bool) {
+func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *pipe.Pipe, dedicated bool) {
 	switch {
 	case s.pinned != nil:
 		if !u.Fenced() { // the probe found the fence broken since the pin
@@ -101,7 +102,7 @@ func (s *session) proto() int {
 
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
-func (s *session) dedicated(u *upstream.Upstream, slot **upstream.Pipe) *upstream.Pipe {
+func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
 	if p := *slot; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
@@ -129,7 +130,7 @@ func (s *session) dedicated(u *upstream.Upstream, slot **upstream.Pipe) *upstrea
 // blocking returns the client's connection for blocking commands, opening
 // it when needed, and notes its id on the server for CLIENT UNBLOCK
 // (clientkill.go); nil when it cannot be opened.
-func (s *session) blocking(u *upstream.Upstream) *upstream.Pipe {
+func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
 	if p := s.blocker; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p
 	}
@@ -166,9 +167,9 @@ func (s *session) closePinned() {
 // ownConns are a client's own upstream connections: its WATCH pin and its
 // connection for blocking commands (forward.go).
 type ownConns struct {
-	pinned    *upstream.Pipe     // the WATCH connection
+	pinned    *pipe.Pipe         // the WATCH connection
 	pinnedUp  *upstream.Upstream // its upstream
 	unpin     bool               // release the pin after the current segment
-	blocker   *upstream.Pipe     // the connection for blocking commands
+	blocker   *pipe.Pipe         // the connection for blocking commands
 	blockerUp *upstream.Upstream // its upstream
 }

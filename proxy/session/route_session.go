@@ -3,6 +3,7 @@ package session
 import (
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -17,7 +18,7 @@ func (s *session) getkeys(r *plan.Router, args [][]byte) [][]byte {
 	if p == nil {
 		return nil
 	}
-	b := upstream.NewBatch()
+	b := pipe.NewBatch()
 	b.Out = redcon.AppendArray(b.Out, len(args)+2)
 	b.Out = redcon.AppendBulkString(b.Out, "COMMAND")
 	b.Out = redcon.AppendBulkString(b.Out, "GETKEYS")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -24,7 +25,7 @@ import (
 type segment struct {
 	parts   []segPart         // one batch per upstream connection
 	cur     int               // the part the command being added goes to
-	spare   []*upstream.Batch // batches kept for reuse
+	spare   []*pipe.Batch     // batches kept for reuse
 	bufs    plan.Bufs         // backing arrays each command's values borrow (plan.go)
 	slots   []rslot           // the current segment's replies, in command order
 	local   []byte            // the current segment's local replies
@@ -44,23 +45,23 @@ type segment struct {
 // segPart is the part of the current segment bound for one connection.
 type segPart struct {
 	up   *upstream.Upstream
-	p    *upstream.Pipe
+	p    *pipe.Pipe
 	ded  bool // p is the client's own connection
 	own  bool // p is an isolated client's own connection (share.go), read as a shared one
-	b    *upstream.Batch
+	b    *pipe.Batch
 	sent bool // b was queued on p (else it was answered with an error)
 }
 
 // target makes p's part the current one (s.cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.
-func (s *session) target(u *upstream.Upstream, p *upstream.Pipe, dedicated, own bool) {
+func (s *session) target(u *upstream.Upstream, p *pipe.Pipe, dedicated, own bool) {
 	s.cur = s.partFor(u, p, dedicated, own)
 }
 
 // partFor returns the index of p's part, adding it (after flushing when
 // needed, see target).
-func (s *session) partFor(u *upstream.Upstream, p *upstream.Pipe, dedicated, own bool) int {
+func (s *session) partFor(u *upstream.Upstream, p *pipe.Pipe, dedicated, own bool) int {
 	for i := range s.parts {
 		if s.parts[i].p == p {
 			return i
@@ -77,13 +78,13 @@ func (s *session) partFor(u *upstream.Upstream, p *upstream.Pipe, dedicated, own
 }
 
 // newBatch returns an empty batch, reused when one is spare.
-func (s *session) newBatch() *upstream.Batch {
+func (s *session) newBatch() *pipe.Batch {
 	if n := len(s.spare); n > 0 {
 		b := s.spare[n-1]
 		s.spare = s.spare[:n-1]
 		return b
 	}
-	b := upstream.NewBatch()
+	b := pipe.NewBatch()
 	b.Acct.Budget = s.srv.Mem
 	return b
 }
@@ -109,7 +110,7 @@ func (s *session) flush() {
 			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // upstream/ack.go: perhaps the probe connection
 		}
 		err := pt.p.Send(pt.b)
-		if err != nil && pt.own && errors.Is(err, upstream.ErrIdleClosed) {
+		if err != nil && pt.own && errors.Is(err, pipe.ErrIdleClosed) {
 			// Nothing was written: the isolated client's own connection
 			// was closed while idle (share.go). Send on a new one.
 			if np := s.ownPipe(pt.up); np != nil {
@@ -117,7 +118,7 @@ func (s *session) flush() {
 				err = np.Send(pt.b)
 			}
 		}
-		if err != nil && !pt.ded && (errors.Is(err, upstream.ErrIdleClosed) || pt.up.Sentinel()) {
+		if err != nil && !pt.ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (upstream/failover.go: a new primary).
@@ -233,7 +234,7 @@ func (s *session) emit() {
 // block for long) while watching the client: if it goes away, the dedicated
 // connection is closed so a blocked command does not outlive its client.
 // Bytes the client sends meanwhile are kept for the next round.
-func (s *session) waitDedicated(b *upstream.Batch, p *upstream.Pipe) {
+func (s *session) waitDedicated(b *pipe.Batch, p *pipe.Pipe) {
 	for {
 		if s.end == len(s.buf) {
 			<-b.Done // no room left to read into: wait without watching

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -103,7 +104,7 @@ type share struct {
 // ownConn is an isolated client's connection to one upstream.
 type ownConn struct {
 	up *upstream.Upstream
-	p  *upstream.Pipe
+	p  *pipe.Pipe
 }
 
 // isolated reports whether the client has connections of its own.
@@ -150,7 +151,7 @@ func (s *session) endShare() {
 
 // ownPipe returns the isolated client's connection to u, opening it when
 // needed; nil when it cannot be opened (the upstream is unavailable).
-func (s *session) ownPipe(u *upstream.Upstream) *upstream.Pipe {
+func (s *session) ownPipe(u *upstream.Upstream) *pipe.Pipe {
 	for i, oc := range s.sh.own {
 		if oc.up != u {
 			continue

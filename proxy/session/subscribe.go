@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
@@ -153,7 +154,7 @@ func (s *session) subRound() (err error) {
 		return err
 	}
 	sub.out = sub.out[:0]
-	if cap(sub.out) > upstream.KeptBatchBuf {
+	if cap(sub.out) > pipe.KeptBatchBuf {
 		sub.out = nil // do not keep a large command's copy around
 	}
 	if leave || quit {

@@ -3,6 +3,7 @@ package session
 import (
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -99,7 +100,7 @@ func (s *session) clientTracking(args [][]byte) []byte {
 // trackConn turns tracking on, as the client asked, on a connection of its
 // own just opened: its WATCH pin or its connection for blocking commands
 // (forward.go); false when the server refused or the connection failed.
-func (s *session) trackConn(u *upstream.Upstream, p *upstream.Pipe) bool {
+func (s *session) trackConn(u *upstream.Upstream, p *pipe.Pipe) bool {
 	return s.trk.Track(u, p)
 }
 
@@ -108,7 +109,7 @@ func (s *session) trackConn(u *upstream.Upstream, p *upstream.Pipe) bool {
 // was closed, is refused, and the client is closed after the replies so
 // far: the keys it read there are tracked no more, and a client whose
 // connection to the server broke drops its cache, as it would.
-func (s *session) trackOwn(u *upstream.Upstream, p *upstream.Pipe) bool {
+func (s *session) trackOwn(u *upstream.Upstream, p *pipe.Pipe) bool {
 	ok, broke := s.trk.Own(u, p)
 	if broke {
 		s.log.Warn("a tracking client's connection to its upstream broke; closing the client, which drops its cache",
@@ -120,12 +121,12 @@ func (s *session) trackOwn(u *upstream.Upstream, p *upstream.Pipe) bool {
 
 // keepPin keeps a tracking client's WATCH connection once the WATCH is
 // over, and reports whether it did (tracking.Tracker.KeepPin).
-func (s *session) keepPin(u *upstream.Upstream, p *upstream.Pipe) bool {
+func (s *session) keepPin(u *upstream.Upstream, p *pipe.Pipe) bool {
 	return s.trk.KeepPin(u, p)
 }
 
 // trackedPin takes the kept WATCH connection to u, if there is a usable one.
-func (s *session) trackedPin(u *upstream.Upstream) *upstream.Pipe {
+func (s *session) trackedPin(u *upstream.Upstream) *pipe.Pipe {
 	return s.trk.TakePin(u)
 }
 
@@ -172,7 +173,7 @@ func (s *session) trackCachingEnd() {
 
 // emitCaching adds the kept CLIENT CACHING to the segment, for p (nil: the
 // client's own connection to u).
-func (s *session) emitCaching(u *upstream.Upstream, p *upstream.Pipe) {
+func (s *session) emitCaching(u *upstream.Upstream, p *pipe.Pipe) {
 	kc := s.trk.TakeCaching()
 	own := p == nil
 	if own {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
@@ -122,7 +123,7 @@ func (t *transaction) queue(s *session, c *command) {
 		return
 	}
 	t.noteLoad(f)
-	t.buf = upstream.Encode(t.buf, f, d)
+	t.buf = pipe.Encode(t.buf, f, d)
 	t.n++
 	if s.srv.Acking && !t.writes {
 		t.writes = isWrite(f.Args, &c.sp) // acks.go
@@ -177,7 +178,7 @@ func (t *transaction) exec(s *session, c *command) {
 		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
-	var p *upstream.Pipe
+	var p *pipe.Pipe
 	var ded bool
 	switch {
 	case s.pinned != nil:
@@ -198,11 +199,11 @@ func (t *transaction) exec(s *session, c *command) {
 	s.target(u, p, ded, own)
 	b := s.parts[s.cur].b
 	base := b.N
-	if len(t.buf) >= upstream.RefMin {
+	if len(t.buf) >= pipe.RefMin {
 		// Sent as it is, not copied: the batch owns it now, with what it
 		// holds of the memory budget (released once the replies are
 		// written, after the batch is done).
-		b.Refs = append(b.Refs, upstream.OutRef{At: len(b.Out), B: t.buf})
+		b.Refs = append(b.Refs, pipe.OutRef{At: len(b.Out), B: t.buf})
 		t.buf = nil
 		s.sentHeld += t.held
 		t.held = 0

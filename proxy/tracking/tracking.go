@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
@@ -35,7 +36,7 @@ type Env struct {
 // Conn is one of the client's own connections to an upstream.
 type Conn struct {
 	Up *upstream.Upstream
-	P  *upstream.Pipe
+	P  *pipe.Pipe
 }
 
 // Caching is a CLIENT CACHING kept for the connection of the client's
@@ -141,7 +142,7 @@ const (
 // connection to u (the default route's upstream), its REDIRECT translated,
 // and returns the server's reply (nil: the connection failed) and what it
 // did. Turned on, args is the tracking in force.
-func (t *Tracker) Turn(u *upstream.Upstream, p *upstream.Pipe, args [][]byte) ([]byte, Outcome) {
+func (t *Tracker) Turn(u *upstream.Upstream, p *pipe.Pipe, args [][]byte) ([]byte, Outcome) {
 	on, _ := OnOff(args)
 	redirAt, target := redirect(args)
 	r := oneOn(p, t.command(u, args, redirAt, target, true))
@@ -202,7 +203,7 @@ func (t *Tracker) Prune() {
 // own to u just opened (or open when tracking went on); false when the
 // server refused or the connection failed. A client that does not track
 // has nothing to turn on.
-func (t *Tracker) Track(u *upstream.Upstream, p *upstream.Pipe) bool {
+func (t *Tracker) Track(u *upstream.Upstream, p *pipe.Pipe) bool {
 	if !t.On() {
 		return true
 	}
@@ -215,7 +216,7 @@ func (t *Tracker) Track(u *upstream.Upstream, p *upstream.Pipe) bool {
 // the keys the client read there are tracked no more, and a client whose
 // connection to the server broke drops its cache, so the session closes
 // the client after the replies so far.
-func (t *Tracker) Own(u *upstream.Upstream, p *upstream.Pipe) (ok, broke bool) {
+func (t *Tracker) Own(u *upstream.Upstream, p *pipe.Pipe) (ok, broke bool) {
 	if !t.On() {
 		return true, false
 	}
@@ -234,7 +235,7 @@ func (t *Tracker) Own(u *upstream.Upstream, p *upstream.Pipe) (ok, broke bool) {
 // its being closed, and reports whether it did: the keys the client read
 // there stay tracked, as they would on its one connection to the server.
 // The next WATCH to the same upstream takes it again (TakePin).
-func (t *Tracker) KeepPin(u *upstream.Upstream, p *upstream.Pipe) bool {
+func (t *Tracker) KeepPin(u *upstream.Upstream, p *pipe.Pipe) bool {
 	if !t.On() || u == nil || p.Failed() != nil {
 		return false
 	}
@@ -249,7 +250,7 @@ func (t *Tracker) KeepPin(u *upstream.Upstream, p *upstream.Pipe) bool {
 
 // TakePin takes the kept WATCH connection to u, if there is a usable one;
 // an unusable one is closed.
-func (t *Tracker) TakePin(u *upstream.Upstream) *upstream.Pipe {
+func (t *Tracker) TakePin(u *upstream.Upstream) *pipe.Pipe {
 	if t == nil {
 		return nil
 	}
@@ -302,7 +303,7 @@ func (t *Tracker) End() {
 }
 
 // SendOff sends CLIENT TRACKING OFF on p, its reply dropped.
-func SendOff(p *upstream.Pipe) {
+func SendOff(p *pipe.Pipe) {
 	oneOn(p, encodeArgs([][]byte{[]byte("CLIENT"), []byte("TRACKING"), []byte("OFF")}))
 }
 
@@ -327,7 +328,7 @@ func (t *Tracker) TakeCaching() Caching {
 // the default route's upstream: the server's answer, its redirect the
 // session's (nil: the connection failed). A client that does not track
 // is answered ReplyOff instead, without asking the server.
-func (t *Tracker) Info(p *upstream.Pipe, args [][]byte) []byte {
+func (t *Tracker) Info(p *pipe.Pipe, args [][]byte) []byte {
 	r := oneOn(p, encodeArgs(args))
 	if r == nil || t.redirAt == 0 {
 		return r
@@ -399,8 +400,8 @@ func (t *Tracker) redirTo(u *upstream.Upstream, target uint64) *pubsub.RedirConn
 
 // oneOn sends one command on p and returns its reply (a copy), nil when
 // the connection failed.
-func oneOn(p *upstream.Pipe, cmd []byte) []byte {
-	b := upstream.NewBatch()
+func oneOn(p *pipe.Pipe, cmd []byte) []byte {
+	b := pipe.NewBatch()
 	b.Out = append(b.Out, cmd...)
 	b.N, b.Max = 1, 1<<20
 	if err := p.Send(b); err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
@@ -236,7 +237,7 @@ func TestGetRedir(t *testing.T) {
 
 func TestPins(t *testing.T) {
 	u1, u2 := new(upstream.Upstream), new(upstream.Upstream)
-	p1, p2, p3 := new(upstream.Pipe), new(upstream.Pipe), new(upstream.Pipe)
+	p1, p2, p3 := new(pipe.Pipe), new(pipe.Pipe), new(pipe.Pipe)
 	tr := New(Env{})
 	if tr.KeepPin(u1, p1) {
 		t.Fatal("kept a pin while not tracking")

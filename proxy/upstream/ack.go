@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -114,7 +115,7 @@ func newAckSpec(o Options) *ackSpec {
 // proto, or the client's own when dedicated) to wait for the replicas
 // when it holds a write, and returns the connection to send it on: p, or
 // the probe connection while short (see above).
-func (u *Upstream) AckBatch(b *Batch, p *Pipe, proto int, dedicated bool) *Pipe {
+func (u *Upstream) AckBatch(b *pipe.Batch, p *pipe.Pipe, proto int, dedicated bool) *pipe.Pipe {
 	a := u.ack
 	if len(b.Writes) == 0 || b.Ack != waitNone {
 		return p
@@ -141,7 +142,7 @@ func (u *Upstream) AckBatch(b *Batch, p *Pipe, proto int, dedicated bool) *Pipe 
 
 // probePipe returns the probe connection, opening it on first use (nil
 // until it is up).
-func (u *Upstream) probePipe() *Pipe {
+func (u *Upstream) probePipe() *pipe.Pipe {
 	a := u.ack
 	a.once.Do(func() {
 		if u.ctx.Err() != nil {
@@ -161,7 +162,7 @@ func (u *Upstream) probePipe() *Pipe {
 // Settle takes WAIT's reply out of b when it ends with one and answers
 // its writes as WAIT says (see above); it returns how many writes got the
 // not-confirmed error.
-func (u *Upstream) Settle(b *Batch) int {
+func (u *Upstream) Settle(b *pipe.Batch) int {
 	if b.Ack == waitNone || u.ack == nil {
 		return 0
 	}
@@ -171,7 +172,7 @@ func (u *Upstream) Settle(b *Batch) int {
 // settle removes WAIT's reply, the batch's last, and replaces the writes'
 // replies when it does not confirm them (or, short, when no WAIT was
 // sent). It returns how many were replaced.
-func (a *ackSpec) settle(b *Batch) int {
+func (a *ackSpec) settle(b *pipe.Batch) int {
 	kind := b.Ack
 	b.Ack = waitNone
 	var msg []byte

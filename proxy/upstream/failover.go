@@ -165,7 +165,7 @@ func checkRole(ctx context.Context, c *SetupConn, addr string) error {
 // with o (its reply timeout, what ends it, its reader) and what every
 // connection of the upstream gets: its name, the shared connections' write
 // timeout, and what following needs (its address, the error-reply hook).
-func (u *Upstream) pipeOn(dl Dialed, o pipe.Options) *Pipe {
+func (u *Upstream) pipeOn(dl Dialed, o pipe.Options) *pipe.Pipe {
 	o.Name, o.Addr, o.WriteTimeout = u.name, dl.addr, u.opts.Timeout
 	if u.fol != nil {
 		o.OnError = u.fol.errReply(dl.addr)
@@ -176,7 +176,7 @@ func (u *Upstream) pipeOn(dl Dialed, o pipe.Options) *Pipe {
 // Current reports whether p goes to the upstream's node: always for a
 // fixed address; for a Sentinel upstream, p's address is the primary
 // confirmed last.
-func (u *Upstream) Current(p *Pipe) bool { return u.fol == nil || u.fol.current(p.Addr()) }
+func (u *Upstream) Current(p *pipe.Pipe) bool { return u.fol == nil || u.fol.current(p.Addr()) }
 
 // follow watches the resolver and acts on every change of primary until
 // the upstream closes.
@@ -235,7 +235,7 @@ func (u *Upstream) switched(old, addr string) {
 // none: at most FailoverWait from the moment the slot lost its connection
 // (see follower). nil for a fixed address, when the wait is over or the
 // fence refused the node.
-func (u *Upstream) AwaitShared(ctx context.Context, id uint64, proto int, old *Pipe) *Pipe {
+func (u *Upstream) AwaitShared(ctx context.Context, id uint64, proto int, old *pipe.Pipe) *pipe.Pipe {
 	if u.fol == nil || u.fol.wait <= 0 {
 		return nil
 	}

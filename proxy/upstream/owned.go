@@ -125,7 +125,7 @@ func (u *Upstream) notServed() error {
 // Dedicated opens a connection of the client's own (blocking commands,
 // WATCH) in protocol proto, owned (see above), with no reply timeout (its
 // writes have the shared ones' timeout). Closing the pipe gives it back.
-func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
+func (u *Upstream) Dedicated(ctx context.Context, proto int) (*pipe.Pipe, error) {
 	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (u *Upstream) Dedicated(ctx context.Context, proto int) (*Pipe, error) {
 // connection's id on the server (CLIENT ID, asked as it opens; 0 when the
 // server does not answer it): CLIENT UNBLOCK of the session names it
 // (package clients' kill.go).
-func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, error) {
+func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*pipe.Pipe, int64, error) {
 	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, 0, err
@@ -158,7 +158,7 @@ func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*Pipe, int64, e
 // protocol proto, owned (see above), with the shared connections' reply
 // and write timeouts, and read inline by its session as a shared
 // connection is. Closing the pipe gives it back.
-func (u *Upstream) IsolatedPipe(ctx context.Context, proto int) (*Pipe, error) {
+func (u *Upstream) IsolatedPipe(ctx context.Context, proto int) (*pipe.Pipe, error) {
 	dl, err := u.Own(ctx, proto)
 	if err != nil {
 		return nil, err

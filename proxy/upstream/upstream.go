@@ -57,7 +57,7 @@ type Upstream struct {
 
 // slot is one shared connection position, reconnected when it breaks.
 type slot struct {
-	cur  atomic.Pointer[Pipe]
+	cur  atomic.Pointer[pipe.Pipe]
 	down atomic.Int64 // since when it has no connection (unix ns); 0 while it has one
 }
 
@@ -326,7 +326,7 @@ func errKind(err error, fence bool) string {
 
 // Shared returns the shared connection for a client (by its id) in
 // protocol proto, or nil when it is down.
-func (u *Upstream) Shared(id uint64, proto int) *Pipe {
+func (u *Upstream) Shared(id uint64, proto int) *pipe.Pipe {
 	if s := u.slotFor(id, proto); s != nil {
 		return s.cur.Load()
 	}
@@ -351,12 +351,12 @@ func (u *Upstream) slotFor(id uint64, proto int) *slot {
 // Replaced waits, at most the dial timeout, for the shared connection in
 // protocol proto that replaces old (nil: the first one) for a client (by
 // its id), and returns it; nil when none comes in time.
-func (u *Upstream) Replaced(ctx context.Context, id uint64, proto int, old *Pipe) *Pipe {
+func (u *Upstream) Replaced(ctx context.Context, id uint64, proto int, old *pipe.Pipe) *pipe.Pipe {
 	return u.replacedUntil(ctx, id, proto, old, time.Now().Add(u.opts.DialTimeout))
 }
 
 // replacedUntil is replaced, waiting until deadline at most.
-func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old *Pipe, deadline time.Time) *Pipe {
+func (u *Upstream) replacedUntil(ctx context.Context, id uint64, proto int, old *pipe.Pipe, deadline time.Time) *pipe.Pipe {
 	var timeout <-chan time.Time
 	for {
 		u.mu.Lock()
