@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/emqproxy/emqproxy/proxy/session"
+	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -101,7 +101,7 @@ func (m *monitor) seen(t *testing.T, want int) []string {
 }
 
 // A client's deep pipeline leaves in parts of ShareCommands on the shared
-// connection, at most session.SharePipelineParts of them in a row before the
+// connection, at most limits.SharePipelineParts of them in a row before the
 // client is moved to a connection of its own, where the rest goes; the
 // replies are the server's, in order; after IsolateFor without a heavy
 // batch the client is back on the shared connection and its own
@@ -142,8 +142,8 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 			t.Errorf("command %d on a third connection %s", i, a)
 		}
 	}
-	if onShared > session.SharePipelineParts*share {
-		t.Errorf("%d commands of one client on the shared connection, want at most %d parts of %d", onShared, session.SharePipelineParts, share)
+	if onShared > limits.SharePipelineParts*share {
+		t.Errorf("%d commands of one client on the shared connection, want at most %d parts of %d", onShared, limits.SharePipelineParts, share)
 	}
 	if onShared == total {
 		t.Fatal("the client was never moved to a connection of its own")
@@ -168,7 +168,7 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 
 // A client over its reply cap costs the node one part, not its whole
 // batch: with 500 GETs of a 1 MiB value pipelined and a 4 MiB cap, the
-// client is closed after its first part (session.ShareStart commands: its replies
+// client is closed after its first part (limits.ShareStart commands: its replies
 // are not known to be small yet), and the rest is never sent.
 func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
@@ -193,8 +193,8 @@ func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ran := after["get"] - before["get"]; ran > session.ShareStart || ran == 0 {
-		t.Errorf("the node ran %d of the 500 GETs, want one first part (at most %d)", ran, session.ShareStart)
+	if ran := after["get"] - before["get"]; ran > limits.ShareStart || ran == 0 {
+		t.Errorf("the node ran %d of the 500 GETs, want one first part (at most %d)", ran, limits.ShareStart)
 	}
 	if got := testutil.ToFloat64(h.srv.met.Rejected.WithLabelValues("reply_bytes")); got != 1 {
 		t.Errorf("rejected{reply_bytes} = %v, want 1", got)

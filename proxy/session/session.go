@@ -12,6 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/clients"
 	"github.com/emqproxy/emqproxy/proxy/deadline"
+	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
@@ -93,6 +94,7 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 		addr:    nc.RemoteAddr().String(),
 		input:   input{buf: make([]byte, InitialReadBuf)},
 		segment: segment{simple: true}, // as emit leaves it after each segment
+		sh:      share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
 	}
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go

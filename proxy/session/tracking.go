@@ -3,6 +3,7 @@ package session
 import (
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
@@ -48,8 +49,8 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	if r, ok := t.Unchanged(u, args); ok {
 		return r
 	}
-	if !s.sh.isolated() {
-		s.isolate(isoTracking) // share.go: the client's own connections
+	if !s.sh.Isolated() {
+		s.isolate(limits.IsoTracking) // share.go: the client's own connections
 	}
 	p := s.ownPipe(u)
 	if p == nil {
