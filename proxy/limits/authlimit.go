@@ -10,6 +10,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Failed authentications by source address.
+//
+// Failed AUTHs (and HELLO ... AUTH) are counted per source address, across
+// connections, in an AuthTable: a client that reconnects goes on
+// where it was. The first FreeAuthFailures failures of an address
+// are answered at once, as the server answers them (a client with a stale
+// password retrying a few times is not slowed). Each further failure's
+// WRONGPASS is delayed: the base delay (the proxy's AuthFailDelay), then
+// twice that, and so on, up to the ceiling (MaxAuthFailDelay); and an address's delayed replies are released one
+// after the other, so guesses made on many connections at once wait in
+// line (an address gets at most one delayed answer per delay, however many
+// connections it opens). The count halves for every minute without a
+// failure, so an address that stops guessing is answered at once again
+// after a few minutes. A correct AUTH is never delayed and does not reset
+// the count (behind a sidecar every client shares 127.0.0.1: one client's
+// success must not wipe another's guesses). The table holds at most 4096
+// addresses: a full table first forgets the addresses whose count has
+// decayed to nothing, then those whose last failure is oldest. The address
+// is the IP the connection comes from (every port of a host is one
+// address: SourceHost).
+//
 // The table's constants (the limits themselves are the caller's).
 const (
 	// FreeAuthFailures are the failures of an address answered without
@@ -22,7 +43,7 @@ const (
 )
 
 // AuthTable counts failed authentications by source address, and says
-// how long the reply to each one waits (see the package doc). Its zero
+// how long the reply to each one waits (see above). Its zero
 // value is an empty table without metrics (RegisterMetrics makes them);
 // its methods are safe for concurrent use.
 type AuthTable struct {

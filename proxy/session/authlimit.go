@@ -14,29 +14,12 @@ type authState struct {
 	authFails int       // failed AUTHs on this connection
 }
 
-// The limits against password guessing.
-//
-// Failed AUTHs (and HELLO ... AUTH) are counted per source address, across
-// connections, in a limits.AuthTable: a client that reconnects goes on
-// where it was. The first limits.FreeAuthFailures failures of an address
-// are answered at once, as the server answers them (a client with a stale
-// password retrying a few times is not slowed). Each further failure's
-// WRONGPASS is delayed: AuthFailDelay, then twice that, and so on, up to
-// MaxAuthFailDelay; and an address's delayed replies are released one
-// after the other, so guesses made on many connections at once wait in
-// line (an address gets at most one delayed answer per delay, however many
-// connections it opens). The count halves for every minute without a
-// failure, so an address that stops guessing is answered at once again
-// after a few minutes. A correct AUTH is never delayed and does not reset
-// the count (behind a sidecar every client shares 127.0.0.1: one client's
-// success must not wipe another's guesses).
+// The limits against password guessing: failed AUTHs (and HELLO ...
+// AUTH) are counted per source address, across connections, in package
+// limits' AuthTable, which says how long each failure's reply waits.
 //
 // The delay holds only the failing client's session (its reply waits; its
-// goroutine sleeps): other clients and the proxy are not slowed. The table
-// holds at most 4096 addresses: a full table first forgets the addresses
-// whose count has decayed to nothing, then those whose last failure is
-// oldest. The address is the IP the connection comes from (every port of a
-// host is one address).
+// goroutine sleeps): other clients and the proxy are not slowed.
 //
 // Per connection, the MaxAuthFailures-th failure's reply is written (after
 // its delay) and the client is closed (client_rejected{reason=
