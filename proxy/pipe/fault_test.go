@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,7 +158,7 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 				t.Errorf("CLIENT KILL ID %s: %q %v", e.id, r, err)
 			}
 		}, want: ErrLost},
-		{name: "stalled server", timeout: stall, fault: func(t *testing.T, e *env) { freeze(t, e.n) }, want: ErrTimeout},
+		{name: "stalled server", timeout: stall, fault: func(t *testing.T, e *env) { node.FreezeT(t, e.n) }, want: ErrTimeout},
 		{name: "close", fault: func(t *testing.T, e *env) { e.p.Close() }, want: net.ErrClosed},
 	}
 	for _, tc := range cases {
@@ -207,23 +206,4 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 			})
 		}
 	}
-}
-
-// freeze stops n (SIGSTOP) and waits until the kernel reports it stopped.
-func freeze(t *testing.T, n *node.Node) {
-	t.Helper()
-	if err := n.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Thaw() })
-	stat := fmt.Sprintf("/proc/%d/stat", n.PID())
-	node.Poll(t, "the server to stop", func() bool {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ...: the state follows the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
-	})
 }

@@ -1,11 +1,8 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +31,7 @@ func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	freeze(t, n)
+	node.FreezeT(t, n)
 	b := pipe.NewBatch()
 	b.Out = node.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
 	b.N, b.Max = 1, 1<<20
@@ -62,23 +59,4 @@ func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
 	if r, err := node.RawDo(n.Addr, "EXISTS", "big"); err != nil || string(r) != ":0\r\n" {
 		t.Errorf("EXISTS big: %q %v (a partly written command was applied)", r, err)
 	}
-}
-
-// freeze stops n (SIGSTOP) and waits until the kernel reports it stopped.
-func freeze(t *testing.T, n *node.Node) {
-	t.Helper()
-	if err := n.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Thaw() })
-	stat := fmt.Sprintf("/proc/%d/stat", n.PID())
-	node.Poll(t, "the server to stop", func() bool {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ...: the state follows the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
-	})
 }

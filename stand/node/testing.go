@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,4 +140,24 @@ func Poll(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// FreezeT stops n (SIGSTOP) for a test and waits until the kernel reports
+// it stopped; it is thawed at cleanup (a test may thaw it before).
+func FreezeT(t testing.TB, n *Node) {
+	t.Helper()
+	if err := n.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Thaw() })
+	stat := fmt.Sprintf("/proc/%d/stat", n.PID())
+	Poll(t, "the server to stop", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
+	})
 }
