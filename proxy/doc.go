@@ -91,16 +91,18 @@
 //
 // (The files named in this drawing are package session's unless it names
 // another package.) A client in subscribe mode, or a subscribed or
-// tracking RESP3 client, leaves this loop for one of its own
-// (subscribe.go, bridge.go, legs.go) that frames with the same
-// resp.Framer: the subscribe family, PING, QUIT and RESET go to its
-// subscribed connection (a pubsub.Subscriber, whose relay and writer
-// goroutines carry the server's replies and pushes to the client) as they
-// are; a bridged RESP3 client's other commands go through the same plan
-// and observer (bridge.go), the relay handing the server's reply to a
-// capture record (observe.Captured, in a pubsub.Tap); any other command of
-// a RESP2 subscriber is the server's to refuse while the client is
-// subscribed, or, once nothing is subscribed, goes back to this loop.
+// tracking RESP3 client, is served by the same loop in subscribe mode's
+// rounds (a pubsub.Mode, through the session as a pubsub.Session:
+// subscribe.go), which frame with the same resp.Framer: the subscribe
+// family, PING, QUIT and RESET go to its subscribed connection (a
+// pubsub.Subscriber, whose relay and writer goroutines carry the server's
+// replies and pushes to the client) as they are; a bridged RESP3 client's
+// other commands go through the same plan and observer (bridge.go), sent
+// on the Mode's legs (package pubsub's legs.go), the relay handing the
+// server's reply to a capture record (observe.Captured, in a pubsub.Tap);
+// any other command of a RESP2 subscriber is the server's to refuse while
+// the client is subscribed, or, once nothing is subscribed, goes back to
+// normal service.
 //
 // # What it owns
 //
@@ -153,15 +155,11 @@
 // the transaction and subscribe mode. What stands in the way of splitting
 // it further:
 //
-//   - Subscribe mode's session side (subscribe.go, bridge.go, legs.go,
-//     tracking.go: about 1,500 lines) is methods of the session: its loop
-//     (serveSubscribed, subCommands) frames over the session's buffer and
-//     reads the client from a goroutine, and segment.go's waitDedicated
-//     reads the client from a goroutine a second way while a blocking
-//     command waits. One framing loop for every mode comes first; then the
-//     bridge's plan of a command is the normal loop's, and what is left of
-//     subscribe mode is package pubsub's, behind an interface the session
-//     implements.
+//   - Subscribe mode's round, its legs and barriers are package pubsub's
+//     (a Mode, through the pubsub.Session the session implements); the
+//     bridge's plan of a command (bridge.go) and RESP2 client-side
+//     caching's glue (tracking.go) are still methods of the session, the
+//     plan a second path beside the normal loop's command.
 //   - The session's rewrite.State is still changed after the plan by the
 //     effects of a decision (apply, the transaction, subscribe mode);
 //     localReply composes a local answer's bytes after the plan, without

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"errors"
-
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
@@ -11,11 +9,15 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// The RESP3 bridge: a subscribed or tracking RESP3 client (subscribe.go)
-// sends any command on its connection of its own, each planned as in normal
-// service (plan.go) and sent there; the relay passes the server's replies
-// and pushes on in the server's order (subscribe_relay.go), and a reply the
-// proxy makes itself goes after a barrier, so it keeps its place.
+// The RESP3 bridge: a subscribed or tracking RESP3 client (package
+// pubsub's mode.go) sends any command on its connection of its own, each
+// planned as in normal service (plan.go) and sent there by its pubsub.Mode
+// (the legs to the upstreams the command routes to, the barriers); the
+// relay passes the server's replies and pushes on in the server's order,
+// and a reply the proxy makes itself goes after a barrier (Mode.Local), so
+// it keeps its place. The plan, and what it changes (the decision state,
+// the transaction, the admissions, the audit and capture records), are
+// the session's: the Mode asks for them through Bridged.
 //
 // The bridge ends, and the client is back in normal service, on RESET, and
 // on HELLO 2 once the client is subscribed to nothing and does not track
@@ -24,10 +26,6 @@ import (
 // is subscribed or tracks, HELLO 2 is refused (by the plan, told so in
 // plan.Step.Pushes): a RESP2 connection could not carry its pushes between
 // replies.
-
-// errBridgeLeft ends the bridge after HELLO 2 (see above): the session
-// goes on in normal service.
-var errBridgeLeft = errors.New("bridge left")
 
 // leaveBridge answers HELLO 2 of a bridged client subscribed to nothing and
 // not tracking: the relay stops after every reply so far, the client gets
@@ -46,7 +44,15 @@ func (s *session) leaveBridge(c *command) error {
 		return err
 	}
 	s.apply(f, d)
-	return errBridgeLeft
+	return pubsub.ErrLeft
+}
+
+// Bridged decides one command of a bridged RESP3 client (bridged) for its
+// pubsub.Mode; closing: the session closes once it is answered
+// (authlimit.go).
+func (s *session) Bridged(f resp.Frame, out *[]byte) (closing bool, err error) {
+	err = s.bridged(f, out)
+	return s.closing, err
 }
 
 // bridged decides one command of a bridged RESP3 client (see above) and
@@ -60,21 +66,20 @@ func (s *session) leaveBridge(c *command) error {
 // drops the server's replies to MULTI and the queued commands, which the
 // client already had from the proxy, and passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
-	sub := s.sub.Subscriber
-	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
+	m := s.sub
 	c := command{f: f}
 	sp := &c.sp
 	if isHello2(f.Args) {
 		// Leaving RESP3 is refused while the client may be pushed to; the
 		// subscription counts are current after a barrier (see above).
-		if err := s.bridgeBarrier(out); err != nil {
+		if err := m.Barrier(out); err != nil {
 			return err
 		}
-		sp.Pushes = sub.Tracking || s.listing.Subs.Any()
+		sp.Pushes = m.Tracking || s.listing.Subs.Any()
 	}
 	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
 	if sp.Wait {
-		if err := s.waitHeld(f.Args, sp, func() error { return s.bridgeBarrier(out) }); err != nil {
+		if err := s.waitHeld(f.Args, sp, func() error { return m.Barrier(out) }); err != nil {
 			return err
 		}
 	}
@@ -92,29 +97,29 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	s.localReply(&c)
 	audit := s.observe(f.Args, d) // observe.go
 	drop := s.rm.command(d.Effect)
-	skipped := drop && !sub.Muted.Load() // a SKIP: this reply only
+	skipped := drop && !m.Muted.Load() // a SKIP: this reply only
 	forwarded := sp.Forwards()
-	leg := sub
+	leg := m.Subscriber
 	sends := forwarded && (!s.st.InMulti || sp.Exec)
 	if sends && tracking.IsCaching(f.Args) {
-		// For the leg of the client's next command (legs.go).
-		sub.Caching = append(sub.Caching[:0], f.Raw...)
+		// For the leg of the client's next command (package pubsub's legs.go).
+		m.KeepCaching(f.Raw)
 		s.relayed(audit, nil)
 		return nil
 	}
 	if !sends {
-		s.flushCaching(out)
+		m.FlushCaching(out)
 	}
 	if sends {
-		// The leg to the command's upstream (legs.go), after every reply
-		// gathered for another one.
-		l, err := s.legFor(sp.Up)
+		// The leg to the command's upstream (package pubsub's legs.go),
+		// after every reply gathered for another one.
+		l, err := m.LegFor(sp.Up)
 		if err != nil {
 			s.release()
-			s.flushCaching(out)
+			m.FlushCaching(out)
 			return s.bridgeLocal(out, sp.Up.Unavailable(), audit)
 		}
-		if err := s.toLeg(out, l); err != nil {
+		if err := m.ToLeg(out, l); err != nil {
 			return err
 		}
 		leg = l
@@ -127,7 +132,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			// acknowledges a hold only once nothing admitted before it waits.
 			defer func() {
 				if err == nil {
-					err = s.bridgeBarrier(out)
+					err = m.Barrier(out)
 				}
 				s.release()
 			}()
@@ -135,36 +140,27 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	}
 	switch {
 	case sp.Exec && forwarded:
-		// Every reply before the unit is relayed first; then the relay
-		// drops MULTI's and each queued command's.
-		if err := s.bridgeBarrier(out); err != nil {
-			return err
-		}
-		s.flushCaching(out)
-		for range s.tx.n + 1 {
-			leg.Swap(nil)
-		}
 		var ld *execLoad
+		var keep *[]byte
 		if len(s.tx.loads) > 0 {
 			// The SCRIPT LOAD fan-out: EXEC's reply is kept, not relayed
 			// (transaction.go's execLoad); the client gets it below, once
 			// the loads it ran are on the other upstreams.
 			ld = &execLoad{up: leg.U, loads: s.tx.loads}
 			s.tx.loads = nil
-			leg.SwapTap(pubsub.Tap{Keep: &ld.reply})
+			keep = &ld.reply
 		}
-		if err := leg.Add(out, resp.Frame{Raw: s.tx.buf}, nil); err != nil { // MULTI and the queued commands
+		if err := m.Exec(out, leg, s.tx.buf, s.tx.n, f.Raw, keep); err != nil { // MULTI, the queued commands, EXEC
 			return err
 		}
-		*out = append(*out, f.Raw...)
 		s.endBridgedMulti()
-		sub.WatchUp = nil // EXEC ends the WATCH
+		m.WatchUp = nil // EXEC ends the WATCH
 		s.relayed(audit, leg.U)
 		if ld != nil {
 			// Once EXEC's reply is in, the loads it ran go to the other
 			// upstreams and are answered, and only then does the client
 			// get EXEC's reply: a client that has it may EVALSHA anywhere.
-			if err := s.bridgeBarrier(out); err != nil {
+			if err := m.Barrier(out); err != nil {
 				return err
 			}
 			ld.ran(ld.reply)
@@ -172,8 +168,8 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			if len(s.parts) > 0 {
 				s.flush()
 			}
-			if !drop && !sub.Publish(ld.reply) {
-				return sub.Failure()
+			if !drop && !m.Publish(ld.reply) {
+				return m.Failure()
 			}
 		}
 		return nil
@@ -197,7 +193,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	case forwarded:
 		if t := s.bridgeTap(f, d, skipped); t != nil {
 			// Its one reply is the next after a barrier (see tap).
-			if err := s.bridgeBarrier(out); err != nil {
+			if err := m.Barrier(out); err != nil {
 				return err
 			}
 			leg.SwapTap(*t)
@@ -207,13 +203,13 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		case rewrite.Wire6:
 			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
 		case rewrite.Watch:
-			if sub.WatchUp == nil {
-				sub.WatchUp = leg.U // legs.go: the bridge is bound to it until EXEC
+			if m.WatchUp == nil {
+				m.WatchUp = leg.U // package pubsub's legs.go: the bridge is bound to it until EXEC
 			}
 		case rewrite.Unwatch:
-			sub.WatchUp = nil
+			m.WatchUp = nil
 		}
-		s.flushCaching(out)
+		m.FlushCaching(out)
 		// The SCRIPT LOAD fan-out lands before the client's own load is
 		// sent: once its reply is relayed, every upstream has the script.
 		s.bridgeLoad(f, d, leg.U, true)
@@ -221,24 +217,18 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			return err
 		}
 		if on, ok := tracking.OnOff(f.Args); ok {
-			// Every leg tracks as the client asked (legs.go).
-			sub.Tracking, sub.TrackRaw = on, nil
-			if on {
-				sub.TrackRaw = append([]byte(nil), f.Raw...)
-			}
-			if err := s.toOtherLegs(f.Raw); err != nil {
+			// Every leg tracks as the client asked (package pubsub's legs.go).
+			if err := m.Track(on, f.Raw); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	switch {
-	case d.Effect == rewrite.ReplyOn && sub.Muted.Load(), d.Effect == rewrite.ReplyOff && !sub.Muted.Load():
+	if d.Effect == rewrite.ReplyOn || d.Effect == rewrite.ReplyOff {
 		// The replies before it keep their fate; the relay changes after.
-		if err := s.bridgeBarrier(out); err != nil {
+		if err := m.Mute(out, s.rm.muted()); err != nil {
 			return err
 		}
-		sub.Muted.Store(s.rm.muted())
 	}
 	// A verb body's SCRIPT LOAD reaches the scripts nodes before the
 	// proxy's own answer, as in normal service (segment.go's emit).
@@ -256,7 +246,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		s.st.MultiAborted = true
 	case rewrite.Discard:
 		s.endBridgedMulti()
-		sub.WatchUp = nil
+		m.WatchUp = nil
 	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6, rewrite.SetLibName, rewrite.SetLibVer:
 		s.apply(f, d)
 	}
@@ -278,28 +268,11 @@ func (s *session) relayed(audit int, u *upstream.Upstream) {
 	s.obs.Relayed(audit, u.Name())
 }
 
-// bridgeBarrier sends what is in *out to the current leg (legs.go) and
-// waits until every reply to it has been handed to the writer.
-func (s *session) bridgeBarrier(out *[]byte) error {
-	if err := s.sub.Cur.Send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	_, err := s.sub.Cur.Check(false)
-	return err
-}
-
 // bridgeLocal hands a reply the proxy makes to the client in its place
 // among the server's replies: after a barrier.
 func (s *session) bridgeLocal(out *[]byte, reply []byte, audit int) error {
 	s.obs.Reply(audit, reply, "")
-	if err := s.bridgeBarrier(out); err != nil {
-		return err
-	}
-	if !s.sub.Publish(reply) {
-		return s.sub.Failure()
-	}
-	return nil
+	return s.sub.Local(out, reply)
 }
 
 // bridgeTap is the tap a bridged command's reply needs (see tap), or nil:

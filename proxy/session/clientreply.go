@@ -62,21 +62,3 @@ func (m *replyMode) command(e rewrite.Effect) (drop bool) {
 
 // muted reports whether every reply is dropped for now (OFF).
 func (m *replyMode) muted() bool { return m.off }
-
-// sendSkipped sends a bridged RESP3 client's command whose replies a SKIP
-// silences, when how many replies it gets is not known (a subscribe
-// command gets pushes only, or one error): the relay is muted from a
-// barrier before it to a barrier after it.
-func (s *session) sendSkipped(out *[]byte, raw []byte) error {
-	sub := s.sub
-	if _, err := sub.SendChecked(out); err != nil {
-		return err
-	}
-	sub.Muted.Store(true)
-	*out = append(*out, raw...)
-	if _, err := sub.SendChecked(out); err != nil {
-		return err
-	}
-	sub.Muted.Store(s.rm.muted())
-	return nil
-}

@@ -5,12 +5,16 @@
 // back in command order, byte for byte as the server sent it. Its
 // transactions, WATCH pins, blocking commands, a client's share of the
 // shared connections, CLIENT REPLY, the memory budget's waits and the
-// limits on authentication are the session's; so is the session's side of
-// subscribe mode, the RESP3 bridge and RESP2 client-side caching, whose
-// connections and relays are package pubsub's and whose tracking state,
-// REDIRECT translation and answers are package tracking's (a Tracker,
-// given the values it needs: the session's id, the server's relays, the
-// client as they know it, and whether a session is listed). CLIENT LIST,
+// limits on authentication are the session's. Subscribe mode is package
+// pubsub's (a pubsub.Mode: its round, the RESP3 bridge's legs and
+// barriers, the connections and relays), to which a session is a
+// pubsub.Session: the session keeps the loop that serves it, the client's
+// input it frames, the CLIENT REPLY mode and the plan of a bridged RESP3
+// client's command (bridge.go). RESP2 client-side caching's glue is the
+// session's, its tracking state, REDIRECT translation and answers package
+// tracking's (a Tracker, given the values it needs: the session's id, the
+// server's relays, the client as they know it, and whether a session is
+// listed). CLIENT LIST,
 // KILL and UNBLOCK of the proxy's own clients are package clients'
 // answers, across the sessions: a Session is a clients.Client, and
 // publishes what CLIENT LIST shows of it (clients.View) at the end of each

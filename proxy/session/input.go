@@ -22,6 +22,7 @@ type input struct {
 	readFull   bool // the last read filled the buffer: the client sends more than it holds
 	smallReads int  // reads in a row that used under a quarter of the buffer
 	need       int  // the length the incomplete command at buf[start:] is known to need (0: unknown)
+	taken      int  // the length of the command Next took last (subscribe.go)
 	rd         clientRead
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -63,7 +64,7 @@ type session struct {
 	ownConns  // the client's own upstream connections (forward.go)
 	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
 	tx        transaction
-	sub       *subMode          // subscribe mode, set by startSubscribe (subscribe.go)
+	sub       *pubsub.Mode      // subscribe mode, set by startSubscribe (subscribe.go)
 	rm        replyMode         // CLIENT REPLY (clientreply.go)
 	listing   clients.View      // what CLIENT LIST shows of the session (clients.go)
 	obs       observe.Session   // the round's audit records, its side of a capture (observe.go)

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
@@ -17,78 +16,17 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// Subscribe mode.
-//
-// A client's SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE opens a connection of its
-// own to the upstream (dialed, booted and fenced like every other), and the
-// client stays bridged to it until the server says it left subscribe mode.
-// Both directions carry raw bytes: the client's commands as it framed
-// them, the server's confirmations, messages and PING replies as the server
-// framed them (cut with the reply framer, never decoded).
-//
-// What the proxy decides in subscribe mode:
-//   - (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE and PING go to the server, which
-//     answers them as it does for a subscribed client.
-//   - Any other command is sent only after a barrier (below) shows the
-//     connection is still subscribed: the server then refuses it with its own
-//     text ("Can't execute '<cmd>': only (P|S)SUBSCRIBE / ..."), unknown
-//     command and arity errors included, and runs nothing. If the barrier
-//     shows the client left subscribe mode, the command is not sent there:
-//     the session returns to normal service and decides it as usual.
-//   - QUIT and RESET: after a barrier, the proxy answers +OK (and closes) or
-//     +RESET (and resets the session) itself and closes the connection.
-//
-// The barrier is `PING <nonce>` with a random nonce: the server answers
-// commands in order, so when its reply arrives every earlier reply has been
-// relayed; a subscribed connection answers it as an array
-// (`*2 pong <nonce>`), a connection no longer subscribed as a bulk string.
-// The reply is not relayed. The proxy sends one when a client sends a
-// command subscribe mode does not allow, and when the server sends an
-// unsubscribe confirmation with a count of 0 or an error (the hints that the
-// client may have left), so an idle client that unsubscribed from
-// everything is back in normal service at once.
+// Subscribe mode (package pubsub says what the proxy does in it, and does
+// it: a pubsub.Mode, set in s.sub). The session keeps its one loop, which
+// serves the Mode's round (subRound) and waits for the client's bytes and
+// the subscriber's events (subFill); the client's input, framed for the
+// Mode by Next; its CLIENT REPLY mode; and the plan of a bridged RESP3
+// client's command (bridge.go). A session is a pubsub.Session.
 //
 // As with the server, Options.IdleTimeout does not apply to a subscribed
-// client. Commands in subscribe mode are not decided by rewrite.Decide
-// (nothing runs but the subscribe commands and PING) and are not audited.
-//
-// A RESP3 client (HELLO 3) is bridged the same way when it subscribes or
-// turns CLIENT TRACKING on, and stays bridged until RESET, HELLO 2 once it
-// is subscribed to nothing and does not track, or the end of its connection
-// (bridge.go): in RESP3 a subscribed or tracking client may send any
-// command, and the server's pushes (messages, invalidations) arrive on its
-// own connection between the replies. Every command is then planned as in
-// normal service (package plan: rewrites, refusals, the version key, routing,
-// the control table, audit records, whose reply field says "relayed" for
-// what the server answered) and sent on the client's own connection, whose
-// replies and pushes the relay passes on in the server's order; a reply the
-// proxy makes itself goes after a barrier, so it keeps its place.
-// Transactions, WATCH and blocking commands run on the server as they would
-// on a direct connection (the connection is the client's own); a command
-// the proxy refuses inside MULTI makes EXEC answer EXECABORT, with the
-// server's transaction discarded.
-//
-// A slow subscriber is bounded: the relay keeps reading the upstream, and
-// the replies waiting for the client may take Options.MaxReplyBytes; past
-// that the client is closed and counted (client_rejected{reason=
-// "subscriber_bytes"}). A write to the client is bounded by WriteTimeout.
+// client.
 
-// Local replies in subscribe mode.
-var (
-	replySubOK    = []byte("+OK\r\n")
-	replySubReset = []byte("+RESET\r\n")
-)
-
-// subMode is the session's side of subscribe mode: the Subscriber (package
-// pubsub: the relay, the writer, the barrier, the bridge's legs) and the
-// commands gathered for it in a round. The session's one loop (serve)
-// serves it: subRound frames and sends the client's commands, subFill
-// waits for the client's bytes and for what the server's side reports.
-type subMode struct {
-	*pubsub.Subscriber
-	out     []byte // the commands gathered for the current leg
-	started bool   // its relay and writer run (subRound's first call)
-}
+var _ pubsub.Session = (*session)(nil)
 
 // startSubscribe handles a subscribe command decided outside subscribe
 // mode: the commands before it are answered first, then the session's
@@ -110,7 +48,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	}
 	sub.Muted.Store(c.drop)
 	sub.SkipFirst = c.drop && !s.rm.muted()
-	s.sub = &subMode{Subscriber: sub, out: sub.First}
+	s.sub = pubsub.NewMode(sub, s, pubsub.Env{Ctx: s.srv.Ctx, ID: s.id, Redir: s.srv.Redir})
 }
 
 // client is what subscribe mode's goroutines and a tracking redirect's
@@ -120,54 +58,20 @@ func (s *session) client() *pubsub.Client {
 		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.Subs}
 }
 
-// subRound is subscribe mode's round: the first one starts the relay and
-// the writer; each frames the complete commands in the buffer
-// (subCommands), sends what goes to the server, and leaves subscribe mode
-// when the client did (s.sub is nil again: the loop goes on in normal
-// service with the bytes still buffered). An error ends the session.
+// subRound is subscribe mode's round (pubsub.Mode.Round): when the client
+// left subscribe mode, s.sub is nil again and the loop goes on in normal
+// service with the bytes still buffered. An error ends the session.
 func (s *session) subRound() (err error) {
-	sub := s.sub
 	defer s.recoverSub(&err)
-	if !sub.started {
-		sub.started = true
-		sub.Start()
-		s.srv.Redir.Attach(s.id, sub.Subscriber) // tracking.go: a redirect target
-		if sub.SkipFirst {
-			// A SKIP silenced the command that entered: its replies are
-			// the ones before the barrier.
-			subscribed, err := sub.SendChecked(&sub.out)
-			if err != nil {
-				return err
-			}
-			sub.Muted.Store(s.rm.muted())
-			if !subscribed {
-				s.endSub(false)
-				return nil
-			}
-		}
-	}
-	leave, quit, err := s.subCommands(&sub.out)
-	if err != nil {
+	ended, err := s.sub.Round()
+	if ended {
+		s.sub = nil
 		return err
 	}
-	if err := sub.Cur.Send(sub.out); err != nil {
-		return err
-	}
-	sub.out = sub.out[:0]
-	if cap(sub.out) > pipe.KeptBatchBuf {
-		sub.out = nil // do not keep a large command's copy around
-	}
-	if leave || quit {
-		s.endSub(false)
-		if quit {
-			return errClose
-		}
-		return nil
-	}
-	if s.srv.Closing.Load() {
+	if err == nil && s.srv.Closing.Load() {
 		return ErrServerClosed
 	}
-	return nil
+	return err
 }
 
 // subFill waits in subscribe mode until the client sent more (nil), the
@@ -209,7 +113,7 @@ func (s *session) subFill() (err error) {
 		case <-sub.Ended:
 			return sub.Failure()
 		case <-sub.LegDown:
-			return sub.LegFailure() // legs.go
+			return sub.LegFailure() // package pubsub's legs.go
 		case <-s.srv.Ctx.Done():
 			return ErrServerClosed
 		}
@@ -226,31 +130,27 @@ func (s *session) recoverSub(err *error) {
 	}
 }
 
-// endSub ends subscribe mode: the relays stop, after handing on every
-// reply so far unless abort (the client is being closed), and the
-// session is back in normal service. A Subscriber never started gives its
-// connection back.
+// endSub ends subscribe mode (pubsub.Mode.End): the session is back in
+// normal service.
 func (s *session) endSub(abort bool) {
 	sub := s.sub
 	s.sub = nil
-	if !sub.started {
-		sub.Abandon()
-		return
-	}
-	sub.Stop(abort)
-	s.srv.Redir.Detach(s.id, sub.Subscriber)
-	s.listing.Subs.Clear()
+	sub.End(abort)
 }
 
-// subCommands handles the complete commands in the client's buffer,
-// appending those that go to the server to *out. leave: the client left
-// subscribe mode (after RESET, or before a command that is not sent). quit:
-// the client sent QUIT or a protocol error, and was answered.
-func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
-	sub := s.sub.Subscriber
+// Begin starts serving what the client's last read brought in subscribe
+// mode (pubsub.Session).
+func (s *session) Begin() {
 	s.fr.Reset()
 	s.loadView()         // plan.go: once per read, as in normal service
 	s.began = time.Now() // the audit records' latency_us: from this read
+}
+
+// Next frames the next command in the client's buffer for subscribe mode
+// (pubsub.Session): a framed one is taken, and is CLIENT LIST's cmd; when
+// none is complete, the audit records are written before the next read
+// reuses the buffer.
+func (s *session) Next() (resp.Frame, resp.Status, []byte) {
 	for {
 		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
 		switch status {
@@ -259,102 +159,27 @@ func (s *session) subCommands(out *[]byte) (leave, quit bool, err error) {
 			continue
 		case resp.Incomplete:
 			s.need = need
-			if sub.RESP3 {
-				s.flushCaching(out) // legs.go: no command follows in this read
-			}
-			s.logAudits() // before the next read reuses the buffer
+			s.logAudits()
 			s.publish(time.Now())
-			return false, false, nil
-		case resp.Invalid:
-			s.srv.Met.Rejected.WithLabelValues("protocol").Inc()
-			if s.rm.command(rewrite.NoEffect) {
-				errReply = nil
-			}
-			if sub.RESP3 {
-				s.flushCaching(out) // legs.go
-			}
-			if err := s.toLeg(out, sub); err != nil { // legs.go
-				return false, false, err
-			}
-			return false, true, sub.FinishWith(out, errReply)
+		case resp.Framed:
+			s.start += n
+			s.taken = n
+			s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
 		}
-		s.listing.LastArgs = f.Args // CLIENT LIST's cmd
-		kind := pubsub.KindOf(f.Args[0])
-		if kind != pubsub.SubOther {
-			// Subscribe commands, PING, QUIT and RESET are the bridge's
-			// first connection's (legs.go).
-			if sub.RESP3 {
-				s.flushCaching(out)
-			}
-			if err := s.toLeg(out, sub); err != nil {
-				return false, false, err
-			}
-		}
-		if sub.RESP3 && kind == pubsub.SubOther {
-			s.start += n
-			if err := s.bridged(f, out); errors.Is(err, errBridgeLeft) {
-				return true, false, nil
-			} else if err != nil {
-				return false, false, err
-			}
-			if s.closing { // authlimit.go: after the reply
-				if err := s.toLeg(out, sub); err != nil {
-					return false, false, err
-				}
-				return false, true, sub.FinishWith(out, nil)
-			}
-			continue
-		}
-		switch kind {
-		case pubsub.SubForward:
-			s.start += n
-			if s.rm.command(rewrite.NoEffect) && !s.rm.muted() && sub.RESP3 {
-				// A SKIP (only a bridged RESP3 client sends one here):
-				// whatever the command's replies, they come before the
-				// barrier after it.
-				if err := s.sendSkipped(out, f.Raw); err != nil {
-					return false, false, err
-				}
-				continue
-			}
-			if err := sub.Add(out, f, nil); err != nil {
-				return false, false, err
-			}
-		case pubsub.SubQuit:
-			s.start += n
-			reply := replySubOK
-			if s.rm.command(rewrite.Quit) {
-				reply = nil
-			}
-			return false, true, sub.FinishWith(out, reply)
-		case pubsub.SubReset:
-			s.start += n
-			reply := replySubReset
-			if s.rm.command(rewrite.Reset) {
-				reply = nil
-			}
-			if err := sub.FinishWith(out, reply); err != nil {
-				return false, false, err
-			}
-			s.apply(resp.Frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
-			return true, false, nil
-		default:
-			if err := sub.Send(*out); err != nil {
-				return false, false, err
-			}
-			*out = (*out)[:0]
-			subscribed, err := sub.Check(false)
-			if err != nil {
-				return false, false, err
-			}
-			if !subscribed {
-				return true, false, nil // decided by the normal loop
-			}
-			s.rm.command(rewrite.NoEffect)               // refused by the server: changes no mode
-			if err := sub.Add(out, f, nil); err != nil { // the server refuses it with its own text
-				return false, false, err
-			}
-			s.start += n
-		}
+		return f, status, errReply
 	}
+}
+
+// Unread puts back the command Next took last (pubsub.Session).
+func (s *session) Unread() { s.start -= s.taken }
+
+// Dropped starts a command in the CLIENT REPLY mode (pubsub.Session).
+func (s *session) Dropped(e rewrite.Effect) bool { return s.rm.command(e) }
+
+// Muted reports whether the CLIENT REPLY mode is OFF (pubsub.Session).
+func (s *session) Muted() bool { return s.rm.muted() }
+
+// Reset applies RESET to the session in subscribe mode (pubsub.Session).
+func (s *session) Reset() {
+	s.apply(resp.Frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
 }
