@@ -34,8 +34,9 @@
 // others. A command in normal service:
 //
 //	client socket
-//	  │ proxy/session: Session.Serve (session.go): fill (input.go) reads into the
-//	  │ session's buffer, round frames and decides what it holds, up to MaxPipeline
+//	  │ proxy/session: Session.Serve (session.go): fill reads into the client's
+//	  │ buffer (proxy/conn's Conn.Fill), round frames (Conn.Next) and decides
+//	  │ what it holds, up to MaxPipeline
 //	  ▼
 //	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
@@ -84,7 +85,8 @@
 //	  │ audited reply's kind (observe.Session.Reply) and moves the replies,
 //	  │ local ones included, to the output in command order
 //	  ▼
-//	session.write: to the client, under the write deadline (proxy/deadline)
+//	session.write → conn.Conn.Write: to the client, under the write
+//	  │ deadline (proxy/deadline)
 //	  ▼
 //	the round's audit records, written (observe.go's logAudits →
 //	observe.Session.WriteAudits)
@@ -145,11 +147,12 @@
 // # Not yet split
 //
 // Package session is still about 3,900 lines. Its session struct holds
-// about twenty fields, grouped by the file that owns them (input,
-// memHeld, segment, ownConns, authState, and the transaction, subscriber,
-// reply mode, share and admission states) or by the package (obs,
-// package observe's Session; v, package plan's View; sub, package
-// pubsub's Subscriber; listing, package clients' View). What one command
+// about twenty fields, grouped by the file that owns them (segment,
+// ownConns, authState, and the transaction, subscriber, reply mode, share
+// and admission states) or by the package (c, package conn's Conn: the
+// client's bytes both ways; obs, package observe's Session; v, package
+// plan's View; sub, package pubsub's Subscriber; listing, package
+// clients' View). What one command
 // carries is not on the session: a command value (session.go) holds its
 // frame, its plan.Step and where its reply goes, and is passed to forward,
 // the transaction and subscribe mode. What stands in the way of splitting

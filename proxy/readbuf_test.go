@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/emqproxy/emqproxy/proxy/session"
+	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -39,7 +39,7 @@ func TestPipelineLargerThanTheReadBufferIsOneBatch(t *testing.T) {
 	for i := range 16 {
 		pipeline = node.AppendCommand(pipeline, "SET", "big:"+string(rune('a'+i)), val)
 	}
-	if len(pipeline) <= session.InitialReadBuf*2 {
+	if len(pipeline) <= conn.InitialReadBuf*2 {
 		t.Fatalf("the pipeline (%d bytes) must overflow two initial buffers", len(pipeline))
 	}
 	send := func() {

@@ -73,10 +73,10 @@ func (s *session) authDelay(wait time.Duration) {
 	}
 }
 
-// readDeadline sets the client's read deadline before a read:
-// IdleTimeout from now, and the authentication deadline while the client
-// has yet to authenticate.
-func (s *session) readDeadline() {
+// readDeadline returns the client's read deadline for a read (the zero
+// time: the one set before stays): IdleTimeout from now, and the
+// authentication deadline while the client has yet to authenticate.
+func (s *session) readDeadline() time.Time {
 	var dl time.Time
 	if s.srv.Cfg.IdleTimeout > 0 {
 		dl = time.Now().Add(s.srv.Cfg.IdleTimeout)
@@ -86,7 +86,7 @@ func (s *session) readDeadline() {
 	case s.st.Authenticated:
 		s.authBy = time.Time{}
 		if dl.IsZero() {
-			_ = s.nc.SetReadDeadline(time.Time{}) // the authentication deadline set before
+			_ = s.c.Net().SetReadDeadline(time.Time{}) // the authentication deadline set before
 		}
 	case len(s.srv.Policy.Load().Users) == 0:
 		// No authentication required (now): no deadline. Users set
@@ -95,9 +95,7 @@ func (s *session) readDeadline() {
 	case dl.IsZero() || s.authBy.Before(dl):
 		dl = s.authBy
 	}
-	if !dl.IsZero() {
-		_ = s.nc.SetReadDeadline(dl)
-	}
+	return dl
 }
 
 // authPending reports whether the client must still authenticate by

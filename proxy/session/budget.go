@@ -1,23 +1,15 @@
 package session
 
 import (
+	"errors"
 	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/proxy/deadline"
+	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 )
-
-// memHeld is what a session holds of the memory budget.
-type memHeld struct {
-	inHeld   int64 // bytes of the read buffer
-	outHeld  int64 // bytes of the replies ready to write
-	sentHeld int64 // a transaction's, sent at EXEC, until its replies are written
-}
 
 // The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
 //
@@ -29,7 +21,7 @@ type memHeld struct {
 // bytes from one budget, so what the proxy holds is bounded whatever many
 // clients do at once, and each is treated as its nature allows:
 //
-//   - Input waits. A client whose command needs more room than the budget
+//   - Input waits (package conn's Conn.Room). A client whose command needs more room than the budget
 //     has left is not read from until other clients' bytes are released:
 //     its socket buffers fill and TCP pushes back on it, while every other
 //     client is served. Waiting clients get their room in the order they
@@ -78,83 +70,52 @@ func replyTooLargeForBudget(need int, limit int64) []byte {
 // replyTxOverBudget refuses a transaction's command that did not fit.
 var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
 
-// resizeInput replaces the session's read buffer by one of size bytes
-// holding its unread bytes, taking the bytes past keptReadBuf from the
-// budget first (and releasing the old buffer's after). wait: a command
-// needs the room, and the session waits for it (as a holder when it holds
-// part of a command or a transaction's queued commands: it must not wait
-// for room it holds itself); otherwise (a buffer grown to read a pipeline
-// in one go) it is not grown when the budget is short.
-// An error ends the session: a command larger than the whole budget (its
-// error is written first), or the server shutting down.
-func (s *session) resizeInput(size int, wait bool) (grown bool, err error) {
-	mem := s.srv.Mem
-	charge := int64(max(size-keptReadBuf, 0))
-	if charge > mem.Limit() {
-		s.srv.Met.Rejected.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
-		s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", size), zap.Int64("budget", mem.Limit()))
-		reply := replyTooLargeForBudget(size, mem.Limit())
-		var err error
-		if s.sub != nil {
-			// Subscribe mode: after every message relayed so far.
-			err = s.sub.FinishWith(new([]byte), reply)
-		} else {
-			s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.Cfg.WriteTimeout)
-			_, err = s.nc.Write(reply)
-		}
-		if err == nil {
-			s.lingerClose()
-		}
-		return false, errClose
+// room makes room in the client's read buffer for more bytes (package
+// conn's Conn.Room), waiting for the budget as a holder while a
+// transaction's queued commands hold some of it. An error ends the session:
+// a command over the query buffer limit, a command larger than the whole
+// budget (its error is written first), or the server shutting down.
+func (s *session) room() error {
+	err := s.c.Room(s.tx.held > 0)
+	var qb *conn.QueryBufferError
+	var big *conn.TooLargeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &qb):
+		s.srv.Met.Rejected.WithLabelValues("query_buffer").Inc()
+		s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", qb.Bytes))
+		return errClose
+	case errors.As(err, &big):
+		s.tooLarge(big.Need, big.Budget)
+		return errClose
 	}
-	if charge > 0 {
-		if !wait {
-			if !mem.TryTake(charge) {
-				return false, nil
-			}
-		} else if err := mem.Take(s.id, charge, s.inHeld > 0 || s.tx.held > 0); err != nil {
-			return false, ErrServerClosed // the budget is closed only when the server shuts down
-		}
-	}
-	s.fr.Reset() // the last round's frames point into the old buffer
-	nb := make([]byte, size)
-	s.end = copy(nb, s.buf[s.start:s.end])
-	s.start = 0
-	s.buf = nb
-	mem.Give(s.inHeld)
-	s.inHeld = charge
-	if charge == 0 {
-		mem.Done(s.id)
-	}
-	return true, nil
+	return ErrServerClosed // the budget is closed only when the server shuts down
 }
 
-// lingerTimeout is how long a client being closed after an error may go
-// on sending the command the error refused (lingerClose).
-const lingerTimeout = 2 * time.Second
-
-// lingerClose ends the session's side of the connection after an error
-// was written and reads what the client still sends, for at most
-// lingerTimeout, dropping it: closing with unread input would reset the
-// connection, and the client might never read the error.
-func (s *session) lingerClose() {
-	cw, ok := s.nc.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		return
+// tooLarge answers a command that needs more room than the whole budget,
+// and closes the client: the rest of its bytes cannot be framed.
+func (s *session) tooLarge(need int, limit int64) {
+	s.srv.Met.Rejected.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
+	s.log.Warn("closing a client whose command is larger than the memory budget", zap.Int("need", need), zap.Int64("budget", limit))
+	reply := replyTooLargeForBudget(need, limit)
+	var err error
+	if s.sub != nil {
+		// Subscribe mode: after every message relayed so far.
+		err = s.sub.FinishWith(new([]byte), reply)
+	} else {
+		err = s.c.WriteError(reply)
 	}
-	_ = s.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-	for {
-		if _, err := s.nc.Read(s.buf); err != nil {
-			return
-		}
+	if err == nil {
+		s.c.Linger()
 	}
 }
 
 // releaseMemory gives back everything the session holds (it ends).
 func (s *session) releaseMemory() {
 	mem := s.srv.Mem
-	mem.Give(s.inHeld + s.outHeld + s.sentHeld + s.tx.held)
-	s.inHeld, s.outHeld, s.sentHeld, s.tx.held = 0, 0, 0, 0
+	s.c.Release(s.tx.sent + s.tx.held)
+	s.tx.sent, s.tx.held = 0, 0
 	for _, b := range s.spare {
 		mem.Give(b.Acct.Held)
 		b.Acct.Held = 0
@@ -162,21 +123,11 @@ func (s *session) releaseMemory() {
 	mem.Done(s.id)
 }
 
-// holdOutput takes from the budget the bytes of s.out past the free ones
-// (replies copied there from their batches, whose bytes are released
-// right after), without waiting: they are already read.
-func (s *session) holdOutput() {
-	if want := int64(len(s.out) - resp.FreeReplyBytes); want > s.outHeld {
-		s.srv.Mem.Force(want - s.outHeld)
-		s.outHeld = want
-	}
-}
-
-// releaseOutput gives back s.out's bytes once they are written, and a
-// transaction's sent at EXEC.
+// releaseOutput gives back the output's bytes once they are written, and
+// a transaction's sent at EXEC.
 func (s *session) releaseOutput() {
-	s.srv.Mem.Give(s.outHeld + s.sentHeld)
-	s.outHeld, s.sentHeld = 0, 0
+	s.c.ReleaseOutput(s.tx.sent)
+	s.tx.sent = 0
 }
 
 // releaseReplies gives back what a batch's replies hold of the budget

@@ -28,9 +28,10 @@ func (s *session) publish(at time.Time) {
 	if s.st.InMulti {
 		multi = s.tx.n
 	}
+	qbuf, qfree := s.c.Buffered()
 	s.listing.Publish(at, clients.Fields{
 		Name: s.st.Name, Lib: [2][]byte{s.st.LibName, s.st.LibVer}, User: s.st.User, Proto: s.proto(),
-		Multi: multi, QBuf: s.end - s.start, QBufFree: len(s.buf) - s.end,
+		Multi: multi, QBuf: qbuf, QBufFree: qfree,
 	})
 }
 

@@ -2,14 +2,21 @@
 // bytes, frames its commands (package resp), has each planned (package
 // plan), forwards what is forwarded on the upstreams' connections
 // (package upstream) in one batch per connection, and writes every reply
-// back in command order, byte for byte as the server sent it. Its
+// back in command order, byte for byte as the server sent it. The
+// connection's bytes are package conn's (a conn.Conn: the read buffer
+// under the memory budget, its framing, blocking and watched reads, the
+// output and its write under the write deadline); the session says when
+// to read and under what read deadline, waits for its client and for
+// something else at once (subscribe mode's events, a blocking command's
+// reply) on the Conn's Reads, and acts on what ends it (counts and logs
+// the rejection, answers a command larger than the budget). Its
 // transactions, WATCH pins, blocking commands, a client's share of the
 // shared connections, CLIENT REPLY, the memory budget's waits and the
 // limits on authentication are the session's. Subscribe mode is package
 // pubsub's (a pubsub.Mode: its round, the RESP3 bridge's legs and
 // barriers, the connections and relays), to which a session is a
-// pubsub.Session: the session keeps the loop that serves it, the client's
-// input it frames, the CLIENT REPLY mode and the plan of a bridged RESP3
+// pubsub.Session: the session keeps the loop that serves it, the framing
+// of the client's input for it, the CLIENT REPLY mode and the plan of a bridged RESP3
 // client's command (bridge.go). RESP2 client-side caching's glue is the
 // session's, its tracking state, REDIRECT translation and answers package
 // tracking's (a Tracker, given the values it needs: the session's id, the

@@ -30,10 +30,8 @@ type segment struct {
 	slots   []rslot           // the current segment's replies, in command order
 	local   []byte            // the current segment's local replies
 	simple  bool              // one part, and every slot is its reply i, in order
-	out     []byte            // replies ready to write
 	began   time.Time         // when the current batch was framed
 	kind    observe.BatchKind // the batch's kind, for the latency histogram
-	wdl     time.Time         // the client write deadline last set (proxy/deadline)
 	closing bool              // close after writing the current batch
 	over    bool              // the reply cap was hit: close without writing
 	silent  bool              // close without writing (authlimit.go)
@@ -92,7 +90,7 @@ func (s *session) newBatch() *pipe.Batch {
 // flush sends every part of the current segment, waits for their replies,
 // and moves every reply of the segment, in order, to the output.
 func (s *session) flush() {
-	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.out)+len(s.local)), 0))
+	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.c.Out)+len(s.local)), 0))
 	if BeforeSend != nil {
 		BeforeSend(len(s.adm.states) > 0)
 	}
@@ -173,9 +171,9 @@ func (s *session) flush() {
 
 // emit moves the segment's replies to the output in command order.
 func (s *session) emit() {
-	if s.over || int64(len(s.out)+len(s.local)) > s.srv.Cfg.MaxReplyBytes {
+	if s.over || int64(len(s.c.Out)+len(s.local)) > s.srv.Cfg.MaxReplyBytes {
 		s.over = true
-	} else if s.simple && len(s.out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
+	} else if s.simple && len(s.c.Out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
 		b := s.parts[0].b
 		if s.obs.Audits() {
 			// Slot i is reply i: the records note their replies' kinds
@@ -186,9 +184,9 @@ func (s *session) emit() {
 				}
 			}
 		}
-		s.out, b.Replies = b.Replies, s.out[:0] // no copy: the replies are the output
-		// And so is what they hold of the budget.
-		s.outHeld += b.Acct.Held
+		// No copy: the replies are the output, and so is what they hold
+		// of the budget.
+		b.Replies = s.c.Adopt(b.Replies, b.Acct.Held)
 		b.Acct.Held = 0
 	} else {
 		for i := range s.slots {
@@ -213,9 +211,9 @@ func (s *session) emit() {
 				}
 				continue
 			}
-			s.out = append(s.out, r...)
+			s.c.Out = append(s.c.Out, r...)
 		}
-		s.holdOutput() // budget.go: the batches' bytes go below
+		s.c.HoldOutput() // package conn: the batches' bytes go below
 	}
 	for i := range s.parts {
 		s.releaseReplies(s.parts[i].b) // budget.go
@@ -236,19 +234,19 @@ func (s *session) emit() {
 // Bytes the client sends meanwhile are kept for the next round.
 func (s *session) waitDedicated(b *pipe.Batch, p *pipe.Pipe) {
 	for {
-		if s.end == len(s.buf) {
+		if s.c.Full() {
 			<-b.Done // no room left to read into: wait without watching
 			return
 		}
-		s.readAsync() // input.go
+		s.c.ReadAsync() // package conn
 		select {
 		case <-b.Done:
-			if err := s.stopRead(); err != nil {
+			if err := s.c.StopRead(); err != nil {
 				s.closing = true
 			}
 			return
-		case r := <-s.rd.done:
-			if s.readDone(r) == nil {
+		case r := <-s.c.Reads():
+			if s.c.ReadDone(r) == nil {
 				continue // the client sent more: keep it, keep watching
 			}
 			p.Close() // the client is gone: unblock and drop the command

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/proxy/clients"
-	"github.com/emqproxy/emqproxy/proxy/deadline"
+	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
@@ -21,22 +21,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
-
-// InitialReadBuf is a client's read buffer size. It grows as far as one
-// command needs and shrinks back once that command is done; and it doubles,
-// up to keptReadBuf, while the client's reads fill it, so a pipeline larger
-// than the buffer (16 commands of 1 KiB) is framed and forwarded as one
-// batch instead of being split into two round trips to the upstream.
-const InitialReadBuf = 16 * 1024
-
-// keptReadBuf is the largest read buffer a session keeps between batches;
-// a bigger one (grown for one big command) shrinks back once it is empty.
-const keptReadBuf = 64 * 1024
-
-// shrinkAfter is how many reads in a row that use under a quarter of a
-// grown buffer make it shrink back: enough that a client whose reads vary
-// (a pipeline arriving in pieces) does not make the buffer swing.
-const shrinkAfter = 64
 
 // errClose ends a session after its pending replies are written.
 var errClose = errors.New("close")
@@ -48,7 +32,7 @@ var errClose = errors.New("close")
 type session struct {
 	srv  *Shared
 	id   uint64
-	nc   net.Conn
+	c    *conn.Conn // the client's bytes, both ways (package conn)
 	addr string
 	log  *zap.Logger
 
@@ -56,10 +40,8 @@ type session struct {
 	v  plan.View // what the current round decides under (plan.go, package plan)
 
 	// The rest is grouped by the file that owns it; each group's fields
-	// are promoted (s.buf is s.input.buf) and changed by its owner's
-	// methods, read by others.
-	input     // the client's bytes and their framing (input.go)
-	memHeld   // what the session holds of the memory budget (budget.go)
+	// are promoted (s.slots is s.segment.slots) and changed by its
+	// owner's methods, read by others.
 	segment   // the commands read in a round and their replies (segment.go)
 	ownConns  // the client's own upstream connections (forward.go)
 	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
@@ -89,11 +71,12 @@ type rslot struct {
 // newSession prepares a session for an accepted connection.
 func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	s := &session{
-		srv:     srv,
-		id:      id,
-		nc:      nc,
-		addr:    nc.RemoteAddr().String(),
-		input:   input{buf: make([]byte, InitialReadBuf)},
+		srv:  srv,
+		id:   id,
+		addr: nc.RemoteAddr().String(),
+		c: conn.New(nc, conn.Options{ID: id, Mem: srv.Mem, MaxQueryBuffer: srv.Cfg.MaxQueryBuffer,
+			Limits:       resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline},
+			WriteTimeout: srv.Cfg.WriteTimeout, BytesIn: srv.Met.BytesIn, BytesOut: srv.Met.BytesOut}),
 		segment: segment{simple: true}, // as emit leaves it after each segment
 		sh:      share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
 	}
@@ -102,14 +85,13 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	s.listing.Init(s.addr, nc, time.Now())
 	s.resetState()
 	s.authBy = time.Now().Add(srv.Cfg.AuthTimeout) // while users are configured (authlimit.go)
-	s.fr.Limits = resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline}
 	return s
 }
 
 // resetState puts the decision state back to a new connection's.
 func (s *session) resetState() {
 	// RESET keeps lib-name and lib-ver, as the server does (Valkey 8).
-	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.nc.LocalAddr().String(),
+	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.c.Net().LocalAddr().String(),
 		LibName: s.st.LibName, LibVer: s.st.LibVer}
 }
 
@@ -141,12 +123,32 @@ func (s *session) serve() {
 	}
 }
 
+// fill reads more client bytes, making room first; in subscribe mode it
+// waits for the subscriber's events too (subscribe.go's subFill).
+func (s *session) fill() error {
+	if s.sub != nil {
+		return s.subFill()
+	}
+	if err := s.room(); err != nil { // budget.go
+		return err
+	}
+	dl := s.readDeadline() // authlimit.go
+	if s.srv.Closing.Load() {
+		return ErrServerClosed
+	}
+	err := s.c.Fill(dl)
+	if errors.Is(err, os.ErrDeadlineExceeded) && s.authPending() && !time.Now().Before(s.authBy) {
+		s.authTimedOut()
+	}
+	return err
+}
+
 // cleanup closes the client and its dedicated upstream connections.
 func (s *session) cleanup() {
 	if s.sub != nil {
 		s.endSub(true) // subscribe.go
 	}
-	_ = s.nc.Close()
+	_ = s.c.Net().Close()
 	defer s.releaseMemory()
 	s.closePinned()
 	s.endShare() // share.go
@@ -173,21 +175,15 @@ func (s *session) round() (served int, err error) {
 	}()
 	s.loadView()   // plan.go: once per read
 	s.shareRound() // share.go: an isolated client may come back
-	s.fr.Reset()
-	s.need = 0
+	s.c.Reset()
 	s.began = time.Time{}
 	s.kind = observe.BatchLocal
 	// Past the reply cap (a part of the batch was answered over it,
 	// share.go) the rest of the batch is not sent: the client is closed.
 	for served < s.srv.Cfg.MaxPipeline && !s.closing && !s.over && s.sub == nil {
-		s.fr.Limits.Unauthenticated = len(s.v.Pol.Users) > 0 && !s.st.Authenticated
-		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
+		s.c.SetUnauthenticated(len(s.v.Pol.Users) > 0 && !s.st.Authenticated)
+		f, status, errReply := s.c.Next()
 		switch status {
-		case resp.Skipped:
-			s.start += n
-			continue
-		case resp.Incomplete:
-			s.need = need
 		case resp.Invalid:
 			s.addLocal(errReply, -1, s.rm.command(rewrite.NoEffect))
 			s.closing = true
@@ -197,12 +193,11 @@ func (s *session) round() (served int, err error) {
 			if served == 0 {
 				s.began = time.Now()
 			}
-			s.start += n
 			served++
 			s.command(f)
 			continue
 		}
-		break
+		break // incomplete: the rest comes with the next read
 	}
 	if served == 0 && !s.closing {
 		return 0, nil
@@ -232,28 +227,14 @@ func (s *session) write() error {
 		s.log.Warn("closing client over the reply bytes limit", zap.Int64("limit", s.srv.Cfg.MaxReplyBytes))
 		return errClose
 	}
-	if len(s.out) == 0 {
+	if len(s.c.Out) == 0 {
 		return nil
 	}
-	s.wdl = deadline.Refresh(s.nc.SetWriteDeadline, s.wdl, s.srv.Cfg.WriteTimeout)
-	began := time.Now()
-	n, err := s.nc.Write(s.out)
-	s.shareWrite(time.Since(began)) // share.go: a slow reader
-	s.srv.Met.BytesOut.Add(float64(n))
-	if cap(s.out) > 4*resp.DefaultMaxInline && len(s.out) > 0 {
-		s.out = nil // do not keep a big reply buffer around
-	} else {
-		s.out = s.out[:0]
-	}
+	took, err := s.c.Write() // package conn: under the write deadline
+	s.shareWrite(took)       // share.go: a slow reader
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			s.srv.Met.Rejected.WithLabelValues("write").Inc()
-			// A client that does not read: reset rather than leave the
-			// unsent replies to the kernel (up to its send buffer per
-			// closed socket) until the client reads them or it gives up.
-			if tc, ok := s.nc.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0)
-			}
 		}
 		return err
 	}

@@ -101,10 +101,10 @@ func (s *Session) Serve() { s.serve() }
 
 // Wake makes a session waiting for its client's input look again (the
 // server is shutting down).
-func (s *Session) Wake() { _ = s.nc.SetReadDeadline(time.Now()) }
+func (s *Session) Wake() { _ = s.c.Net().SetReadDeadline(time.Now()) }
 
 // Close closes the client's connection: its session ends.
-func (s *Session) Close() { _ = s.nc.Close() }
+func (s *Session) Close() { _ = s.c.Net().Close() }
 
 // ErrServerClosed ends a session when its server shuts down (package
 // proxy's Serve returns it too).

@@ -54,7 +54,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 // client is what subscribe mode's goroutines and a tracking redirect's
 // relay need of the session (package pubsub).
 func (s *session) client() *pubsub.Client {
-	return &pubsub.Client{Conn: s.nc, Log: s.log, Mem: s.srv.Mem, Met: s.srv.Met,
+	return &pubsub.Client{Conn: s.c.Net(), Log: s.log, Mem: s.srv.Mem, Met: s.srv.Met,
 		WriteTimeout: s.srv.Cfg.WriteTimeout, Subs: &s.listing.Subs}
 }
 
@@ -81,20 +81,20 @@ func (s *session) subRound() (err error) {
 func (s *session) subFill() (err error) {
 	sub := s.sub
 	defer s.recoverSub(&err)
-	if !s.rd.out {
-		if err := s.room(); err != nil { // input.go
+	if !s.c.Reading() {
+		if err := s.room(); err != nil { // budget.go
 			return err
 		}
-		s.readAsync()
+		s.c.ReadAsync()
 	}
 	for {
 		select {
-		case r := <-s.rd.done:
-			err := s.readDone(r)
+		case r := <-s.c.Reads():
+			err := s.c.ReadDone(r)
 			if errors.Is(err, os.ErrDeadlineExceeded) && !s.srv.Closing.Load() {
 				// A deadline set before subscribe mode (IdleTimeout does
 				// not apply to a subscribed client).
-				_ = s.nc.SetReadDeadline(time.Time{})
+				_ = s.c.Net().SetReadDeadline(time.Time{})
 				return nil
 			}
 			return err
@@ -104,7 +104,7 @@ func (s *session) subFill() (err error) {
 				return err
 			}
 			if !subscribed {
-				if err := s.stopRead(); err != nil {
+				if err := s.c.StopRead(); err != nil {
 					return err
 				}
 				s.endSub(false)
@@ -141,7 +141,7 @@ func (s *session) endSub(abort bool) {
 // Begin starts serving what the client's last read brought in subscribe
 // mode (pubsub.Session).
 func (s *session) Begin() {
-	s.fr.Reset()
+	s.c.Reset()
 	s.loadView()         // plan.go: once per read, as in normal service
 	s.began = time.Now() // the audit records' latency_us: from this read
 }
@@ -151,27 +151,19 @@ func (s *session) Begin() {
 // none is complete, the audit records are written before the next read
 // reuses the buffer.
 func (s *session) Next() (resp.Frame, resp.Status, []byte) {
-	for {
-		f, status, n, need, errReply := s.fr.Next(s.buf[s.start:s.end])
-		switch status {
-		case resp.Skipped:
-			s.start += n
-			continue
-		case resp.Incomplete:
-			s.need = need
-			s.logAudits()
-			s.publish(time.Now())
-		case resp.Framed:
-			s.start += n
-			s.taken = n
-			s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
-		}
-		return f, status, errReply
+	f, status, errReply := s.c.Next()
+	switch status {
+	case resp.Incomplete:
+		s.logAudits()
+		s.publish(time.Now())
+	case resp.Framed:
+		s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
 	}
+	return f, status, errReply
 }
 
 // Unread puts back the command Next took last (pubsub.Session).
-func (s *session) Unread() { s.start -= s.taken }
+func (s *session) Unread() { s.c.Unread() }
 
 // Dropped starts a command in the CLIENT REPLY mode (pubsub.Session).
 func (s *session) Dropped(e rewrite.Effect) bool { return s.rm.command(e) }

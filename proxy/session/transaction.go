@@ -45,6 +45,9 @@ type transaction struct {
 	// held is what buf holds of the memory budget: its bytes past
 	// txFreeBytes (budget.go).
 	held int64
+	// sent is what buf held when it was sent at EXEC (the batch owns
+	// it), given back once the replies are written (releaseOutput).
+	sent int64
 	// writes: a queued command is a write, so EXEC's reply waits for the
 	// replicas where the upstream asks for them (upstream/ack.go).
 	writes bool
@@ -205,7 +208,7 @@ func (t *transaction) exec(s *session, c *command) {
 		// written, after the batch is done).
 		b.Refs = append(b.Refs, pipe.OutRef{At: len(b.Out), B: t.buf})
 		t.buf = nil
-		s.sentHeld += t.held
+		t.sent += t.held
 		t.held = 0
 	} else {
 		b.Out = append(b.Out, t.buf...)
