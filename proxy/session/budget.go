@@ -21,16 +21,16 @@ import (
 // bytes from one budget, so what the proxy holds is bounded whatever many
 // clients do at once, and each is treated as its nature allows:
 //
-//   - Input waits (package conn's Conn.Room). A client whose command needs more room than the budget
-//     has left is not read from until other clients' bytes are released:
-//     its socket buffers fill and TCP pushes back on it, while every other
-//     client is served. Waiting clients get their room in the order they
-//     asked. A client that already holds part of a command (one with
-//     several large arguments, each asked for when its length is read)
-//     takes what it still needs at once, past the budget if it must, one
-//     such client at a time: clients that each hold part of a command
-//     could otherwise wait for each other for good. So the bound is the
-//     budget plus one command.
+//   - Input waits (package conn's Conn.Room). A client whose command
+//     needs more room than the budget has left is not read from until
+//     other clients' bytes are released: its socket buffers fill and TCP
+//     pushes back on it, while every other client is served. Waiting
+//     clients get their room in the order they asked. A client that
+//     already holds part of a command (one with several large arguments,
+//     each asked for when its length is read) takes what it still needs at
+//     once, past the budget if it must, one such client at a time: clients
+//     that each hold part of a command could otherwise wait for each other
+//     for good. So the bound is the budget plus one command.
 //   - A command that needs more than the whole budget gets
 //     `-ERR emqproxy: command too large for the proxy's memory budget ...`
 //     and the client is closed (the rest of its bytes cannot be framed),
