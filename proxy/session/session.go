@@ -83,16 +83,9 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
 	s.listing.Init(s.addr, nc, time.Now())
-	s.resetState()
+	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.c.Net().LocalAddr().String()}
 	s.authBy = time.Now().Add(srv.Cfg.AuthTimeout) // while users are configured (authlimit.go)
 	return s
-}
-
-// resetState puts the decision state back to a new connection's.
-func (s *session) resetState() {
-	// RESET keeps lib-name and lib-ver, as the server does (Valkey 8).
-	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.c.Net().LocalAddr().String(),
-		LibName: s.st.LibName, LibVer: s.st.LibVer}
 }
 
 // serve runs the session until the client goes, a limit closes it, or the
@@ -336,7 +329,9 @@ func (s *session) localReply(c *command) {
 }
 
 // apply makes the decision's effect on the session after its reply slot
-// was added.
+// was added: on its protocol state (rewrite.State.Apply) and on what the
+// session holds for it (the transaction, the WATCH pin, a tracking
+// client's connections, connections that speak the old protocol).
 func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	switch d.Effect {
 	case rewrite.Quit:
@@ -346,43 +341,30 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 		s.tx.clear(s)
 		s.trackReset() // tracking.go
 		s.closePinned()
-		s.resetState()
+		s.st.Apply(d)
 		s.loadView()
-	case rewrite.Auth:
-		s.st.Authenticated, s.st.User = true, d.User
-	case rewrite.SetName:
-		s.setName(d)
-	case rewrite.SetLibName:
-		s.st.LibName = clientAttr(d.Arg)
-	case rewrite.SetLibVer:
-		s.st.LibVer = clientAttr(d.Arg)
 	case rewrite.Hello:
-		if d.User != "" {
-			s.st.Authenticated, s.st.User = true, d.User
-		}
-		s.setName(d)
-		if d.Proto != 0 && d.Proto != s.proto() {
+		proto := s.proto()
+		s.st.Apply(d)
+		if s.proto() != proto {
 			// The client's own connections speak the old protocol: the
 			// next command that needs one opens it anew. (A WATCH pin is
 			// never dropped this way: Decide refuses the switch while
 			// the client watches.)
-			s.st.Proto = d.Proto
 			if s.blocker != nil {
 				s.blocker.Close()
 				s.blocker = nil
 			}
 			s.closeOwn() // share.go: an isolated client's, opened anew too
 		}
-	case rewrite.Wire6:
-		s.st.Wire6 = true
 	case rewrite.Multi:
+		s.st.Apply(d)
 		if d.Action == rewrite.Local {
-			s.st.InMulti, s.st.MultiAborted = true, false
 			s.tx.begin(s)
 		}
 	case rewrite.Discard:
 		s.tx.clear(s)
-		s.st.InMulti, s.st.MultiAborted = false, false
+		s.st.Apply(d)
 		if s.pinned != nil {
 			s.unpin = true
 		}
@@ -390,27 +372,9 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 		if s.pinned != nil {
 			s.unpin = true
 		}
+	default:
+		s.st.Apply(d)
 	}
-}
-
-// setName applies a CLIENT SETNAME or HELLO SETNAME.
-func (s *session) setName(d *rewrite.Decision) {
-	if !d.SetsName {
-		return
-	}
-	if len(d.Arg) == 0 {
-		s.st.Name = nil
-	} else {
-		s.st.Name = append([]byte(nil), d.Arg...)
-	}
-}
-
-// clientAttr is a copy of a CLIENT SETINFO value, nil for "" (cleared).
-func clientAttr(a []byte) []byte {
-	if len(a) == 0 {
-		return nil
-	}
-	return append([]byte(nil), a...)
 }
 
 // addLocal adds a reply the proxy makes itself; drop: it is not for the
