@@ -7,31 +7,48 @@
 //
 // # The way of one command
 //
-// The data path is eleven packages: proxy (this one: the Server, its
-// Options, the routes, the control loop of moved queues, the capture
-// controls), proxy/session (one client's session: the loop, input,
-// segments, transactions, local answers, subscribe mode's session side),
-// proxy/clients (the registry of the sessions, what CLIENT LIST shows of
-// each, and the CLIENT LIST, KILL and UNBLOCK answers across them),
-// proxy/pubsub (the connections that carry pushes: subscribe mode's, the
-// RESP3 bridge's legs, tracking's redirect relays), proxy/plan (what to do
-// with one command: a function of what it is given, with no I/O),
-// proxy/upstream (the connections to one upstream node: pipes, batches,
-// dialing and the fence on connect, failover, WAIT), proxy/observe (the
-// audit log and the capture), proxy/resp (framing, both ways),
-// proxy/cmdtable (the servers' command tables), proxy/limits (the memory
-// budget and the failed-AUTH table) and proxy/deadline (lazily set
-// connection deadlines). Each imports only those below it: proxy imports
-// all but clients (its sessions are listed in session's Registry) and
-// deadline; session imports clients, pubsub, plan,
-// upstream, observe and the rest; clients imports pubsub (the
-// subscription counts), upstream (a blocked session's connection) and
-// cmdtable (the command names it lists); pubsub imports upstream,
-// observe, limits and resp; plan imports upstream (the upstreams it
-// routes to), cmdtable and resp; upstream imports resp, cmdtable and
-// deadline; observe imports cmdtable (a redacted capture record's keys);
-// cmdtable imports resp; resp, limits and deadline import none of the
-// others. A command in normal service:
+// The data path is fourteen packages, each with its job in its doc
+// comment:
+//
+//   - proxy (this one): the Server, its Options, the routes, the control
+//     loop of moved queues, the capture controls;
+//   - proxy/session: one client's session: its loop, segments,
+//     transactions, local answers, the bridge's plan of a command;
+//   - proxy/conn: one client connection's bytes both ways (the read
+//     buffer under the memory budget, its framing, blocking and watched
+//     reads, the output and its write under the write deadline);
+//   - proxy/clients: the registry of the sessions, what CLIENT LIST shows
+//     of each, and the CLIENT LIST, KILL and UNBLOCK answers across them;
+//   - proxy/tracking: RESP2 client-side caching (a tracking client's
+//     state, its REDIRECT translated to a relay, its kept connections);
+//   - proxy/pubsub: subscribe mode (a Mode: its round, the legs and
+//     barriers of the RESP3 bridge) and the connections that carry pushes
+//     (the Subscriber's relay and writer, tracking's redirect relays);
+//   - proxy/plan: what to do with one command, a function of what it is
+//     given, with no I/O;
+//   - proxy/upstream: the connections to one upstream node (dialing and
+//     the fence on connect, the connections of one client each, Sentinel
+//     failover, the replicas' confirmation of writes);
+//   - proxy/pipe: one pipelined connection and the batches it carries;
+//   - proxy/observe: the metrics, the audit log and the capture;
+//   - proxy/limits: the memory budget, the failed-AUTH table and a
+//     client's fair share of the shared connections;
+//   - proxy/cmdtable: the servers' command tables;
+//   - proxy/resp: framing, both ways;
+//   - proxy/deadline: lazily set connection deadlines.
+//
+// Each imports only packages below it in that list, never one above (a
+// cycle cannot compile, and TestLayers keeps the order): proxy imports
+// session and those it fills session.Shared with; session imports every
+// other but proxy and deadline; conn imports limits, resp and deadline;
+// clients and tracking import pubsub, upstream and pipe (clients cmdtable
+// too); pubsub imports upstream, pipe, observe, limits and resp; plan
+// imports upstream, cmdtable and resp; upstream imports pipe, cmdtable and
+// resp; pipe imports resp and deadline; observe imports cmdtable; cmdtable
+// imports resp; resp, limits and deadline import none of them. What a
+// lower package needs of a higher one it is given as a value or asks
+// through a small interface the higher one implements (plan.Control,
+// plan.Auth, pubsub.Session, clients.Client). A command in normal service:
 //
 //	client socket
 //	  │ proxy/session: Session.Serve (session.go): fill reads into the client's
@@ -75,7 +92,7 @@
 //	  │ capture that wants its queue copies it (observe.go's
 //	  │ captureCommand → observe.Session.Forwarded)
 //	  ▼
-//	pipe.Pipe ───────────────── proxy/upstream: batches of many clients
+//	pipe.Pipe ───────────────────── proxy/pipe: batches of many clients
 //	  │ written together; its reader frames each reply with resp.Reader.Read
 //	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
 //	  │ the memory budget (limits.Budget; budget.go)
@@ -122,18 +139,19 @@
 // Package session, besides the loop above: the COMMAND GETKEYS round trip
 // and the SCRIPT LOAD fan-out (route_session.go); which forwarded commands
 // are writes for the replicas' confirmation (acks.go; the confirmation
-// itself is upstream's); a client's share of the shared connections
-// (share.go); the replies it makes from what only it knows: its own
-// clients for CLIENT LIST and CLIENT INFO, CLIENT KILL and UNBLOCK
+// itself is upstream's); what it does with its share of the shared
+// connections (share.go: package limits' Share decides); the replies it
+// makes from what only it knows: CLIENT LIST, INFO, KILL and UNBLOCK
 // (clients.go: the session publishes its clients.View, package clients
 // answers across the Registry), a client's CLIENT REPLY mode
-// (clientreply.go), a RESP2 client's CLIENT TRACKING with its REDIRECT
-// bridged to another session (tracking.go, over package pubsub's
-// Redirects); what a session does under the memory budget (budget.go) and
-// the limits on failed authentications and on the time to authenticate
-// (authlimit.go), the limits themselves being package limits'. The
-// data-path metrics are package observe's (observe.Metrics).
-//
+// (clientreply.go), a RESP2 client's CLIENT TRACKING (tracking.go: the
+// connections it opens and closes, over package tracking's Tracker); what
+// a session does under the memory budget (budget.go) and the limits on
+// failed authentications and on the time to authenticate (authlimit.go),
+// the limits themselves being package limits'; the RESP3 bridge's plan of
+// a command (bridge.go), which package pubsub's Mode asks through
+// pubsub.Session.
+
 // What to do with a command is rewrite's to say: the plan (package plan)
 // only amends that decision with what rewrite/, being pure, cannot know (the servers'
 // command tables, the routes, the control table, the fences). The package
@@ -146,27 +164,23 @@
 //
 // # Not yet split
 //
-// Package session is still about 3,900 lines. Its session struct holds
-// about twenty fields, grouped by the file that owns them (segment,
-// ownConns, authState, and the transaction, subscriber, reply mode, share
-// and admission states) or by the package (c, package conn's Conn: the
-// client's bytes both ways; obs, package observe's Session; v, package
-// plan's View; sub, package pubsub's Subscriber; listing, package
-// clients' View). What one command
-// carries is not on the session: a command value (session.go) holds its
-// frame, its plan.Step and where its reply goes, and is passed to forward,
-// the transaction and subscribe mode. What stands in the way of splitting
-// it further:
-//
-//   - Subscribe mode's round, its legs and barriers are package pubsub's
-//     (a Mode, through the pubsub.Session the session implements); the
-//     bridge's plan of a command (bridge.go) and RESP2 client-side
-//     caching's glue (tracking.go) are still methods of the session, the
-//     plan a second path beside the normal loop's command.
-//   - The session's rewrite.State is still changed after the plan by the
-//     effects of a decision (apply, the transaction, subscribe mode);
-//     localReply composes a local answer's bytes after the plan, without
-//     changing its decision.
-//   - upstream is about 2,900 lines: ack and failover are methods of
-//     Upstream over its connections and were kept with it.
+// Package session is about 3,000 lines. Its session struct holds
+// eighteen fields, grouped by the file that owns them (segment, ownConns,
+// authState, and the transaction, reply mode, share and admission states)
+// or by the package (c, package conn's Conn; obs, package observe's
+// Session; v, package plan's View; sub, package pubsub's Mode; listing,
+// package clients' View; trk, package tracking's Tracker). What one
+// command carries is not on the session: a command value (session.go)
+// holds its frame, its plan.Step and where its reply goes, and is passed
+// to forward, the transaction and subscribe mode. What a decision changes
+// of the protocol state is rewrite's (rewrite.State.Apply); the session
+// still sets the few flags the plan's inputs carry (MultiAborted by the
+// transaction's refusals, Watching by a WATCH pin, Tracking, and the
+// round's Fenced, NoSub and SetInfo). What stands in the way of a smaller
+// session: the RESP3 bridge's plan of a command (bridge.go) is a second
+// path beside the normal loop's command, with its own transaction and
+// local-reply handling, because its replies travel on the bridge's legs
+// (relayed by goroutines) where the normal loop's go through the
+// segment's batches; one path for both needs a segment whose parts can be
+// legs.
 package proxy

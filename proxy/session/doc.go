@@ -10,19 +10,20 @@
 // something else at once (subscribe mode's events, a blocking command's
 // reply) on the Conn's Reads, and acts on what ends it (counts and logs
 // the rejection, answers a command larger than the budget). Its
-// transactions, WATCH pins, blocking commands, a client's share of the
-// shared connections, CLIENT REPLY, the memory budget's waits and the
-// limits on authentication are the session's. Subscribe mode is package
+// transactions, WATCH pins, blocking commands, what it does with its share
+// of the shared connections (package limits' Share decides), CLIENT REPLY,
+// the memory budget's waits and the limits on authentication are the
+// session's; what a decision changes of the protocol state is rewrite's
+// (rewrite.State.Apply). Subscribe mode is package
 // pubsub's (a pubsub.Mode: its round, the RESP3 bridge's legs and
 // barriers, the connections and relays), to which a session is a
 // pubsub.Session: the session keeps the loop that serves it, the framing
-// of the client's input for it, the CLIENT REPLY mode and the plan of a bridged RESP3
-// client's command (bridge.go). RESP2 client-side caching's glue is the
-// session's, its tracking state, REDIRECT translation and answers package
-// tracking's (a Tracker, given the values it needs: the session's id, the
-// server's relays, the client as they know it, and whether a session is
-// listed). CLIENT LIST,
-// KILL and UNBLOCK of the proxy's own clients are package clients'
+// of the client's input for it, the CLIENT REPLY mode and the plan of a
+// bridged RESP3 client's command (bridge.go). RESP2 client-side caching's
+// glue is the session's, its tracking state, REDIRECT translation and
+// answers package tracking's (a Tracker, given the values it needs: the
+// session's id, the server's relays, the client as they know it, and
+// whether a session is listed). CLIENT LIST, KILL and UNBLOCK of the proxy's own clients are package clients'
 // answers, across the sessions: a Session is a clients.Client, and
 // publishes what CLIENT LIST shows of it (clients.View) at the end of each
 // batch.
