@@ -11,7 +11,7 @@ import (
 // Large commands go upstream from the client's read buffer, never copied.
 //
 // A command larger than RefMin was read into a buffer of its own,
-// whose bytes the memory budget holds (proxy's budget.go); a copy into the
+// whose bytes the memory budget holds (package conn, package session's budget.go); a copy into the
 // batch's output would hold them twice. So a forwarded command from refMin
 // on is referenced by the batch (outRef) and written from the read buffer,
 // with the batch's other bytes around it in one vectored write; the

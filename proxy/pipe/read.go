@@ -44,7 +44,7 @@ func (p *Pipe) readBatch(b *Batch) error {
 		}
 		push := len(b.Replies) > start && b.Replies[start] == '>'
 		if b.Acct.Refused {
-			// Over the memory budget: read and dropped (proxy's budget.go).
+			// Over the memory budget: read and dropped (package session's budget.go).
 			b.Acct.Refused, over = false, false
 			b.Acct.Dropped++
 			b.Replies = b.Replies[:start]

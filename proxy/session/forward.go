@@ -129,7 +129,7 @@ func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
 
 // blocking returns the client's connection for blocking commands, opening
 // it when needed, and notes its id on the server for CLIENT UNBLOCK
-// (clientkill.go); nil when it cannot be opened.
+// (package clients' kill.go); nil when it cannot be opened.
 func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
 	if p := s.blocker; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
 		return p

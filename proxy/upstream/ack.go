@@ -48,7 +48,7 @@ import (
 // during which it holds up the batches written after it on its connection
 // (measured in bench, "ack_replicas 1"): one round trip a write of many
 // clients' batches, rather than one a batch. The commands of a RESP3 client the
-// proxy bridges (proxy's bridge.go) and of a client in RESP2 subscribe mode go on
+// proxy bridges (package session's bridge.go) and of a client in RESP2 subscribe mode go on
 // its own connections and are not confirmed.
 //
 // While the replicas are short: the server serves a connection's commands

@@ -16,7 +16,7 @@ import (
 // Besides its shared connections an upstream hands out connections of one
 // client each: a WATCH pin and a blocking command's connection (a
 // dedicated pipe), and a subscribed or bridged RESP3 client's connection
-// (proxy's subscribe.go). They are opened the one way a shared connection is:
+// (package session's subscribe.go, package pubsub). They are opened the one way a shared connection is:
 // only while the fence holds, dialed, booted and fenced by the dialer. The
 // upstream keeps every one it handed out in its registry until its holder
 // lets it go, so a probe that finds the fence broken (probe.go) closes them
@@ -154,7 +154,7 @@ func (u *Upstream) BlockingPipe(ctx context.Context, proto int) (*pipe.Pipe, int
 	return p, r.Int, nil
 }
 
-// IsolatedPipe opens the connection of one heavy client's own (proxy's share.go) in
+// IsolatedPipe opens the connection of one heavy client's own (package session's share.go) in
 // protocol proto, owned (see above), with the shared connections' reply
 // and write timeouts, and read inline by its session as a shared
 // connection is. Closing the pipe gives it back.
