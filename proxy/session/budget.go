@@ -76,12 +76,19 @@ var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits
 // a command over the query buffer limit, a command larger than the whole
 // budget (its error is written first), or the server shutting down.
 func (s *session) room() error {
-	err := s.c.Room(s.tx.held > 0)
+	if err := s.c.Room(s.tx.held > 0); err != nil {
+		return s.roomRefused(err)
+	}
+	return nil
+}
+
+// roomRefused acts on why the client's input got no room (a function of
+// its own: the targets of errors.As escape, and room runs before every
+// read).
+func (s *session) roomRefused(err error) error {
 	var qb *conn.QueryBufferError
 	var big *conn.TooLargeError
 	switch {
-	case err == nil:
-		return nil
 	case errors.As(err, &qb):
 		s.srv.Met.Rejected.WithLabelValues("query_buffer").Inc()
 		s.log.Warn("closing client over the query buffer limit", zap.Int("bytes", qb.Bytes))
