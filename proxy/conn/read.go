@@ -179,7 +179,7 @@ func (c *Conn) Room(holder bool) error {
 	if len(c.buf) > keptReadBuf && c.end-c.start <= InitialReadBuf && c.need <= InitialReadBuf {
 		// Shrink back after a big command (what follows it fits the
 		// initial buffer), releasing its bytes to the budget.
-		if _, err := c.resize(InitialReadBuf, true, holder); err != nil {
+		if err := c.resize(InitialReadBuf, true, holder); err != nil {
 			return err
 		}
 	}
@@ -188,7 +188,7 @@ func (c *Conn) Room(holder bool) error {
 		// Shrink back when the client's reads have become small next to
 		// a buffer grown for its pipelines.
 		if len(c.buf) > InitialReadBuf && c.smallReads >= shrinkAfter {
-			if _, err := c.resize(InitialReadBuf, true, holder); err != nil {
+			if err := c.resize(InitialReadBuf, true, holder); err != nil {
 				return err
 			}
 		}
@@ -198,7 +198,7 @@ func (c *Conn) Room(holder bool) error {
 		// it holds. Double it so the next pipeline arrives in one read
 		// (unless the budget is short: the pipeline then takes two).
 		c.readFull = false
-		if _, err := c.resize(int(min(int64(2*len(c.buf)), c.opt.MaxQueryBuffer)), false, holder); err != nil {
+		if err := c.resize(int(min(int64(2*len(c.buf)), c.opt.MaxQueryBuffer)), false, holder); err != nil {
 			return err
 		}
 	}
@@ -219,7 +219,7 @@ func (c *Conn) Room(holder bool) error {
 				size = c.need
 			}
 			size = int(min(int64(size), c.opt.MaxQueryBuffer))
-			if _, err := c.resize(size, true, holder); err != nil {
+			if err := c.resize(size, true, holder); err != nil {
 				return err
 			}
 		}
@@ -236,19 +236,19 @@ func (c *Conn) Room(holder bool) error {
 // it is not grown when the budget is short.
 // An error ends the session: a command larger than the whole budget
 // (TooLargeError), or the budget closed (the server shutting down).
-func (c *Conn) resize(size int, wait, holder bool) (grown bool, err error) {
+func (c *Conn) resize(size int, wait, holder bool) error {
 	mem := c.opt.Mem
 	charge := int64(max(size-keptReadBuf, 0))
 	if charge > mem.Limit() {
-		return false, &TooLargeError{Need: size, Budget: mem.Limit()}
+		return &TooLargeError{Need: size, Budget: mem.Limit()}
 	}
 	if charge > 0 {
 		if !wait {
 			if !mem.TryTake(charge) {
-				return false, nil
+				return nil
 			}
 		} else if err := mem.Take(c.opt.ID, charge, c.inHeld > 0 || holder); err != nil {
-			return false, err
+			return err
 		}
 	}
 	c.fr.Reset() // the last round's frames point into the old buffer
@@ -261,7 +261,7 @@ func (c *Conn) resize(size int, wait, holder bool) (grown bool, err error) {
 	if charge == 0 {
 		mem.Done(c.opt.ID)
 	}
-	return true, nil
+	return nil
 }
 
 // lingerTimeout is how long a client being closed after an error may go

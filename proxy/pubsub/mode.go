@@ -330,11 +330,7 @@ func (m *Mode) sendSkipped(out *[]byte, raw []byte) error {
 // Barrier sends what is in *out to the current leg (legs.go) and waits
 // until every reply to it has been handed to the writer.
 func (m *Mode) Barrier(out *[]byte) error {
-	if err := m.Cur.Send(*out); err != nil {
-		return err
-	}
-	*out = (*out)[:0]
-	_, err := m.Cur.Check(false)
+	_, err := m.Cur.SendChecked(out)
 	return err
 }
 

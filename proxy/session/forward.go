@@ -103,14 +103,14 @@ func (s *session) proto() int {
 // dedicated returns the client's own connection kept in *slot, opening it
 // when needed; nil when it cannot be opened.
 func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
-	if p := *slot; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
+	if p := *slot; p != nil && u.Serves(p) {
 		return p
 	}
 	if *slot != nil {
 		(*slot).Close()
 		*slot = nil
 	}
-	if p := s.trackedPin(u); p != nil { // tracking.go: the last WATCH's, which tracks
+	if p := s.trk.TakePin(u); p != nil { // package tracking: the last WATCH's, which tracks
 		*slot = p
 		return p
 	}
@@ -119,7 +119,7 @@ func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
 	}
-	if !s.trackConn(u, p) { // tracking.go
+	if !s.trk.Track(u, p) { // package tracking: it tracks as the client asked
 		p.Close()
 		return nil
 	}
@@ -131,7 +131,7 @@ func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
 // it when needed, and notes its id on the server for CLIENT UNBLOCK
 // (package clients' kill.go); nil when it cannot be opened.
 func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
-	if p := s.blocker; p != nil && p.Failed() == nil && u.Fenced() && u.Current(p) {
+	if p := s.blocker; p != nil && u.Serves(p) {
 		return p
 	}
 	if s.blocker != nil {
@@ -143,7 +143,7 @@ func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
 	}
-	if !s.trackConn(u, p) { // tracking.go
+	if !s.trk.Track(u, p) { // package tracking: it tracks as the client asked
 		p.Close()
 		return nil
 	}
@@ -155,7 +155,7 @@ func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
 // closePinned releases the WATCH connection (closed, never reused: its
 // server-side state belongs to this client).
 func (s *session) closePinned() {
-	if s.pinned != nil && !s.keepPin(s.pinnedUp, s.pinned) { // tracking.go
+	if s.pinned != nil && !s.trk.KeepPin(s.pinnedUp, s.pinned) { // package tracking: kept while the client tracks
 		s.pinned.Close()
 	}
 	s.pinned = nil

@@ -79,7 +79,7 @@ func (s *session) ownPipe(u *upstream.Upstream) *pipe.Pipe {
 		if oc.up != u {
 			continue
 		}
-		if oc.p.Failed() == nil && u.Fenced() && u.Current(oc.p) {
+		if u.Serves(oc.p) {
 			return oc.p
 		}
 		oc.p.Close()

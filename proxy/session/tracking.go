@@ -74,7 +74,7 @@ func (s *session) clientTracking(args [][]byte) []byte {
 		return r
 	}
 	// On: the client's other connections track as it asked, the ones
-	// opened later too (trackConn).
+	// opened later too (tracking.Tracker.Track).
 	s.st.Tracking = true // rewrite refuses HELLO 3 meanwhile
 	var own, other []tracking.Conn
 	for _, oc := range s.sh.own {
@@ -98,17 +98,10 @@ func (s *session) clientTracking(args [][]byte) []byte {
 	return r
 }
 
-// trackConn turns tracking on, as the client asked, on a connection of its
-// own just opened: its WATCH pin or its connection for blocking commands
-// (forward.go); false when the server refused or the connection failed.
-func (s *session) trackConn(u *upstream.Upstream, p *pipe.Pipe) bool {
-	return s.trk.Track(u, p)
-}
-
-// trackOwn is trackConn for the client's own connection to u (share.go's
-// ownPipe). One that replaces a connection that tracked, which failed or
-// was closed, is refused, and the client is closed after the replies so
-// far: the keys it read there are tracked no more, and a client whose
+// trackOwn is tracking.Tracker.Own for the client's own connection to u
+// (share.go's ownPipe). One that replaces a connection that tracked, which
+// failed or was closed, is refused, and the client is closed after the
+// replies so far: the keys it read there are tracked no more, and a client whose
 // connection to the server broke drops its cache, as it would.
 func (s *session) trackOwn(u *upstream.Upstream, p *pipe.Pipe) bool {
 	ok, broke := s.trk.Own(u, p)
@@ -118,17 +111,6 @@ func (s *session) trackOwn(u *upstream.Upstream, p *pipe.Pipe) bool {
 		s.closing = true
 	}
 	return ok
-}
-
-// keepPin keeps a tracking client's WATCH connection once the WATCH is
-// over, and reports whether it did (tracking.Tracker.KeepPin).
-func (s *session) keepPin(u *upstream.Upstream, p *pipe.Pipe) bool {
-	return s.trk.KeepPin(u, p)
-}
-
-// trackedPin takes the kept WATCH connection to u, if there is a usable one.
-func (s *session) trackedPin(u *upstream.Upstream) *pipe.Pipe {
-	return s.trk.TakePin(u)
 }
 
 // trackCaching keeps a tracking client's CLIENT CACHING, which applies to

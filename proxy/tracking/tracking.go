@@ -259,7 +259,7 @@ func (t *Tracker) TakePin(u *upstream.Upstream) *pipe.Pipe {
 			continue
 		}
 		t.pins = append(t.pins[:i], t.pins[i+1:]...)
-		if c.P.Failed() == nil && u.Fenced() && u.Current(c.P) && t.On() {
+		if u.Serves(c.P) && t.On() {
 			return c.P
 		}
 		c.P.Close()

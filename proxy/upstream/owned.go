@@ -122,6 +122,13 @@ func (u *Upstream) notServed() error {
 	return ErrFence
 }
 
+// Serves reports whether p, a connection of a client's own to u, may
+// still carry its commands: it has not failed, u's fence holds, and p goes
+// to u's node (a Sentinel upstream's current primary).
+func (u *Upstream) Serves(p *pipe.Pipe) bool {
+	return p.Failed() == nil && u.Fenced() && u.Current(p)
+}
+
 // Dedicated opens a connection of the client's own (blocking commands,
 // WATCH) in protocol proto, owned (see above), with no reply timeout (its
 // writes have the shared ones' timeout). Closing the pipe gives it back.
