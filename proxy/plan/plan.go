@@ -218,3 +218,19 @@ func Queueable(d *rewrite.Decision) bool {
 	}
 	return d.Action == rewrite.Pass || d.Action == rewrite.Rewrite || d.Effect == rewrite.AbortMulti
 }
+
+// IsWrite reports whether a forwarded command writes, for the replicas'
+// confirmation (upstream/ack.go): a verb call (a write on either
+// executor), a script call that is not _RO, a command the server's table
+// flags as a write.
+func (sp *Step) IsWrite(args [][]byte) bool {
+	d := &sp.Decision
+	if sp.Script {
+		if d.Script != nil {
+			return d.Script.Verb != ""
+		}
+		ro := rewrite.EqualFold(args[0], "EVALSHA_RO") || rewrite.EqualFold(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
+		return !ro
+	}
+	return sp.Entry != nil && sp.Entry.Traits&cmdtable.TraitWrite != 0
+}

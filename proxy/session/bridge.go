@@ -1,10 +1,10 @@
 package session
 
 import (
-	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
+	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -142,15 +142,15 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	case sp.Exec && forwarded:
 		var ld *execLoad
 		var keep *[]byte
-		if len(s.tx.loads) > 0 {
+		if len(s.tx.Loads) > 0 {
 			// The SCRIPT LOAD fan-out: EXEC's reply is kept, not relayed
 			// (transaction.go's execLoad); the client gets it below, once
 			// the loads it ran are on the other upstreams.
-			ld = &execLoad{up: leg.U, loads: s.tx.loads}
-			s.tx.loads = nil
+			ld = &execLoad{up: leg.U, loads: s.tx.Loads}
+			s.tx.Loads = nil
 			keep = &ld.reply
 		}
-		if err := m.Exec(out, leg, s.tx.buf, s.tx.n, f.Raw, keep); err != nil { // MULTI, the queued commands, EXEC
+		if err := m.Exec(out, leg, s.tx.Buf, s.tx.N, f.Raw, keep); err != nil { // MULTI, the queued commands, EXEC
 			return err
 		}
 		s.endBridgedMulti()
@@ -163,7 +163,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			if err := m.Barrier(out); err != nil {
 				return err
 			}
-			ld.ran(ld.reply)
+			ld.loads = txn.Ran(ld.loads, ld.reply)
 			ld.send(s)
 			if len(s.parts) > 0 {
 				s.flush()
@@ -173,15 +173,16 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			}
 		}
 		return nil
-	case s.st.InMulti && forwarded && !s.tx.room(s, f):
-		s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
-		s.st.MultiAborted = true
-		return s.bridgeLocal(out, replyTxOverBudget, audit)
 	case s.st.InMulti && forwarded:
-		s.tx.noteLoad(f)
-		s.tx.buf = pipe.Encode(s.tx.buf, f, d)
-		s.tx.n++
-		s.tx.route.Note(sp)
+		// Queued as in normal service (transaction.go's queue).
+		o := s.tx.Queue(f, sp, s.st.MultiAborted)
+		if o.OverBudget {
+			s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
+		}
+		s.st.MultiAborted = s.st.MultiAborted || o.Abort
+		if !o.Queued {
+			return s.bridgeLocal(out, o.Reply, audit)
+		}
 		s.relayed(audit, sp.Up)
 		if d.Effect == rewrite.Wire6 {
 			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
@@ -189,7 +190,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		if drop {
 			return nil
 		}
-		return s.bridgeLocal(out, replyQueued, -1)
+		return s.bridgeLocal(out, o.Reply, -1)
 	case forwarded:
 		if t := s.bridgeTap(f, d, skipped); t != nil {
 			// Its one reply is the next after a barrier (see tap).
@@ -241,7 +242,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	switch d.Effect {
 	case rewrite.Multi:
 		s.st.InMulti, s.st.MultiAborted = true, false
-		s.tx.begin(s)
+		s.tx.Begin(-1) // its replies are the server's, relayed
 	case rewrite.AbortMulti:
 		s.st.MultiAborted = true
 	case rewrite.Discard:
@@ -256,7 +257,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 // endBridgedMulti ends a bridged client's transaction.
 func (s *session) endBridgedMulti() {
 	s.st.InMulti, s.st.MultiAborted = false, false
-	s.tx.clear(s)
+	s.tx.Clear()
 }
 
 // relayed notes on an audit record that the server's reply, from u, went

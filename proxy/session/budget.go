@@ -67,16 +67,13 @@ func replyTooLargeForBudget(need int, limit int64) []byte {
 		strconv.Itoa(need) + " bytes; limits.buffered_bytes is " + strconv.FormatInt(limit, 10) + ")\r\n")
 }
 
-// replyTxOverBudget refuses a transaction's command that did not fit.
-var replyTxOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
-
 // room makes room in the client's read buffer for more bytes (package
 // conn's Conn.Room), waiting for the budget as a holder while a
 // transaction's queued commands hold some of it. An error ends the session:
 // a command over the query buffer limit, a command larger than the whole
 // budget (its error is written first), or the server shutting down.
 func (s *session) room() error {
-	if err := s.c.Room(s.tx.held > 0); err != nil {
+	if err := s.c.Room(s.tx.Held > 0); err != nil {
 		return s.roomRefused(err)
 	}
 	return nil
@@ -121,8 +118,7 @@ func (s *session) tooLarge(need int, limit int64) {
 // releaseMemory gives back everything the session holds (it ends).
 func (s *session) releaseMemory() {
 	mem := s.srv.Mem
-	s.c.Release(s.tx.sent + s.tx.held)
-	s.tx.sent, s.tx.held = 0, 0
+	s.c.Release(s.tx.Release(true))
 	for _, b := range s.spare {
 		mem.Give(b.Acct.Held)
 		b.Acct.Held = 0
@@ -133,8 +129,7 @@ func (s *session) releaseMemory() {
 // releaseOutput gives back the output's bytes once they are written, and
 // a transaction's sent at EXEC.
 func (s *session) releaseOutput() {
-	s.c.ReleaseOutput(s.tx.sent)
-	s.tx.sent = 0
+	s.c.ReleaseOutput(s.tx.Release(false))
 }
 
 // releaseReplies gives back what a batch's replies hold of the budget

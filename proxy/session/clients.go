@@ -26,7 +26,7 @@ func (s *Session) View() *clients.View { return &s.listing }
 func (s *session) publish(at time.Time) {
 	multi := -1
 	if s.st.InMulti {
-		multi = s.tx.n
+		multi = s.tx.N
 	}
 	qbuf, qfree := s.c.Buffered()
 	s.listing.Publish(at, clients.Fields{

@@ -56,7 +56,7 @@ func (s *session) decide(args [][]byte, sp *plan.Step) {
 // command counts in (hold.go's release uncounts it).
 func (s *session) plan(args [][]byte, sp *plan.Step) {
 	in := plan.Input{Args: args, State: &s.st, View: &s.v, Auth: s, Bufs: &s.bufs,
-		Bind: plan.Binding{Tx: &s.tx.route}}
+		Bind: plan.Binding{Tx: &s.tx.Route}}
 	if s.pinned != nil {
 		in.Bind.Pin = s.pinnedUp
 	}

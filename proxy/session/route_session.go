@@ -6,6 +6,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -49,7 +50,7 @@ func (s *session) getkeys(r *plan.Router, args [][]byte) [][]byte {
 // upstream the command itself went to, shared whether it went on a shared
 // connection (a WATCH pin does not share its segment).
 func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
-	if !isScriptLoad(f.Args) {
+	if !txn.IsScriptLoad(f.Args) {
 		return
 	}
 	switch {
@@ -69,11 +70,6 @@ func (s *session) alsoLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.U
 // load again).
 func (s *session) loadEverywhere(f resp.Frame, routed *upstream.Upstream) {
 	s.alsoSend(f, func(u *upstream.Upstream) bool { return u != routed })
-}
-
-// isScriptLoad reports whether args is SCRIPT LOAD <body>.
-func isScriptLoad(args [][]byte) bool {
-	return len(args) == 3 && rewrite.EqualFold(args[0], "SCRIPT") && rewrite.EqualFold(args[1], "LOAD")
 }
 
 // loadOnScripts sends SCRIPT LOAD of a verb body, which the proxy answers

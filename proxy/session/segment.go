@@ -166,7 +166,7 @@ func (s *session) flush() {
 	if s.unpin {
 		s.closePinned()
 	}
-	s.tx.sameSegment = false
+	s.tx.SameSegment = false
 }
 
 // emit moves the segment's replies to the output in command order.

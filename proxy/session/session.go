@@ -18,6 +18,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
+	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -42,10 +43,10 @@ type session struct {
 	// The rest is grouped by the file that owns it; each group's fields
 	// are promoted (s.slots is s.segment.slots) and changed by its
 	// owner's methods, read by others.
-	segment   // the commands read in a round and their replies (segment.go)
-	ownConns  // the client's own upstream connections (forward.go)
-	authState // the unauthenticated deadline and failed AUTHs (authlimit.go)
-	tx        transaction
+	segment                     // the commands read in a round and their replies (segment.go)
+	ownConns                    // the client's own upstream connections (forward.go)
+	authState                   // the unauthenticated deadline and failed AUTHs (authlimit.go)
+	tx        txn.Tx            // a MULTI being queued (transaction.go, package txn)
 	sub       *pubsub.Mode      // subscribe mode, set by startSubscribe (subscribe.go)
 	rm        replyMode         // CLIENT REPLY (clientreply.go)
 	listing   clients.View      // what CLIENT LIST shows of the session (clients.go)
@@ -79,6 +80,7 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 			WriteTimeout: srv.Cfg.WriteTimeout, BytesIn: srv.Met.BytesIn, BytesOut: srv.Met.BytesOut}),
 		segment: segment{simple: true}, // as emit leaves it after each segment
 		sh:      share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
+		tx:      txn.Tx{Mem: srv.Mem, MaxQueued: srv.Cfg.MaxQueuedMulti, MaxBytes: srv.Cfg.MaxReplyBytes, Acking: srv.Acking},
 	}
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
@@ -274,11 +276,11 @@ func (s *session) command(f resp.Frame) {
 	}
 
 	if s.st.InMulti && plan.Queueable(d) {
-		s.tx.queue(s, &c)
+		s.queue(&c)
 		return
 	}
 	if sp.Exec && d.Action == rewrite.Pass {
-		s.tx.exec(s, &c)
+		s.exec(&c)
 		return
 	}
 	switch d.Action {
@@ -338,7 +340,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 		s.closing = true
 	case rewrite.Reset:
 		s.flush()
-		s.tx.clear(s)
+		s.tx.Clear()
 		s.trackReset() // tracking.go
 		s.closePinned()
 		s.st.Apply(d)
@@ -360,10 +362,10 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	case rewrite.Multi:
 		s.st.Apply(d)
 		if d.Action == rewrite.Local {
-			s.tx.begin(s)
+			s.tx.Begin(len(s.slots) - 1)
 		}
 	case rewrite.Discard:
-		s.tx.clear(s)
+		s.tx.Clear()
 		s.st.Apply(d)
 		if s.pinned != nil {
 			s.unpin = true
