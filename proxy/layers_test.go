@@ -10,7 +10,7 @@ import (
 
 // layers are the data path's packages, highest first, as doc.go lists
 // them: each may import only those after it.
-var layers = []string{"proxy", "session", "txn", "conn", "clients", "tracking", "pubsub", "plan",
+var layers = []string{"proxy", "session", "segment", "txn", "conn", "clients", "tracking", "pubsub", "plan",
 	"upstream", "pipe", "observe", "limits", "cmdtable", "resp", "deadline"}
 
 // TestLayers fails when a package of the data path imports one above it

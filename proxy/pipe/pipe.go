@@ -185,6 +185,11 @@ type Options struct {
 	Clients *atomic.Int64
 }
 
+// LostSuffix ends the error a command in flight gets when its connection
+// is lost ("-UPSTREAM connection to NAME" before it): the command may have
+// been applied, and the client is told so.
+var LostSuffix = []byte(" lost; the command may have been applied\r\n")
+
 // New sets up a pipelined connection over nc, whose reader br may already
 // hold buffered bytes.
 func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
@@ -194,7 +199,7 @@ func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
 		nc:       nc,
 		timeout:  timeout,
 		wtimeout: o.WriteTimeout,
-		lostMsg:  []byte("-UPSTREAM connection to " + name + " lost; the command may have been applied\r\n"),
+		lostMsg:  []byte("-UPSTREAM connection to " + name + string(LostSuffix)),
 		onDead:   o.OnDead,
 		addr:     o.Addr,
 		onErr:    o.OnError,

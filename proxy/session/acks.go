@@ -20,11 +20,11 @@ func (s *session) noteWrite(b *pipe.Batch, args [][]byte, sp *plan.Step) {
 // settleAcks takes WAIT's reply out of every batch of the segment that
 // ends with one, and answers its writes as WAIT says (see above).
 func (s *session) settleAcks() {
-	for i := range s.parts {
-		pt := &s.parts[i]
-		if pt.up.Acks() {
-			if n := pt.up.Settle(pt.b); n > 0 {
-				s.srv.Met.Unacked.WithLabelValues(pt.up.Name()).Add(float64(n))
+	for i := range s.seg.Parts {
+		pt := &s.seg.Parts[i]
+		if pt.Up.Acks() {
+			if n := pt.Up.Settle(pt.B); n > 0 {
+				s.srv.Met.Unacked.WithLabelValues(pt.Up.Name()).Add(float64(n))
 			}
 		}
 	}

@@ -35,7 +35,7 @@ func (s *session) leaveBridge(c *command) error {
 	s.localReply(c)
 	audit := s.observe(f.Args, d) // observe.go
 	reply := d.Reply
-	if s.rm.command(d.Effect) {
+	if s.rm.Command(d.Effect) {
 		reply = nil
 	}
 	s.obs.Reply(audit, d.Reply, "")
@@ -96,7 +96,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	}
 	s.localReply(&c)
 	audit := s.observe(f.Args, d) // observe.go
-	drop := s.rm.command(d.Effect)
+	drop := s.rm.Command(d.Effect)
 	skipped := drop && !m.Muted.Load() // a SKIP: this reply only
 	forwarded := sp.Forwards()
 	leg := m.Subscriber
@@ -165,7 +165,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 			}
 			ld.loads = txn.Ran(ld.loads, ld.reply)
 			ld.send(s)
-			if len(s.parts) > 0 {
+			if len(s.seg.Parts) > 0 {
 				s.flush()
 			}
 			if !drop && !m.Publish(ld.reply) {
@@ -227,7 +227,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	}
 	if d.Effect == rewrite.ReplyOn || d.Effect == rewrite.ReplyOff {
 		// The replies before it keep their fate; the relay changes after.
-		if err := m.Mute(out, s.rm.muted()); err != nil {
+		if err := m.Mute(out, s.rm.Muted()); err != nil {
 			return err
 		}
 	}
@@ -298,7 +298,7 @@ func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *pu
 // replies.
 func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
 	s.alsoLoad(f, d, routed, shared)
-	if len(s.parts) > 0 {
+	if len(s.seg.Parts) > 0 {
 		s.flush()
 	}
 }

@@ -11,54 +11,19 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 )
 
-// The process-wide memory budget (Options.MaxBuffered, limits.buffered_bytes).
-//
-// A client can make the proxy hold bytes for it beyond its connection's own
-// small buffers: a command larger than the read buffer (held whole until
-// it is framed, because a shared upstream connection carries whole
-// commands only), a transaction's queued commands, replies not yet
-// written, a subscriber's messages waiting for it. All of them take their
-// bytes from one budget, so what the proxy holds is bounded whatever many
-// clients do at once, and each is treated as its nature allows:
-//
-//   - Input waits (package conn's Conn.Room). A client whose command
-//     needs more room than the budget has left is not read from until
-//     other clients' bytes are released: its socket buffers fill and TCP
-//     pushes back on it, while every other client is served. Waiting
-//     clients get their room in the order they asked. A client that
-//     already holds part of a command (one with several large arguments,
-//     each asked for when its length is read) takes what it still needs at
-//     once, past the budget if it must, one such client at a time: clients
-//     that each hold part of a command could otherwise wait for each other
-//     for good. So the bound is the budget plus one command.
-//   - A command that needs more than the whole budget gets
-//     `-ERR emqproxy: command too large for the proxy's memory budget ...`
-//     and the client is closed (the rest of its bytes cannot be framed),
-//     counted as client_rejected{reason="memory_budget"}. With the default
-//     budget (128 MiB) that is the largest command the proxy takes, below
-//     limits.max_bulk.
-//   - A reply is never waited for: the shared connection must go on
-//     reading for every client. A reply that does not fit in what the
-//     budget has left is read and dropped, and the client gets
-//     `-ERR emqproxy: reply dropped ...` in its place, which says that the
-//     command ran. Its other replies are its own.
-//   - A transaction's command that does not fit is refused and the
-//     transaction is discarded at EXEC, as one over max_reply_bytes is.
-//   - A subscriber whose waiting messages do not fit is closed (counted as
-//     memory_budget), as the server closes a subscriber over its output
-//     buffer limit.
-//
-// Not counted: each connection's own reusable buffers (up to 64 KiB to
-// read, 16 KiB of each batch's replies, the reply and command buffers it
-// keeps between batches, up to 256 KiB each), bounded by
-// limits.max_clients;
-// and the runtime's own overhead (garbage not yet collected), which is why
-// the default leaves the shipped manifests' 512 Mi half free. The gauge
-// emqproxy_buffered_bytes shows what is held now.
-
-// The bytes of a batch's replies (and of a session's pending output) not
-// taken from the budget are resp.FreeReplyBytes: the common small reply
-// never touches it. A reply takes at least resp.ReplyGrant at a time.
+// The process-wide memory budget (limits.Budget; Options.MaxBuffered,
+// limits.buffered_bytes), as docs/reliability.md ("Bounded memory") tells
+// operators: a client's input waits for room (package conn's Conn.Room),
+// unread, while every other client is served; a command larger than the
+// whole budget is answered with an error and the client closed (tooLarge);
+// a reply is never waited for: one that does not fit is dropped and
+// answered with an error in its place (package resp's Account, counted
+// here: releaseReplies); a transaction's command that does not fit is
+// refused (package txn); a subscriber whose messages do not fit is closed
+// (package pubsub). Each connection's own reusable buffers are not
+// counted (bounded by limits.max_clients), nor is the runtime's garbage
+// not yet collected, which is why the default leaves the shipped
+// manifests' 512 Mi half free.
 
 // replyTooLargeForBudget is the reply to a command that needs more room
 // than the whole budget.
@@ -119,10 +84,10 @@ func (s *session) tooLarge(need int, limit int64) {
 func (s *session) releaseMemory() {
 	mem := s.srv.Mem
 	s.c.Release(s.tx.Release(true))
-	for _, b := range s.spare {
+	s.seg.Spare(func(b *pipe.Batch) {
 		mem.Give(b.Acct.Held)
 		b.Acct.Held = 0
-	}
+	})
 	mem.Done(s.id)
 }
 

@@ -38,24 +38,17 @@ func (s *session) forward(c *command) {
 		return
 	}
 	s.target(u, p, ded, own)
-	b := s.parts[s.cur].b
+	b := s.seg.Parts[s.seg.Cur].B
 	b.Encode(f, d)
-	sl := rslot{part: s.cur, idx: b.N, audit: audit, target: u, drop: c.drop}
+	var patch [][]byte
 	if d.Effect == rewrite.ScriptExists {
-		sl.patch = f.Args
-		s.simple = false
+		patch = f.Args
 	}
-	if c.drop {
-		s.simple = false
-	}
-	if s.cur != 0 || len(s.slots) != b.N {
-		s.simple = false
-	}
+	s.seg.Forwarded(audit, u, c.drop, patch)
 	if u.Acks() {
 		s.noteWrite(b, f.Args, &c.sp) // acks.go
 	}
 	b.N++
-	s.slots = append(s.slots, sl)
 	s.alsoLoad(f, d, u, !ded) // route_session.go
 }
 

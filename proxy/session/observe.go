@@ -58,10 +58,10 @@ func (s *session) logAudits() {
 // slot) when a capture wants its queue. ck is the command's entry in the
 // server's table, as the plan found it.
 func (s *session) captureCommand(f resp.Frame, d *rewrite.Decision, ck *cmdtable.Entry) {
-	if len(s.slots) == 0 || s.slots[len(s.slots)-1].local {
+	if len(s.seg.Slots) == 0 || s.seg.Slots[len(s.seg.Slots)-1].Local {
 		return
 	}
-	s.obs.Forwarded(len(s.slots)-1, f.Args, d, ck, s.began)
+	s.obs.Forwarded(len(s.seg.Slots)-1, f.Args, d, ck, s.began)
 }
 
 // captureReplies gives the segment's capture records their replies and
@@ -74,18 +74,18 @@ func (s *session) captureReplies() {
 	}
 	now := time.Now()
 	for _, p := range pend {
-		if p.Slot >= len(s.slots) {
+		if p.Slot >= len(s.seg.Slots) {
 			continue
 		}
-		sl := s.slots[p.Slot]
-		if sl.local || sl.part >= len(s.parts) || !s.parts[sl.part].sent {
+		sl := s.seg.Slots[p.Slot]
+		if sl.Local || sl.Part >= len(s.seg.Parts) || !s.seg.Parts[sl.Part].Sent {
 			continue // never sent: nothing reached the upstream
 		}
-		b := s.parts[sl.part].b
-		if sl.idx >= len(b.Ends) {
+		b := s.seg.Parts[sl.Part].B
+		if sl.Idx >= len(b.Ends) {
 			continue // no reply (the client is closed over the reply cap)
 		}
-		s.obs.Finish(p, b.Reply(sl.idx), now)
+		s.obs.Finish(p, b.Reply(sl.Idx), now)
 	}
 	s.obs.Publish()
 }

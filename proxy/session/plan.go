@@ -46,7 +46,7 @@ func (s *session) loadView() {
 func (s *session) decide(args [][]byte, sp *plan.Step) {
 	s.plan(args, sp)
 	if sp.NeedKeys {
-		sp.Keys, sp.Asked = s.getkeys(s.v.Routes, args), true // route_session.go
+		sp.Keys, sp.Asked = s.v.Routes.Default().GetKeys(s.id, args), true // upstream/getkeys.go
 		s.plan(args, sp)
 	}
 }

@@ -1,35 +1,27 @@
 package session
 
 import (
-	"bytes"
 	"errors"
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
+	"github.com/emqproxy/emqproxy/proxy/segment"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/shamap"
 )
 
-// A segment is the part of a client batch sent before any of its replies
-// are awaited: one batch per upstream connection it uses (a part). A
-// batch whose commands all go to one shared connection is one part; a
-// pipeline whose commands route to several upstreams has one part per
-// upstream, sent concurrently, and the replies are put back in the
-// client's order. A blocking command or a WATCH pin (a dedicated
-// connection) is a segment of its own: the previous segment is sent and
-// answered first, so commands execute in the order the client sent them.
+// The round's segments (package segment keeps one and orders its replies):
+// the session adds each command to the current segment (forward.go, the
+// transaction's EXEC, local replies), sends it (flush) when a reply must
+// be in before what follows (a dedicated connection, a full share, the
+// round's end), and writes the round's replies in one write.
 
-// segment is the session's current segment and the round's replies.
-type segment struct {
-	parts   []segPart         // one batch per upstream connection
-	cur     int               // the part the command being added goes to
-	spare   []*pipe.Batch     // batches kept for reuse
+// roundState is what the session holds for the round it serves.
+type roundState struct {
+	seg     segment.Segment   // the current segment
 	bufs    plan.Bufs         // backing arrays each command's values borrow (plan.go)
-	slots   []rslot           // the current segment's replies, in command order
-	local   []byte            // the current segment's local replies
-	simple  bool              // one part, and every slot is its reply i, in order
 	began   time.Time         // when the current batch was framed
 	kind    observe.BatchKind // the batch's kind, for the latency histogram
 	closing bool              // close after writing the current batch
@@ -40,119 +32,91 @@ type segment struct {
 	execLoad *execLoad
 }
 
-// segPart is the part of the current segment bound for one connection.
-type segPart struct {
-	up   *upstream.Upstream
-	p    *pipe.Pipe
-	ded  bool // p is the client's own connection
-	own  bool // p is an isolated client's own connection (share.go), read as a shared one
-	b    *pipe.Batch
-	sent bool // b was queued on p (else it was answered with an error)
-}
-
-// target makes p's part the current one (s.cur), adding it when the
+// target makes p's part the current one (s.seg.Cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.
 func (s *session) target(u *upstream.Upstream, p *pipe.Pipe, dedicated, own bool) {
-	s.cur = s.partFor(u, p, dedicated, own)
+	s.seg.Cur = s.partFor(u, p, dedicated, own)
 }
 
 // partFor returns the index of p's part, adding it (after flushing when
 // needed, see target).
 func (s *session) partFor(u *upstream.Upstream, p *pipe.Pipe, dedicated, own bool) int {
-	for i := range s.parts {
-		if s.parts[i].p == p {
-			return i
-		}
+	if i := s.seg.Find(p); i >= 0 {
+		return i
 	}
-	if len(s.parts) > 0 && (dedicated || s.parts[0].ded) {
+	if s.seg.Apart(dedicated) {
 		s.flush()
 	}
-	if len(s.parts) > 0 {
-		s.simple = false
-	}
-	s.parts = append(s.parts, segPart{up: u, p: p, ded: dedicated, own: own, b: s.newBatch()})
-	return len(s.parts) - 1
-}
-
-// newBatch returns an empty batch, reused when one is spare.
-func (s *session) newBatch() *pipe.Batch {
-	if n := len(s.spare); n > 0 {
-		b := s.spare[n-1]
-		s.spare = s.spare[:n-1]
-		return b
-	}
-	b := pipe.NewBatch()
-	b.Acct.Budget = s.srv.Mem
-	return b
+	return s.seg.Add(u, p, dedicated, own)
 }
 
 // flush sends every part of the current segment, waits for their replies,
 // and moves every reply of the segment, in order, to the output.
 func (s *session) flush() {
-	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.c.Out)+len(s.local)), 0))
+	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.c.Out)+len(s.seg.Local)), 0))
 	if BeforeSend != nil {
 		BeforeSend(len(s.adm.states) > 0)
 	}
-	for i := range s.parts {
-		pt := &s.parts[i]
-		if pt.b.N == 0 {
+	for i := range s.seg.Parts {
+		pt := &s.seg.Parts[i]
+		if pt.B.N == 0 {
 			continue
 		}
-		if msg := s.leaseLapsed(pt.up); msg != nil {
-			pt.b.Fill(msg) // hold.go: nothing of it was sent
+		if msg := s.leaseLapsed(pt.Up); msg != nil {
+			pt.B.Fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
-		pt.b.Max = budget
-		if pt.up.Acks() {
-			pt.p = pt.up.AckBatch(pt.b, pt.p, s.proto(), pt.ded) // upstream/ack.go: perhaps the probe connection
+		pt.B.Max = budget
+		if pt.Up.Acks() {
+			pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
 		}
-		err := pt.p.Send(pt.b)
-		if err != nil && pt.own && errors.Is(err, pipe.ErrIdleClosed) {
+		err := pt.P.Send(pt.B)
+		if err != nil && pt.Own && errors.Is(err, pipe.ErrIdleClosed) {
 			// Nothing was written: the isolated client's own connection
 			// was closed while idle (share.go). Send on a new one.
-			if np := s.ownPipe(pt.up); np != nil {
-				pt.p = np
-				err = np.Send(pt.b)
+			if np := s.ownPipe(pt.Up); np != nil {
+				pt.P = np
+				err = np.Send(pt.B)
 			}
 		}
-		if err != nil && !pt.ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.up.Sentinel()) {
+		if err != nil && !pt.Ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.Up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (upstream/failover.go: a new primary).
-			np := pt.up.AwaitShared(s.srv.Ctx, s.id, s.proto(), pt.p)
-			if !pt.up.Sentinel() {
-				np = pt.up.Replaced(s.srv.Ctx, s.id, s.proto(), pt.p)
+			np := pt.Up.AwaitShared(s.srv.Ctx, s.id, s.proto(), pt.P)
+			if !pt.Up.Sentinel() {
+				np = pt.Up.Replaced(s.srv.Ctx, s.id, s.proto(), pt.P)
 			}
 			if np != nil {
-				pt.p = np
-				err = np.Send(pt.b)
+				pt.P = np
+				err = np.Send(pt.B)
 			}
 		}
 		if err != nil {
-			pt.b.Fill(pt.up.Unavailable())
+			pt.B.Fill(pt.Up.Unavailable())
 			continue
 		}
-		pt.sent = true
+		pt.Sent = true
 	}
-	for i := range s.parts {
-		pt := &s.parts[i]
-		if !pt.sent {
+	for i := range s.seg.Parts {
+		pt := &s.seg.Parts[i]
+		if !pt.Sent {
 			continue
 		}
-		if pt.ded && !pt.own {
-			blocking := pt.p == s.blocker
+		if pt.Ded && !pt.Own {
+			blocking := pt.P == s.blocker
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
 				s.listing.BlockGen.Add(1)
 			}
 			s.listing.Blocked.Store(blocking)
-			s.waitDedicated(pt.b, pt.p)
+			s.waitDedicated(pt.B, pt.P)
 			s.listing.Blocked.Store(false)
 		} else {
-			pt.p.Await(pt.b)
+			pt.P.Await(pt.B)
 		}
-		s.over = s.over || pt.b.Over
+		s.over = s.over || pt.B.Over
 	}
 	if s.srv.Acking {
 		s.settleAcks() // acks.go
@@ -169,63 +133,23 @@ func (s *session) flush() {
 	s.tx.SameSegment = false
 }
 
-// emit moves the segment's replies to the output in command order.
+// emit moves the segment's replies to the output in command order
+// (segment.Segment.Emit) and empties it, giving back what its batches held
+// of the budget.
 func (s *session) emit() {
-	if s.over || int64(len(s.c.Out)+len(s.local)) > s.srv.Cfg.MaxReplyBytes {
-		s.over = true
-	} else if s.simple && len(s.c.Out) == 0 && len(s.parts) == 1 && len(s.slots) == s.parts[0].b.N {
-		b := s.parts[0].b
-		if s.obs.Audits() {
-			// Slot i is reply i: the records note their replies' kinds
-			// from the batch, which then becomes the output as it is.
-			for i := range s.slots {
-				if sl := &s.slots[i]; sl.audit >= 0 {
-					s.obs.Reply(sl.audit, b.Reply(i), upName(sl.target))
-				}
-			}
+	if !s.over {
+		var m *shamap.Map // SCRIPT EXISTS replies are patched under the policy's map
+		if s.v.Pol != nil {
+			m = s.v.Pol.Map
 		}
-		// No copy: the replies are the output, and so is what they hold
-		// of the budget.
-		b.Replies = s.c.Adopt(b.Replies, b.Acct.Held)
-		b.Acct.Held = 0
-	} else {
-		for i := range s.slots {
-			sl := &s.slots[i]
-			var r []byte
-			if sl.local {
-				r = s.local[sl.lo:sl.hi]
-			} else {
-				r = s.parts[sl.part].b.Reply(sl.idx)
-				if sl.patch != nil {
-					if p, err := rewrite.PatchScriptExists(r, sl.patch, s.v.Pol.Map); err == nil {
-						r = p
-					}
-				}
-			}
-			if sl.audit >= 0 {
-				s.obs.Reply(sl.audit, r, upName(sl.target))
-			}
-			if sl.drop { // CLIENT REPLY OFF or SKIP (clientreply.go)
-				if !sl.local && s.parts[sl.part].b.Lost && bytes.HasSuffix(r, lostSuffix) {
-					s.closing = true // the outcome is unknown: as a lost server connection
-				}
-				continue
-			}
-			s.c.Out = append(s.c.Out, r...)
-		}
-		s.c.HoldOutput() // package conn: the batches' bytes go below
+		over, closing := s.seg.Emit(s.c, &s.obs, m, s.srv.Cfg.MaxReplyBytes)
+		s.over = over
+		s.closing = s.closing || closing // a dropped reply's outcome is unknown: as a lost server connection
 	}
-	for i := range s.parts {
-		s.releaseReplies(s.parts[i].b) // budget.go
-		s.parts[i].b.Reset()
-		s.spare = append(s.spare, s.parts[i].b)
+	for i := range s.seg.Parts {
+		s.releaseReplies(s.seg.Parts[i].B) // budget.go
 	}
-	clear(s.parts)
-	s.parts = s.parts[:0]
-	s.cur = 0
-	s.slots = s.slots[:0]
-	s.local = s.local[:0]
-	s.simple = true
+	s.seg.Reset()
 }
 
 // waitDedicated waits for a batch on a dedicated connection (which may

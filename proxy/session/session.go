@@ -17,6 +17,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/segment"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -41,32 +42,19 @@ type session struct {
 	v  plan.View // what the current round decides under (plan.go, package plan)
 
 	// The rest is grouped by the file that owns it; each group's fields
-	// are promoted (s.slots is s.segment.slots) and changed by its
+	// are promoted (s.seg is s.roundState.seg) and changed by its
 	// owner's methods, read by others.
-	segment                     // the commands read in a round and their replies (segment.go)
-	ownConns                    // the client's own upstream connections (forward.go)
-	authState                   // the unauthenticated deadline and failed AUTHs (authlimit.go)
-	tx        txn.Tx            // a MULTI being queued (transaction.go, package txn)
-	sub       *pubsub.Mode      // subscribe mode, set by startSubscribe (subscribe.go)
-	rm        replyMode         // CLIENT REPLY (clientreply.go)
-	listing   clients.View      // what CLIENT LIST shows of the session (clients.go)
-	obs       observe.Session   // the round's audit records, its side of a capture (observe.go)
-	sh        share             // its share of the shared connections (share.go)
-	adm       admission         // commands admitted under the control table (hold.go)
-	trk       *tracking.Tracker // RESP2 client-side caching (tracking.go)
-}
-
-// rslot is one command's reply: either local bytes or a forwarded reply.
-type rslot struct {
-	local  bool
-	lo, hi int // local reply: s.local[lo:hi]
-	part   int // forwarded reply: reply idx of s.parts[part]
-	idx    int
-	patch  [][]byte           // SCRIPT EXISTS args whose reply is patched
-	drop   bool               // the reply is not for the client (CLIENT REPLY)
-	audit  int                // its audit record (s.obs), or -1
-	target *upstream.Upstream // for the audit record
-	_      [0]func()          // not comparable
+	roundState                   // the round's segment and what it notes of the round (segment.go)
+	ownConns                     // the client's own upstream connections (forward.go)
+	authState                    // the unauthenticated deadline and failed AUTHs (authlimit.go)
+	tx         txn.Tx            // a MULTI being queued (transaction.go, package txn)
+	sub        *pubsub.Mode      // subscribe mode, set by startSubscribe (subscribe.go)
+	rm         rewrite.ReplyMode // CLIENT REPLY (package rewrite)
+	listing    clients.View      // what CLIENT LIST shows of the session (clients.go)
+	obs        observe.Session   // the round's audit records, its side of a capture (observe.go)
+	sh         share             // its share of the shared connections (share.go)
+	adm        admission         // commands admitted under the control table (hold.go)
+	trk        *tracking.Tracker // RESP2 client-side caching (tracking.go)
 }
 
 // newSession prepares a session for an accepted connection.
@@ -78,9 +66,9 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 		c: conn.New(nc, conn.Options{ID: id, Mem: srv.Mem, MaxQueryBuffer: srv.Cfg.MaxQueryBuffer,
 			Limits:       resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline},
 			WriteTimeout: srv.Cfg.WriteTimeout, BytesIn: srv.Met.BytesIn, BytesOut: srv.Met.BytesOut}),
-		segment: segment{simple: true}, // as emit leaves it after each segment
-		sh:      share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
-		tx:      txn.Tx{Mem: srv.Mem, MaxQueued: srv.Cfg.MaxQueuedMulti, MaxBytes: srv.Cfg.MaxReplyBytes, Acking: srv.Acking},
+		roundState: roundState{seg: segment.Segment{Mem: srv.Mem, Simple: true}},
+		sh:         share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
+		tx:         txn.Tx{Mem: srv.Mem, MaxQueued: srv.Cfg.MaxQueuedMulti, MaxBytes: srv.Cfg.MaxReplyBytes, Acking: srv.Acking},
 	}
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
@@ -180,7 +168,7 @@ func (s *session) round() (served int, err error) {
 		f, status, errReply := s.c.Next()
 		switch status {
 		case resp.Invalid:
-			s.addLocal(errReply, -1, s.rm.command(rewrite.NoEffect))
+			s.addLocal(errReply, -1, s.rm.Command(rewrite.NoEffect))
 			s.closing = true
 			s.srv.Met.Rejected.WithLabelValues("protocol").Inc()
 			continue
@@ -270,7 +258,7 @@ func (s *session) command(f resp.Frame) {
 	d := &sp.Decision
 	s.localReply(&c)
 	c.audit = s.observe(f.Args, d) // observe.go
-	c.drop = s.rm.command(d.Effect)
+	c.drop = s.rm.Command(d.Effect)
 	if s.trackCaching(&c) { // tracking.go: kept for the next command's connection
 		return
 	}
@@ -362,7 +350,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	case rewrite.Multi:
 		s.st.Apply(d)
 		if d.Action == rewrite.Local {
-			s.tx.Begin(len(s.slots) - 1)
+			s.tx.Begin(len(s.seg.Slots) - 1)
 		}
 	case rewrite.Discard:
 		s.tx.Clear()
@@ -379,11 +367,8 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	}
 }
 
-// addLocal adds a reply the proxy makes itself; drop: it is not for the
-// client (CLIENT REPLY).
+// addLocal adds a reply the proxy makes itself to the segment; drop: it is
+// not for the client (CLIENT REPLY).
 func (s *session) addLocal(reply []byte, audit int, drop bool) {
-	lo := len(s.local)
-	s.local = append(s.local, reply...)
-	s.slots = append(s.slots, rslot{local: true, lo: lo, hi: len(s.local), audit: audit, drop: drop})
-	s.simple = false
+	s.seg.AddLocal(reply, audit, drop)
 }

@@ -127,16 +127,16 @@ func (s *session) shareBefore(size, count int) (own bool) {
 	if isolated {
 		// Its own connection takes parts of ShareCommands too, so the reply
 		// cap is checked between them: over it, the rest is never sent.
-		for i := range s.parts {
-			if pt := &s.parts[i]; pt.own && pt.b.N > 0 && pt.b.N+count > s.sh.Commands {
+		for i := range s.seg.Parts {
+			if pt := &s.seg.Parts[i]; pt.Own && pt.B.N > 0 && pt.B.N+count > s.sh.Commands {
 				s.flush()
 				break
 			}
 		}
 		return true
 	}
-	for i := range s.parts {
-		if pt := &s.parts[i]; !pt.ded && pt.b.N+count > s.sh.Window() {
+	for i := range s.seg.Parts {
+		if pt := &s.seg.Parts[i]; !pt.Ded && pt.B.N+count > s.sh.Window() {
 			s.sh.Full()
 			s.flush() // the part is full: its replies first, others' batches between
 			return s.sh.Isolated()
@@ -148,12 +148,12 @@ func (s *session) shareBefore(size, count int) (own bool) {
 // shareAfter judges a segment's parts once their replies are in
 // (limits.Share.After), on a shared connection or the client's own.
 func (s *session) shareAfter() {
-	for i := range s.parts {
-		pt := &s.parts[i]
-		if pt.b.N == 0 || (pt.ded && !pt.own) {
+	for i := range s.seg.Parts {
+		pt := &s.seg.Parts[i]
+		if pt.B.N == 0 || (pt.Ded && !pt.Own) {
 			continue
 		}
-		if reason := s.sh.After(pt.b.N, int64(len(pt.b.Replies)), pt.b.Over, pt.own); reason != "" {
+		if reason := s.sh.After(pt.B.N, int64(len(pt.B.Replies)), pt.B.Over, pt.Own); reason != "" {
 			s.isolate(reason)
 		}
 	}

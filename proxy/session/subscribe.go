@@ -47,7 +47,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 		sub.Tracking, sub.TrackRaw = true, append([]byte(nil), f.Raw...)
 	}
 	sub.Muted.Store(c.drop)
-	sub.SkipFirst = c.drop && !s.rm.muted()
+	sub.SkipFirst = c.drop && !s.rm.Muted()
 	s.sub = pubsub.NewMode(sub, s, pubsub.Env{Ctx: s.srv.Ctx, ID: s.id, Redir: s.srv.Redir})
 }
 
@@ -166,10 +166,10 @@ func (s *session) Next() (resp.Frame, resp.Status, []byte) {
 func (s *session) Unread() { s.c.Unread() }
 
 // Dropped starts a command in the CLIENT REPLY mode (pubsub.Session).
-func (s *session) Dropped(e rewrite.Effect) bool { return s.rm.command(e) }
+func (s *session) Dropped(e rewrite.Effect) bool { return s.rm.Command(e) }
 
 // Muted reports whether the CLIENT REPLY mode is OFF (pubsub.Session).
-func (s *session) Muted() bool { return s.rm.muted() }
+func (s *session) Muted() bool { return s.rm.Muted() }
 
 // Reset applies RESET to the session in subscribe mode (pubsub.Session).
 func (s *session) Reset() {

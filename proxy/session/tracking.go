@@ -167,11 +167,11 @@ func (s *session) emitCaching(u *upstream.Upstream, p *pipe.Pipe) {
 		return
 	}
 	s.target(u, p, true, own)
-	b := s.parts[s.cur].b
+	b := s.seg.Parts[s.seg.Cur].B
 	b.Encode(resp.Frame{Raw: kc.Raw}, &rewrite.Decision{Action: rewrite.Pass})
-	s.slots = append(s.slots, rslot{part: s.cur, idx: b.N, audit: kc.Audit, target: u, drop: kc.Mute})
+	s.seg.Forwarded(kc.Audit, u, kc.Mute, nil)
+	s.seg.Simple = false
 	b.N++
-	s.simple = false
 }
 
 // trackDrop ends the client's tracking: its own connections close (the

@@ -4,6 +4,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/segment"
 	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -32,8 +33,8 @@ func (s *session) queue(c *command) {
 	if !o.Queued {
 		return
 	}
-	s.slots[len(s.slots)-1].target = c.up(s)
-	s.tx.Slots = append(s.tx.Slots, len(s.slots)-1)
+	s.seg.Slots[len(s.seg.Slots)-1].Target = c.up(s)
+	s.tx.Slots = append(s.tx.Slots, len(s.seg.Slots)-1)
 	if c.sp.Decision.Effect == rewrite.Wire6 {
 		s.st.Wire6 = true
 	}
@@ -76,7 +77,7 @@ func (s *session) exec(c *command) {
 		return
 	}
 	s.target(u, p, ded, own)
-	b := s.parts[s.cur].b
+	b := s.seg.Parts[s.seg.Cur].B
 	base := b.N
 	if len(t.Buf) >= pipe.RefMin {
 		// Sent as it is, not copied: the batch owns it now, with what it
@@ -89,20 +90,20 @@ func (s *session) exec(c *command) {
 	b.Out = append(b.Out, f.Raw...)
 	if t.SameSegment {
 		for j, si := range t.Slots {
-			s.slots[si] = rslot{part: s.cur, idx: base + j, audit: s.slots[si].audit, target: u, drop: s.slots[si].drop}
+			s.seg.Slots[si] = segment.Slot{Part: s.seg.Cur, Idx: base + j, Audit: s.seg.Slots[si].Audit, Target: u, Drop: s.seg.Slots[si].Drop}
 		}
 	}
 	if u.Acks() && t.Writes {
 		b.Writes = append(b.Writes, base+t.N+1) // acks.go: EXEC's reply waits for the replicas
 	}
 	b.N += t.N + 2
-	s.slots = append(s.slots, rslot{part: s.cur, idx: base + t.N + 1, audit: audit, target: u, drop: c.drop})
-	s.simple = false
+	s.seg.Slots = append(s.seg.Slots, segment.Slot{Part: s.seg.Cur, Idx: base + t.N + 1, Audit: audit, Target: u, Drop: c.drop})
+	s.seg.Simple = false
 	if len(t.Loads) > 0 {
 		// The SCRIPT LOAD fan-out waits for EXEC's reply (flush): only
 		// the loads the server ran go to the other upstreams, in the
 		// next segment, before anything the client sends after EXEC.
-		s.execLoad = &execLoad{part: s.cur, idx: base + t.N + 1, up: u, loads: t.Loads}
+		s.execLoad = &execLoad{part: s.seg.Cur, idx: base + t.N + 1, up: u, loads: t.Loads}
 		t.Loads = nil
 	}
 }
@@ -132,12 +133,12 @@ type execLoad struct {
 // read finds EXEC's reply in the segment's batches, before flush emits
 // them.
 func (e *execLoad) read(s *session) {
-	pt := &s.parts[e.part]
-	if !pt.sent || pt.b.Over || e.idx >= len(pt.b.Ends) {
+	pt := &s.seg.Parts[e.part]
+	if !pt.Sent || pt.B.Over || e.idx >= len(pt.B.Ends) {
 		e.loads = e.loads[:0]
 		return
 	}
-	e.loads = txn.Ran(e.loads, pt.b.Reply(e.idx))
+	e.loads = txn.Ran(e.loads, pt.B.Reply(e.idx))
 }
 
 // send adds the loads the server ran to the current segment's part for

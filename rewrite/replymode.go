@@ -1,6 +1,4 @@
-package session
-
-import "github.com/emqproxy/emqproxy/rewrite"
+package rewrite
 
 // CLIENT REPLY ON|OFF|SKIP.
 //
@@ -9,8 +7,8 @@ import "github.com/emqproxy/emqproxy/rewrite"
 // command. The commands a silenced client sends are decided, sent and
 // executed as always, and their replies read from the upstream as always
 // (a shared connection stays in step); only the copy for the client is
-// dropped: in normal service at the last step (segment.go, emit), in
-// subscribe mode by the relay, which drops the replies while it is muted
+// dropped: in normal service at the last step (package segment's
+// Emit), in subscribe mode by the relay (package pubsub), which drops the replies while it is muted
 // and passes the pushes (messages, subscribe confirmations,
 // invalidations), as Redis 7.0.15 and Valkey 8 do. Every reply is
 // silenced alike: the server's and the proxy's own (its refusals, the
@@ -24,35 +22,31 @@ import "github.com/emqproxy/emqproxy/rewrite"
 // connection (the server leaves such a connection open and never reads it
 // again). Audit records still carry the replies.
 //
-// CLIENT REPLY inside MULTI is refused (rewrite/): the server would
+// CLIENT REPLY inside MULTI is refused (Decide): the server would
 // silence the rest of EXEC's array under a header that counts it.
 
-// lostSuffix ends the error a command gets when its connection broke in
-// flight (package pipe, lostMsg).
-var lostSuffix = []byte(" lost; the command may have been applied\r\n")
-
-// replyMode is a session's CLIENT REPLY state, as the server keeps it.
-type replyMode struct {
+// ReplyMode is a connection's CLIENT REPLY state, as the server keeps it.
+type ReplyMode struct {
 	off      bool // OFF: every reply is dropped until ON
 	skip     bool // the current command's reply is dropped (a SKIP before it)
 	skipNext bool // SKIP: the next command's reply is dropped
 }
 
-// command starts a command whose decision has Effect e: it applies the
+// Command starts a command whose decision has Effect e: it applies the
 // command's own effect on the mode and reports whether its reply is
 // dropped. Called once per command, in order.
-func (m *replyMode) command(e rewrite.Effect) (drop bool) {
+func (m *ReplyMode) Command(e Effect) (drop bool) {
 	m.skip, m.skipNext = m.skipNext, false
 	switch e {
-	case rewrite.ReplyOn:
+	case ReplyOn:
 		m.off, m.skip = false, false
-	case rewrite.ReplyOff:
+	case ReplyOff:
 		m.off = true
-	case rewrite.ReplySkip:
+	case ReplySkip:
 		if !m.off {
 			m.skipNext = true
 		}
-	case rewrite.Reset:
+	case Reset:
 		// RESET ends OFF and a pending SKIP; a SKIP just before it still
 		// silences its own +RESET (the server clears the flag after).
 		m.off = false
@@ -60,5 +54,5 @@ func (m *replyMode) command(e rewrite.Effect) (drop bool) {
 	return m.off || m.skip
 }
 
-// muted reports whether every reply is dropped for now (OFF).
-func (m *replyMode) muted() bool { return m.off }
+// Muted reports whether every reply is dropped for now (OFF).
+func (m *ReplyMode) Muted() bool { return m.off }

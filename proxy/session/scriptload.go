@@ -1,46 +1,11 @@
 package session
 
 import (
-	"github.com/tidwall/redcon"
-
-	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
-
-// getkeys asks the default upstream for a command's keys (COMMAND GETKEYS),
-// in a round trip of its own: for the few commands whose key positions the
-// server's specs leave open. Any failure means no keys (the default route).
-func (s *session) getkeys(r *plan.Router, args [][]byte) [][]byte {
-	p := r.Default().Shared(s.id, 2) // the keys are decoded from a RESP2 array
-	if p == nil {
-		return nil
-	}
-	b := pipe.NewBatch()
-	b.Out = redcon.AppendArray(b.Out, len(args)+2)
-	b.Out = redcon.AppendBulkString(b.Out, "COMMAND")
-	b.Out = redcon.AppendBulkString(b.Out, "GETKEYS")
-	for _, a := range args {
-		b.Out = redcon.AppendBulk(b.Out, a)
-	}
-	b.N, b.Max = 1, 1<<20
-	if err := p.Send(b); err != nil {
-		return nil
-	}
-	p.Await(b)
-	rep, _, err := resp.Decode(b.Reply(0))
-	if err != nil || rep.Type != '*' {
-		return nil
-	}
-	keys := make([][]byte, len(rep.Elems))
-	for i, e := range rep.Elems {
-		keys[i] = []byte(e.Str)
-	}
-	return keys
-}
 
 // alsoLoad adds the SCRIPT LOAD fan-out of a planned command to the
 // current segment: a body the proxy answers itself (a verb's) also goes to
@@ -94,9 +59,9 @@ func (s *session) alsoSend(f resp.Frame, to func(*upstream.Upstream) bool) {
 		if p == nil {
 			continue
 		}
-		b := s.parts[s.partFor(u, p, false, false)].b
+		b := s.seg.Parts[s.partFor(u, p, false, false)].B
 		b.Out = append(b.Out, f.Raw...)
 		b.N++
-		s.simple = false
+		s.seg.Simple = false
 	}
 }
