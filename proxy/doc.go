@@ -7,13 +7,18 @@
 //
 // # The way of one command
 //
-// The data path is fourteen packages, each with its job in its doc
+// The data path is sixteen packages, each with its job in its doc
 // comment:
 //
 //   - proxy (this one): the Server, its Options, the routes, the control
 //     loop of moved queues, the capture controls;
-//   - proxy/session: one client's session: its loop, segments,
-//     transactions, local answers, the bridge's plan of a command;
+//   - proxy/session: one client's session: its loop, what goes in a
+//     segment and when it is sent, its transaction's EXEC, local answers,
+//     the bridge's plan of a command;
+//   - proxy/segment: the commands sent before any reply is awaited (one
+//     batch per connection) and their replies put back in command order;
+//   - proxy/txn: a transaction as the proxy queues it (its bounds, its
+//     budget, its route, its writes and SCRIPT LOADs);
 //   - proxy/conn: one client connection's bytes both ways (the read
 //     buffer under the memory budget, its framing, blocking and watched
 //     reads, the output and its write under the write deadline);
@@ -40,7 +45,9 @@
 // Each imports only packages below it in that list, never one above (a
 // cycle cannot compile, and TestLayers keeps the order): proxy imports
 // session and those it fills session.Shared with; session imports every
-// other but proxy and deadline; conn imports limits, resp and deadline;
+// other but proxy and deadline; segment imports conn, observe, upstream,
+// pipe and limits; txn imports plan, pipe, limits and resp; conn imports
+// limits, resp and deadline;
 // clients and tracking import pubsub, upstream and pipe (clients cmdtable
 // too); pubsub imports upstream, pipe, observe, limits and resp; plan
 // imports upstream, cmdtable and resp; upstream imports pipe, cmdtable and
@@ -72,8 +79,8 @@
 //	  │ table's admission (plan.ControlState, asking plan.Control: the
 //	  │ controller, control.go)
 //	  │ → plan.Step: the rewrite.Decision and the *Upstream it goes to, or
-//	  │   NeedKeys: decide asks COMMAND GETKEYS (route_session.go's
-//	  │   getkeys) and plans again with the keys; Stale: plan loads the
+//	  │   NeedKeys: decide asks COMMAND GETKEYS (upstream.Upstream's
+//	  │   GetKeys) and plans again with the keys; Stale: plan loads the
 //	  │   new control state and plans again; Wait: waitHeld (plan.go)
 //	  │   waits for a new control state and plans again, or refuses
 //	  │   (plan.RefuseHeld); AuthWait: authDelay (authlimit.go) waits
@@ -82,13 +89,15 @@
 //	  │ observe.Session.Command ──── proxy/observe: the audit record, kept
 //	  │                              until the round's replies are written
 //	  ▼
-//	forward (forward.go) adds it to the segment (segment.go): one
-//	  │ pipe.Batch per upstream connection (pipe.Encode: the
-//	  │ client's bytes, or a rewritten head over the client's tail), on a
-//	  │ shared pipe.Pipe of an upstream.Upstream or the client's own;
-//	  │ inside MULTI it is queued instead (transaction.go); with
+//	forward (forward.go) chooses its connection and adds it to the
+//	  │ segment ─────────────────── proxy/segment: one pipe.Batch per
+//	  │ upstream connection (pipe.Encode: the client's bytes, or a rewritten
+//	  │ head over the client's tail), on a shared pipe.Pipe of an
+//	  │ upstream.Upstream or the client's own, and the command's reply
+//	  │ slot; inside MULTI it is queued instead (proxy/txn's Tx.Queue;
+//	  │ transaction.go sends the unit at EXEC); with
 //	  │ ack_replicas the segment readies each batch's WAIT (AckBatch); the
-//	  │ SCRIPT LOAD fan-out goes along (route_session.go's alsoLoad); a
+//	  │ SCRIPT LOAD fan-out goes along (scriptload.go's alsoLoad); a
 //	  │ capture that wants its queue copies it (observe.go's
 //	  │ captureCommand → observe.Session.Forwarded)
 //	  ▼
@@ -97,10 +106,11 @@
 //	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
 //	  │ the memory budget (limits.Budget; budget.go)
 //	  ▼
-//	segment flush: the capture records get their replies (observe.go's
-//	  │ captureReplies → observe.Session.Finish, Publish); emit notes each
-//	  │ audited reply's kind (observe.Session.Reply) and moves the replies,
-//	  │ local ones included, to the output in command order
+//	session flush (segment.go): the capture records get their replies
+//	  │ (observe.go's captureReplies → observe.Session.Finish, Publish);
+//	  │ segment.Segment.Emit notes each audited reply's kind
+//	  │ (observe.Session.Reply) and moves the replies, local ones
+//	  │ included, to the output in command order
 //	  ▼
 //	session.write → conn.Conn.Write: to the client, under the write
 //	  │ deadline (proxy/deadline)
@@ -136,15 +146,15 @@
 // budget's metrics (budget.go) and the capture controls (StartCapture,
 // StopCapture: capture.go, over package observe's Capture).
 //
-// Package session, besides the loop above: the COMMAND GETKEYS round trip
-// and the SCRIPT LOAD fan-out (route_session.go); which forwarded commands
-// are writes for the replicas' confirmation (acks.go; the confirmation
-// itself is upstream's); what it does with its share of the shared
+// Package session, besides the loop above: the SCRIPT LOAD fan-out
+// (scriptload.go); the writes of a batch for the replicas' confirmation
+// (acks.go: plan.Step.IsWrite says which, the confirmation itself is
+// upstream's); what it does with its share of the shared
 // connections (share.go: package limits' Share decides); the replies it
 // makes from what only it knows: CLIENT LIST, INFO, KILL and UNBLOCK
 // (clients.go: the session publishes its clients.View, package clients
-// answers across the Registry), a client's CLIENT REPLY mode
-// (clientreply.go), a RESP2 client's CLIENT TRACKING (tracking.go: the
+// answers across the Registry), a client's CLIENT REPLY mode (a
+// rewrite.ReplyMode), a RESP2 client's CLIENT TRACKING (tracking.go: the
 // connections it opens and closes, over package tracking's Tracker); what
 // a session does under the memory budget (budget.go) and the limits on
 // failed authentications and on the time to authenticate (authlimit.go),
@@ -162,25 +172,28 @@
 // secrets. Configuration parsing and the fence checks live elsewhere: they
 // reach the proxy through Options and the OnConnect hook.
 //
-// # Not yet split
+// # One session state
 //
-// Package session is about 3,000 lines. Its session struct holds
-// eighteen fields, grouped by the file that owns them (segment, ownConns,
-// authState, and the transaction, reply mode, share and admission states)
-// or by the package (c, package conn's Conn; obs, package observe's
-// Session; v, package plan's View; sub, package pubsub's Mode; listing,
-// package clients' View; trk, package tracking's Tracker). What one
-// command carries is not on the session: a command value (session.go)
-// holds its frame, its plan.Step and where its reply goes, and is passed
-// to forward, the transaction and subscribe mode. What a decision changes
-// of the protocol state is rewrite's (rewrite.State.Apply); the session
-// still sets the few flags the plan's inputs carry (MultiAborted by the
+// Package session is about 2,600 lines; its session struct holds
+// eighteen fields, each owned by one file or package: the round's state
+// (roundState: its segment, a package segment Segment, and what the round
+// notes), the client's own connections (ownConns), its authentication
+// clock (authState), its transaction (tx, a package txn Tx), its CLIENT
+// REPLY mode (rm, a rewrite.ReplyMode), its share (sh), its admissions
+// (adm), and c (package conn's Conn), obs (package observe's Session), v
+// (package plan's View), sub (package pubsub's Mode), listing (package
+// clients' View), trk (package tracking's Tracker). What one command
+// carries is not on the session: a command value (session.go) holds its
+// frame, its plan.Step and where its reply goes, and is passed to forward,
+// the transaction and subscribe mode. What a decision changes of the
+// protocol state is rewrite's (rewrite.State.Apply); the session still
+// sets the few flags the plan's inputs carry (MultiAborted by the
 // transaction's refusals, Watching by a WATCH pin, Tracking, and the
-// round's Fenced, NoSub and SetInfo). What stands in the way of a smaller
-// session: the RESP3 bridge's plan of a command (bridge.go) is a second
-// path beside the normal loop's command, with its own transaction and
-// local-reply handling, because its replies travel on the bridge's legs
-// (relayed by goroutines) where the normal loop's go through the
-// segment's batches; one path for both needs a segment whose parts can be
-// legs.
+// round's Fenced, NoSub and SetInfo).
+//
+// The RESP3 bridge's plan of a command (bridge.go) is a path of its own
+// beside the normal loop's command: the plan, the transaction's Queue and
+// the observer are the same, but its replies travel on the bridge's legs,
+// relayed by goroutines, where the normal loop's go through the segment's
+// batches. One path for both would need a segment whose parts can be legs.
 package proxy

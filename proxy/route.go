@@ -26,7 +26,7 @@ import (
 // MULTI/EXEC, whose keys route to two upstreams is refused with CROSSROUTE
 // before anything is sent; a pipeline that spans upstreams is split into one
 // batch per upstream, sent concurrently, and the replies are put back in
-// the client's order (segment.go).
+// the client's order (package segment).
 //
 // On a module upstream a verb script call is rewritten to EMQ.<TOKEN> (the
 // decision rewrite.Decide made); on a scripts upstream the plan turns

@@ -69,7 +69,7 @@ import (
 //  3. A batch's channel gets at most one sigLead, then one sigDone: never a
 //     signal it is not waiting for. A handed role is picked up when the
 //     batch's session awaits that batch. A session with batches on several
-//     pipes (a routed split, package session's segment.go) sends them all, in one order,
+//     pipes (a routed split, package segment) sends them all, in one order,
 //     before it awaits any, and awaits them in that order; so a role
 //     handed to one of its later batches waits at most until its earlier
 //     ones complete, and no cycle of such waits can form (each waits on a

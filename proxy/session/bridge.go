@@ -294,7 +294,7 @@ func (s *session) bridgeTap(f resp.Frame, d *rewrite.Decision, skipped bool) *pu
 }
 
 // bridgeLoad sends the SCRIPT LOAD fan-out of a bridged command
-// (route_session.go's alsoLoad), if it has one, and awaits it, dropping the
+// (scriptload.go's alsoLoad), if it has one, and awaits it, dropping the
 // replies.
 func (s *session) bridgeLoad(f resp.Frame, d *rewrite.Decision, routed *upstream.Upstream, shared bool) {
 	s.alsoLoad(f, d, routed, shared)

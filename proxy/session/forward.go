@@ -49,7 +49,7 @@ func (s *session) forward(c *command) {
 		s.noteWrite(b, f.Args, &c.sp) // acks.go
 	}
 	b.N++
-	s.alsoLoad(f, d, u, !ded) // route_session.go
+	s.alsoLoad(f, d, u, !ded) // scriptload.go
 }
 
 // pipeFor chooses the connection a forwarded command goes on: the WATCH pin

@@ -15,9 +15,9 @@ import (
 // service and its transactions, WATCH pins, blocking commands and routed
 // splits; the RESP3 bridge). The session's observation state is one
 // field, s.obs. What a decision asks for besides its own send is not
-// observation and is not here: the SCRIPT EXISTS patch (segment.go's emit,
+// observation and is not here: the SCRIPT EXISTS patch (package segment's Emit,
 // the relay's tap on the bridge: bridge.go) and the SCRIPT LOAD fan-out
-// (route_session.go's alsoLoad).
+// (scriptload.go's alsoLoad).
 
 // newObserver returns the observation of a new session.
 func (s *session) newObserver() observe.Session {

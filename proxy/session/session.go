@@ -274,7 +274,7 @@ func (s *session) command(f resp.Frame) {
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
 		s.addLocal(d.Reply, c.audit, c.drop)
-		s.alsoLoad(f, d, nil, false) // route_session.go
+		s.alsoLoad(f, d, nil, false) // scriptload.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(&c)
 		s.captureCommand(f, d, c.sp.Entry) // observe.go

@@ -142,7 +142,7 @@ func (e *execLoad) read(s *session) {
 }
 
 // send adds the loads the server ran to the current segment's part for
-// every other upstream's shared connection (route_session.go's
+// every other upstream's shared connection (scriptload.go's
 // loadEverywhere).
 func (e *execLoad) send(s *session) {
 	for _, l := range e.loads {
