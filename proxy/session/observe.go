@@ -6,7 +6,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/observe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -31,14 +30,6 @@ func (s *session) observe(args [][]byte, d *rewrite.Decision) int {
 	s.srv.Met.Command(d)
 	s.kind = max(s.kind, observe.KindOf(d))
 	return s.obs.Command(args, d)
-}
-
-// upName is an audit record's upstream: u's name, "" for none.
-func upName(u *upstream.Upstream) string {
-	if u == nil {
-		return ""
-	}
-	return u.Name()
 }
 
 // logAudits writes the round's audit records, after its replies were
