@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -212,8 +214,44 @@ func mallocsOf(admin string) (n float64, ok bool) {
 	return 0, false
 }
 
-// freeAddr returns a free loopback address.
+// handed are the ports freeAddr returned in this run.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
+
+// freeAddr returns a loopback address free now, never one it returned
+// before in this run, and below the kernel's ephemeral port range
+// (net.ipv4.ip_local_port_range): a port picked there could be taken by
+// an outgoing connection of the run (a load generator's, a proxy's to its
+// server) before the process it is for binds it, which failed runs with
+// "bind: address already in use".
 func freeAddr() (string, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	if low > 11000 {
+		for range 1000 {
+			port := 10000 + rand.IntN(low-10000)
+			if handed[port] {
+				continue
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				continue
+			}
+			ln.Close()
+			handed[port] = true
+			return ln.Addr().String(), nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
