@@ -298,3 +298,30 @@ func TestResetNodeKeepsTheBrand(t *testing.T) {
 		})
 	}
 }
+
+// TestChecks32: issue 32's targets are judged against their anchors: the
+// proxy's CPU per call against twemproxy's, the job mix against Lua at
+// 1.2× for pipeline 16.
+func TestChecks32(t *testing.T) {
+	run := func(proxyUs, twemUs, viaProxy float64) map[string]bool {
+		r := fakeRun(100, 100, 100, 100, viaProxy, 100, 100, 0)
+		for name, us := range map[string]float64{"emqproxy": proxyUs, "twemproxy": twemUs} {
+			res := &r.pt[key2("P1", name)][0]
+			res.ops = 1000
+			res.cpu = cpu{user: time.Duration(us * 1000 * float64(time.Microsecond))}
+		}
+		out := map[string]bool{}
+		for _, c := range r.checks32() {
+			out[c.what] = c.ok
+		}
+		return out
+	}
+	const cpuCheck = "passthrough P1 50 clients: proxy CPU per call ≤ twemproxy's"
+	const mixCheck = "job mix P16 through the proxy ≥ 1.2× Lua directly"
+	if got := run(8, 9, 121); !got[cpuCheck] || !got[mixCheck] {
+		t.Fatalf("a proxy cheaper than twemproxy, 1.21× Lua: %v", got)
+	}
+	if got := run(10, 9, 110); got[cpuCheck] || got[mixCheck] {
+		t.Fatalf("a proxy dearer than twemproxy, 1.1× Lua: %v", got)
+	}
+}

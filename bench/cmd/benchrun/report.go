@@ -139,6 +139,14 @@ func (r *runner) writeReport(stem string) error {
 		}
 		w("| %s | %s | %s |\n", c.what, c.got, mark)
 	}
+	w("\n## Targets (issue 32: the cost of a call)\n\n| target | measured, against its anchor in this run | |\n|---|---|---|\n")
+	for _, c := range r.checks32() {
+		mark := "met"
+		if !c.ok {
+			mark = "**missed**"
+		}
+		w("| %s | %s | %s |\n", c.what, c.got, mark)
+	}
 	r.writePassthrough(w)
 	r.writeLatency(w)
 	r.writeMix(w)
