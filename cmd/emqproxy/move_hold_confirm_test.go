@@ -27,7 +27,9 @@ import (
 // write, and say so.
 
 // startSourceSetStand is startMoveStand with scripts-b a primary with one
-// replica, confirmed with ack_replicas 1 (ack_timeout 300ms).
+// replica, confirmed with ack_replicas 1 (ack_timeout 2s: a replica on a machine
+// whose two cores three test suites share has taken more than 300ms to
+// acknowledge; a frozen one never does, whatever the timeout).
 func startSourceSetStand(t *testing.T) (*moveStand, *node.Node) {
 	t.Helper()
 	s := newMoveStand(t)
@@ -38,7 +40,7 @@ func startSourceSetStand(t *testing.T) (*moveStand, *node.Node) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = replica.Thaw() })
-	s.configure(t, "    ack_replicas: 1\n    ack_timeout: 300ms\n")
+	s.configure(t, "    ack_replicas: 1\n    ack_timeout: 2s\n")
 	return s, replica
 }
 

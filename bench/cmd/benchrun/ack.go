@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/emqproxy/emqproxy/bench/jobmix"
@@ -63,7 +64,7 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 	}
 	defer off.stop()
 	on, err := r.startProxy(proxySpec{name: ackOn, kind: kind, audit: audit(ackOn), upstream: primary.Addr,
-		upstreamKeys: "    ack_replicas: 1\n    ack_timeout: 1s\n"})
+		upstreamKeys: "    ack_replicas: 1\n    ack_timeout: 1s\n" + indentKeys(r.ackKeys)})
 	if err != nil {
 		return err
 	}
@@ -179,4 +180,15 @@ func (r *runner) writeOnly(stem, suffix, title string, section func(w func(strin
 	}
 	fmt.Printf("%s\nwritten: %s\n", text, path)
 	return nil
+}
+
+// indentKeys indents each line of keys as an upstream's key.
+func indentKeys(keys string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(keys, "\n") {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString("    " + strings.TrimSpace(l) + "\n")
+		}
+	}
+	return b.String()
 }

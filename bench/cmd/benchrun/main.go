@@ -29,6 +29,7 @@ type runner struct {
 	proxyBin, proxydBin, jobmixBin      string
 	redisBenchmarkBin, nutcracker, perf string
 	reps                                int
+	ackKeys                             string // section 7's extra upstream keys (--ack-keys)
 	mixWarmup, mixDur, latDur           time.Duration
 	module, scripts                     *node.Node
 	procs                               []*proc
@@ -97,6 +98,7 @@ func run() error {
 	idleConns := flag.Int("idle-clients", 1000, "idle client connections for the memory measurement")
 	flag.DurationVar(&r.floodWarmup, "flood-warmup", time.Second, "floods: warmup of the well-behaved clients per window")
 	flag.DurationVar(&r.floodDur, "flood-duration", 4*time.Second, "floods: each window (with a flood, or none)")
+	flag.StringVar(&r.ackKeys, "ack-keys", "", `more keys of the ack_replicas 1 proxy's upstream (section 7), e.g. "conns: 4"`)
 	only := flag.String("only", "", `run one section alone: "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
 	if *only != "" && *only != "capture" && *only != "ack" && *only != "floods" {
