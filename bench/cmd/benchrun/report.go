@@ -131,22 +131,8 @@ func (r *runner) writeReport(stem string) error {
 	}
 	summary := b.Len()
 
-	w("## Targets (issue 15)\n\n| target | measured | |\n|---|---|---|\n")
-	for _, c := range r.checks() {
-		mark := "met"
-		if !c.ok {
-			mark = "**missed**"
-		}
-		w("| %s | %s | %s |\n", c.what, c.got, mark)
-	}
-	w("\n## Targets (issue 32: the cost of a call)\n\n| target | measured, against its anchor in this run | |\n|---|---|---|\n")
-	for _, c := range r.checks32() {
-		mark := "met"
-		if !c.ok {
-			mark = "**missed**"
-		}
-		w("| %s | %s | %s |\n", c.what, c.got, mark)
-	}
+	writeChecks(w, "## Targets (issue 15)", "measured", r.checks())
+	writeChecks(w, "\n## Targets (issue 32: the cost of a call)", "measured, against its anchor in this run", r.checks32())
 	r.writePassthrough(w)
 	r.writeLatency(w)
 	r.writeMix(w)
@@ -328,5 +314,17 @@ func (r *runner) writeCapture(w func(string, ...any)) {
 		w("\nreplay: not measured: %v\n", rr.err)
 	} else {
 		w("\nreplay: %d calls in %v: %.0f calls/s per side (nodes agree: %v)\n", rr.calls, rr.elapsed.Round(time.Millisecond), rr.perSecond(), rr.ok)
+	}
+}
+
+// writeChecks writes a table of targets under title, each met or missed.
+func writeChecks(w func(string, ...any), title, measured string, cs []check) {
+	w("%s\n\n| target | %s | |\n|---|---|---|\n", title, measured)
+	for _, c := range cs {
+		mark := "met"
+		if !c.ok {
+			mark = "**missed**"
+		}
+		w("| %s | %s | %s |\n", c.what, c.got, mark)
 	}
 }
