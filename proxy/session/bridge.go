@@ -181,6 +181,10 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		s.st.MultiAborted = s.st.MultiAborted || o.Abort
 		if !o.Queued {
+			if drop { // CLIENT REPLY OFF or SKIP: the error too
+				s.obs.Reply(audit, o.Reply, "")
+				return nil
+			}
 			return s.bridgeLocal(out, o.Reply, audit)
 		}
 		s.relayed(audit, sp.Up)
