@@ -199,10 +199,11 @@ func (g *Segment) Reset() {
 	g.Simple = true
 }
 
-// Spare calls give with each batch kept for reuse (the session gives back
-// what they hold of the budget when it ends).
-func (g *Segment) Spare(give func(*pipe.Batch)) {
+// Release gives back what the batches kept for reuse still hold of the
+// budget (the session ends).
+func (g *Segment) Release() {
 	for _, b := range g.spare {
-		give(b)
+		g.Mem.Give(b.Acct.Held)
+		b.Acct.Held = 0
 	}
 }

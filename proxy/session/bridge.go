@@ -175,11 +175,7 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		return nil
 	case s.st.InMulti && forwarded:
 		// Queued as in normal service (transaction.go's queue).
-		o := s.tx.Queue(f, sp, s.st.MultiAborted)
-		if o.OverBudget {
-			s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
-		}
-		s.st.MultiAborted = s.st.MultiAborted || o.Abort
+		o := s.txQueue(&c)
 		if !o.Queued {
 			if drop { // CLIENT REPLY OFF or SKIP: the error too
 				s.obs.Reply(audit, o.Reply, "")

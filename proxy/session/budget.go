@@ -84,10 +84,7 @@ func (s *session) tooLarge(need int, limit int64) {
 func (s *session) releaseMemory() {
 	mem := s.srv.Mem
 	s.c.Release(s.tx.Release(true))
-	s.seg.Spare(func(b *pipe.Batch) {
-		mem.Give(b.Acct.Held)
-		b.Acct.Held = 0
-	})
+	s.seg.Release() // its spare batches
 	mem.Done(s.id)
 }
 

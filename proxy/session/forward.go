@@ -23,7 +23,7 @@ func (s *session) forward(c *command) {
 	}
 	own := s.pinned == nil && d.Effect != rewrite.Watch && d.Effect != rewrite.Blocking && s.shareBefore(len(f.Raw), 1)
 	if s.over {
-		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
+		s.seg.AddLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
 	var p *pipe.Pipe
@@ -34,7 +34,7 @@ func (s *session) forward(c *command) {
 		p, ded = s.pipeFor(u, d)
 	}
 	if p == nil {
-		s.addLocal(u.Unavailable(), audit, c.drop)
+		s.seg.AddLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)

@@ -168,7 +168,7 @@ func (s *session) round() (served int, err error) {
 		f, status, errReply := s.c.Next()
 		switch status {
 		case resp.Invalid:
-			s.addLocal(errReply, -1, s.rm.Command(rewrite.NoEffect))
+			s.seg.AddLocal(errReply, -1, s.rm.Command(rewrite.NoEffect))
 			s.closing = true
 			s.srv.Met.Rejected.WithLabelValues("protocol").Inc()
 			continue
@@ -273,7 +273,7 @@ func (s *session) command(f resp.Frame) {
 	}
 	switch d.Action {
 	case rewrite.Refuse, rewrite.Local:
-		s.addLocal(d.Reply, c.audit, c.drop)
+		s.seg.AddLocal(d.Reply, c.audit, c.drop)
 		s.alsoLoad(f, d, nil, false) // scriptload.go
 	case rewrite.Pass, rewrite.Rewrite:
 		s.forward(&c)
@@ -365,10 +365,4 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 	default:
 		s.st.Apply(d)
 	}
-}
-
-// addLocal adds a reply the proxy makes itself to the segment; drop: it is
-// not for the client (CLIENT REPLY).
-func (s *session) addLocal(reply []byte, audit int, drop bool) {
-	s.seg.AddLocal(reply, audit, drop)
 }

@@ -39,7 +39,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	dl, err := u.Own(s.srv.Ctx, s.proto()) // upstream/owned.go
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
-		s.addLocal(u.Unavailable(), audit, c.drop)
+		s.seg.AddLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	sub := pubsub.New(s.client(), u, dl, f.Raw, int(min(s.srv.Cfg.MaxReplyBytes, int64(^uint(0)>>1))), s.proto() == 3)

@@ -163,7 +163,7 @@ func (s *session) emitCaching(u *upstream.Upstream, p *pipe.Pipe) {
 		p = s.ownPipe(u)
 	}
 	if p == nil {
-		s.addLocal(u.Unavailable(), kc.Audit, kc.Mute)
+		s.seg.AddLocal(u.Unavailable(), kc.Audit, kc.Mute)
 		return
 	}
 	s.target(u, p, true, own)

@@ -22,14 +22,22 @@ import (
 // said. Otherwise the server's replies to MULTI and the queued commands are
 // read and dropped.
 
-// queue adds a command decided inside MULTI.
-func (s *session) queue(c *command) {
+// txQueue queues a command decided inside MULTI in the transaction
+// (txn.Tx.Queue), in normal service and on the bridge alike, and notes
+// what that did: a refusal for the memory budget, an aborted transaction.
+func (s *session) txQueue(c *command) txn.Outcome {
 	o := s.tx.Queue(c.f, &c.sp, s.st.MultiAborted)
 	if o.OverBudget {
 		s.srv.Met.Refusals.WithLabelValues(pubsub.ReasonMemoryBudget).Inc()
 	}
 	s.st.MultiAborted = s.st.MultiAborted || o.Abort
-	s.addLocal(o.Reply, c.audit, c.drop)
+	return o
+}
+
+// queue adds a command decided inside MULTI, its reply in its slot.
+func (s *session) queue(c *command) {
+	o := s.txQueue(c)
+	s.seg.AddLocal(o.Reply, c.audit, c.drop)
 	if !o.Queued {
 		return
 	}
@@ -55,7 +63,7 @@ func (s *session) exec(c *command) {
 	u := c.up(s)
 	own := s.pinned == nil && s.shareBefore(len(t.Buf)+len(f.Raw), t.N+2)
 	if s.over {
-		s.addLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
+		s.seg.AddLocal(nil, audit, c.drop) // past the reply cap: not sent, the client is closed (share.go)
 		return
 	}
 	var p *pipe.Pipe
@@ -73,7 +81,7 @@ func (s *session) exec(c *command) {
 		}
 	}
 	if p == nil {
-		s.addLocal(u.Unavailable(), audit, c.drop)
+		s.seg.AddLocal(u.Unavailable(), audit, c.drop)
 		return
 	}
 	s.target(u, p, ded, own)
