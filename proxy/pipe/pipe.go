@@ -31,7 +31,9 @@ import (
 //     the batches of many clients leave in one write, and the server reads
 //     them as one pipeline); after maxCombinedWrites writes it hands the
 //     rest to a goroutine of its own (writeQueued). A send that finds a
-//     writer queues its batch: the writer takes it along.
+//     writer queues its batch: the writer takes it along. Batches with a
+//     WAIT wait in the queue while another WAIT is in flight (read.go,
+//     "held"); the reader that reads its reply takes the role to write them.
 //   - The reader (reading) alone reads nc (rr), takes batches off inflight
 //     and completes them, in FIFO order, waking their sessions (sigDone).
 //     On a shared connection it is held inline by a session: one that
@@ -139,6 +141,7 @@ type Pipe struct {
 	inflight []*Batch    // written (or being written), waiting for replies
 	head     int         // first waiting batch in inflight
 	writing  bool        // the writer's role is held
+	waitOut  bool        // a WAIT is written and its reply not read (held)
 	reading  bool        // the reader's role is held (or being handed over)
 	idle     sync.Cond   // broadcast when the writer's role is left (on mu)
 	err      error       // the first failure; set: broken (breakLocked)
@@ -354,6 +357,11 @@ func (p *Pipe) writeQueued(limit int) {
 			go p.writeQueued(-1) // the role passes to it
 			return
 		}
+		if p.waitOut && holdsWait(p.queue) {
+			// Held until the WAIT in flight is answered (read.go, held).
+			p.leaveWriterLocked()
+			return
+		}
 		q := p.queue
 		p.queue = p.spare[:0]
 		if p.timeout > 0 && (len(p.inflight) == p.head || p.rdl.IsZero()) {
@@ -362,6 +370,7 @@ func (p *Pipe) writeQueued(limit int) {
 		if len(q) > 1 {
 			oneWait(q) // read.go: one WAIT a write, before a reader sees them
 		}
+		p.waitOut = p.waitOut || holdsWait(q)
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
 
@@ -452,8 +461,11 @@ func (p *Pipe) lead(own *Batch) {
 			return
 		}
 		p.mu.Lock()
-		p.pop()
+		flush := p.pop()
 		p.mu.Unlock()
+		if flush {
+			p.flush() // read.go: the batches held behind b's WAIT
+		}
 		if p.complete(b, own) { // read.go
 			ownDone = true
 		}

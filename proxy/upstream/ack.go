@@ -47,7 +47,11 @@ import (
 // confirms, each costs a round trip between the primary and its replicas,
 // during which it holds up the batches written after it on its connection
 // (measured in bench, "ack_replicas 1"): one round trip a write of many
-// clients' batches, rather than one a batch. The commands of a RESP3 client the
+// clients' batches, rather than one a batch. And while one WAIT is in
+// flight on a connection, the write batches sent meanwhile are held in the
+// proxy and leave together, with one WAIT, when it is answered (package
+// pipe's read.go, "held"): written at once, each would have waited behind
+// it in the server and then cost a round trip of its own. The commands of a RESP3 client the
 // proxy bridges (package session's bridge.go) and of a client in RESP2 subscribe mode go on
 // its own connections and are not confirmed.
 //
@@ -67,8 +71,8 @@ import (
 // clients' commands are then never held up by a WAIT, and a write waits at
 // most AckTimeout. A client's own connection (WATCH, blocking commands)
 // keeps its full WAIT: it holds up nobody else. The batches already sent
-// when the replicas went away each wait out their own WAIT, one after the
-// other on their connection: at most one per batch then in flight.
+// or held when the replicas went away wait out at most two WAITs on their
+// connection: the one in flight, and the one the held batches share.
 //
 // With AckReplicas 0 none of this runs: the session checks one nil
 // pointer per forwarded command, and one flag per segment.
