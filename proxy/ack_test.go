@@ -251,3 +251,47 @@ func incrs(addr, key string, n int) ([][]byte, error) {
 	}
 	return got, nil
 }
+
+// A read does not wait behind a WAIT: while a write's WAIT waits for a
+// frozen replica on the shared connection, another client's read goes on
+// the reads' connection and is answered with the WAIT still blocked on the
+// primary (its timeout, 2s, is far off); the write then gets the
+// not-confirmed error. Without the reads' connection the server would
+// serve the read only after the WAIT.
+func TestAckReadsDoNotWaitBehindAWaitIntegration(t *testing.T) {
+	node.EachServer(t, testAckReadsDoNotWait)
+}
+
+func testAckReadsDoNotWait(t *testing.T, srv node.Server) {
+	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
+	if err := r.WaitSynced(testTimeout); err != nil {
+		t.Fatal(err)
+	}
+	h := startProxy(t, p, func(o *Options) {
+		o.Upstream.AckReplicas, o.Upstream.AckTimeout, o.Upstream.Timeout = 1, 2*time.Second, 4*time.Second
+	})
+	c, other := h.dial(), h.dial()
+	poll(t, "a first write confirmed", func() bool { return string(c.do("SET", "a", "1").got) == "+OK\r\n" })
+	poll(t, "the reads' connection", h.srv.up.ReadsConnected)
+	blocked := func() bool {
+		raw, err := node.RawDo(p.Addr, "INFO", "clients")
+		return err == nil && strings.Contains(string(raw), "blocked_clients:1\r\n")
+	}
+
+	if err := r.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Thaw() }()
+	before := waitCalls(t, p)
+	c.send(cmd("SET", "a", "2"))
+	poll(t, "the write's WAIT to block on the primary", blocked)
+	other.do("GET", "a").is("$1\r\n2\r\n")
+	if !blocked() {
+		t.Errorf("the read was answered only after the WAIT ahead of it")
+	}
+	c.read().hasPrefix("-UPSTREAM node write not confirmed by 1 replicas within 2s")
+	if got := waitCalls(t, p) - before; got != 1 {
+		t.Errorf("WAIT ran %d times for a write and a read, want 1", got)
+	}
+}

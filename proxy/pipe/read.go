@@ -120,6 +120,15 @@ func (p *Pipe) pop() (flush bool) {
 // batch takes the writer's role and writes the held ones (flush) before
 // it answers anyone.
 
+// Waiting reports whether a WAIT is in flight on the connection: a read
+// written now would wait for it (package upstream's ack.go sends it on
+// another connection).
+func (p *Pipe) Waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitOut
+}
+
 // holdsWait reports whether a batch of q ends with a WAIT (to be held
 // while another is in flight).
 func holdsWait(q []*Batch) bool {

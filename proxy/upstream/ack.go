@@ -74,6 +74,16 @@ import (
 // or held when the replicas went away wait out at most two WAITs on their
 // connection: the one in flight, and the one the held batches share.
 //
+// Reads are not held up by a WAIT either: the server would serve a read
+// written behind a WAIT only once the WAIT is answered, so a batch with no
+// write bound for a shared RESP2 connection on which a WAIT is in flight
+// goes on a connection of its own instead (the reads' connection: one an
+// upstream, opened with its shared ones; while it is down, the read waits
+// behind the WAIT as before). A session sends its next batch only once
+// the last one is answered, so its own writes are applied before its
+// reads, on whichever connection; between clients there was never an
+// order to keep.
+//
 // With AckReplicas 0 none of this runs: the session checks one nil
 // pointer per forwarded command, and one flag per segment.
 
@@ -90,6 +100,8 @@ type ackSpec struct {
 
 	once sync.Once
 	slot atomic.Pointer[slot] // the probe connection, opened when first short
+
+	reads *slot // the reads' connection (startReads)
 }
 
 // How a batch waits for the replicas (pipe.Batch.Ack).
@@ -121,7 +133,15 @@ func newAckSpec(o Options) *ackSpec {
 // the probe connection while short (see above).
 func (u *Upstream) AckBatch(b *pipe.Batch, p *pipe.Pipe, proto int, dedicated bool) *pipe.Pipe {
 	a := u.ack
-	if len(b.Writes) == 0 || b.Ack != waitNone {
+	if b.Ack != waitNone {
+		return p
+	}
+	if len(b.Writes) == 0 {
+		if !dedicated && proto == 2 && p.Waiting() {
+			if rp := u.readsPipe(); rp != nil && rp.Failed() == nil {
+				return rp
+			}
+		}
 		return p
 	}
 	if a.short.Load() && !dedicated {
@@ -162,6 +182,17 @@ func (u *Upstream) probePipe() *pipe.Pipe {
 	}
 	return nil
 }
+
+// startReads starts the reads' connection, with the upstream's shared
+// ones: a read that meets a WAIT finds it up.
+func (u *Upstream) startReads() {
+	u.ack.reads = newSlot()
+	u.wg.Add(1)
+	go u.keep(u.ack.reads, 2)
+}
+
+// readsPipe returns the reads' connection (nil while it is down).
+func (u *Upstream) readsPipe() *pipe.Pipe { return u.ack.reads.cur.Load() }
 
 // Settle takes WAIT's reply out of b when it ends with one and answers
 // its writes as WAIT says (see above); it returns how many writes got the

@@ -21,3 +21,7 @@ func (u *Upstream) AckProbing() bool { return u.ack != nil && u.ack.probing.Load
 // ProbeConnected reports whether the connection that carries write batches
 // while the replicas are short is up (ack.go).
 func (u *Upstream) ProbeConnected() bool { return u.ack != nil && u.probePipe() != nil }
+
+// ReadsConnected reports whether the connection that carries reads while
+// a WAIT is in flight is up (ack.go).
+func (u *Upstream) ReadsConnected() bool { return u.ack != nil && u.readsPipe() != nil }

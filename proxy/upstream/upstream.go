@@ -113,6 +113,9 @@ func New(opts Options, hook OnConnectFunc, keys *cmdtable.Store, clients *atomic
 		u.wg.Add(1)
 		go u.keep(s, 2)
 	}
+	if u.ack != nil {
+		u.startReads() // ack.go
+	}
 	u.wg.Add(1)
 	go u.watch(watchInterval)
 	if hook != nil && opts.ProbeInterval > 0 {
@@ -206,15 +209,17 @@ func (u *Upstream) resp3Slots() []*slot {
 }
 
 // allSlots returns every shared connection's slot, RESP2 and RESP3, and
-// the replicas' probe connection (ack.go).
+// the replicas' probe and reads' connections (ack.go).
 func (u *Upstream) allSlots() []*slot {
 	out := u.slots
 	if p := u.slots3.Load(); p != nil {
 		out = append(out[:len(out):len(out)], *p...)
 	}
 	if u.ack != nil {
-		if s := u.ack.slot.Load(); s != nil {
-			out = append(out[:len(out):len(out)], s)
+		for _, s := range []*slot{u.ack.slot.Load(), u.ack.reads} {
+			if s != nil {
+				out = append(out[:len(out):len(out)], s)
+			}
 		}
 	}
 	return out

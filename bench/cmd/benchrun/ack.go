@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +35,12 @@ type ackResult struct {
 	waits   map[string]int64       // WAIT calls the primary served, by pipeline and target (all reps)
 	ops     map[string]float64     // script calls over the same runs (ops/s × warmup + window)
 	latency map[string]mixResult   // one client, pipeline 1
+	replica map[string]cpu         // the replica's CPU over the same runs
 }
 
 // ackReplicas measures section 7.
 func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
-	a := ackResult{ran: true, mix: map[string][]mixResult{}, waits: map[string]int64{}, ops: map[string]float64{}, latency: map[string]mixResult{}}
+	a := ackResult{ran: true, mix: map[string][]mixResult{}, waits: map[string]int64{}, ops: map[string]float64{}, latency: map[string]mixResult{}, replica: map[string]cpu{}}
 	primary, err := node.Start(node.Options{Role: node.Module})
 	if err != nil {
 		return err
@@ -76,12 +78,14 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 	for rep := range r.reps {
 		for _, p := range []int{1, 16} {
 			for _, t := range targets {
-				w0 := waitsOf(primary.Addr)
+				w0, rc0 := waitsOf(primary.Addr), cpuOf(replica.PID())
 				res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
 				if err != nil {
 					return err
 				}
 				k := key2(strconv.Itoa(p), t.name)
+				rc := cpuOf(replica.PID()).sub(rc0)
+				a.replica[k] = cpu{a.replica[k].user + rc.user, a.replica[k].sys + rc.sys}
 				a.mix[k] = append(a.mix[k], res)
 				a.waits[k] += waitsOf(primary.Addr) - w0
 				a.ops[k] += res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
@@ -122,11 +126,28 @@ func (r *runner) writeAck(w func(string, ...any)) {
 	}
 	w("\n## 7. ack_replicas (job mix, 50 clients, each on its own queue; a module primary with one replica)\n\n")
 	w("Both proxies are `emqproxy serve` in front of the same primary, which has a replica (the baseline pays for replication too); \"ack_replicas 1\" adds `ack_replicas: 1`, `ack_timeout: 1s`: each client batch that writes ends with `WAIT 1 1000`, whose reply the proxy reads. The job mix's calls are all writes. WAIT per call is the primary's WAIT calls over the script calls of the same runs (warmup included, so approximate): one per batch, so about 1 at pipeline 1 and 1/16 at pipeline 16. Window %v after %v warmup, medians of %d interleaved repetitions.\n\n", r.mixDur, r.mixWarmup, r.reps)
-	w("| pipeline | ack_replicas 0 | ack_replicas 1 | 1 / 0 | WAIT per call (ack 1) |\n|---|---|---|---|---|\n")
+	w("| pipeline | ack_replicas 0 | ack_replicas 1 | 1 / 0 | 1 / 0 of each pair, median (range) | WAIT per call (ack 1) |\n|---|---|---|---|---|---|\n")
 	for _, p := range []int{1, 16} {
 		off, on := a.median(p, ackOff), a.median(p, ackOn)
 		k := key2(itoa(p), ackOn)
-		w("| %d | %s | %s | %s | %s |\n", p, kops(off), kops(on), ratio(on, off), ratio(float64(a.waits[k]), a.ops[k]))
+		w("| %d | %s | %s | %s | %s | %s |\n", p, kops(off), kops(on), ratio(on, off), a.pairs(p), ratio(float64(a.waits[k]), a.ops[k]))
+	}
+	w("\nWhere the time goes (all repetitions summed, per script call, as in section 2's CPU table; the replica's CPU from /proc/<pid>/stat over the same runs):\n\n")
+	w("| pipeline | path | load generator µs/call | proxy µs/call | primary µs/call | replica µs/call | total µs/call | cores busy |\n|---|---|---|---|---|---|---|---|\n")
+	for _, p := range []int{1, 16} {
+		for _, name := range []string{ackOff, ackOn} {
+			k := key2(itoa(p), name)
+			var s spend
+			for _, res := range a.mix[k] {
+				s.add(res.load, res.cpu, res.srvCPU, res.OpsPerSec*(r.mixWarmup+r.mixDur).Seconds(), res.wall)
+			}
+			rep := s.us(a.replica[k])
+			busy := s.busy()
+			if s.wall > 0 {
+				busy += (a.replica[k].user + a.replica[k].sys).Seconds() / s.wall.Seconds()
+			}
+			w("| %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p, name, s.us(s.load), s.us(s.path), s.us(s.server), rep, s.total()+rep, busy)
+		}
 	}
 	w("\nSingle client, pipeline 1 (one call's latency; a claim includes its pause read, which is a read and waits for nothing):\n\n")
 	w("| path | ops/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
@@ -134,6 +155,23 @@ func (r *runner) writeAck(w func(string, ...any)) {
 		l := a.latency[name]
 		w("| %s | %.0f | %.0f | %.0f |\n", name, l.OpsPerSec, l.P50us, l.P99us)
 	}
+}
+
+// pairs is ack 1 over ack 0 for each repetition's pair of runs (run one
+// after the other, so a drift of the machine's load moves both): their
+// median and range.
+func (a ackResult) pairs(p int) string {
+	off, on := a.mix[key2(itoa(p), ackOff)], a.mix[key2(itoa(p), ackOn)]
+	var xs []float64
+	for i := range min(len(off), len(on)) {
+		if off[i].OpsPerSec > 0 {
+			xs = append(xs, on[i].OpsPerSec/off[i].OpsPerSec)
+		}
+	}
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f (%.2f-%.2f)", median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 func (a ackResult) median(p int, name string) float64 {
