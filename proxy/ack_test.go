@@ -28,27 +28,39 @@ func waitCalls(t *testing.T, n *node.Node) int64 {
 	return st["wait"]
 }
 
-func TestAckReplicasIntegration(t *testing.T) { node.EachServer(t, testAckReplicas) }
-
-func testAckReplicas(t *testing.T, srv node.Server) {
-	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
-	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
+// ackStand starts a module primary with a synchronised replica and a proxy
+// in front of it that confirms writes with one replica within ackTimeout
+// (and, when replyTimeout is not 0, with that reply timeout), and waits for
+// a first confirmed write: a replica just synchronised may take a moment to
+// acknowledge (Valkey 8 under the race detector).
+func ackStand(t *testing.T, srv node.Server, ackTimeout, replyTimeout time.Duration) (p, r *node.Node, h *harness) {
+	t.Helper()
+	p = node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+	r = node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
 	if err := r.WaitSynced(testTimeout); err != nil {
 		t.Fatal(err)
 	}
-	const ackTimeout = 300 * time.Millisecond
-	h := startProxy(t, p, func(o *Options) {
+	h = startProxy(t, p, func(o *Options) {
 		o.Upstream.AckReplicas, o.Upstream.AckTimeout = 1, ackTimeout
+		if replyTimeout != 0 {
+			o.Upstream.Timeout = replyTimeout
+		}
 	})
+	warm := h.dial()
+	poll(t, "a first write confirmed", func() bool { return string(warm.do("SET", "warm", "1").got) == "+OK\r\n" })
+	return p, r, h
+}
+
+func TestAckReplicasIntegration(t *testing.T) { node.EachServer(t, testAckReplicas) }
+
+func testAckReplicas(t *testing.T, srv node.Server) {
+	const ackTimeout = 300 * time.Millisecond
+	p, r, h := ackStand(t, srv, ackTimeout, 0)
 	c := h.dial()
 	job, pending := "emq:{q}:job:J1", "emq:{q}:pending"
 	enqueue := func(id string) []string {
 		return cmd("EVALSHA", enqueueSHA, "2", "emq:{q}:job:"+id, pending, id, "payload")
 	}
-
-	// A replica just synchronised may take a moment to acknowledge
-	// (Valkey 8 under the race detector): wait for a first confirmed write.
-	poll(t, "a first write confirmed", func() bool { return string(c.do("SET", "warm", "1").got) == "+OK\r\n" })
 
 	{ // a batch of writes waits once
 		before := waitCalls(t, p)
@@ -162,16 +174,7 @@ func TestAckOneWaitPerWriteIntegration(t *testing.T) {
 }
 
 func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
-	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
-	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
-	if err := r.WaitSynced(testTimeout); err != nil {
-		t.Fatal(err)
-	}
-	h := startProxy(t, p, func(o *Options) {
-		o.Upstream.AckReplicas, o.Upstream.AckTimeout = 1, 300*time.Millisecond
-	})
-	warm := h.dial()
-	poll(t, "a first write confirmed", func() bool { return string(warm.do("SET", "warm", "1").got) == "+OK\r\n" })
+	p, r, h := ackStand(t, srv, 300*time.Millisecond, 0)
 
 	const clients, each = 16, 100
 	before := waitCalls(t, p)
@@ -263,16 +266,9 @@ func TestAckReadsDoNotWaitBehindAWaitIntegration(t *testing.T) {
 }
 
 func testAckReadsDoNotWait(t *testing.T, srv node.Server) {
-	p := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
-	r := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path, ReplicaOf: p.Addr})
-	if err := r.WaitSynced(testTimeout); err != nil {
-		t.Fatal(err)
-	}
-	h := startProxy(t, p, func(o *Options) {
-		o.Upstream.AckReplicas, o.Upstream.AckTimeout, o.Upstream.Timeout = 1, 2*time.Second, 4*time.Second
-	})
+	p, r, h := ackStand(t, srv, 2*time.Second, 4*time.Second)
 	c, other := h.dial(), h.dial()
-	poll(t, "a first write confirmed", func() bool { return string(c.do("SET", "a", "1").got) == "+OK\r\n" })
+	c.do("SET", "a", "1").is("+OK\r\n")
 	poll(t, "the reads' connection", h.srv.up.ReadsConnected)
 	blocked := func() bool {
 		raw, err := node.RawDo(p.Addr, "INFO", "clients")
