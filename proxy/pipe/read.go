@@ -110,10 +110,13 @@ func (p *Pipe) pop() (flush bool) {
 // round trip anyway, and each WAIT written behind it would cost one more:
 // at pipeline 1 the batches of a round come back one by one, and written
 // as they come they made a WAIT per few calls (bench "ack_replicas 1":
-// 0.23 WAIT per call at 50 clients). Batches without a WAIT (reads, and
-// writes of a connection whose replicas are short) are never held; the
-// server reads them behind the WAIT as before. A held batch is queued,
-// never written, so a teardown answers it with the unavailable error.
+// 0.23 WAIT per call at 50 clients). A queue of batches without a WAIT
+// (reads, and writes of a connection whose replicas are short) is written
+// at once, and the server reads it behind the WAIT as before; a queue
+// that holds a batch with a WAIT is held whole, whatever is queued behind
+// it too. (Package upstream sends a shared RESP2 connection's reads that
+// would meet a WAIT on another connection.) A held batch is queued, never
+// written, so a teardown answers it with the unavailable error.
 //
 // Invariant 2 (pipe.go) holds: a batch is held only while the batch with
 // the WAIT is in flight, so the reader's role is held; whoever pops that
