@@ -367,10 +367,9 @@ func (p *Pipe) writeQueued(limit int) {
 		if p.timeout > 0 && (len(p.inflight) == p.head || p.rdl.IsZero()) {
 			p.rdl = deadline.Refresh(p.nc.SetReadDeadline, p.rdl, p.timeout)
 		}
-		if len(q) > 1 {
-			oneWait(q) // read.go: one WAIT a write, before a reader sees them
+		if oneWait(q) { // read.go: one WAIT a write, before a reader sees them
+			p.waitOut = true
 		}
-		p.waitOut = p.waitOut || holdsWait(q)
 		p.inflight = append(p.inflight, q...)
 		p.mu.Unlock()
 
@@ -460,13 +459,8 @@ func (p *Pipe) lead(own *Batch) {
 			}
 			return
 		}
-		p.mu.Lock()
-		flush := p.pop()
-		p.mu.Unlock()
-		if flush {
-			p.flush() // read.go: the batches held behind b's WAIT
-		}
-		if p.complete(b, own) { // read.go
+		p.advance() // read.go: pops b, writes what was held behind its WAIT
+		if p.complete(b, own) {
 			ownDone = true
 		}
 	}

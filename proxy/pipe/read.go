@@ -76,8 +76,9 @@ func (p *Pipe) front() *Batch {
 // pop removes the oldest batch, which has all its replies, and pushes the
 // read deadline on after that progress (lazily, see refreshDeadline).
 // When nothing waits the deadline is left armed: if it passes while the
-// connection is idle, the reader clears it (idleTimeout). The caller holds
-// mu.
+// connection is idle, the reader clears it (idleTimeout). It reports
+// whether the caller took the writer's role to write the batches held
+// behind the batch's WAIT (answered). The caller holds mu.
 func (p *Pipe) pop() (flush bool) {
 	if b := p.inflight[p.head]; b.WaitLen > 0 {
 		flush = p.answered()
@@ -120,7 +121,7 @@ func (p *Pipe) pop() (flush bool) {
 //
 // Invariant 2 (pipe.go) holds: a batch is held only while the batch with
 // the WAIT is in flight, so the reader's role is held; whoever pops that
-// batch takes the writer's role and writes the held ones (flush) before
+// batch takes the writer's role and writes the held ones (advance) before
 // it answers anyone.
 
 // Waiting reports whether a WAIT is in flight on the connection: a read
@@ -145,7 +146,7 @@ func holdsWait(q []*Batch) bool {
 
 // answered notes that the WAIT in flight was answered (its batch is being
 // popped) and reports whether the caller took the writer's role to write
-// the batches held behind it (flush). The caller holds mu.
+// the batches held behind it (advance). The caller holds mu.
 func (p *Pipe) answered() bool {
 	p.waitOut = false
 	if p.writing || p.err != nil || len(p.queue) == 0 {
@@ -155,9 +156,17 @@ func (p *Pipe) answered() bool {
 	return true
 }
 
-// flush writes the batches held behind an answered WAIT; the caller took
-// the writer's role (pop).
-func (p *Pipe) flush() { p.writeQueued(maxCombinedWrites) }
+// advance pops the oldest batch, whose replies are all read, and writes
+// the batches held behind its WAIT when it had one (held). The caller
+// holds the reader's role.
+func (p *Pipe) advance() {
+	p.mu.Lock()
+	flush := p.pop()
+	p.mu.Unlock()
+	if flush {
+		p.writeQueued(maxCombinedWrites)
+	}
+}
 
 // idleTimeout reports whether a read deadline that passed while the reader
 // waited for the next reply is no timeout: nothing was written yet (the
@@ -192,12 +201,7 @@ func (p *Pipe) readLoop() {
 			p.release(err)
 			return
 		}
-		p.mu.Lock()
-		flush := p.pop()
-		p.mu.Unlock()
-		if flush {
-			p.flush()
-		}
+		p.advance()
 		p.complete(b, nil)
 	}
 }
@@ -231,8 +235,9 @@ func (p *Pipe) complete(b, own *Batch) (ownDone bool) {
 // oneWait leaves one WAIT in a write of the batches q: every batch that
 // ends with its own WAIT (waitFull) but the last one has it taken out and
 // rides on the last one's, which confirms every write sent before it on
-// the connection (ack.go). The caller holds the writer's role.
-func oneWait(q []*Batch) {
+// the connection (ack.go). It reports whether the write carries a WAIT.
+// The caller holds the writer's role.
+func oneWait(q []*Batch) bool {
 	var carrier *Batch
 	for i := len(q) - 1; i >= 0; i-- {
 		b := q[i]
@@ -247,6 +252,7 @@ func oneWait(q []*Batch) {
 		b.WaitLen = 0
 		b.carrier = carrier
 	}
+	return carrier != nil
 }
 
 // replyDroppedForBudget replaces a reply that did not fit in the memory

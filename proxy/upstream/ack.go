@@ -51,9 +51,10 @@ import (
 // flight on a connection, the write batches sent meanwhile are held in the
 // proxy and leave together, with one WAIT, when it is answered (package
 // pipe's read.go, "held"): written at once, each would have waited behind
-// it in the server and then cost a round trip of its own. The commands of a RESP3 client the
-// proxy bridges (package session's bridge.go) and of a client in RESP2 subscribe mode go on
-// its own connections and are not confirmed.
+// it in the server and then cost a round trip of its own. The commands of
+// a RESP3 client the proxy bridges (package session's bridge.go) and of a
+// client in RESP2 subscribe mode go on its own connections and are not
+// confirmed.
 //
 // While the replicas are short: the server serves a connection's commands
 // in order, so a WAIT that runs out its timeout holds up every command

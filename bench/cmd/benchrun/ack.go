@@ -33,14 +33,13 @@ type ackResult struct {
 	ran     bool
 	mix     map[string][]mixResult // by pipeline and target
 	waits   map[string]int64       // WAIT calls the primary served, by pipeline and target (all reps)
-	ops     map[string]float64     // script calls over the same runs (ops/s × warmup + window)
 	latency map[string]mixResult   // one client, pipeline 1
 	replica map[string]cpu         // the replica's CPU over the same runs
 }
 
 // ackReplicas measures section 7.
 func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
-	a := ackResult{ran: true, mix: map[string][]mixResult{}, waits: map[string]int64{}, ops: map[string]float64{}, latency: map[string]mixResult{}, replica: map[string]cpu{}}
+	a := ackResult{ran: true, mix: map[string][]mixResult{}, waits: map[string]int64{}, latency: map[string]mixResult{}, replica: map[string]cpu{}}
 	primary, err := node.Start(node.Options{Role: node.Module})
 	if err != nil {
 		return err
@@ -84,11 +83,9 @@ func (r *runner) ackReplicas(ctx context.Context, kind proxyKind) error {
 					return err
 				}
 				k := key2(strconv.Itoa(p), t.name)
-				rc := cpuOf(replica.PID()).sub(rc0)
-				a.replica[k] = cpu{a.replica[k].user + rc.user, a.replica[k].sys + rc.sys}
+				a.replica[k] = a.replica[k].plus(cpuOf(replica.PID()).sub(rc0))
 				a.mix[k] = append(a.mix[k], res)
 				a.waits[k] += waitsOf(primary.Addr) - w0
-				a.ops[k] += res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
 				r.logf("ack_replicas rep %d P%-2d %-48s %9.0f ops/s", rep+1, p, t.name, res.OpsPerSec)
 			}
 		}
@@ -130,17 +127,14 @@ func (r *runner) writeAck(w func(string, ...any)) {
 	for _, p := range []int{1, 16} {
 		off, on := a.median(p, ackOff), a.median(p, ackOn)
 		k := key2(itoa(p), ackOn)
-		w("| %d | %s | %s | %s | %s | %s |\n", p, kops(off), kops(on), ratio(on, off), a.pairs(p), ratio(float64(a.waits[k]), a.ops[k]))
+		w("| %d | %s | %s | %s | %s | %s |\n", p, kops(off), kops(on), ratio(on, off), a.pairs(p), ratio(float64(a.waits[k]), r.spendOf(a.mix[k]).ops))
 	}
 	w("\nWhere the time goes (all repetitions summed, per script call, as in section 2's CPU table; the replica's CPU from /proc/<pid>/stat over the same runs):\n\n")
 	w("| pipeline | path | load generator µs/call | proxy µs/call | primary µs/call | replica µs/call | total µs/call | cores busy |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range []int{1, 16} {
 		for _, name := range []string{ackOff, ackOn} {
 			k := key2(itoa(p), name)
-			var s spend
-			for _, res := range a.mix[k] {
-				s.add(res.load, res.cpu, res.srvCPU, res.OpsPerSec*(r.mixWarmup+r.mixDur).Seconds(), res.wall)
-			}
+			s := r.spendOf(a.mix[k])
 			rep := s.us(a.replica[k])
 			busy := s.busy()
 			if s.wall > 0 {

@@ -26,9 +26,7 @@ type spend struct {
 }
 
 func (s *spend) add(load, path, server cpu, ops float64, wall time.Duration) {
-	s.load = cpu{s.load.user + load.user, s.load.sys + load.sys}
-	s.path = cpu{s.path.user + path.user, s.path.sys + path.sys}
-	s.server = cpu{s.server.user + server.user, s.server.sys + server.sys}
+	s.load, s.path, s.server = s.load.plus(load), s.path.plus(path), s.server.plus(server)
 	s.ops += ops
 	s.wall += wall
 }
@@ -85,8 +83,13 @@ func (r *runner) ptSpend(variant, tgt string) spend {
 // process's CPU covers its connecting and warmup too, so ops are estimated
 // as ops/s × (warmup + window), as in the mix's own CPU table.
 func (r *runner) mixSpend(pipeline int, tgt string) spend {
+	return r.spendOf(r.mixRes[key2(itoa(pipeline), tgt)])
+}
+
+// spendOf sums job mix runs: ops estimated as ops/s × (warmup + window).
+func (r *runner) spendOf(rs []mixResult) spend {
 	var s spend
-	for _, res := range r.mixRes[key2(itoa(pipeline), tgt)] {
+	for _, res := range rs {
 		s.add(res.load, res.cpu, res.srvCPU, res.OpsPerSec*(r.mixWarmup+r.mixDur).Seconds(), res.wall)
 	}
 	return s

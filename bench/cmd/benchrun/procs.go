@@ -123,6 +123,8 @@ type cpu struct{ user, sys time.Duration }
 
 func (c cpu) sub(o cpu) cpu { return cpu{c.user - o.user, c.sys - o.sys} }
 
+func (c cpu) plus(o cpu) cpu { return cpu{c.user + o.user, c.sys + o.sys} }
+
 // clkTck is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
 const clkTck = 100
 
