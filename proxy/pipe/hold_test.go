@@ -3,13 +3,15 @@ package pipe
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
-// TestPipeHoldsWritesBehindAWait: while a WAIT is in flight (no replica:
-// it runs out its timeout), write batches that end with a WAIT of their own
+// TestPipeHoldsWritesBehindAWait: while a WAIT is in flight (no replica;
+// its timeout far off, the test ends it with CLIENT UNBLOCK when it is
+// done looking), write batches that end with a WAIT of their own
 // are held, not written, and leave in one write with one WAIT once the
 // first is answered; a read is not held. The server counts the WAITs it
 // ran: two for three write batches (one for each without the hold). Both
@@ -30,7 +32,29 @@ func TestPipeHoldsWritesBehindAWait(t *testing.T) {
 func testPipeHoldsWritesBehindAWait(t *testing.T, srv node.Server, bg bool) {
 	n := pipeNode(t, srv)
 	p := dialPipe(t, n.Addr, &faultConn{}, testTimeout, bg)
-	wait := node.AppendCommand(nil, "WAIT", "1", "300")
+	wait := node.AppendCommand(nil, "WAIT", "1", "10000") // below the pipe's reply timeout
+	// unblock waits for a WAIT to block on the server and ends it (it
+	// answers 0, as when it times out).
+	unblock := func() {
+		t.Helper()
+		var id string
+		node.Poll(t, "a WAIT to block", func() bool {
+			raw, err := node.RawDo(n.Addr, "CLIENT", "LIST")
+			if err != nil {
+				return false
+			}
+			for line := range strings.SplitSeq(string(raw), "\n") {
+				if strings.Contains(line, " cmd=wait ") {
+					id = strings.TrimPrefix(strings.Fields(line)[0], "id=")
+					return true
+				}
+			}
+			return false
+		})
+		if raw, err := node.RawDo(n.Addr, "CLIENT", "UNBLOCK", id); err != nil || string(raw) != ":1\r\n" {
+			t.Fatalf("CLIENT UNBLOCK %s: %q %v", id, raw, err)
+		}
+	}
 	write := func() *Batch {
 		b := incrBatch(1)
 		b.Out = append(b.Out, wait...)
@@ -67,8 +91,10 @@ func testPipeHoldsWritesBehindAWait(t *testing.T, srv node.Server, bg bool) {
 		t.Errorf("%d batches in flight while the writes are held, want 2 (the WAIT's and the read)", inflight)
 	}
 
+	unblock() // the first WAIT: the held batches leave, with one WAIT
 	finishes(t, "the first batch", firstDone)
 	finishes(t, "the read", readDone)
+	unblock() // theirs
 	for i, d := range heldDone {
 		finishes(t, "a held batch", d)
 		if got, want := string(held[i].Replies), fmt.Sprintf(":%d\r\n:0\r\n", i+2); got != want {
