@@ -139,7 +139,7 @@ func (u *Upstream) AckBatch(b *pipe.Batch, p *pipe.Pipe, proto int, dedicated bo
 	}
 	if len(b.Writes) == 0 {
 		if !dedicated && proto == 2 && p.Waiting() {
-			if rp := u.readsPipe(); rp != nil && rp.Failed() == nil {
+			if rp := u.readsPipe(); rp != nil && u.Serves(rp) {
 				return rp
 			}
 		}
