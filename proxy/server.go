@@ -326,6 +326,7 @@ func (s *Server) accept(nc net.Conn) {
 		defer s.wg.Done()
 		defer func() {
 			s.sh.Sessions.Remove(sess)
+			s.sh.Redir.Forget(sess.ID()) // after Remove: see pubsub.Redirects.End
 			s.memLimit.track(s.clients.Add(-1))
 			s.met.Clients.Dec()
 		}()

@@ -111,15 +111,15 @@ func unblockOn(caller uint64, bc *BlockConn, withError bool) []byte {
 func (r *Registry[C]) Kill(self C, t *rewrite.ClientTarget) (reply []byte, closeSelf bool) {
 	var victims []C
 	r.mu.Lock()
-	for c := range r.m {
+	for id, c := range r.m {
 		switch {
-		case t.ID != 0 && int64(c.ID()) != t.ID:
+		case t.ID != 0 && int64(id) != t.ID:
 		case c == self:
 			closeSelf = !t.SkipMe
 		default:
 			// Gone from CLIENT LIST at once, as on the server; its
 			// goroutine ends once it finds the connection closed.
-			delete(r.m, c)
+			delete(r.m, id)
 			victims = append(victims, c)
 		}
 	}

@@ -169,21 +169,15 @@ func (r *Registry[C]) List(self C, f *rewrite.ClientFilter, ks *cmdtable.Store, 
 	case f.Info:
 		list, name = []C{self}, "client|info"
 	case f.IDs != nil:
-		byID := map[uint64]C{}
-		r.mu.Lock()
-		for c := range r.m {
-			byID[c.ID()] = c
-		}
-		r.mu.Unlock()
 		for _, id := range f.IDs {
-			if c, ok := byID[uint64(id)]; ok && id > 0 { // ids start at 1
+			if c, ok := r.byID(uint64(id)); ok && id > 0 { // ids start at 1
 				list = append(list, c)
 			}
 		}
 	case f.Type == "master" || f.Type == "replica":
 	default:
 		r.mu.Lock()
-		for c := range r.m {
+		for _, c := range r.m {
 			list = append(list, c)
 		}
 		r.mu.Unlock()

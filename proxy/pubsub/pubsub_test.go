@@ -75,3 +75,39 @@ func TestTapAnswersInPlaceOfTheServer(t *testing.T) {
 		t.Error("the kept reply shares the relay's buffer")
 	}
 }
+
+// TestEndedUntilForgotten: a session that ended is refused as a relay's
+// target until the server unlists it (Forget), and then forgotten: the
+// marks are the sessions between End and Forget, whatever their number,
+// and ending one looks at no other (a burst of 20,000 ends, none of them
+// unlisted yet, as when a fleet of clients drops at once).
+func TestEndedUntilForgotten(t *testing.T) {
+	var r Redirects
+	const n = 20_000
+	for id := uint64(1); id <= n; id++ {
+		r.End(id)
+	}
+	for _, id := range []uint64{1, n / 2, n} {
+		if !r.Ended(id) {
+			t.Fatalf("session %d ended and still listed: Ended = false", id)
+		}
+		if r.add(&RedirConn{Target: id}) {
+			t.Fatalf("a relay to session %d, which ended, was registered", id)
+		}
+	}
+	if r.Ended(n + 1) {
+		t.Fatal("a live session is reported ended")
+	}
+	if !r.add(&RedirConn{Target: n + 1}) {
+		t.Fatal("a relay to a live session was refused")
+	}
+	for id := uint64(1); id <= n; id++ {
+		r.Forget(id)
+	}
+	if r.Ended(n / 2) {
+		t.Fatal("a session unlisted by the server is still marked ended")
+	}
+	if len(r.ended) != 0 {
+		t.Fatalf("%d sessions still marked after every one was unlisted", len(r.ended))
+	}
+}

@@ -52,7 +52,7 @@ type Redirects struct {
 	mu    sync.Mutex
 	subs  map[uint64]*Subscriber
 	conns map[uint64]map[*RedirConn]struct{}
-	ended map[uint64]struct{} // ended, perhaps still listed by the server
+	ended map[uint64]struct{} // ended, and still listed by the server (End to Forget)
 }
 
 // Attach notes that session id is pushed to through sub.
@@ -119,10 +119,13 @@ func (r *Redirects) remove(rc *RedirConn) {
 }
 
 // End closes the relays to session id, which ended: the server finds their
-// tracking clients' redirect broken. The ids of sessions no longer listed
-// (listed: the server's sessions, ending ones included) are forgotten:
-// they never come back.
-func (r *Redirects) End(id uint64, listed func(id uint64) bool) {
+// tracking clients' redirect broken. Until Forget, id stays ended, so no
+// relay to it is opened while the server still lists it.
+//
+// End and Forget touch only id's entries: a burst of sessions ending at
+// once (a client fleet restarting, a churn of connections) costs each of
+// them the same, however many others are ending beside it.
+func (r *Redirects) End(id uint64) {
 	r.mu.Lock()
 	conns := r.conns[id]
 	delete(r.conns, id)
@@ -130,24 +133,20 @@ func (r *Redirects) End(id uint64, listed func(id uint64) bool) {
 		r.ended = map[uint64]struct{}{}
 	}
 	r.ended[id] = struct{}{}
-	stale := make([]uint64, 0, len(r.ended))
-	for e := range r.ended {
-		if e != id {
-			stale = append(stale, e)
-		}
-	}
 	r.mu.Unlock()
 	for rc := range conns {
 		rc.done.Store(true) // its tracking client stays, the redirect broken
 		rc.U.Disown(rc.nc)
 	}
-	for _, e := range stale {
-		if !listed(e) {
-			r.mu.Lock()
-			delete(r.ended, e)
-			r.mu.Unlock()
-		}
-	}
+}
+
+// Forget drops session id's mark once the server no longer lists it: an
+// id is never given again, and a relay's target that is not listed is
+// refused on that ground (package tracking's alive).
+func (r *Redirects) Forget(id uint64) {
+	r.mu.Lock()
+	delete(r.ended, id)
+	r.mu.Unlock()
 }
 
 // Open opens owner's relay to session target on u (an owned connection,

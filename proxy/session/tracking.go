@@ -204,7 +204,7 @@ func (s *session) trackEnd() {
 		s.trk.End()
 		s.trk = nil
 	}
-	s.srv.Redir.End(s.id, s.srv.Sessions.Listed)
+	s.srv.Redir.End(s.id)
 }
 
 // trackingInfo answers CLIENT TRACKINGINFO: the server's answer from the

@@ -59,9 +59,9 @@
 // the client's own connections (its share, its WATCH pin, its connection
 // for blocking commands), closing the client when a connection that
 // tracked breaks, and adding a kept CLIENT CACHING to the round's segment.
-// Whether a session is listed is a function (Env.Listed), as for package
-// pubsub's Redirects.End: the sessions are the server's registry's, above
-// this package, and change while the Tracker lives.
+// Whether a session is listed is a function (Env.Listed): the sessions are
+// the server's registry's, above this package, and change while the
+// Tracker lives.
 //
 // The package imports upstream, pubsub and rewrite, never package session.
 package tracking

@@ -161,7 +161,10 @@ func ended(listed []uint64, gone ...uint64) Env {
 		return false
 	}
 	for _, g := range gone {
-		r.End(g, is)
+		r.End(g)
+		if !is(g) {
+			r.Forget(g) // as the server does once it unlists a session
+		}
 	}
 	return Env{Redir: r, Listed: is}
 }
