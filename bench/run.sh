@@ -21,5 +21,6 @@ $GO build -ldflags "-X main.version=$VERSION" -o bin/emqproxy ./cmd/emqproxy ||
   { echo "bench: cmd/emqproxy does not build"; rm -f bin/emqproxy; }
 $GO build -o bin/jobmix ./bench/cmd/jobmix
 $GO build -o bin/proxyd ./bench/cmd/proxyd
+$GO build -o bin/goforward ./bench/cmd/goforward
 $GO build -o bin/benchrun ./bench/cmd/benchrun
 exec bin/benchrun "$@"

@@ -135,6 +135,9 @@ func (r *runner) writeReport(stem string) error {
 	writeChecks(w, "\n## Targets (issue 32: the cost of a call)", "measured, against its anchor in this run", r.checks32())
 	r.writePassthrough(w)
 	r.writeLatency(w)
+	if len(r.ptTargets) == 4 {
+		r.writeOneClient(w, r.ptTargets[3].name)
+	}
 	r.writeMix(w)
 	r.writeBudget(w)
 	r.writeAck(w)

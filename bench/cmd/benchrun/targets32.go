@@ -41,7 +41,12 @@ func (r *runner) checks32() []check {
 		cs = append(cs, check{fmt.Sprintf("capture costs ≤ 10%% at P%d", p),
 			fmt.Sprintf("%.1f%% (proxy CPU %.2f vs %.2f µs/call)", 100*cost, son.us(son.path), soff.us(soff.path)), cost <= 0.10})
 	}
-	if len(r.latGets) > 0 {
+	if len(r.ptTargets) != 4 {
+		return cs
+	}
+	if c, ok := r.oneClientCheck(r.ptTargets[1].name, r.ptTargets[3].name); ok {
+		cs = append(cs, c)
+	} else if len(r.latGets) > 0 {
 		direct, twem := r.latGetMedian(1, r.ptTargets[0].name), r.latGetMedian(1, r.ptTargets[3].name)
 		px := r.latGetMedian(1, r.ptTargets[1].name).sub(direct)
 		tw := twem.sub(direct)
