@@ -20,6 +20,7 @@ type Budget struct {
 	used   int64
 	over   uint64     // the session past the budget (see above), 0 = none
 	queue  []*memWait // input waiting for room, in order
+	held   int        // how many of queue are holders
 	closed bool       // shutting down: input waits no longer
 	waits  int64      // input waits since the start (metrics)
 }
@@ -54,6 +55,9 @@ func (m *Budget) Take(id uint64, n int64, holder bool) error {
 	}
 	w := &memWait{n: n, id: id, holder: holder, ready: make(chan struct{})}
 	m.queue = append(m.queue, w)
+	if holder {
+		m.held++
+	}
 	m.waits++
 	m.mu.Unlock()
 	<-w.ready
@@ -123,12 +127,28 @@ func (m *Budget) Done(id uint64) {
 
 // wakeLocked grants the waiting input that now fits, in order; a holder
 // is not kept waiting behind input that does not fit. The caller holds mu.
+//
+// Past the first input that does not fit only holders can be granted, so
+// the walk stops there when no holder waits further on: a Give (one per
+// batch answered) costs what it grants, not the length of the queue, when
+// thousands of clients wait for room.
 func (m *Budget) wakeLocked() {
 	q := m.queue[:0]
 	first := true
-	for _, w := range m.queue {
+	holders := m.held // holders from here on
+	for i, w := range m.queue {
+		if !first && holders == 0 {
+			q = append(q, m.queue[i:]...) // none of them can be granted
+			break
+		}
+		if w.holder {
+			holders--
+		}
 		if m.grantLocked(w.id, w.n, w.holder, first) {
 			w.granted = true
+			if w.holder {
+				m.held--
+			}
 			close(w.ready)
 			continue
 		}
@@ -146,7 +166,7 @@ func (m *Budget) Close() {
 	for _, w := range m.queue {
 		close(w.ready)
 	}
-	m.queue = nil
+	m.queue, m.held = nil, 0
 	m.mu.Unlock()
 }
 
