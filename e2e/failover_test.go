@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -355,7 +354,7 @@ func testFailoverTwiceAck(t *testing.T, server node.Server) {
 				if err := master.Freeze(); err != nil {
 					t.Fatal(err)
 				}
-				err := waitNamed(h, target, haWait)
+				err := h.WaitNamed(target, haWait)
 				if terr := master.Thaw(); terr != nil {
 					t.Fatal(terr)
 				}
@@ -428,29 +427,6 @@ func failover(t *testing.T, h *node.HA) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// waitNamed waits until a sentinel names want as the master and want
-// answers ROLE with master.
-func waitNamed(h *node.HA, want *node.Node, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		for _, s := range h.Sentinels {
-			r, err := node.RawDo(s.Addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", h.Master)
-			if err != nil {
-				continue
-			}
-			// *2 $<n> host $<n> port
-			f := strings.Split(string(r), "\r\n")
-			if len(f) >= 5 && f[0] == "*2" && net.JoinHostPort(f[2], f[4]) == want.Addr {
-				if role, err := want.Role(); err == nil && role == "master" {
-					return nil
-				}
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("no sentinel names %s as master %s", want.Addr, h.Master)
 }
 
 // waitWholeAt waits until the master set is whole with want as its master,

@@ -248,7 +248,7 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	go func() {
 		// Sentinel refuses a second failover of the same master within
 		// twice its failover timeout: this may take several seconds.
-		if _, err := waitPrimary(h, h.Primary, haTimeout); err != nil {
+		if err := h.WaitNamed(h.Primary, haTimeout); err != nil {
 			t.Error(err)
 		}
 		promoted <- time.Since(killed)
@@ -312,25 +312,6 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 		t.Errorf("past failover_wait a command still waited %v", took)
 	}
 }
-
-// waitPrimary waits until a sentinel names n and n answers ROLE master.
-func waitPrimary(h *node.HA, n *node.Node, timeout time.Duration) (*node.Node, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		for _, s := range h.Sentinels {
-			got, err := node.RawDo(s.Addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", h.Master)
-			if err == nil && strings.Contains(string(got), "\r\n"+portOf(n.Addr)+"\r\n") {
-				if role, err := n.Role(); err == nil && role == "master" {
-					return n, nil
-				}
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
-	return nil, errors.New("no sentinel names " + n.Addr + " as the primary")
-}
-
-func portOf(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
 
 func TestFailoverForeignBrandIntegration(t *testing.T) { node.EachServer(t, testFailoverForeignBrand) }
 

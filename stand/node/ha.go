@@ -182,12 +182,22 @@ func (h *HA) KillPrimary() error { return h.Primary.Kill() }
 // the first moment a client that asks the sentinels and checks ROLE can
 // find the new primary.
 func (h *HA) WaitPromoted(timeout time.Duration) (*Node, error) {
-	clients, err := h.sentinelClients()
-	if err != nil {
+	if err := h.WaitNamed(h.Replica, timeout); err != nil {
 		return nil, err
 	}
+	return h.Replica, nil
+}
+
+// WaitNamed waits until a sentinel names n (either node of the set) as
+// the master and n answers ROLE with master: after a failover back to the
+// first primary as well as after the first one (WaitPromoted).
+func (h *HA) WaitNamed(n *Node, timeout time.Duration) error {
+	clients, err := h.sentinelClients()
+	if err != nil {
+		return err
+	}
 	defer closeAll(clients)
-	err = poll(timeout, func() (bool, error) {
+	return poll(timeout, func() (bool, error) {
 		var last error
 		for _, c := range clients {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -197,17 +207,13 @@ func (h *HA) WaitPromoted(timeout time.Duration) (*Node, error) {
 				last = err
 				continue
 			}
-			if addr == h.Replica.Addr {
-				role, err := h.Replica.Role()
+			if addr == n.Addr {
+				role, err := n.Role()
 				return role == "master", err
 			}
 		}
 		return false, last
-	}, "no sentinel names the replica %s as master %s", h.Replica.Addr, h.Master)
-	if err != nil {
-		return nil, err
-	}
-	return h.Replica, nil
+	}, "no sentinel names %s as master %s", n.Addr, h.Master)
 }
 
 // eachSentinel polls until cond holds on every sentinel.
