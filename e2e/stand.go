@@ -118,9 +118,17 @@ func StartProxied(t testing.TB, server node.Server, m *shamap.Map, defs ...strin
 // ServeProxy starts a proxy with opts on a free loopback port (audit, when
 // not nil, receives its audit records), shuts it down at cleanup, and
 // returns it with the address clients dial. It does not wait for readiness.
+// The proxy's own log is kept, and its end printed when the test failed.
 func ServeProxy(t testing.TB, opts proxy.Options, audit *zap.Logger) (*proxy.Server, string) {
 	t.Helper()
-	srv, err := proxy.New(opts, zap.NewNop(), audit)
+	logs := &tailSink{}
+	t.Cleanup(func() { // runs after the shutdown below
+		if t.Failed() {
+			t.Logf("the proxy's log, its last %d KiB:\n%s", tailKeep>>10, logs.tail())
+		}
+	})
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), logs, zapcore.InfoLevel))
+	srv, err := proxy.New(opts, log, audit)
 	if err != nil {
 		t.Fatalf("%v: proxy: %v", ErrStand, err)
 	}
@@ -141,6 +149,34 @@ func ServeProxy(t testing.TB, opts proxy.Options, audit *zap.Logger) (*proxy.Ser
 		}
 	})
 	return srv, ln.Addr().String()
+}
+
+// tailKeep is how much of a proxy's log a failed test prints.
+const tailKeep = 64 << 10
+
+// tailSink keeps the end of a log: at most twice tailKeep bytes.
+type tailSink struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *tailSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	if len(s.b) > 2*tailKeep {
+		s.b = append(s.b[:0], s.b[len(s.b)-tailKeep:]...)
+	}
+	return len(p), nil
+}
+
+func (s *tailSink) Sync() error { return nil }
+
+// tail returns the last tailKeep bytes written.
+func (s *tailSink) tail() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b[max(0, len(s.b)-tailKeep):])
 }
 
 // AuditSink is an in-memory audit log the tests read back.
