@@ -206,12 +206,11 @@ func (n *nemesis) primary(f Fault) (string, error) {
 		}
 		promoted := time.Since(began)
 		time.Sleep(f.For / 4)
-		err := p.Restart(node.Options{Role: node.Module, ReplicaOf: r.Addr, Server: n.f.Server})
+		// Back as the promoted node's replica, promotable once it holds
+		// the data (node.HA.Rejoin).
+		err := s.HA.Rejoin(p, node.Options{Role: node.Module, ReplicaOf: r.Addr, Server: n.f.Server}, 30*time.Second)
 		if err == nil {
 			err = quickSync(p)
-		}
-		if err == nil {
-			err = p.WaitSynced(30 * time.Second)
 		}
 		return fmt.Sprintf("%s: replica %s promoted after %v; back as its replica after %v", d, r.Addr, promoted.Round(time.Millisecond), time.Since(began).Round(time.Millisecond)), err
 	}

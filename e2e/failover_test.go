@@ -196,7 +196,7 @@ func testFailoverUnderLoad(t *testing.T, server node.Server) {
 				// it and its own (ack.go).
 				bound += 2 * ackTimeout
 				l.waitCalls(t, 100)
-				if err := h.Primary.Restart(node.Options{Role: node.Module, ReplicaOf: promoted.Addr}); err != nil {
+				if err := h.Rejoin(h.Primary, node.Options{Role: node.Module, Server: server.Path, ReplicaOf: promoted.Addr}, haWait); err != nil {
 					t.Fatal(err)
 				}
 				// The set whole again: the restarted node synchronised as
@@ -286,4 +286,191 @@ func testFailoverSeedTransition(t *testing.T, server node.Server) {
 	if diffs := Compare(before, after); len(diffs) > 0 {
 		t.Fatal(FormatDiffs("before the failover", "after it", diffs))
 	}
+}
+
+func TestFailoverTwiceAckIntegration(t *testing.T) { node.EachServer(t, testFailoverTwiceAck) }
+
+// testFailoverTwiceAck: with ack_replicas 1, the primary is SIGKILLed,
+// the replica promoted, the killed node restarted as its replica; once the
+// set is whole again the sentinels fail over a second time, back to the
+// restarted node, in one of three ways:
+//
+//   - forced: once enqueues are acknowledged again, SENTINEL FAILOVER (the
+//     old primary demoted alive, some seconds after the switch);
+//   - frozen at once: as soon as the set is whole, the primary is stopped
+//     (SIGSTOP) until the sentinels promoted the other node, past the
+//     proxy's reply timeout, then let go on (a stale primary);
+//   - stalled at once: as soon as the set is whole, the primary is stopped
+//     only until a sentinel begins the failover (a little over
+//     down-after, as on a loaded machine), so the proxy's connections to
+//     it outlive the stop and the sentinels promote the other node behind
+//     them.
+//
+// "stalled at once", the nearest to a failure once seen on a loaded
+// machine, runs on both servers; each of the other two on one of them
+// (their sentinels are the servers' own, the proxy's path the same), which
+// keeps the test to four failovers in the suite's two legs.
+//
+// Enqueues through the proxy are acknowledged again within failover_wait
+// plus two WAITs of the set being whole with the new primary (a write
+// waits at most failover_wait for the new primary, and at most two WAITs
+// on its connection: ack.go), no call outlives that plus a second, and
+// every acknowledged enqueue is on the last primary exactly once.
+func testFailoverTwiceAck(t *testing.T, server node.Server) {
+	hows := map[string][]string{"redis": {"forced", "stalled at once"}, "valkey": {"frozen at once", "stalled at once"}}[server.Kind]
+	for _, how := range hows {
+		t.Run(how, func(t *testing.T) {
+			m := LoadMap(t)
+			h, _, addr := haFront(t, server, m, true)
+			l := startLoadBackoff(t, m, addr, "failover2", 10*time.Millisecond)
+			l.waitCalls(t, 300)
+			first, _, _ := killAndResume(t, h, addr, nil)
+			l.waitCalls(t, 100)
+			if err := h.Rejoin(h.Primary, node.Options{Role: node.Module, Server: server.Path, ReplicaOf: first.Addr}, haWait); err != nil {
+				t.Fatal(err)
+			}
+			master, err := h.WaitWhole(haWait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound := failoverWait + 2*ackTimeout
+			if how == "forced" {
+				reacked(t, l, "after the first failover", bound)
+			}
+			// The second failover, to the other node, whichever the first
+			// left as master (a loaded machine may have failed over once
+			// more already).
+			target := h.Primary
+			if master == h.Primary {
+				target = h.Replica
+			}
+			began := time.Now()
+			switch how {
+			case "forced":
+				failover(t, h)
+			case "stalled at once":
+				stall(t, h, master)
+			default:
+				if err := master.Freeze(); err != nil {
+					t.Fatal(err)
+				}
+				err := h.WaitNamed(target, haWait)
+				if terr := master.Thaw(); terr != nil {
+					t.Fatal(terr)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			whole, err := waitWholeAt(h, target, haWait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: the sentinels failed over to %s; the set was whole %v after the second failover began",
+				server.Name, target.Addr, whole.Sub(began).Round(time.Millisecond))
+			after := reacked(t, l, "after the second failover", bound)
+			t.Logf("%s: an enqueue was acknowledged again %v after the set was whole", server.Name, after.Round(time.Millisecond))
+			l.waitCalls(t, 300)
+			l.finish()
+			loadInvariants(t, l, failoverWait+time.Second+2*ackTimeout)
+			once, missing := acknowledged(t, l, target)
+			t.Logf("%s: %d acknowledged enqueues on the last primary exactly once, %d lost", server.Name, once, missing)
+			if missing > 0 {
+				t.Errorf("%d acknowledged enqueues lost with ack_replicas 1", missing)
+			}
+		})
+	}
+}
+
+// reacked waits until the load has 100 more acknowledged enqueues, and
+// fails the test when the first of them comes later than bound; it
+// returns how long the first one took.
+func reacked(t *testing.T, l *load, when string, bound time.Duration) time.Duration {
+	t.Helper()
+	count := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.acked)
+	}
+	start, acked := time.Now(), count()
+	ctx, cancel := context.WithTimeout(testCtx(t), bound)
+	defer cancel()
+	if err := WaitFor(ctx, func() bool { return count() > acked }); err != nil {
+		l.mu.Lock()
+		texts := maps.Clone(l.errTexts)
+		l.mu.Unlock()
+		t.Fatalf("no enqueue acknowledged within %v %s (errors so far: %v)", bound, when, texts)
+	}
+	first := time.Since(start)
+	if err := WaitFor(testCtx(t), func() bool { return count() >= acked+100 }); err != nil {
+		t.Fatalf("fewer than 100 enqueues acknowledged %s", when)
+	}
+	return first
+}
+
+// failover has a sentinel fail the master set over (SENTINEL FAILOVER),
+// asking again while it has no replica fit to promote yet or another
+// failover is under way.
+func failover(t *testing.T, h *node.HA) {
+	t.Helper()
+	deadline := time.Now().Add(haWait)
+	for {
+		r, err := node.RawDo(h.Sentinels[0].Addr, "SENTINEL", "FAILOVER", h.Master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r) == "+OK\r\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SENTINEL FAILOVER %s: %q", h.Master, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitWholeAt waits until the master set is whole with want as its master,
+// and returns when it was.
+func waitWholeAt(h *node.HA, want *node.Node, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		master, err := h.WaitWhole(time.Until(deadline))
+		if err != nil {
+			return time.Time{}, err
+		}
+		if master == want {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("master set %s whole with %s as master, not %s", h.Master, master.Addr, want.Addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stall stops master (SIGSTOP) until a sentinel has begun a failover of
+// it, and lets it go on at once (SIGCONT): a primary that stopped
+// answering for a little over the sentinels' down-after, as on a loaded
+// machine, and whose connections outlive the stop.
+func stall(t *testing.T, h *node.HA, master *node.Node) {
+	t.Helper()
+	if err := master.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := master.Thaw(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	deadline := time.Now().Add(haWait)
+	for time.Now().Before(deadline) {
+		for _, s := range h.Sentinels {
+			r, err := node.RawDo(s.Addr, "SENTINEL", "MASTER", h.Master)
+			if err == nil && strings.Contains(string(r), "failover_in_progress") {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no sentinel began a failover of %s", master.Addr)
 }

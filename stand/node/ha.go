@@ -115,9 +115,88 @@ func StartHA(o HAOptions) (h *HA, err error) {
 			return h, err
 		}
 		h.Sentinels = append(h.Sentinels, s)
+		// Rejoin waits for the sentinels to see a replica's priority; at
+		// their default INFO period (10 s) that wait alone would take
+		// longer than most failovers on the stand.
+		if err := expectSentinelOK(s.Addr, "SENTINEL", "DEBUG", "INFO-PERIOD", strconv.Itoa(int(sentinelInfoPeriod.Milliseconds()))); err != nil {
+			return h, err
+		}
 	}
 	return h, h.WaitMonitored(haTimeout)
 }
+
+// sentinelInfoPeriod is how often the stand's sentinels send INFO to the
+// nodes they monitor (SENTINEL DEBUG INFO-PERIOD; Sentinel's own default
+// is 10 s): how soon they see a replica's priority change (Rejoin).
+const sentinelInfoPeriod = time.Second
+
+// expectSentinelOK sends a command to the sentinel at addr and requires +OK.
+func expectSentinelOK(addr string, args ...string) error {
+	r, err := RawDo(addr, args...)
+	if err != nil {
+		return fmt.Errorf("%w: sentinel %s: %s: %v", ErrSetup, addr, strings.Join(args, " "), err)
+	}
+	if string(r) != "+OK\r\n" {
+		return fmt.Errorf("%w: sentinel %s: %s: %s", ErrSetup, addr, strings.Join(args, " "), strings.TrimSpace(string(r)))
+	}
+	return nil
+}
+
+// Rejoin restarts n, a node of the set that died, with o (its Role and
+// Server; ReplicaOf the master's address), and returns once n holds the
+// master's data and the sentinels may promote it.
+//
+// The sentinels consider a replica for promotion as soon as they have its
+// INFO, whether or not its first synchronisation is done; on a loaded
+// machine (down-after is a second on the stand) they can fail the set
+// over to a node still loading it, and the set loses its data: the
+// promoted node is empty, and the old master, now its replica, empties
+// itself too. (The proxy's fence then refuses the empty node, as it
+// must.) So n starts with replica-priority 0, which the sentinels never
+// promote; once its link to the master is up (the synchronisation loaded)
+// it gets the default priority back, and Rejoin waits until every
+// sentinel has seen that, so a failover can pick it from then on, as
+// operators do when they bring a node back.
+func (h *HA) Rejoin(n *Node, o Options, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	o.Args = append(append([]string(nil), o.Args...), "--replica-priority", "0")
+	if err := n.Restart(o); err != nil {
+		return err
+	}
+	if err := n.WaitSynced(time.Until(deadline)); err != nil {
+		return err
+	}
+	c, err := n.admin()
+	if err != nil {
+		return err
+	}
+	err = expectOK(c, "CONFIG", "SET", "replica-priority", strconv.Itoa(defaultReplicaPriority))
+	c.close()
+	if err != nil {
+		return err
+	}
+	want := strconv.Itoa(defaultReplicaPriority)
+	return h.eachSentinel(time.Until(deadline), fmt.Sprintf("sentinels do not all see replica %s with priority %s", n.Addr, want),
+		func(ctx context.Context, c valkey.Client) (bool, error) {
+			replicas, err := c.Do(ctx, c.B().SentinelReplicas().Master(h.Master).Build()).ToArray()
+			if err != nil {
+				return false, err
+			}
+			for _, r := range replicas {
+				m, err := r.AsStrMap()
+				if err != nil {
+					return false, err
+				}
+				if net.JoinHostPort(m["ip"], m["port"]) == n.Addr {
+					return m["slave-priority"] == want, nil
+				}
+			}
+			return false, nil
+		})
+}
+
+// defaultReplicaPriority is the servers' default replica-priority.
+const defaultReplicaPriority = 100
 
 // Stop stops every process of the stand (a killed one is already stopped)
 // and returns the first error.
