@@ -22,5 +22,6 @@ $GO build -ldflags "-X main.version=$VERSION" -o bin/emqproxy ./cmd/emqproxy ||
 $GO build -o bin/jobmix ./bench/cmd/jobmix
 $GO build -o bin/proxyd ./bench/cmd/proxyd
 $GO build -o bin/goforward ./bench/cmd/goforward
+$GO build -o bin/epollforward ./bench/cmd/epollforward
 $GO build -o bin/benchrun ./bench/cmd/benchrun
 exec bin/benchrun "$@"

@@ -60,6 +60,8 @@ type runner struct {
 	flood                               floodResult // section 8 (floods.go)
 	goforwardBin                        string
 	one                                 oneClientResult // section 1c (oneclient.go)
+	epollforwardBin                     string
+	fl                                  floorResult // section 1d (floor.go)
 }
 
 type namedText struct{ name, text string }
@@ -90,7 +92,8 @@ func run() error {
 	flag.StringVar(&r.proxyBin, "emqproxy", "bin/emqproxy", "the emqproxy binary")
 	flag.StringVar(&r.proxydBin, "proxyd", "bin/proxyd", "the bench/cmd/proxyd binary")
 	flag.StringVar(&r.jobmixBin, "jobmix", "bin/jobmix", "the bench/cmd/jobmix binary")
-	flag.StringVar(&r.goforwardBin, "goforward", "bin/goforward", "the bench/cmd/goforward binary (section 1c)")
+	flag.StringVar(&r.goforwardBin, "goforward", "bin/goforward", "the bench/cmd/goforward binary (sections 1c and 1d)")
+	flag.StringVar(&r.epollforwardBin, "epollforward", "bin/epollforward", "the bench/cmd/epollforward binary (section 1d)")
 	flag.IntVar(&r.reps, "reps", 3, "interleaved repetitions (the median is reported)")
 	flag.DurationVar(&r.mixWarmup, "mix-warmup", time.Second, "job mix warmup per run")
 	flag.DurationVar(&r.mixDur, "mix-duration", 4*time.Second, "job mix measured window per run")
@@ -102,10 +105,10 @@ func run() error {
 	flag.DurationVar(&r.floodWarmup, "flood-warmup", time.Second, "floods: warmup of the well-behaved clients per window")
 	flag.DurationVar(&r.floodDur, "flood-duration", 4*time.Second, "floods: each window (with a flood, or none)")
 	flag.StringVar(&r.ackKeys, "ack-keys", "", `more keys of the ack_replicas 1 proxy's upstream (section 7), e.g. "conns: 4"`)
-	only := flag.String("only", "", `run one section alone: "oneclient" (section 1c), "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
+	only := flag.String("only", "", `run one section alone: "oneclient" (section 1c), "floor" (section 1d), "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
-	if *only != "" && !slices.Contains([]string{"oneclient", "capture", "ack", "floods"}, *only) {
-		return fmt.Errorf("--only %q: the sections that run alone are \"oneclient\", \"capture\", \"ack\" and \"floods\"", *only)
+	if *only != "" && !slices.Contains([]string{"oneclient", "floor", "capture", "ack", "floods"}, *only) {
+		return fmt.Errorf("--only %q: the sections that run alone are \"oneclient\", \"floor\", \"capture\", \"ack\" and \"floods\"", *only)
 	}
 	if r.floodDur <= 0 || r.floodWarmup < 0 || r.floodWarmup+r.floodDur > time.Minute {
 		return fmt.Errorf("flood warmup %v + duration %v: at most 1m, duration > 0", r.floodWarmup, r.floodDur)
@@ -117,7 +120,7 @@ func run() error {
 	if r.root, err = filepath.Abs(r.root); err != nil {
 		return err
 	}
-	for _, p := range []*string{&r.out, &r.proxyBin, &r.proxydBin, &r.jobmixBin, &r.goforwardBin} {
+	for _, p := range []*string{&r.out, &r.proxyBin, &r.proxydBin, &r.jobmixBin, &r.goforwardBin, &r.epollforwardBin} {
 		if !filepath.IsAbs(*p) {
 			*p = filepath.Join(r.root, *p)
 		}
@@ -160,6 +163,13 @@ func run() error {
 			}
 			return r.writeOnly(resultStem(r.root, r.started), "oneclient", "section 1c alone (`--only oneclient`)",
 				func(w func(string, ...any)) { r.writeOneClient(w, "twemproxy") })
+		}
+		if *only == "floor" {
+			if err := r.floorOnly(ctx, kind); err != nil {
+				return err
+			}
+			return r.writeOnly(resultStem(r.root, r.started), "floor", "section 1d alone (`--only floor`)",
+				func(w func(string, ...any)) { r.writeFloor(w, "twemproxy") })
 		}
 		if *only == "capture" {
 			if err := r.captureOnly(ctx, kind); err != nil {
@@ -237,6 +247,10 @@ func run() error {
 	}
 	// 1c. One client, paired rounds, with the design's floor beside.
 	if err := r.oneClientPaths(ctx, r.ptTargets[0], r.ptTargets[1], r.ptTargets[3]); err != nil {
+		return err
+	}
+	// 1d. The floor of a Go data path at pipeline 1, 50 clients.
+	if err := r.floorPaths(ctx, r.ptTargets[0], r.ptTargets[1], r.ptTargets[3]); err != nil {
 		return err
 	}
 	tw.stop()

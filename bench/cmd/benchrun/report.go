@@ -137,6 +137,7 @@ func (r *runner) writeReport(stem string) error {
 	r.writeLatency(w)
 	if len(r.ptTargets) == 4 {
 		r.writeOneClient(w, r.ptTargets[3].name)
+		r.writeFloor(w, r.ptTargets[3].name)
 	}
 	r.writeMix(w)
 	r.writeBudget(w)
