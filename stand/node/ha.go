@@ -159,6 +159,9 @@ func expectSentinelOK(addr string, args ...string) error {
 // operators do when they bring a node back.
 func (h *HA) Rejoin(n *Node, o Options, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	if o.Password == "" {
+		o.Password = h.Opts.Password // the set's nodes share it
+	}
 	o.Args = append(append([]string(nil), o.Args...), "--replica-priority", "0")
 	if err := n.Restart(o); err != nil {
 		return err
