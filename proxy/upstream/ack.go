@@ -95,9 +95,9 @@ type ackSpec struct {
 	timeout time.Duration
 	cmd     []byte // WAIT n timeout-ms, encoded
 
-	short   atomic.Bool  // the last WAIT confirmed fewer than n
-	last    atomic.Int64 // what the last WAIT answered
-	probing atomic.Bool  // a batch is out on the probe connection
+	short   atomic.Bool            // the last WAIT confirmed fewer than n
+	why     atomic.Pointer[string] // what made it short: the last WAIT that did not confirm, or a switch
+	probing atomic.Bool            // a batch is out on the probe connection
 
 	once sync.Once
 	slot atomic.Pointer[slot] // the probe connection, opened when first short
@@ -213,7 +213,7 @@ func (a *ackSpec) settle(b *pipe.Batch) int {
 	b.Ack = waitNone
 	var msg []byte
 	if kind == waitShort {
-		msg = a.shortError(a.last.Load())
+		msg = a.shortError()
 	} else {
 		w := b.N - 1
 		reply := b.Reply(w)
@@ -226,8 +226,11 @@ func (a *ackSpec) settle(b *pipe.Batch) int {
 			a.probing.Store(false)
 		}
 		if answered {
-			a.last.Store(got)
-			a.short.Store(!confirmed)
+			if !confirmed {
+				a.setShort("the last WAIT answered " + strconv.FormatInt(got, 10))
+			} else {
+				a.short.Store(false)
+			}
 		}
 		if confirmed {
 			return 0
@@ -279,11 +282,23 @@ func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
 		" replicas within " + a.timeout.String() + " (" + resp.OneLine(why) + "); the command may have been applied\r\n")
 }
 
+// setShort makes the upstream short, for why (what a write's error then
+// says). The reason stays when a WAIT confirms: a batch found short before
+// that is answered with what made it short.
+func (a *ackSpec) setShort(why string) {
+	a.why.Store(&why)
+	a.short.Store(true)
+}
+
 // shortError is the error a write gets while the replicas are short and
-// its batch was sent without WAIT; last is what the last WAIT answered.
-func (a *ackSpec) shortError(last int64) []byte {
+// its batch was sent without WAIT.
+func (a *ackSpec) shortError() []byte {
+	why := "not confirmed yet"
+	if w := a.why.Load(); w != nil {
+		why = *w
+	}
 	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas (replicas short: the last WAIT answered " + strconv.FormatInt(last, 10) +
+		" replicas (replicas short: " + resp.OneLine(why) +
 		"; writes wait for them again once one confirms); the command may have been applied\r\n")
 }
 

@@ -213,7 +213,7 @@ func (u *Upstream) switched(old, addr string) {
 	if u.ack != nil {
 		// The new primary's replicas are unknown (its old peer may be the
 		// node that died): one probe at a time until a WAIT confirms them.
-		u.ack.short.Store(true)
+		u.ack.setShort("the primary switched to " + addr + ", whose replicas no WAIT has confirmed yet")
 	}
 	closed := 0
 	for _, s := range u.allSlots() {
