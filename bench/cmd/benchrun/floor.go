@@ -146,3 +146,21 @@ func (r *runner) floorOnly(ctx context.Context, kind proxyKind) error {
 	return r.floorPaths(ctx, target{name: "direct", addr: r.module.Addr},
 		target{name: "emqproxy", addr: px.addr, pid: px.pid()}, target{name: "twemproxy", addr: tw.addr, pid: tw.pid()})
 }
+
+// floorChecks are the same two targets from section 1d's paired rounds:
+// the median over the rounds of each round's own ratio, which the
+// machine's state (section 1's three repetitions a minute apart land on
+// different levels of it) cancels from.
+func (r *runner) floorChecks(px, twem string) []check {
+	f := r.fl
+	if len(f.cpuOp[px]) == 0 || len(f.cpuOp[twem]) == 0 {
+		return nil
+	}
+	c, t := ratios(f.cpuOp[px], f.cpuOp[twem]), ratios(f.rps[px], f.rps[twem])
+	return []check{
+		{"the same, in paired rounds (section 1d): proxy CPU per call ≤ twemproxy's",
+			fmt.Sprintf("%.2f µs vs %.2f µs; the rounds' ratio %s", median(f.cpuOp[px]), median(f.cpuOp[twem]), spread2(c)), median(c) <= 1},
+		{"the same, in paired rounds (section 1d): throughput ≥ twemproxy's",
+			fmt.Sprintf("the rounds' ratio %s", spread2(t)), median(t) >= 1},
+	}
+}

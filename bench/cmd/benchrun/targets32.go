@@ -17,6 +17,7 @@ func (r *runner) checks32() []check {
 			fmt.Sprintf("%.2f µs vs %.2f µs", pu, tu), pu > 0 && tu > 0 && pu <= tu})
 		ps, ts := r.ptMedian("P1", px, "SET")+r.ptMedian("P1", px, "GET"), r.ptMedian("P1", twem, "SET")+r.ptMedian("P1", twem, "GET")
 		cs = append(cs, check{"passthrough P1 50 clients: throughput ≥ twemproxy's (SET and GET)", ratio(ps, ts), ts > 0 && ps >= ts})
+		cs = append(cs, r.floorChecks(px, twem)...)
 	}
 	for _, c := range []struct {
 		p    int
