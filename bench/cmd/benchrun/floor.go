@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-
-	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // Section 1d: the floor of a Go data path at pipeline 1, 50 clients, in
@@ -128,23 +125,7 @@ func (r *runner) floorPaths(ctx context.Context, direct, px, twem target) error 
 // floorOnly runs section 1d alone (--only floor), with a module node,
 // emqproxy with its defaults and twemproxy, as the full run has them.
 func (r *runner) floorOnly(ctx context.Context, kind proxyKind) error {
-	var err error
-	if r.module, err = node.Start(node.Options{Role: node.Module}); err != nil {
-		return err
-	}
-	defer r.module.Stop()
-	px, err := r.startProxy(proxySpec{name: "emqproxy", kind: kind, audit: filepath.Join(r.tmp, "emqproxy-audit.log")})
-	if err != nil {
-		return err
-	}
-	defer px.stop()
-	tw, err := r.startTwemproxy()
-	if err != nil {
-		return err
-	}
-	defer tw.stop()
-	return r.floorPaths(ctx, target{name: "direct", addr: r.module.Addr},
-		target{name: "emqproxy", addr: px.addr, pid: px.pid()}, target{name: "twemproxy", addr: tw.addr, pid: tw.pid()})
+	return r.withPaths(ctx, kind, r.floorPaths)
 }
 
 // floorChecks are the same two targets from section 1d's paired rounds:

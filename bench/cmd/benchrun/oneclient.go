@@ -131,10 +131,17 @@ func (r *runner) oneClientPaths(ctx context.Context, direct, px, twem target) er
 	return r.oneClient(ctx, []target{direct, px, twem, {name: "goforward", addr: gf.addr, pid: gf.pid()}})
 }
 
-// oneClientOnly runs section 1c alone (--only oneclient): a module node,
-// emqproxy with its defaults (as the full run starts it) and twemproxy in
-// front of it, and goforward.
+// oneClientOnly runs section 1c alone (--only oneclient): emqproxy with
+// its defaults and twemproxy in front of a module node, as the full run
+// has them, and goforward.
 func (r *runner) oneClientOnly(ctx context.Context, kind proxyKind) error {
+	return r.withPaths(ctx, kind, r.oneClientPaths)
+}
+
+// withPaths starts a module node, emqproxy with its defaults (as the full
+// run starts it) and twemproxy in front of it, runs f over the three
+// paths, and stops them: a section run alone (--only).
+func (r *runner) withPaths(ctx context.Context, kind proxyKind, f func(ctx context.Context, direct, px, twem target) error) error {
 	var err error
 	if r.module, err = node.Start(node.Options{Role: node.Module}); err != nil {
 		return err
@@ -150,6 +157,6 @@ func (r *runner) oneClientOnly(ctx context.Context, kind proxyKind) error {
 		return err
 	}
 	defer tw.stop()
-	return r.oneClientPaths(ctx, target{name: "direct", addr: r.module.Addr},
+	return f(ctx, target{name: "direct", addr: r.module.Addr},
 		target{name: "emqproxy", addr: px.addr, pid: px.pid()}, target{name: "twemproxy", addr: tw.addr, pid: tw.pid()})
 }
