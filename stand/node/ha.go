@@ -132,14 +132,12 @@ const sentinelInfoPeriod = time.Second
 
 // expectSentinelOK sends a command to the sentinel at addr and requires +OK.
 func expectSentinelOK(addr string, args ...string) error {
-	r, err := RawDo(addr, args...)
+	c, err := dialRaw(addr, rawTimeout)
 	if err != nil {
-		return fmt.Errorf("%w: sentinel %s: %s: %v", ErrSetup, addr, strings.Join(args, " "), err)
+		return fmt.Errorf("%w: sentinel %s: %v", ErrSetup, addr, err)
 	}
-	if string(r) != "+OK\r\n" {
-		return fmt.Errorf("%w: sentinel %s: %s: %s", ErrSetup, addr, strings.Join(args, " "), strings.TrimSpace(string(r)))
-	}
-	return nil
+	defer c.close()
+	return expectOK(c, args...)
 }
 
 // Rejoin restarts n, a node of the set that died, with o (its Role and

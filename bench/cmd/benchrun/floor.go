@@ -69,18 +69,6 @@ func ratios(a, b []float64) []float64 {
 	return out
 }
 
-// spread2 is spread with two decimals (ratios, µs per operation).
-func spread2(xs []float64) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	lo, hi := xs[0], xs[0]
-	for _, x := range xs {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return fmt.Sprintf("%.2f (%.2f to %.2f)", median(xs), lo, hi)
-}
-
 // writeFloor writes section 1d; twem names twemproxy's path.
 func (r *runner) writeFloor(w func(string, ...any), twem string) {
 	f := r.fl
@@ -94,12 +82,12 @@ func (r *runner) writeFloor(w func(string, ...any), twem string) {
 	for _, p := range f.paths {
 		vs, cvs := "-", "-"
 		if p != twem {
-			vs = spread2(ratios(f.rps[p], f.rps[twem]))
+			vs = spreadPrec(ratios(f.rps[p], f.rps[twem]), 2)
 			if len(f.cpuOp[p]) > 0 {
-				cvs = spread2(ratios(f.cpuOp[p], f.cpuOp[twem]))
+				cvs = spreadPrec(ratios(f.cpuOp[p], f.cpuOp[twem]), 2)
 			}
 		}
-		w("| %s | %s | %s | %s | %s |\n", p, spread(f.rps[p]), vs, spread2(f.cpuOp[p]), cvs)
+		w("| %s | %s | %s | %s | %s |\n", p, spread(f.rps[p]), vs, spreadPrec(f.cpuOp[p], 2), cvs)
 	}
 }
 
@@ -140,8 +128,8 @@ func (r *runner) floorChecks(px, twem string) []check {
 	c, t := ratios(f.cpuOp[px], f.cpuOp[twem]), ratios(f.rps[px], f.rps[twem])
 	return []check{
 		{"the same, in paired rounds (section 1d): proxy CPU per call ≤ twemproxy's",
-			fmt.Sprintf("%.2f µs vs %.2f µs; the rounds' ratio %s", median(f.cpuOp[px]), median(f.cpuOp[twem]), spread2(c)), median(c) <= 1},
+			fmt.Sprintf("%.2f µs vs %.2f µs; the rounds' ratio %s", median(f.cpuOp[px]), median(f.cpuOp[twem]), spreadPrec(c, 2)), median(c) <= 1},
 		{"the same, in paired rounds (section 1d): throughput ≥ twemproxy's",
-			fmt.Sprintf("the rounds' ratio %s", spread2(t)), median(t) >= 1},
+			fmt.Sprintf("the rounds' ratio %s", spreadPrec(t, 2)), median(t) >= 1},
 	}
 }

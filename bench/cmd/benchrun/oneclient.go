@@ -71,11 +71,14 @@ func (o oneClientResult) added(path, base string) []float64 {
 }
 
 // spread is a set of figures' median and range, as text.
-func spread(xs []float64) string {
+func spread(xs []float64) string { return spreadPrec(xs, 0) }
+
+// spreadPrec is spread with prec decimals.
+func spreadPrec(xs []float64, prec int) string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.0f (%.0f to %.0f)", median(xs), slices.Min(xs), slices.Max(xs))
+	return fmt.Sprintf("%.*f (%.*f to %.*f)", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
 }
 
 // writeOneClient writes section 1c; twem names twemproxy's path.
