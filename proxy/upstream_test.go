@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
@@ -27,7 +32,26 @@ func waitServing(t *testing.T, h *harness) {
 func TestUpstreamKilledMidBatch(t *testing.T) {
 	opts := node.Options{Role: node.Bare, AOF: true}
 	n := node.StartT(t, opts)
-	h := startProxy(t, n, nil)
+	core, logs := observer.New(zap.InfoLevel)
+	srv, addr := serveProxy(t, Options{
+		Upstream: UpstreamOptions{Name: "node", Address: n.Addr},
+		Policy:   testPolicy(t),
+	}, zap.New(core), nil)
+	h := &harness{t: t, node: n, srv: srv, addr: addr}
+	h.waitReady()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the upstream did after the kill, and what holds the node's
+		// port: a connection the proxy made after the kill names its peer.
+		for _, e := range logs.All() {
+			t.Logf("proxy log: %s %s %v", e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
+		}
+		_, port, _ := net.SplitHostPort(n.Addr)
+		out, err := exec.Command("ss", "-tanp", "sport = :"+port+" or dport = :"+port).CombinedOutput()
+		t.Logf("sockets on port %s (%v):\n%s", port, err, out)
+	})
 	c := h.dial()
 	c.do("SET", "counter", "1").is("+OK\r\n")
 
