@@ -379,14 +379,9 @@ func (f *Fleet) Stop() {
 	}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// freeAddr is an address for a sidecar or a relay, which the nemesis stops
+// and starts again on it: one of the stand's ports (node.FreePort).
+func freeAddr() (string, error) { return node.FreeAddr() }
 
 // dial opens a plain valkey-go client to one address.
 func dial(addr string) (valkey.Client, error) {

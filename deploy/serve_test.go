@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,16 +25,14 @@ import (
 // environment overrides the artifacts document), so what is tested is the
 // file an operator installs.
 
-// freeAddr returns a loopback address with a port free at the time of the
-// call.
+// freeAddr returns a loopback address for a process a test starts: one of
+// the stand's ports (node.FreePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := node.FreeAddr() // a process started on it may be restarted on it
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	return addr
 }
 

@@ -42,14 +42,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freeAddr returns a loopback address for a process a test starts: one of
+// the stand's ports (node.FreePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := node.FreeAddr() // a process started on it may be restarted on it
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // proc is a running emqproxy serve.

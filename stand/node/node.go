@@ -158,7 +158,7 @@ func (n *Node) start(opts Options) error {
 	for attempt := 0; attempt < portAttempts; attempt++ {
 		port := opts.Port
 		if !fixed {
-			if port, err = freePort(); err != nil {
+			if port, err = FreePort(); err != nil {
 				return err
 			}
 		}
@@ -459,15 +459,4 @@ func serverPath() (string, error) {
 		return "/usr/bin/redis-server", nil
 	}
 	return "", fmt.Errorf("%w: redis-server is neither in PATH nor in /usr/bin", ErrNoServer)
-}
-
-// freePort asks the kernel for a free loopback port and releases it.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("%w: free port: %v", ErrStart, err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port, nil
 }

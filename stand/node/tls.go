@@ -106,12 +106,10 @@ func StartTLS(t *testing.T, ca *CA, authClients bool, opts Options) (*Node, stri
 			t.Fatal(err)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the TLS listener
+	port, err := FreePort() // the TLS listener's
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	auth := "no"
 	if authClients {
 		auth = "yes"
