@@ -18,16 +18,17 @@ import (
 // port (Restart, Rejoin), and a test may count on nothing answering on that
 // port meanwhile (a proxy must see its node down). A port asked of the
 // kernel (a listen on port 0) is no good for that: once its server is down,
-// the kernel hands it to the next listen on port 0 anywhere on the machine,
-// another test package's proxy, say, which then answers in its place, or
-// keeps the server from coming back. So the stand takes its ports below the
-// kernel's ephemeral range, where neither a listen on port 0 nor an
-// outgoing connection's own port ever lands, and reserves each one, for
-// the life of the process that took it, by a lock on a file in a directory
-// every process of the stand shares (flock: released by the kernel when the
-// process ends, however it ends). No library does this; it is a few lines
-// of the standard library's calls. A process holds one open file per port
-// it took (a test package starts a few hundred servers at most).
+// the kernel may hand it to any listen on port 0 on the machine, another
+// test package's proxy, say, which then answers in its place, or keeps the
+// server from coming back. So the stand takes its ports below the kernel's
+// ephemeral range, where neither a listen on port 0 nor an outgoing
+// connection's own port ever lands, and reserves each one, for the life of
+// the process that took it, by a lock on a file in a directory that every
+// process of the stand run by the same user shares (flock: the kernel
+// releases it when the process ends, however it ends). No library does
+// this; it is a few lines of the standard library's calls. A process holds
+// one open file per port it took (a test package starts a few hundred
+// servers at most).
 
 // portSpan is how many ports below the ephemeral range the stand uses.
 const portSpan = 12000
@@ -47,8 +48,10 @@ func FreePort() (int, error) {
 	if !ok {
 		return kernelPort()
 	}
-	dir := filepath.Join(os.TempDir(), "emqproxy-stand-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	// One directory per user: another user's stand cannot lock files in
+	// it, and its servers' ports show up in reserve's listen check.
+	dir := filepath.Join(os.TempDir(), "emqproxy-stand-ports-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("%w: free port: %v", ErrStart, err)
 	}
 	n := hi - lo + 1
