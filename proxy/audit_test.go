@@ -56,14 +56,7 @@ func jsonAudit(sink *syncBuffer) *zap.Logger {
 // session takes the server's audit logger when its client connects).
 func startAudited(t *testing.T, n *node.Node, sink *syncBuffer) *harness {
 	t.Helper()
-	opts := Options{
-		Upstream: UpstreamOptions{Name: "node", Address: n.Addr, Password: n.Opts.Password},
-		Policy:   testPolicy(t),
-	}
-	srv, addr := serveProxy(t, opts, zap.NewNop(), jsonAudit(sink))
-	h := &harness{t: t, node: n, srv: srv, addr: addr}
-	h.waitReady()
-	return h
+	return startProxyLogged(t, n, nil, zap.NewNop(), jsonAudit(sink))
 }
 
 func TestAuditRecordsRewritesAndRefusals(t *testing.T) {
@@ -130,12 +123,7 @@ func TestAuditSinkRefusalIsReported(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Module})
 	obs, logs := observer.New(zapcore.WarnLevel)
 	refusing := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), refusingSink{}, zapcore.InfoLevel))
-	srv, addr := serveProxy(t, Options{
-		Upstream: UpstreamOptions{Name: "node", Address: n.Addr},
-		Policy:   testPolicy(t),
-	}, zap.New(obs), refusing)
-	h := &harness{t: t, node: n, srv: srv, addr: addr}
-	h.waitReady()
+	h := startProxyLogged(t, n, nil, zap.New(obs), refusing)
 	c := h.dial()
 	c.do("FLUSHALL").hasPrefix("-DENIED ")
 	c.do("PING").is("+PONG\r\n")

@@ -43,6 +43,13 @@ type harness struct {
 // until it is ready.
 func startProxy(t testing.TB, n *node.Node, mod func(*Options)) *harness {
 	t.Helper()
+	return startProxyLogged(t, n, mod, zap.NewNop(), nil)
+}
+
+// startProxyLogged is startProxy with the proxy's log and audit loggers
+// (New's).
+func startProxyLogged(t testing.TB, n *node.Node, mod func(*Options), log, audit *zap.Logger) *harness {
+	t.Helper()
 	opts := Options{
 		Upstream: UpstreamOptions{Name: "node", Address: n.Addr, Password: n.Opts.Password},
 		Policy:   testPolicy(t),
@@ -50,7 +57,7 @@ func startProxy(t testing.TB, n *node.Node, mod func(*Options)) *harness {
 	if mod != nil {
 		mod(&opts)
 	}
-	srv, addr := serveProxy(t, opts, zap.NewNop(), nil)
+	srv, addr := serveProxy(t, opts, log, audit)
 	h := &harness{t: t, node: n, srv: srv, addr: addr}
 	h.waitReady()
 	return h

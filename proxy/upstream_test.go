@@ -33,12 +33,7 @@ func TestUpstreamKilledMidBatch(t *testing.T) {
 	opts := node.Options{Role: node.Bare, AOF: true}
 	n := node.StartT(t, opts)
 	core, logs := observer.New(zap.InfoLevel)
-	srv, addr := serveProxy(t, Options{
-		Upstream: UpstreamOptions{Name: "node", Address: n.Addr},
-		Policy:   testPolicy(t),
-	}, zap.New(core), nil)
-	h := &harness{t: t, node: n, srv: srv, addr: addr}
-	h.waitReady()
+	h := startProxyLogged(t, n, nil, zap.New(core), nil)
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return

@@ -33,19 +33,10 @@ func TestFreePortBelowTheEphemeralRange(t *testing.T) {
 	if !ok {
 		t.Skip("the ephemeral range leaves no room below it on this machine")
 	}
-	seen := map[int]bool{}
-	for range 200 {
-		p, err := FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p := range takePorts(t, 200) {
 		if p < lo || p > hi {
 			t.Fatalf("port %d outside the stand's range %d-%d", p, lo, hi)
 		}
-		if seen[p] {
-			t.Fatalf("port %d handed out twice in one process", p)
-		}
-		seen[p] = true
 	}
 	// Nothing listening on a port the stand holds gets it from the kernel.
 	for range 200 {
@@ -65,14 +56,7 @@ func TestFreePortAcrossProcesses(t *testing.T) {
 	if _, _, ok := stablePorts(); !ok {
 		t.Skip("the ephemeral range leaves no room below it on this machine")
 	}
-	held := map[int]bool{}
-	for range 300 {
-		p, err := FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[p] = true
-	}
+	held := takePorts(t, 300)
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +77,21 @@ func TestFreePortAcrossProcesses(t *testing.T) {
 			t.Fatalf("port %d, held by this process, was handed to another", p)
 		}
 	}
+}
+
+// takePorts takes n ports with FreePort; none may come twice.
+func takePorts(t *testing.T, n int) map[int]bool {
+	t.Helper()
+	taken := map[int]bool{}
+	for range n {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taken[p] {
+			t.Fatalf("port %d handed out twice in one process", p)
+		}
+		taken[p] = true
+	}
+	return taken
 }
