@@ -7,6 +7,14 @@
 // deadlineSlack of its timeout is left, so a write or a wait that starts
 // at any moment still gets at least (1 - 1/8) of its timeout and at most
 // all of it.
+//
+// Each Refresh reads the clock. Sharing one read between a write's
+// deadline, its timing and the batch's latency (three reads fewer per
+// pipeline-1 call) was measured and left out: on a kvm-clock virtual
+// machine the read that follows a system call carries the cost and the
+// ones after it are nearly free, so the remaining reads took the time the
+// removed ones had (time.Now at 1.8-2.0% of the proxy's CPU before, 1.6-1.9%
+// after, in 20-second profiles of 50 clients' GETs).
 package deadline
 
 import "time"
