@@ -22,20 +22,23 @@ import (
 // test package's proxy, say, which then answers in its place, or keeps the
 // server from coming back. So the stand takes its ports below the kernel's
 // ephemeral range, where neither a listen on port 0 nor an outgoing
-// connection's own port ever lands, and reserves each one, for the life of
-// the process that took it, by a lock on a file in a directory that every
-// process of the stand run by the same user shares (flock: the kernel
-// releases it when the process ends, however it ends). No library does
-// this; it is a few lines of the standard library's calls. A process holds
-// one open file per port it took (a test package starts a few hundred
-// servers at most).
+// connection's own port ever lands, and reserves each one by a lock on a
+// file in a directory that every process of the stand run by the same user
+// shares (flock: the kernel releases it when the process ends, however it
+// ends). No library does this; it is a few lines of the standard library's
+// calls. A port stays reserved until ReleasePort gives it back or the
+// process ends: a process holds one open file per port it holds, so what
+// starts servers for a test (StartT, StartHAT, StartTLS) gives their ports
+// back at the test's cleanup, and a test binary run with -count=N, or a
+// package that starts thousands of servers, neither runs out of the range
+// nor of open files.
 
 // portSpan is how many ports below the ephemeral range the stand uses.
 const portSpan = 12000
 
 var ports struct {
 	mu   sync.Mutex
-	held []*os.File // the lock files, open (and locked) for the process's life
+	held map[int]*os.File // the lock files, open (and locked), by port
 }
 
 // FreePort returns a loopback port for a server of the stand: free now,
@@ -48,9 +51,7 @@ func FreePort() (int, error) {
 	if !ok {
 		return kernelPort()
 	}
-	// One directory per user: another user's stand cannot lock files in
-	// it, and its servers' ports show up in reserve's listen check.
-	dir := filepath.Join(os.TempDir(), "emqproxy-stand-ports-"+strconv.Itoa(os.Getuid()))
+	dir := portDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("%w: free port: %v", ErrStart, err)
 	}
@@ -63,6 +64,13 @@ func FreePort() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: free port: all %d ports from %d to %d are taken", ErrStart, n, lo, hi)
+}
+
+// portDir is the directory of the ports' lock files. One directory per
+// user: another user's stand cannot lock files in it, and its servers'
+// ports show up in reserve's listen check.
+func portDir() string {
+	return filepath.Join(os.TempDir(), "emqproxy-stand-ports-"+strconv.Itoa(os.Getuid()))
 }
 
 // FreeAddr is FreePort as a loopback address.
@@ -92,9 +100,26 @@ func reserve(dir string, port int) bool {
 	}
 	_ = l.Close()
 	ports.mu.Lock()
-	ports.held = append(ports.held, f)
+	if ports.held == nil {
+		ports.held = map[int]*os.File{}
+	}
+	ports.held[port] = f
 	ports.mu.Unlock()
 	return true
+}
+
+// ReleasePort gives back a port FreePort reserved, once nothing of this
+// process listens on it or will again (its server stopped for good): any
+// process of the stand may take it next. A port this process does not hold
+// is ignored.
+func ReleasePort(port int) {
+	ports.mu.Lock()
+	f := ports.held[port]
+	delete(ports.held, port)
+	ports.mu.Unlock()
+	if f != nil {
+		_ = f.Close() // the lock goes with the file
+	}
 }
 
 // stablePorts returns the stand's range: the portSpan ports below the

@@ -79,10 +79,43 @@ func TestFreePortAcrossProcesses(t *testing.T) {
 	}
 }
 
-// takePorts takes n ports with FreePort; none may come twice.
+func TestReleasePort(t *testing.T) {
+	lo, hi, ok := stablePorts()
+	if !ok {
+		t.Skip("the ephemeral range leaves no room below it on this machine")
+	}
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reserve(portDir(), p) {
+		t.Fatalf("port %d, held, reserved again", p)
+	}
+	ReleasePort(p)
+	if !reserve(portDir(), p) {
+		t.Fatalf("port %d still held after ReleasePort", p)
+	}
+	ReleasePort(p)
+	ReleasePort(p) // a port no longer held: ignored
+	// Taking and giving back more ports than the range holds never runs
+	// out of it (a test binary run with -count=N).
+	for range 2 * (hi - lo + 1) / 500 {
+		for p := range takePorts(t, 500) {
+			ReleasePort(p)
+		}
+	}
+}
+
+// takePorts takes n ports with FreePort; none may come twice. They are
+// given back at the test's cleanup.
 func takePorts(t *testing.T, n int) map[int]bool {
 	t.Helper()
 	taken := map[int]bool{}
+	t.Cleanup(func() {
+		for p := range taken {
+			ReleasePort(p)
+		}
+	})
 	for range n {
 		p, err := FreePort()
 		if err != nil {

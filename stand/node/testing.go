@@ -13,8 +13,9 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// StartT starts a node for a test: t.Fatal on error, stopped at cleanup. When
-// opts.Dir is empty the node lives in t.TempDir().
+// StartT starts a node for a test: t.Fatal on error, stopped at cleanup and
+// its port given back (port.go). When opts.Dir is empty the node lives in
+// t.TempDir().
 func StartT(t testing.TB, opts Options) *Node {
 	t.Helper()
 	if opts.Dir == "" {
@@ -28,12 +29,14 @@ func StartT(t testing.TB, opts Options) *Node {
 		if err := n.Stop(); err != nil {
 			t.Errorf("stop node %s: %v", n.Addr, err)
 		}
+		ReleasePort(n.Port)
 	})
 	return n
 }
 
 // StartHAT starts a primary, its replica and the sentinels for a test
-// (StartHA): t.Fatal on error, every process stopped at cleanup. When
+// (StartHA): t.Fatal on error, every process stopped at cleanup and its
+// port given back. When
 // o.Dir is empty the stand lives in t.TempDir().
 func StartHAT(t testing.TB, o HAOptions) *HA {
 	t.Helper()
@@ -47,6 +50,9 @@ func StartHAT(t testing.TB, o HAOptions) *HA {
 	t.Cleanup(func() {
 		if err := h.Stop(); err != nil {
 			t.Errorf("stop HA stand: %v", err)
+		}
+		for _, n := range append([]*Node{h.Primary, h.Replica}, h.Sentinels...) {
+			ReleasePort(n.Port)
 		}
 	})
 	return h

@@ -94,7 +94,8 @@ func (ca *CA) Issue(t testing.TB, name string) (pair tls.Certificate, certPEM, k
 
 // StartTLS starts a node of opts that also listens with TLS on a port of
 // its own (a certificate from ca; clients must present one of ca's when
-// authClients), stopped at cleanup. It returns the TLS address. A server
+// authClients), stopped at cleanup and both ports given back. It returns
+// the TLS address. A server
 // built without TLS (the stand's Valkey) skips the test.
 func StartTLS(t *testing.T, ca *CA, authClients bool, opts Options) (*Node, string) {
 	t.Helper()
@@ -123,11 +124,16 @@ func StartTLS(t *testing.T, ca *CA, authClients bool, opts Options) (*Node, stri
 	)
 	n, err := Start(opts)
 	if err != nil {
+		ReleasePort(port)
 		if strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "TLS") {
 			t.Skipf("this server does not serve TLS: %v", err)
 		}
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = n.Stop() })
+	t.Cleanup(func() {
+		_ = n.Stop()
+		ReleasePort(n.Port)
+		ReleasePort(port)
+	})
 	return n, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
