@@ -36,8 +36,7 @@ func StartT(t testing.TB, opts Options) *Node {
 
 // StartHAT starts a primary, its replica and the sentinels for a test
 // (StartHA): t.Fatal on error, every process stopped at cleanup and its
-// port given back. When
-// o.Dir is empty the stand lives in t.TempDir().
+// port given back. When o.Dir is empty the stand lives in t.TempDir().
 func StartHAT(t testing.TB, o HAOptions) *HA {
 	t.Helper()
 	if o.Dir == "" {
