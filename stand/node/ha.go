@@ -199,13 +199,13 @@ func (h *HA) Rejoin(n *Node, o Options, timeout time.Duration) error {
 // defaultReplicaPriority is the servers' default replica-priority.
 const defaultReplicaPriority = 100
 
-// Stop stops every process of the stand (a killed one is already stopped)
-// and returns the first error.
+// Stop stops every process of the stand for good (a killed one is already
+// stopped) and gives their ports back (port.go); it returns the errors.
 func (h *HA) Stop() error {
 	var errs []error
 	for _, n := range append(append([]*Node(nil), h.Sentinels...), h.Replica, h.Primary) {
 		if n != nil {
-			errs = append(errs, n.Stop())
+			errs = append(errs, n.retire())
 		}
 	}
 	return errors.Join(errs...)

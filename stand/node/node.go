@@ -398,6 +398,14 @@ func (n *Node) Stop() error {
 	return n.Kill()
 }
 
+// retire stops the node for good, when nothing will restart it, and gives
+// its port back (port.go).
+func (n *Node) retire() error {
+	err := n.Stop()
+	ReleasePort(n.Port)
+	return err
+}
+
 // Kill sends SIGKILL and waits for the exit.
 func (n *Node) Kill() error {
 	if !n.running() {

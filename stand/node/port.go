@@ -36,10 +36,10 @@ import (
 // portSpan is how many ports below the ephemeral range the stand uses.
 const portSpan = 12000
 
-var ports struct {
+var ports = struct {
 	mu   sync.Mutex
 	held map[int]*os.File // the lock files, open (and locked), by port
-}
+}{held: map[int]*os.File{}}
 
 // FreePort returns a loopback port for a server of the stand: free now,
 // below the kernel's ephemeral range, and reserved for this process, so
@@ -100,9 +100,6 @@ func reserve(dir string, port int) bool {
 	}
 	_ = l.Close()
 	ports.mu.Lock()
-	if ports.held == nil {
-		ports.held = map[int]*os.File{}
-	}
 	ports.held[port] = f
 	ports.mu.Unlock()
 	return true

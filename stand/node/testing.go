@@ -26,10 +26,9 @@ func StartT(t testing.TB, opts Options) *Node {
 		t.Fatalf("start %s node: %v", opts.Role, err)
 	}
 	t.Cleanup(func() {
-		if err := n.Stop(); err != nil {
+		if err := n.retire(); err != nil {
 			t.Errorf("stop node %s: %v", n.Addr, err)
 		}
-		ReleasePort(n.Port)
 	})
 	return n
 }
@@ -49,9 +48,6 @@ func StartHAT(t testing.TB, o HAOptions) *HA {
 	t.Cleanup(func() {
 		if err := h.Stop(); err != nil {
 			t.Errorf("stop HA stand: %v", err)
-		}
-		for _, n := range append([]*Node{h.Primary, h.Replica}, h.Sentinels...) {
-			ReleasePort(n.Port)
 		}
 	})
 	return h

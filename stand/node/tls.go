@@ -95,8 +95,8 @@ func (ca *CA) Issue(t testing.TB, name string) (pair tls.Certificate, certPEM, k
 // StartTLS starts a node of opts that also listens with TLS on a port of
 // its own (a certificate from ca; clients must present one of ca's when
 // authClients), stopped at cleanup and both ports given back. It returns
-// the TLS address. A server
-// built without TLS (the stand's Valkey) skips the test.
+// the TLS address. A server built without TLS (the stand's Valkey) skips
+// the test.
 func StartTLS(t *testing.T, ca *CA, authClients bool, opts Options) (*Node, string) {
 	t.Helper()
 	_, certPEM, keyPEM := ca.Issue(t, "redis")
@@ -131,8 +131,7 @@ func StartTLS(t *testing.T, ca *CA, authClients bool, opts Options) (*Node, stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = n.Stop()
-		ReleasePort(n.Port)
+		_ = n.retire()
 		ReleasePort(port)
 	})
 	return n, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
