@@ -21,7 +21,10 @@ import (
 // bring the target level, and once the writers stop one more patch leaves
 // the target equal to the source, with equal sizes. The last patch's work
 // follows the last writes, not the keys' sizes.
-func TestPatchesFollowConcurrentWrites(t *testing.T) { node.EachServer(t, testPatches) }
+func TestPatchesFollowConcurrentWrites(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testPatches)
+}
 
 func testPatches(t *testing.T, srv node.Server) {
 	src, dst := pair(t, srv)

@@ -40,7 +40,10 @@ func (w *lineWriter) String() string {
 // first release; the next hold completes the move, and the target equals
 // the source. Then a move stopped while copying is aborted and the
 // notification setting comes back.
-func TestHoldReleasedAtMaxHold(t *testing.T) { node.EachServer(t, testHoldReleased) }
+func TestHoldReleasedAtMaxHold(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testHoldReleased)
+}
 
 func testHoldReleased(t *testing.T, srv node.Server) {
 	src, dst := pair(t, srv)
@@ -114,6 +117,7 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 // fast as --rate copies them, the mover says so (the rounds cannot
 // shrink) and names the way out.
 func TestRateBelowTheWriteRateIsSaid(t *testing.T) {
+	node.Long(t)
 	srv := node.Redis()
 	src, dst := pair(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())

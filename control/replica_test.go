@@ -132,7 +132,10 @@ func replPoll(t *testing.T, what string, f func() bool) {
 // meanwhile): the reader skips the RDB and returns the effects of the
 // writes that follow, in order and with their database, consuming MULTI,
 // EXEC and PING.
-func TestReplStreamFullSync(t *testing.T) { node.EachServer(t, testReplFullSync) }
+func TestReplStreamFullSync(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testReplFullSync)
+}
 
 func testReplFullSync(t *testing.T, srv node.Server) {
 	n, c := replNode(t, srv, node.Bare, "repl-ping-replica-period", "1")
@@ -279,7 +282,10 @@ func testReplWait(t *testing.T, srv node.Server) {
 // TestReplStreamStaysLinked keeps a stream open past several periods of a
 // short repl-timeout: the acknowledgements keep the node from dropping it,
 // and a write made afterwards arrives.
-func TestReplStreamStaysLinked(t *testing.T) { node.EachServer(t, testReplLinked) }
+func TestReplStreamStaysLinked(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testReplLinked)
+}
 
 func testReplLinked(t *testing.T, srv node.Server) {
 	n, c := replNode(t, srv, node.Bare, "repl-diskless-sync-delay", "0", "repl-timeout", "2", "repl-ping-replica-period", "1")

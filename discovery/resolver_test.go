@@ -68,7 +68,10 @@ func moduleStand(t *testing.T, srv node.Server) *node.HA {
 	return node.StartHAT(t, node.HAOptions{Server: srv.Path, Role: node.Module})
 }
 
-func TestResolveIntegration(t *testing.T) { node.EachServer(t, testResolve) }
+func TestResolveIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testResolve)
+}
 
 func testResolve(t *testing.T, srv node.Server) {
 	h := moduleStand(t, srv)
@@ -162,7 +165,10 @@ func testResolve(t *testing.T, srv node.Server) {
 	})
 }
 
-func TestFollowsFailoverIntegration(t *testing.T) { node.EachServer(t, testFollowsFailover) }
+func TestFollowsFailoverIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testFollowsFailover)
+}
 
 // testFollowsFailover kills the primary and expects the resolver to
 // report the promoted replica on its own, from the +switch-master
@@ -250,7 +256,10 @@ func testFollowsFailover(t *testing.T, srv node.Server) {
 	})
 }
 
-func TestResolveOnDemandIntegration(t *testing.T) { node.EachServer(t, testResolveOnDemand) }
+func TestResolveOnDemandIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testResolveOnDemand)
+}
 
 // testResolveOnDemand follows a failover with no +switch-master message at
 // all: the sentinels' ACL denies the resolvers' user every channel, so

@@ -15,6 +15,7 @@ import (
 // every one must be told apart from the scripts node, by an assertion of
 // the scenario or by the comparison.
 func TestCatchesBrokenVerbsIntegration(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testCatchesBrokenVerbsIntegration)
 }
 

@@ -16,7 +16,10 @@ import (
 // is empty. Every job is claimed exactly once across the clients, and the
 // replies (as a multiset: which client got which job differs from run to
 // run) and the keys are the same on both paths.
-func TestManyClientsIntegration(t *testing.T) { node.EachServer(t, testManyClientsIntegration) }
+func TestManyClientsIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testManyClientsIntegration)
+}
 
 func testManyClientsIntegration(t *testing.T, server node.Server) {
 	const (

@@ -159,7 +159,10 @@ func loadInvariants(t *testing.T, l *load, bound time.Duration) {
 		l.calls, l.callErrs, kinds, len(l.acked), len(l.errored), len(l.claimed), l.maxCall.Round(time.Millisecond), bound)
 }
 
-func TestFailoverUnderLoadIntegration(t *testing.T) { node.EachServer(t, testFailoverUnderLoad) }
+func TestFailoverUnderLoadIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testFailoverUnderLoad)
+}
 
 // testFailoverUnderLoad: legacy workers enqueue and claim through the
 // proxy; the primary is SIGKILLed; service resumes on the promoted
@@ -238,7 +241,8 @@ func testFailoverUnderLoad(t *testing.T, server node.Server) {
 }
 
 func TestFailoverSeedTransitionIntegration(t *testing.T) {
-	node.EachServer(t, testFailoverSeedTransition)
+	node.Long(t)
+	node.EachServerParallel(t, testFailoverSeedTransition)
 }
 
 // testFailoverSeedTransition runs the seed's transition (enqueue
@@ -288,7 +292,10 @@ func testFailoverSeedTransition(t *testing.T, server node.Server) {
 	}
 }
 
-func TestFailoverTwiceAckIntegration(t *testing.T) { node.EachServer(t, testFailoverTwiceAck) }
+func TestFailoverTwiceAckIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testFailoverTwiceAck)
+}
 
 // testFailoverTwiceAck: with ack_replicas 1, the primary is SIGKILLed,
 // the replica promoted, the killed node restarted as its replica; once the

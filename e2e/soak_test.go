@@ -46,7 +46,10 @@ func soakJobs(t *testing.T) int {
 // claimed, and reconnects at random every few hundred calls. At the end no
 // job is lost (every one is done, once) and none was duplicated (no claim
 // ever answered a job another client held, and each job completed once).
-func TestSoakIntegration(t *testing.T) { node.EachServer(t, testSoakIntegration) }
+func TestSoakIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testSoakIntegration)
+}
 
 func testSoakIntegration(t *testing.T, server node.Server) {
 	jobs := soakJobs(t)

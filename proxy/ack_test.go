@@ -51,7 +51,10 @@ func ackStand(t *testing.T, srv node.Server, ackTimeout, replyTimeout time.Durat
 	return p, r, h
 }
 
-func TestAckReplicasIntegration(t *testing.T) { node.EachServer(t, testAckReplicas) }
+func TestAckReplicasIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testAckReplicas)
+}
 
 func testAckReplicas(t *testing.T, srv node.Server) {
 	const ackTimeout = 300 * time.Millisecond
@@ -170,6 +173,7 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 // every write of a combined write the not-confirmed error, the writes of
 // the batches that rode on another's WAIT included.
 func TestAckOneWaitPerWriteIntegration(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testAckOneWaitPerWrite)
 }
 
@@ -262,6 +266,7 @@ func incrs(addr, key string, n int) ([][]byte, error) {
 // not-confirmed error. Without the reads' connection the server would
 // serve the read only after the WAIT.
 func TestAckReadsDoNotWaitBehindAWaitIntegration(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testAckReadsDoNotWait)
 }
 

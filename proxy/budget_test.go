@@ -108,6 +108,7 @@ func sendBigSet(addr, key string, size int) (string, error) {
 }
 
 func TestBufferedBytesBoundTheProcess(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testBufferedBytesBoundTheProcess)
 }
 

@@ -125,7 +125,10 @@ func nodeGet(t *testing.T, n *node.Node, key string) string {
 	return string(r)
 }
 
-func TestFailoverFollowedIntegration(t *testing.T) { node.EachServer(t, testFailoverFollowed) }
+func TestFailoverFollowedIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testFailoverFollowed)
+}
 
 // testFailoverFollowed runs one master set through a manual failover (the
 // old primary stays up, demoted), a SIGKILL of the new primary with
@@ -313,7 +316,10 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 	}
 }
 
-func TestFailoverForeignBrandIntegration(t *testing.T) { node.EachServer(t, testFailoverForeignBrand) }
+func TestFailoverForeignBrandIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServerParallel(t, testFailoverForeignBrand)
+}
 
 // testFailoverForeignBrand promotes a replica that holds another fleet's
 // brand: the fence refuses it, and no client byte reaches it.
@@ -360,7 +366,8 @@ func testFailoverForeignBrand(t *testing.T, srv node.Server) {
 }
 
 func TestControlLeaseAcrossFailoverIntegration(t *testing.T) {
-	node.EachServer(t, testControlLeaseAcrossFailover)
+	node.Long(t)
+	node.EachServerParallel(t, testControlLeaseAcrossFailover)
 }
 
 // testControlLeaseAcrossFailover: the control loop reaches a Sentinel

@@ -108,6 +108,7 @@ func (c *client) readSkippingPushesAfter(args []string) reply {
 // the control table, the fence probe): each mode goes through the one plan
 // and gets the same outcome.
 func TestDecisionsAreTheSameInEverySessionMode(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, func(t *testing.T, srv node.Server) {
 		r := startRoutedOn(t, srv.Path, func(o *Options) {
 			o.Routes = []Route{{Queues: []string{"billing*"}, Upstream: "scripts-b"}, {Queues: []string{"*"}, Upstream: "module-a"}}

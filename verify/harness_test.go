@@ -49,7 +49,10 @@ func runHarness(t *testing.T, srv node.Server, defs ...string) verify.Report {
 // exactTokens are the tokens whose lease-exact cases the seed names.
 var exactTokens = []string{"CLAIM", "EXTEND", "FAIL", "REAP", "PROMOTE"}
 
-func TestHarnessIntegration(t *testing.T) { node.EachServer(t, testHarnessIntegration) }
+func TestHarnessIntegration(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testHarnessIntegration)
+}
 
 func testHarnessIntegration(t *testing.T, srv node.Server) {
 	rep := runHarness(t, srv)
@@ -116,6 +119,7 @@ func checkLeaseExact(t *testing.T, srv node.Server, rep verify.Report) {
 // A module built with EMQ_BREAK_COMPLETE makes COMPLETE subtly wrong; the
 // harness must report COMPLETE and nothing else.
 func TestHarnessCatchesBrokenVerbIntegration(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testHarnessCatchesBrokenVerbIntegration)
 }
 

@@ -180,6 +180,7 @@ func TestReplayCapturedWorkloadIntegration(t *testing.T) {
 // found at a call of that verb. RESCHEDULE and REQUEUE have no script, so
 // legacy traffic never calls them: their builds replay equal.
 func TestReplayFindsEachBrokenVerbIntegration(t *testing.T) {
+	node.Long(t)
 	if testing.Short() {
 		t.Skip("builds the module fourteen times; skipped with -short")
 	}

@@ -377,6 +377,7 @@ func upstreamClients(t testing.TB, addr string) int {
 }
 
 func TestConnectionChurnAndAHugePipelineThatIsNeverRead(t *testing.T) {
+	node.Long(t)
 	up := node.StartT(t, node.Options{Role: node.Module})
 	rawCommand(t, up.Addr, "SET", "good", "ok")
 	const replyCap = 16 << 20

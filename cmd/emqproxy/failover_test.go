@@ -23,6 +23,7 @@ import (
 // metrics to the promoted node, and serves it (whose writes, with no
 // replica left, are answered as not confirmed).
 func TestServeSentinelUpstream(t *testing.T) {
+	node.Long(t)
 	if _, err := node.BuildModule(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +108,7 @@ timeouts:
 // sentinel section, completes the move; every job enqueued before it is on
 // the target exactly once, and the proxy routes the queue there.
 func TestQueueMoveAcrossAFailover(t *testing.T) {
+	node.Long(t)
 	h := node.StartHAT(t, node.HAOptions{Role: node.Scripts})
 	module := node.StartT(t, node.Options{Role: node.Module})
 	s := &moveStand{dir: t.TempDir(), module: module}

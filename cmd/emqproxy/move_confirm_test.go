@@ -29,6 +29,7 @@ import (
 // the copy as done, give the queue back to its source and keep the
 // source's keys; once the replica is back, --resume completes it.
 func TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica(t *testing.T) {
+	node.Long(t)
 	dir := t.TempDir()
 	mapPath := filepath.Join(dir, "map.yaml")
 	copyFile(t, filepath.Join(node.RepoRoot(), "stand", "map.yaml"), mapPath)

@@ -76,6 +76,7 @@ func notFlipped(t *testing.T, s *moveStand) {
 // hold, the release of a resume at step held and an abort, each with the
 // source's replica frozen.
 func TestQueueMoveConfirmsItsHoldReleaseAndAbortOnTheSourcesReplicas(t *testing.T) {
+	node.Long(t)
 	t.Run("hold", func(t *testing.T) {
 		s, replica := startSourceSetStand(t)
 		ids := fillQueue(t, s.src, "billing", 20)

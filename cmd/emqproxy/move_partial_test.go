@@ -121,6 +121,7 @@ func TestQueueMoveResumeOfAFlipDoneOnTheTargetOnlyCompletesItOnTheSource(t *test
 // on module-a since. Every change of the table (move, resume, abort) now
 // needs every upstream's table.
 func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
+	node.Long(t)
 	third := node.StartT(t, node.Options{Role: node.Module})
 	s := startMoveStand(t, fmt.Sprintf("  module-c:\n    address: %q\n    role: module\n", third.Addr))
 	ctx := context.Background()

@@ -300,6 +300,7 @@ func (w *workload) fail(err error) {
 // fourth proxy is stopped (SIGSTOP) past its lease. The mover is killed
 // after the copy and the move completed with --resume.
 func TestQueueMoveAcrossThreeProxies(t *testing.T) {
+	node.Long(t)
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -93,6 +93,7 @@ func runBinary(t *testing.T, args ...string) (string, int) {
 // TestReplayExitCodes: 0 when both nodes agree, 1 when the module build
 // differs (and the call is named), 2 with nothing sent on bad input.
 func TestReplayExitCodes(t *testing.T) {
+	node.Long(t)
 	good := writeCapture(t, enqueueAndClaim(t)...)
 	sn := node.StartT(t, node.Options{Role: node.Scripts})
 	mn := node.StartT(t, node.Options{Role: node.Module})

@@ -13,6 +13,7 @@ import (
 // node built with a deliberately broken COMPLETE: it must exit 1 and report
 // COMPLETE, and only COMPLETE, as differing; on a sound build it exits 0.
 func TestVerifyReportsTheBrokenVerbOnly(t *testing.T) {
+	node.Long(t)
 	node.EachServer(t, testVerifyReportsTheBrokenVerbOnly)
 }
 

@@ -134,7 +134,10 @@ func checkLoad(t *testing.T, p *Pipe, n *node.Node, res [][][][]byte) (real, los
 
 // TestPipeFaultsUnderLoad runs the load through each fault, on a shared
 // connection (inline roles) and on a dedicated one (the reader goroutine).
-func TestPipeFaultsUnderLoad(t *testing.T) { node.EachServer(t, testPipeFaultsUnderLoad) }
+func TestPipeFaultsUnderLoad(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testPipeFaultsUnderLoad)
+}
 
 func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 	const stall = 300 * time.Millisecond

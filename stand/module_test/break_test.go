@@ -48,7 +48,10 @@ func runRecorded(r *recorder, vc verbCase, x q) (failures []string) {
 // TestBrokenBuildsAreCaught builds the module with -DEMQ_BREAK_<TOKEN> for
 // each token and checks that the verb transcripts notice: the proof that
 // the transcripts can fail, and that each test build is really broken.
-func TestBrokenBuildsAreCaught(t *testing.T) { node.EachServer(t, testBrokenBuildsAreCaught) }
+func TestBrokenBuildsAreCaught(t *testing.T) {
+	node.Long(t)
+	node.EachServer(t, testBrokenBuildsAreCaught)
+}
 
 func testBrokenBuildsAreCaught(t *testing.T, srv node.Server) {
 	if testing.Short() {

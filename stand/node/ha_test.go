@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-func TestHAFailoverIntegration(t *testing.T) { EachServer(t, testHAFailover) }
+func TestHAFailoverIntegration(t *testing.T) {
+	Long(t)
+	EachServerParallel(t, testHAFailover)
+}
 
 // testHAFailover starts a module primary, its replica and three sentinels,
 // kills the primary and checks that the sentinels promote the replica,
@@ -58,7 +61,10 @@ func testHAFailover(t *testing.T, srv Server) {
 	}
 }
 
-func TestRejoinIntegration(t *testing.T) { EachServer(t, testRejoin) }
+func TestRejoinIntegration(t *testing.T) {
+	Long(t)
+	EachServerParallel(t, testRejoin)
+}
 
 // testRejoin: the killed primary comes back through Rejoin while a
 // sentinel is asked to fail the set over again and again from the moment

@@ -80,6 +80,7 @@ func TestFreePortAcrossProcesses(t *testing.T) {
 }
 
 func TestReleasePort(t *testing.T) {
+	Long(t)
 	lo, hi, ok := stablePorts()
 	if !ok {
 		t.Skip("the ephemeral range leaves no room below it on this machine")

@@ -127,6 +127,31 @@ func EachServer(t *testing.T, f func(t *testing.T, s Server)) {
 	}
 }
 
+// Long marks a test that takes seconds of real time (a failover, a move
+// under load, a restart): `go test -short` (make check, the inner loop)
+// skips it, make test runs it.
+func Long(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("takes seconds of real time: make test runs it, -short (make check) skips it")
+	}
+}
+
+// EachServerParallel is EachServer with the servers' legs run at once: for
+// tests whose time goes to the servers' own timers (a Sentinel's
+// down-after and failover, a WAIT's timeout) rather than to the CPU, and
+// whose legs share nothing but the test binary (each starts its own nodes
+// on its own ports). The legs start when the test's own function returns,
+// as any parallel subtest does, at most -parallel of them at a time
+// (GOMAXPROCS by default, two here). A leg must not call t.Setenv.
+func EachServerParallel(t *testing.T, f func(t *testing.T, s Server)) {
+	t.Helper()
+	EachServer(t, func(t *testing.T, s Server) {
+		t.Parallel()
+		f(t, s)
+	})
+}
+
 // PollTimeout bounds Poll's wait.
 const PollTimeout = 15 * time.Second
 
