@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,11 +28,50 @@ func StartT(t testing.TB, opts Options) *Node {
 		t.Fatalf("start %s node: %v", opts.Role, err)
 	}
 	t.Cleanup(func() {
+		reportFailed(t, n)
 		if err := n.retire(); err != nil {
 			t.Errorf("stop node %s: %v", n.Addr, err)
 		}
 	})
 	return n
+}
+
+// logTail is how much of a server's log a failed test prints.
+const logTail = 4 << 10
+
+// reportFailed prints, when t failed, what each node said: its address,
+// role and server, and the tail of its log, so that a failure on a machine
+// nobody can log into explains itself.
+func reportFailed(t testing.TB, nodes ...*Node) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	for _, n := range nodes {
+		if n == nil || n.Dir == "" {
+			continue
+		}
+		t.Logf("node %s (%s, %s, dir %s); the last %d bytes of its log:\n%s",
+			n.Addr, n.Opts.Role, n.Opts.Server, n.Dir, logTail, n.LogTail(logTail))
+	}
+}
+
+// LogTail returns the last max bytes of the node's server log (or why it
+// cannot be read).
+func (n *Node) LogTail(max int64) string {
+	f, err := os.Open(filepath.Join(n.Dir, "server.log"))
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > max {
+		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // StartHAT starts a primary, its replica and the sentinels for a test
@@ -46,6 +87,7 @@ func StartHAT(t testing.TB, o HAOptions) *HA {
 		t.Fatalf("start HA stand: %v", err)
 	}
 	t.Cleanup(func() {
+		reportFailed(t, append([]*Node{h.Primary, h.Replica}, h.Sentinels...)...)
 		if err := h.Stop(); err != nil {
 			t.Errorf("stop HA stand: %v", err)
 		}
