@@ -94,32 +94,38 @@ func TestRESP3LocalReplies(t *testing.T) {
 	c.do("CLIENT", "TRACKING", "ON", "REDIRECT", "1").hasPrefix("-EMQREFUSED emqproxy does not bridge CLIENT TRACKING REDIRECT for RESP3 clients")
 }
 
-// bridgedSteps run on a RESP3 client that tracks and subscribes; other
-// writes and publishes happen between the marked steps.
+// bridgedRun runs steps on a RESP3 client that tracks and subscribes, with
+// another client's write and publish between them, and returns every byte
+// the client read. Each step waits for what its last command brings (the
+// EXEC's reply and its own invalidation, the message) before the next
+// begins, so the order of the stream is the servers' and never the
+// machine's speed; a stream that never brings it ends the run at
+// testTimeout and fails the comparison.
 func bridgedRun(t *testing.T, addr string) string {
 	c := dial(t, addr)
 	o := dial(t, addr)
 	c.do("HELLO", "3")
 	var b strings.Builder
-	send := func(cmds ...[]string) {
-		c.send(cmds...)
-		time.Sleep(100 * time.Millisecond)
-	}
-	send(cmd("CLIENT", "TRACKING", "ON"), cmd("SET", "tk", "1"), cmd("GET", "tk"),
-		cmd("SUBSCRIBE", "ch"), cmd("GET", "tk"), cmd("MULTI"), cmd("INCR", "tk"), cmd("EXEC"))
-	o.do("SET", "tk", "5")
-	o.do("PUBLISH", "ch", "hi")
-	time.Sleep(100 * time.Millisecond)
-	send(cmd("PING"), cmd("UNSUBSCRIBE"), cmd("GET", "tk"), cmd("PING"))
-	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	buf := make([]byte, 1<<16)
-	for {
-		n, err := c.br.Read(buf)
-		b.Write(buf[:n])
-		if err != nil || strings.HasSuffix(b.String(), "$1\r\n5\r\n+PONG\r\n") {
-			break
+	upTo := func(what string) {
+		_ = c.nc.SetReadDeadline(time.Now().Add(testTimeout))
+		for !strings.Contains(b.String(), what) {
+			n, err := c.br.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				t.Logf("%s: reading up to %q: %v", addr, what, err)
+				return
+			}
 		}
 	}
+	c.send(cmd("CLIENT", "TRACKING", "ON"), cmd("SET", "tk", "1"), cmd("GET", "tk"),
+		cmd("SUBSCRIBE", "ch"), cmd("GET", "tk"), cmd("MULTI"), cmd("INCR", "tk"), cmd("EXEC"))
+	upTo("*1\r\n:2\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\ntk\r\n")
+	o.do("SET", "tk", "5")
+	o.do("PUBLISH", "ch", "hi")
+	upTo(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n")
+	c.send(cmd("PING"), cmd("UNSUBSCRIBE"), cmd("GET", "tk"), cmd("PING"))
+	upTo("$1\r\n5\r\n+PONG\r\n")
 	return b.String()
 }
 
