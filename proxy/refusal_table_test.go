@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -306,9 +307,18 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	}
 	defer nc.Close()
 	_ = nc.(*net.TCPConn).SetReadBuffer(4096)
-	// 32 MiB of replies in one batch, under the reply cap; the client reads none.
+	// Twice what the kernel can hold of the replies (the proxy's send
+	// buffer at its largest, the client's receive buffer) plus 4 MiB, in
+	// one batch under the reply cap; the client reads none. The proxy
+	// reads every reply before its one write: that takes seconds under
+	// the race detector on a loaded machine, hence the replies no larger
+	// than they need to be and the generous wait.
+	mibs := int(2*sysctlInt(t, "/proc/sys/net/ipv4/tcp_wmem", 2)>>20) + 4
+	if mibs > 32 {
+		t.Fatalf("the kernel's send buffer (%d MiB of replies to fill) is past what this test sends under the reply cap", mibs)
+	}
 	var b []byte
-	for range 32 {
+	for range mibs {
 		b = node.AppendCommand(b, "GET", "big")
 	}
 	if _, err := nc.Write(b); err != nil {
@@ -316,10 +326,10 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	}
 	other := h.dial()
 	start := time.Now()
-	poll(t, "the client to be closed for not reading", func() bool {
+	node.PollWithin(t, "the client to be closed for not reading", 2*time.Minute, func() bool {
 		return counterValue(t, h.srv.met.Rejected.WithLabelValues("write")) > rejected
 	})
-	t.Logf("closed %v after its batch was sent (write timeout 300ms)", time.Since(start).Round(time.Millisecond))
+	t.Logf("closed %v after its batch of %d MiB was sent (write timeout 300ms)", time.Since(start).Round(time.Millisecond), mibs)
 	// Others were served all along, and still are.
 	other.do("STRLEN", "big").is(":1048576\r\n")
 	poll(t, "the session to go", func() bool { return h.srv.clients.Load() == 2 }) // the setter and other
@@ -329,4 +339,22 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "reset") {
 		t.Errorf("reading the closed client: %v, want a reset", err)
 	}
+}
+
+// sysctlInt reads the field'th number (from 0) of a /proc/sys file.
+func sysctlInt(t *testing.T, path string, field int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if field >= len(f) {
+		t.Fatalf("%s: %q has no field %d", path, b, field)
+	}
+	v, err := strconv.ParseInt(f[field], 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
 }

@@ -201,10 +201,18 @@ const PollTimeout = 15 * time.Second
 // the test after PollTimeout, naming what it waited for.
 func Poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(PollTimeout)
+	PollWithin(t, what, PollTimeout, cond)
+}
+
+// PollWithin is Poll with its own bound: for a wait whose length follows
+// the machine's speed (megabytes through the proxy under the race
+// detector), where the bound only keeps a broken run from hanging.
+func PollWithin(t testing.TB, what string, bound time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting %v for %s", bound, what)
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
