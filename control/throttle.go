@@ -107,8 +107,14 @@ type copyStats struct {
 	chunked int64 // keys copied in chunks
 	patched int64 // elements of large keys written by member patches
 	whole   int64 // large keys compared whole under the hold after a size check
+	read    int64 // bytes of the source read by comparisons and verifications (nothing written)
 	longest map[string]RoundTrip
 	started time.Time
+	// The copies of changed small keys while served (unpaced): how fast
+	// the target takes the queue's changes, the rate a hold is planned
+	// with (holdPlan).
+	tailKeys int64
+	tailTime time.Duration
 }
 
 func newCopyStats() *copyStats {
@@ -120,6 +126,45 @@ func (s *copyStats) add(keys, bytes int) {
 	s.keys += int64(keys)
 	s.bytes += int64(bytes)
 	s.mu.Unlock()
+}
+
+// addRead counts bytes of the source read without a write: a
+// comparison's or a verification's progress.
+func (s *copyStats) addRead(n int) {
+	s.mu.Lock()
+	s.read += int64(n)
+	s.mu.Unlock()
+}
+
+// measureTail records an unpaced copy of keys changed small keys that took
+// d.
+func (s *copyStats) measureTail(keys int, d time.Duration) {
+	s.mu.Lock()
+	s.tailKeys += int64(keys)
+	s.tailTime += d
+	s.mu.Unlock()
+}
+
+// tailRate is the changed small keys the copy took per second, unpaced,
+// while the queue was served (0: none measured yet). Copies of fewer than
+// tailSample keys are too short to time on their own: they count together.
+func (s *copyStats) tailRate() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tailKeys < tailSample || s.tailTime <= 0 {
+		return 0
+	}
+	return float64(s.tailKeys) / s.tailTime.Seconds()
+}
+
+// tailSample is the fewest changed keys whose copy times the tail's rate.
+const tailSample = 200
+
+// readBytes is the bytes read by comparisons and verifications so far.
+func (s *copyStats) readBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.read
 }
 
 func (s *copyStats) snapshot() (keys, bytes int64) {
