@@ -596,6 +596,36 @@ func scanEach(ctx context.Context, n *Node, queue string, fn func(keys []string,
 	}
 }
 
+// recountTarget counts the queue's keys on the target again (the
+// inventory), after a copy whose writes were cut: a pipeline cut by the
+// hold's deadline may have been applied without its replies read, so the
+// inventory no longer knows which of its keys exist. Only the mover writes
+// the queue's keys on the target, and nothing copies meanwhile: the count
+// is exact. Temporary keys of chunked copies are not counted.
+func (c *copier) recountTarget(ctx context.Context) error {
+	keys, err := scanQueue(ctx, c.dst, c.queue, 0)
+	if err != nil {
+		return fmt.Errorf("%w: counting the copied keys on %s: %v", ErrMove, c.dst.Name, err)
+	}
+	inv := newInventory()
+	for _, k := range keys {
+		if strings.HasSuffix(k, tmpSuffix) {
+			continue
+		}
+		inv.keys++
+		switch c.kind(k) {
+		case "row":
+			inv.rows++
+		case "other":
+			inv.other[k] = true
+		}
+	}
+	c.inv.mu.Lock()
+	c.inv.keys, c.inv.rows, c.inv.other = inv.keys, inv.rows, inv.other
+	c.inv.mu.Unlock()
+	return nil
+}
+
 // wipeTarget deletes every key of the queue on the target (before a
 // round that copies every key: left by a move that was stopped, an older
 // copy, or a copy whose tracking was lost) and empties the inventory.

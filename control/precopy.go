@@ -107,6 +107,9 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 			}
 			rep.Released++
 			m.say("released %s: %s; copying again while it is served", m.Queue, why)
+			if err := cp.recountTarget(ctx); err != nil {
+				return err
+			}
 			pr.phase("copying")
 			continue
 		}
