@@ -56,6 +56,8 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 	if err != nil {
 		return err
 	}
+	// Runs last: after the tracking stopped, a copy given up is deleted.
+	defer func() { err = m.failedCopy(ctx, dst, rec, err) }()
 	defer func() {
 		if errors.Is(err, ErrStopped) {
 			return // as if killed: --resume or --abort restores the node's setting
