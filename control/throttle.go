@@ -12,8 +12,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// DefaultRate is the copy rate while the queue is served, in bytes per
-// second of copied values, when --rate is not given: about 20k job rows a
+// DefaultRate is the rate of the bulk copy while the queue is served (the
+// round that reads every key, and large keys read whole; the rounds of
+// changed keys are not paced), in bytes per second of copied values, when
+// --rate is not given: about 20k job rows a
 // second, a third of what an unpaced mover copies on a small machine, so
 // that the nodes keep answering other queues near their usual latency
 // (docs/queue-move.md, "Measured").
