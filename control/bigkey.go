@@ -322,6 +322,11 @@ func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (d
 			return diffs, written, fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, c.src.Name, err)
 		}
 		if len(e.Elements) > 0 {
+			read := 0
+			for _, el := range e.Elements {
+				read += len(el)
+			}
+			c.st.addRead(read)
 			n, w, err := c.fieldPatch(ctx, k, typ, e.Elements)
 			if err != nil {
 				return diffs, written, err

@@ -47,6 +47,30 @@ type copier struct {
 	base       map[string]bool // large keys whose copy is a base for member patches (patch.go)
 	unverified []string        // keys copied in chunks, not compared yet
 	lastSync   map[string]time.Duration
+	doing      string // the large key being copied, compared or verified, for the progress line
+}
+
+// busy names the large key the copy works on (what its progress line
+// shows while no key is written: a comparison or a verification reads);
+// the function returned clears it.
+func (c *copier) busy(what string) func() {
+	c.mu.Lock()
+	c.doing = what
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.doing == what {
+			c.doing = ""
+		}
+		c.mu.Unlock()
+	}
+}
+
+// working is what busy named ("" when no large key is being worked on).
+func (c *copier) working() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.doing
 }
 
 func newCopier(src, dst *Node, queue string, rate, large int64, chunk int, tr *tracker) *copier {
@@ -348,11 +372,65 @@ func (c *copier) largeKeys() []string {
 	return slices.Sorted(maps.Keys(c.bigDst))
 }
 
-// holdEstimate is how long the large keys that changed since the last take
-// (and cannot be patched member by member) would take to compare under the hold (largeParallel at once), from how
-// long each took last time (cutHold when a hold was released before one
-// was compared), and their names.
-func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
+// holdPlan is the estimate of the work a hold would do now, from what the
+// copy measured so far: the changed small keys at the rate the target took
+// the changes while served, and the large keys that changed whole at how
+// long each took to compare under a previous hold.
+type holdPlan struct {
+	small     int           // changed small keys waiting
+	rate      float64       // changed small keys copied per second, unpaced, while served (0: not measured)
+	smallTime time.Duration // their copy at rate
+	large     time.Duration // the large keys' comparisons, largeParallel at once (cutHold: a hold was cut before one was compared)
+	largeKeys []string      // their names
+}
+
+// fits reports whether the hold's work fits within maxHold: the large keys'
+// comparisons, and twice the small keys' copy (the changes made while the
+// proxies acknowledge the hold join the tail, and each pass under the hold
+// settles the tracking first).
+func (p holdPlan) fits(maxHold time.Duration) bool {
+	if p.large >= cutHold || p.large > maxHold || p.smallTime >= cutHold/4 {
+		return false
+	}
+	return p.large+2*p.smallTime <= maxHold
+}
+
+// work says what the hold would do, for the mover's output.
+func (p holdPlan) work() string {
+	var s string
+	switch {
+	case p.small == 0:
+		s = "no changed small key left"
+	case p.smallTime >= cutHold/4:
+		s = fmt.Sprintf("%d changed keys, at a rate not measured yet", p.small)
+	case p.rate == 0:
+		s = fmt.Sprintf("%d changed keys to copy in about %v (at the copy's rate so far)", p.small, p.smallTime.Round(time.Millisecond))
+	default:
+		s = fmt.Sprintf("%d changed keys to copy in about %v at %.0f keys/s", p.small, p.smallTime.Round(time.Millisecond), p.rate)
+	}
+	switch {
+	case len(p.largeKeys) == 0:
+	case p.large >= cutHold:
+		s += fmt.Sprintf(", and %d large keys to compare whole (one was cut by a previous hold)", len(p.largeKeys))
+	default:
+		s += fmt.Sprintf(", and %d large keys to compare whole in about %v", len(p.largeKeys), p.large.Round(time.Millisecond))
+	}
+	return s
+}
+
+// smallOver reports whether the small keys alone keep the hold from
+// fitting (else it is the large keys).
+func (p holdPlan) smallOver(maxHold time.Duration) bool {
+	return p.large < cutHold && p.large <= maxHold && !p.fits(maxHold)
+}
+
+// holdEstimate plans the hold for small changed small keys: the large keys
+// that changed since the last take (and cannot be patched member by
+// member) take as long as each took last time (cutHold when a hold was
+// released before one was compared), largeParallel at once; the small
+// keys at the rate the copy took changed keys while served (before any is
+// measured: the rate of the whole copy so far, paced, a lower bound).
+func (c *copier) holdEstimate(tr *tracker, small int) holdPlan {
 	c.mu.Lock()
 	last := maps.Clone(c.lastSync)
 	var big []string
@@ -360,14 +438,26 @@ func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 		big = append(big, k)
 	}
 	c.mu.Unlock()
+	p := holdPlan{small: small, rate: c.st.tailRate()}
+	rate := p.rate
+	if rate == 0 {
+		keys, _ := c.st.snapshot()
+		rate = float64(keys) / max(time.Since(c.st.started).Seconds(), 1e-3)
+	}
+	switch {
+	case small == 0:
+	case rate <= 0:
+		p.smallTime = cutHold
+	default:
+		p.smallTime = time.Duration(float64(small) / rate * float64(time.Second))
+	}
 	var sum, top time.Duration
-	var keys []string
 	cut := false
 	for _, k := range big {
 		if ch, ok := tr.changeOf(k); !ok || c.patchable(k, ch) {
 			continue // unchanged, or patched at the cost of its change
 		}
-		keys = append(keys, k)
+		p.largeKeys = append(p.largeKeys, k)
 		d := last[k]
 		if d == cutHold {
 			cut = true
@@ -376,11 +466,12 @@ func (c *copier) holdEstimate(tr *tracker) (time.Duration, []string) {
 		sum += d
 		top = max(top, d)
 	}
-	slices.Sort(keys)
+	slices.Sort(p.largeKeys)
+	p.large = max(top, sum/largeParallel)
 	if cut {
-		return cutHold, keys
+		p.large = cutHold
 	}
-	return max(top, sum/largeParallel), keys
+	return p
 }
 
 // samePayload compares two DUMP payloads without their trailers (the
@@ -503,6 +594,36 @@ func scanEach(ctx context.Context, n *Node, queue string, fn func(keys []string,
 			return nil
 		}
 	}
+}
+
+// recountTarget counts the queue's keys on the target again (the
+// inventory), after a copy whose writes were cut: a pipeline cut by the
+// hold's deadline may have been applied without its replies read, so the
+// inventory no longer knows which of its keys exist. Only the mover writes
+// the queue's keys on the target, and nothing copies meanwhile: the count
+// is exact. Temporary keys of chunked copies are not counted.
+func (c *copier) recountTarget(ctx context.Context) error {
+	keys, err := scanQueue(ctx, c.dst, c.queue, 0)
+	if err != nil {
+		return fmt.Errorf("%w: counting the copied keys on %s: %v", ErrMove, c.dst.Name, err)
+	}
+	inv := newInventory()
+	for _, k := range keys {
+		if strings.HasSuffix(k, tmpSuffix) {
+			continue
+		}
+		inv.keys++
+		switch c.kind(k) {
+		case "row":
+			inv.rows++
+		case "other":
+			inv.other[k] = true
+		}
+	}
+	c.inv.mu.Lock()
+	c.inv.keys, c.inv.rows, c.inv.other = inv.keys, inv.rows, inv.other
+	c.inv.mu.Unlock()
+	return nil
 }
 
 // wipeTarget deletes every key of the queue on the target (before a

@@ -45,7 +45,8 @@ func (c *copier) patchable(k string, ch *change) bool {
 // is a base: each member named, and for ZPOPMIN (ZPOPMAX) the target's
 // lowest (highest) elements that may have been popped, are read on both
 // nodes and written where they differ. The work follows the size of the
-// change, not of the key.
+// change, not of the key: it is not paced (throttle paces only a list or
+// string, which is compared whole).
 //
 // Why the lowest pops+named elements of the target cover every popped
 // one: an element m the target holds that the source popped was among the
@@ -92,10 +93,7 @@ func (c *copier) patch(ctx context.Context, k string, ch *change, throttle bool)
 	c.st.mu.Lock()
 	c.st.patched += int64(res.diffs)
 	c.st.mu.Unlock()
-	if throttle {
-		err = c.lim.wait(ctx, res.written)
-	}
-	return res, err
+	return res, nil
 }
 
 // popped adds to ms the target's head lowest and tail highest elements
@@ -384,8 +382,11 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 		}
 		got, err := c.differing(ctx, k, typ, els)
 		if err == nil {
+			// The target is read page by page behind the source: pacing
+			// the source's reads paces both.
 			differ = append(differ, got...)
-			err = c.lim.wait(ctx, 2*read)
+			c.st.addRead(read)
+			err = c.lim.wait(ctx, read)
 		}
 		if err != nil {
 			err2 = err

@@ -23,8 +23,16 @@ const (
 	// not set (the command line's default is timeouts.hold / 2): past it
 	// the queue is released and copied again while served.
 	DefaultMaxHold = 2500 * time.Millisecond
-	// maxRounds bounds the rounds before a hold is tried anyway.
+	// maxRounds bounds the rounds of one stage that still shrink the
+	// remainder: then the mover plans the hold as if they had converged.
 	maxRounds = 50
+	// maxBehind is how long the rounds may converge to a remainder a hold
+	// cannot take within --max-hold (the queue's keys change about as fast
+	// as the target takes them, or faster) before the move gives up.
+	maxBehind = time.Minute
+	// maxAllRounds bounds the rounds of one copy while served, whatever
+	// ends them (a tracking lost again and again).
+	maxAllRounds = 20 * maxRounds
 	// maxHolds is how many holds a move tries before it gives up.
 	maxHolds = 3
 	// cutHold marks a large key whose comparison the hold's deadline cut.
@@ -48,6 +56,8 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 	if err != nil {
 		return err
 	}
+	// Runs last: after the tracking stopped, a copy given up is deleted.
+	defer func() { err = m.failedCopy(ctx, dst, rec, err) }()
 	defer func() {
 		if errors.Is(err, ErrStopped) {
 			return // as if killed: --resume or --abort restores the node's setting
@@ -99,6 +109,9 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 			}
 			rep.Released++
 			m.say("released %s: %s; copying again while it is served", m.Queue, why)
+			if err := cp.recountTarget(ctx); err != nil {
+				return err
+			}
 			pr.phase("copying")
 			continue
 		}
@@ -109,16 +122,36 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 }
 
 // rounds copies while the queue is served until little is left for the
-// hold. Large keys that change are compared in one round of their own: the
+// hold. The first round (and the one after the tracking was lost) reads
+// every key at --rate: that bulk read is what --rate protects the source
+// from. The next rounds copy the keys that changed, unpaced: their reads
+// follow the clients' own writes (a key read once per round however often
+// it was written), so the remainder shrinks whenever the target takes
+// changes faster than the clients make them, whatever --rate is. Only the
+// large keys that changed whole are read whole again, at --rate.
+//
+// Large keys that change are compared in one round of their own: the
 // small keys' rounds converge first (the large keys that change meanwhile
 // wait), then one round compares the large keys, then the small keys
 // converge again, and the hold follows. A large key written all the time is
 // compared under the hold anyway; comparing it in every round would only
 // leave more small keys for the hold.
+//
+// The hold starts only when its work fits within --max-hold at the rates
+// measured so far (holdPlan); until then the mover says what it waits
+// for. When the queue's keys change faster than the target takes them,
+// the mover says so with both rates and does not hold, and it stops after
+// maxBehind of that, the queue served as before.
 func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
 	prev, over, inStage := -1, 0, 0
 	withLarge, compared := true, false // the first round copies every key, large ones too
-	for round := 1; round <= maxRounds; round++ {
+	var behind time.Time               // since when the rounds converge to a tail the hold cannot take (zero: they do not)
+	for round := 1; ; round++ {
+		if round > maxAllRounds {
+			_, restarts := tr.counts()
+			return fmt.Errorf("%w: the copy of %s did not converge in %d rounds (the tracking restarted %d times). Nothing is held; "+
+				"%s serves the queue as before; --resume tries again, --abort drops the copy", ErrMove, m.Queue, maxAllRounds, restarts, cp.src.Name)
+		}
 		if _, lost := tr.pending(); lost {
 			if err := tr.settle(ctx); err != nil {
 				m.say("%v: tracking again, every key is read again", err)
@@ -147,7 +180,7 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 			if err := tr.restart(ctx, err); err != nil {
 				return err
 			}
-			prev, inStage, withLarge, compared = -1, 0, true, false
+			prev, inStage, withLarge, compared, behind = -1, 0, true, false, time.Time{}
 			continue
 		}
 		if err := m.verifyChunked(ctx, cp, tr); err != nil {
@@ -159,20 +192,21 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		n := tr.pendingWhere(func(k string) bool { return !cp.isLarge(k) })
 		k1, b1 := cp.st.snapshot()
 		d := time.Since(t0)
-		what := "keys"
+		what, pace := "keys", "unpaced"
 		if thisLarge {
 			what = "keys, large ones too"
 		}
-		m.say("round %d: %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile", rep.Rounds, k1-k0, what, byteSize(b1-b0),
-			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n)
-		if !full && m.Rate > 0 && n > m.tailKeys() && int64(n) >= (k1-k0)*9/10 {
-			// The rounds cannot shrink: the queue's keys change about as
-			// fast as the pace copies them, and the tail will be as long.
-			m.say("the queue's keys change about as fast as --rate %s/s copies them (%d changed during a round that copied %d): "+
-				"a higher --rate (or --rate 0) lets the rounds shrink", byteSize(m.Rate), n, k1-k0)
+		if full {
+			pace = "every key"
+			if m.Rate > 0 {
+				pace += " at --rate " + byteSize(m.Rate) + "/s"
+			}
 		}
+		changing := float64(n) / max(d.Seconds(), 1e-6) // the keys the clients changed per second of the round
+		m.say("round %d (%s): %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile (%.0f keys/s)", rep.Rounds, pace, k1-k0, what, byteSize(b1-b0),
+			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n, changing)
 		inStage++
-		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4)
+		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4) || inStage >= maxRounds
 		prev = n
 		withLarge = false
 		if thisLarge && !full {
@@ -186,25 +220,51 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 			withLarge, prev, inStage = true, -1, 0
 			continue
 		}
-		est, large := cp.holdEstimate(tr)
-		if est <= m.maxHold() {
+		plan := cp.holdEstimate(tr, n)
+		if plan.fits(m.maxHold()) {
+			m.say("holding: %s, within --max-hold %v", plan.work(), m.maxHold())
 			return nil
 		}
-		took := "about " + est.Round(time.Millisecond).String()
-		if est >= cutHold {
+		if plan.smallOver(m.maxHold()) {
+			if behind.IsZero() {
+				behind = time.Now()
+			}
+			if plan.rate > 0 && changing >= plan.rate*9/10 {
+				// The rounds cannot shrink: the clients change the queue's
+				// keys about as fast as the target takes them, or faster.
+				if time.Since(behind) >= maxBehind {
+					return fmt.Errorf("%w: the queue's keys change faster than %s takes them (%.0f keys/s changed, %.0f keys/s copied) for %v: "+
+						"a hold would not fit within --max-hold %v. Nothing is held; %s serves the queue as before. Move it when it is quieter, "+
+						"or with a larger --max-hold (calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
+						ErrMove, cp.dst.Name, changing, plan.rate, maxBehind, m.maxHold(), cp.src.Name)
+				}
+				m.say("not holding: the queue's keys change faster than %s takes them (%.0f keys/s changed, %.0f keys/s copied); %s, past --max-hold %v: copying again",
+					cp.dst.Name, changing, plan.rate, plan.work(), m.maxHold())
+			} else {
+				if time.Since(behind) >= maxBehind {
+					return fmt.Errorf("%w: for %v the changed keys of %s would take longer to copy under a hold than --max-hold %v allows (%s). "+
+						"Nothing is held; %s serves the queue as before; --resume tries again, --abort drops the copy",
+						ErrMove, maxBehind, m.Queue, m.maxHold(), plan.work(), cp.src.Name)
+				}
+				m.say("not holding yet: %s, past --max-hold %v: copying again while served", plan.work(), m.maxHold())
+			}
+			prev, inStage = -1, 0
+			continue
+		}
+		took := "about " + plan.large.Round(time.Millisecond).String()
+		if plan.large >= cutHold {
 			took = "longer than that (a hold was released before they were compared)"
 		}
 		if over++; over >= maxOver {
 			return fmt.Errorf("%w: the large keys %s changed in every round; comparing them under the hold takes %s, past --max-hold %v. "+
 				"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
 				"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
-				ErrMove, strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.src.Name)
+				ErrMove, strings.Join(plan.largeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.src.Name)
 		}
 		m.say("the large keys %s changed during the round; comparing them under the hold takes %s, past --max-hold %v: copying again",
-			strings.Join(large, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
+			strings.Join(plan.largeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
 		withLarge, prev, inStage = true, -1, 0
 	}
-	return nil
 }
 
 // fullRound empties the target's keys of the queue and copies every key of
@@ -255,7 +315,13 @@ func wholeChanges(keys []string) map[string]*change {
 // known member by member is patched (its cost follows the change); one
 // that changed whole only withLarge (else it counts as changed again, for
 // a later round).
-func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*change, throttle, withLarge bool) error {
+//
+// served: the queue is served (not held). Either way the small keys and
+// the patches are copied unpaced: their reads follow the clients' writes.
+// While served, a large key read whole (a comparison, or a copy in chunks)
+// is paced by --rate, one at a time, and the small keys' copy is timed:
+// the rate the hold is planned with.
+func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*change, served, withLarge bool) error {
 	var small []string
 	large := map[string]*change{}
 	later := map[string]*change{}
@@ -269,9 +335,13 @@ func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*ch
 			later[k] = ch
 		}
 	}
-	found, err := cp.copyKeys(ctx, small, throttle)
+	t0 := time.Now()
+	found, err := cp.copyKeys(ctx, small, false)
 	if err != nil {
 		return err
+	}
+	if served && len(small) > 0 {
+		cp.st.measureTail(len(small), time.Since(t0))
 	}
 	for _, k := range found { // small keys that grew large: copied in chunks
 		if withLarge {
@@ -281,16 +351,18 @@ func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*ch
 		}
 	}
 	cp.tr.requeue(later)
-	return m.copyLarge(ctx, cp, large, throttle)
+	return m.copyLarge(ctx, cp, large, served)
 }
 
 // copyLarge patches, copies or compares each large key; the ones copied
-// in chunks are verified later (verifyChunked). Unpaced (under the hold),
-// up to largeParallel keys at once.
-func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*change, throttle bool) error {
+// in chunks are verified later (verifyChunked). Patches are never paced
+// (their cost follows the change). While served (paced) a key read whole
+// is paced by --rate, one key at a time; under the hold, up to
+// largeParallel keys at once, unpaced.
+func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*change, paced bool) error {
 	large := slices.Sorted(maps.Keys(chs))
 	par := 1
-	if !throttle || cp.lim == nil {
+	if !paced || cp.lim == nil {
 		par = largeParallel
 	}
 	sem := make(chan struct{}, par)
@@ -308,13 +380,15 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*chang
 			ch := chs[k]
 			patched := cp.patchable(k, ch)
 			if patched {
-				res, err = cp.patch(ctx, k, ch, throttle)
+				res, err = cp.patch(ctx, k, ch, paced)
 			} else {
 				// While served with member-level changes, a rebuild: it
 				// leaves a base for the patches that follow.
-				res, err = cp.syncLarge(ctx, k, throttle, throttle && cp.tr != nil && cp.tr.memberLevel())
+				done := cp.busy("copying " + k)
+				res, err = cp.syncLarge(ctx, k, paced, paced && cp.tr != nil && cp.tr.memberLevel())
+				done()
 			}
-			if !throttle && !patched {
+			if !paced && !patched {
 				// How long the key takes unpaced: the estimate of the next
 				// hold (past --max-hold when the hold's deadline cut it).
 				d := time.Since(t0)
@@ -351,7 +425,10 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) erro
 	cp.mu.Unlock()
 	for _, k := range keys {
 		if tr.memberLevel() && cp.based(k) {
-			if err := cp.scanVerify(ctx, k); err != nil {
+			done := cp.busy("verifying " + k)
+			err := cp.scanVerify(ctx, k)
+			done()
+			if err != nil {
 				return err
 			}
 			continue
@@ -359,7 +436,9 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) erro
 		if tr.changed(k) {
 			continue
 		}
+		done := cp.busy("verifying " + k)
 		res, err := cp.syncLarge(ctx, k, false, false)
+		done()
 		if err != nil {
 			return err
 		}

@@ -3,10 +3,14 @@ package control
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -34,11 +38,13 @@ func (w *lineWriter) String() string {
 }
 
 // TestHoldReleasedAtMaxHold: a writer that bypasses any proxy changes the
-// queue throughout, so the hold has work, and --max-hold is shorter than
-// any: the hold is released (the queue owned by its source again) and the
-// keys it took are copied again while served. The writer stops at the
-// first release; the next hold completes the move, and the target equals
-// the source. Then a move stopped while copying is aborted and the
+// queue throughout, so the hold has work; the mover holds once the tail
+// fits within --max-hold at the rate it measured, and the writer then
+// writes a burst (before the tail is copied) that no hold of --max-hold
+// can copy: the hold is released (the queue owned by its source again)
+// and the keys it took are copied again while served. The writer stops at
+// the first release; the next hold completes the move, and the target
+// equals the source. Then a move stopped while copying is aborted and the
 // notification setting comes back.
 func TestHoldReleasedAtMaxHold(t *testing.T) {
 	node.Long(t)
@@ -69,14 +75,30 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 		}
 	}()
 	defer once.Do(func() { close(stop) })
+	var burst sync.Once
 	out := &lineWriter{onLine: func(l string) {
+		if strings.HasPrefix(l, "held q") {
+			// Written before the mover copies the tail (it waits for
+			// this line): 100k rows, far more than 200ms of copy.
+			burst.Do(func() {
+				b := src.C.B()
+				for lo := 0; lo < 100_000; lo += 1000 {
+					var cmds valkey.Commands
+					for i := lo; i < lo+1000; i++ {
+						cmds = append(cmds, b.Hset().Key(fmt.Sprintf("emq:{q}:job:X%06d", i)).FieldValue().FieldValue("state", "pending").Build())
+					}
+					must(t, src.C, cmds...)
+				}
+			})
+		}
 		if strings.HasPrefix(l, "released q") {
 			once.Do(func() { close(stop) })
 		}
 	}}
 	nodes := map[string]*Node{"src": src, "dst": dst}
 	rep, err := (&Mover{Queue: "q", To: "dst", Nodes: nodes, FileRoute: func(string) string { return "src" },
-		LargeKey: 4 << 10, Chunk: 200, MaxHold: time.Nanosecond, Wait: time.Second, Out: out}).Run(ctx)
+		LargeKey: 4 << 10, Chunk: 200, MaxHold: 200 * time.Millisecond, Wait: time.Second, Out: out}).Run(ctx)
+	once.Do(func() { close(stop) })
 	wg.Wait()
 	t.Logf("mover:\n%s", out)
 	if err != nil {
@@ -113,10 +135,13 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 	}
 }
 
-// TestRateBelowTheWriteRateIsSaid: when the queue's keys change about as
-// fast as --rate copies them, the mover says so (the rounds cannot
-// shrink) and names the way out.
-func TestRateBelowTheWriteRateIsSaid(t *testing.T) {
+// TestChangedRoundsAreNotPaced: --rate paces the round that reads every
+// key, not the rounds of the keys that changed since (their reads follow
+// the clients' writes). At 8 KiB/s the first round of 600 rows takes
+// seconds while a writer rewrites them all the time; the next rounds copy
+// what changed unpaced, faster than the pace, and the mover plans its
+// hold from the rate it measured and says so.
+func TestChangedRoundsAreNotPaced(t *testing.T) {
 	node.Long(t)
 	srv := node.Redis()
 	src, dst := pair(t, srv)
@@ -134,27 +159,58 @@ func TestRateBelowTheWriteRateIsSaid(t *testing.T) {
 			_ = src.C.Do(ctx, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%05d", i%600)).FieldValue().FieldValue("attempts", fmt.Sprint(i)).Build()).Error()
 		}
 	}()
+	const rate = 8 << 10
 	said := make(chan struct{})
 	var once sync.Once
+	var mu sync.Mutex
+	var unpaced []string
 	out := &lineWriter{onLine: func(l string) {
-		if strings.Contains(l, "change about as fast as --rate") && strings.Contains(l, "a higher --rate") {
+		if strings.Contains(l, "(unpaced)") {
+			mu.Lock()
+			unpaced = append(unpaced, l)
+			mu.Unlock()
+		}
+		if strings.HasPrefix(l, "holding: ") && strings.Contains(l, "keys/s") {
 			once.Do(func() { close(said) })
 		}
 	}}
 	done := make(chan error, 1)
 	go func() {
 		_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
-			Rate: 8 << 10, TailKeys: 100, Wait: time.Second, Out: out}).Run(ctx)
+			Rate: rate, TailKeys: 100, Wait: time.Second, Out: out}).Run(ctx)
 		done <- err
 	}()
 	select {
 	case <-said:
 	case err := <-done:
-		t.Fatalf("the move ended (%v) without saying the rate is too low:\n%s", err, out)
+		t.Fatalf("the move ended (%v) without planning a hold at the measured rate:\n%s", err, out)
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the mover never said the rate is too low:\n%s", out)
+		t.Fatalf("the mover never planned a hold at the measured rate:\n%s", out)
 	}
 	cancel()
 	<-done
 	wg.Wait()
+	t.Logf("mover:\n%s", out)
+	if !strings.Contains(out.String(), "round 1 (every key at --rate 8.0 KiB/s)") {
+		t.Errorf("the first round was not said to be paced")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(unpaced) == 0 {
+		t.Fatalf("no round of changed keys")
+	}
+	// A round of changed rows at the pace would copy about 8 KiB/s /
+	// 40 B = 200 rows a second; unpaced, the rounds copy many more.
+	fast := false
+	re := regexp.MustCompile(`, (\d+) keys/s;`)
+	for _, l := range unpaced {
+		if m := re.FindStringSubmatch(l); m != nil {
+			if kps, _ := strconv.Atoi(m[1]); kps > 2000 {
+				fast = true
+			}
+		}
+	}
+	if !fast {
+		t.Errorf("no round of changed keys copied faster than the pace:\n%s", strings.Join(unpaced, ""))
+	}
 }

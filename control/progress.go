@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -19,6 +20,8 @@ type progress struct {
 	lastK  int64
 	lastB  int64
 	lastAt time.Time
+	lastR  int64 // bytes read by comparisons and verifications at lastAt
+	rRate  float64
 }
 
 func (m *Mover) startProgress(ctx context.Context, src *Node, cp *copier, tr *tracker) *progress {
@@ -42,7 +45,7 @@ func (m *Mover) startProgress(ctx context.Context, src *Node, cp *copier, tr *tr
 			case <-tk.C:
 			}
 			p := pr.sample(cp, tr)
-			m.say("progress: %s", p)
+			m.say("progress: %s%s", p, pr.reading(cp))
 			_ = storeProgress(ctx, src, m.Queue, p)
 		}
 	}()
@@ -61,7 +64,11 @@ func (pr *progress) sample(cp *copier, tr *tracker) Progress {
 		pr.p.Rate = float64(keys-pr.lastK) / dt
 		pr.p.ByteRate = float64(bytes-pr.lastB) / dt
 	}
-	pr.lastK, pr.lastB, pr.lastAt = keys, bytes, now
+	read := cp.st.readBytes()
+	if dt > 0 {
+		pr.rRate = float64(read-pr.lastR) / dt
+	}
+	pr.lastK, pr.lastB, pr.lastR, pr.lastAt = keys, bytes, read, now
 	pr.p.Keys, pr.p.Bytes, pr.p.Pending, pr.p.Restarts = keys, bytes, n, restarts
 	pr.p.Scanned = pr.frac
 	pr.p.ETA = -1
@@ -72,6 +79,20 @@ func (pr *progress) sample(cp *copier, tr *tracker) Progress {
 	}
 	pr.p.Updated = now.UnixMilli()
 	return pr.p
+}
+
+// reading is the progress line's end while a large key is copied,
+// compared or verified: which, and how fast the source is read for it (a
+// comparison or a verification writes nothing, so the keys and bytes
+// copied stand still meanwhile).
+func (pr *progress) reading(cp *copier) string {
+	what := cp.working()
+	if what == "" {
+		return ""
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return fmt.Sprintf("; %s, reading %s/s", what, byteSize(int64(pr.rRate)))
 }
 
 func (pr *progress) round(r int) {

@@ -12,8 +12,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// DefaultRate is the copy rate while the queue is served, in bytes per
-// second of copied values, when --rate is not given: about 20k job rows a
+// DefaultRate is the rate of the bulk copy while the queue is served (the
+// round that reads every key, and large keys read whole; the rounds of
+// changed keys are not paced), in bytes per second of copied values, when
+// --rate is not given: about 20k job rows a
 // second, a third of what an unpaced mover copies on a small machine, so
 // that the nodes keep answering other queues near their usual latency
 // (docs/queue-move.md, "Measured").
@@ -107,8 +109,14 @@ type copyStats struct {
 	chunked int64 // keys copied in chunks
 	patched int64 // elements of large keys written by member patches
 	whole   int64 // large keys compared whole under the hold after a size check
+	read    int64 // bytes of the source read by comparisons and verifications (nothing written)
 	longest map[string]RoundTrip
 	started time.Time
+	// The copies of changed small keys while served (unpaced): how fast
+	// the target takes the queue's changes, the rate a hold is planned
+	// with (holdPlan).
+	tailKeys int64
+	tailTime time.Duration
 }
 
 func newCopyStats() *copyStats {
@@ -120,6 +128,45 @@ func (s *copyStats) add(keys, bytes int) {
 	s.keys += int64(keys)
 	s.bytes += int64(bytes)
 	s.mu.Unlock()
+}
+
+// addRead counts bytes of the source read without a write: a
+// comparison's or a verification's progress.
+func (s *copyStats) addRead(n int) {
+	s.mu.Lock()
+	s.read += int64(n)
+	s.mu.Unlock()
+}
+
+// measureTail records an unpaced copy of keys changed small keys that took
+// d.
+func (s *copyStats) measureTail(keys int, d time.Duration) {
+	s.mu.Lock()
+	s.tailKeys += int64(keys)
+	s.tailTime += d
+	s.mu.Unlock()
+}
+
+// tailRate is the changed small keys the copy took per second, unpaced,
+// while the queue was served (0: none measured yet). Copies of fewer than
+// tailSample keys are too short to time on their own: they count together.
+func (s *copyStats) tailRate() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tailKeys < tailSample || s.tailTime <= 0 {
+		return 0
+	}
+	return float64(s.tailKeys) / s.tailTime.Seconds()
+}
+
+// tailSample is the fewest changed keys whose copy times the tail's rate.
+const tailSample = 200
+
+// readBytes is the bytes read by comparisons and verifications so far.
+func (s *copyStats) readBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.read
 }
 
 func (s *copyStats) snapshot() (keys, bytes int64) {

@@ -60,29 +60,39 @@ func (c *copier) newZstream(ctx context.Context, n *Node, k string, throttle boo
 	go func() {
 		defer close(z.ch)
 		z.err = c.zchunks(ctx, n, k, func(batch [][]valkey.ZScore) error {
-			if throttle {
+			if n == c.src {
 				// Reading both nodes whole is most of a comparison's load.
+				// The merge reads the target in step with the source:
+				// pacing the source's reads paces both.
 				read := 0
 				for _, zs := range batch {
 					for _, e := range zs {
 						read += len(e.Member) + 8
 					}
 				}
-				if err := c.lim.wait(ctx, read); err != nil {
-					return err
+				c.st.addRead(read)
+				if throttle {
+					if err := c.lim.wait(ctx, read); err != nil {
+						return err
+					}
 				}
 			}
-			for _, zs := range batch {
-				select {
-				case z.ch <- zs:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return nil
+			return c.send(ctx, z, batch)
 		})
 	}()
 	return z
+}
+
+// send hands a round trip's chunks to the stream's consumer.
+func (c *copier) send(ctx context.Context, z *zstream, batch [][]valkey.ZScore) error {
+	for _, zs := range batch {
+		select {
+		case z.ch <- zs:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // peek returns the next element (nil at the end).

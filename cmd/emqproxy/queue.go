@@ -116,7 +116,7 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
-	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the copy while the queue is served, bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the copy under the hold is never paced")
+	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the bulk copy while the queue is served (the round that reads every key, large keys read whole), bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the rounds of changed keys and the copy under the hold are never paced")
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
 	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no tracking: for small queues, or a source that refuses both PSYNC and CONFIG SET)")
 	mf.StringVar(&track, "track", control.TrackAuto, "how the copy while served learns what changes on the source: replication (its replication stream, member by member), keyspace (keyspace notifications, key by key) or auto (replication where the source allows it)")
