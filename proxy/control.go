@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
@@ -110,14 +111,15 @@ type ControlOptions struct {
 
 // controller runs the control loop of one server.
 type controller struct {
-	srv   *Server
-	opts  ControlOptions
-	log   *zap.Logger
-	nodes []*ctlNode
-	byUp  map[*upstream.Upstream]*ctlNode
-	state atomic.Pointer[plan.ControlState]
-	start time.Time // the monotonic origin of ctlNode.valid
-	host  string
+	srv    *Server
+	opts   ControlOptions
+	log    *zap.Logger
+	nodes  []*ctlNode
+	byUp   map[*upstream.Upstream]*ctlNode
+	byName map[string]*ctlNode
+	state  atomic.Pointer[plan.ControlState]
+	start  time.Time // the monotonic origin of ctlNode.valid
+	host   string
 
 	mu   sync.Mutex   // orders router stores: apply and SwapRoutes
 	base *plan.Router // the routes of the file, without owners
@@ -155,6 +157,10 @@ type ctlNode struct {
 	table   control.Table
 	have    bool         // table was read at least once
 	applied atomic.Int64 // the node epoch acknowledged (written by ackLoop, read by renewals)
+	// seen is the epoch of the node's table in the state in force (set
+	// once it is installed): a new data connection to the node waits for
+	// it to reach the epoch the connection read (caughtUp).
+	seen atomic.Int64
 }
 
 // ackWant is what the acknowledger acknowledges once st's changed queues
@@ -181,17 +187,16 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 	}
 	host, _ := os.Hostname()
 	if o.ID == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		o.ID = defaultControlID()
 	}
 	c := &controller{srv: s, opts: o, log: s.log.Named("control").With(zap.String("proxy", o.ID)),
-		byUp: map[*upstream.Upstream]*ctlNode{}, start: time.Now(), host: host, base: s.routes.Load(),
-		wake: make(chan struct{}, 1)}
+		byUp: map[*upstream.Upstream]*ctlNode{}, byName: map[string]*ctlNode{}, start: time.Now(), host: host,
+		base: s.routes.Load(), wake: make(chan struct{}, 1)}
 	for _, u := range s.ups {
 		n := &ctlNode{up: u}
 		c.nodes = append(c.nodes, n)
 		c.byUp[u] = n
+		c.byName[u.Name()] = n
 	}
 	c.state.Store(plan.NewControlState(0, map[string]bool{}, map[string]*upstream.Upstream{}))
 	c.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_held_commands",
@@ -213,6 +218,15 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// defaultControlID is ControlOptions.ID's default:
+// <host>-<pid>-<random>.
+func defaultControlID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // run starts the loop.
@@ -305,6 +319,9 @@ func (c *controller) round(ctx context.Context) {
 	c.checkAllRead(unread)
 	w := &ackWant{st: st, epochs: make([]int64, len(c.nodes))}
 	for i, n := range c.nodes {
+		if n.have {
+			n.seen.Store(n.table.Epoch) // installed above (apply)
+		}
 		if res[i].ok && c.allRead {
 			n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
@@ -415,6 +432,46 @@ func (c *controller) drained(st *plan.ControlState) (q string, ok bool) {
 		}
 	}
 	return "", true
+}
+
+// caughtUp is run on every new data connection to the upstream named
+// name, after the fence and before the connection carries anything: it
+// reads the node's control epoch on that connection and waits (up to the
+// dial's deadline, ctx) until the state in force holds a table of the node
+// at least that new. So a command sent on a connection opened after a
+// mover held its queue (and closed the connections of the proxies it waited
+// out, package control's latewriters.go) is checked at its send against a
+// table that has the hold (session's hold.go), whatever the proxy's clock
+// and its lease say: a proxy that missed the hold never writes to the
+// queue on a connection the mover did not close. A connection whose wait
+// runs out is closed like one the fence refused (the control table of the
+// node could not be read meanwhile: its queues are held by the lease).
+func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn) error {
+	n := c.byName[name]
+	if n == nil {
+		return nil
+	}
+	r, err := conn.Do(ctx, "GET", control.KeyEpoch)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", control.KeyEpoch, err)
+	}
+	var ep int64
+	switch {
+	case r.IsError():
+		return fmt.Errorf("reading %s: %s", control.KeyEpoch, r.Str)
+	case !r.Null && r.Type == '$':
+		if ep, err = strconv.ParseInt(r.Str, 10, 64); err != nil {
+			return fmt.Errorf("%s is %q, not an integer", control.KeyEpoch, r.Str)
+		}
+	}
+	for n.seen.Load() < ep {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the node's control table is at epoch %d, the proxy applied epoch %d of it: not caught up before the dial's deadline", ep, n.seen.Load())
+		case <-time.After(c.opts.Poll / 5):
+		}
+	}
+	return nil
 }
 
 // checkAllRead sets allRead once no table is unread, after the merged table
