@@ -21,9 +21,9 @@ import (
 // it copies the tail. A command on a closed connection never runs (the
 // server read nothing more of it); the proxy resends a command only on a
 // new connection, and only after it checked its lease and its table again
-// on that connection (package proxy's control.go: a new connection is
-// not used before the proxy applied the node's table as new as the one the
-// connection read, which has the hold).
+// once that connection is open (package proxy's control.go, caughtUp: a
+// new connection reads the node's epoch, which has the hold, and a proxy
+// that has not applied it holds the node's queues until it has).
 //
 // The proxies name their data connections DataClientName(id) (CLIENT
 // SETNAME at each connection's boot). The other queues of the node lose

@@ -158,9 +158,11 @@ type ctlNode struct {
 	have    bool         // table was read at least once
 	applied atomic.Int64 // the node epoch acknowledged (written by ackLoop, read by renewals)
 	// seen is the epoch of the node's table in the state in force (set
-	// once it is installed): a new data connection to the node waits for
-	// it to reach the epoch the connection read (caughtUp).
-	seen atomic.Int64
+	// once it is installed). caught is when (since start) a new data
+	// connection last read a newer epoch than seen: only a renewal sent
+	// after it makes the lease valid (caughtUp).
+	seen   atomic.Int64
+	caught atomic.Int64
 }
 
 // ackWant is what the acknowledger acknowledges once st's changed queues
@@ -322,8 +324,11 @@ func (c *controller) round(ctx context.Context) {
 		if n.have {
 			n.seen.Store(n.table.Epoch) // installed above (apply)
 		}
-		if res[i].ok && c.allRead {
+		if sent := int64(res[i].sent.Sub(c.start)); res[i].ok && c.allRead && sent > n.caught.Load() {
 			n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
+			if n.caught.Load() >= sent {
+				n.valid.Store(1) // a connection read a newer epoch meanwhile (caughtUp)
+			}
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
 		} else if c.leaseLeft(n, time.Now()) <= 0 {
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
@@ -436,16 +441,20 @@ func (c *controller) drained(st *plan.ControlState) (q string, ok bool) {
 
 // caughtUp is run on every new data connection to the upstream named
 // name, after the fence and before the connection carries anything: it
-// reads the node's control epoch on that connection and waits (up to the
-// dial's deadline, ctx) until the state in force holds a table of the node
-// at least that new. So a command sent on a connection opened after a
-// mover held its queue (and closed the connections of the proxies it waited
-// out, package control's latewriters.go) is checked at its send against a
-// table that has the hold (session's hold.go), whatever the proxy's clock
-// and its lease say: a proxy that missed the hold never writes to the
-// queue on a connection the mover did not close. A connection whose wait
-// runs out is closed like one the fence refused (the control table of the
-// node could not be read meanwhile: its queues are held by the lease).
+// reads the node's control epoch on that connection. When the state in
+// force holds an older table of the node (seen), the proxy missed a change
+// of it (a move held a queue while the proxy's loop was stopped, or its
+// lease looked valid by a clock the node's did not follow), so the lease
+// on the node is lapsed now, and only a renewal sent after this read
+// (caught, in round; the node runs it after the GET) makes it valid
+// again, with the table it read installed first. A command
+// for the node's queues is then held until that renewal, and one admitted
+// before is refused at its send (session's hold.go): nothing is sent on a
+// connection opened after a mover held its queue (and closed the
+// connections of the proxies it waited out, package control's
+// latewriters.go) before the proxy applied the hold, whatever its clock
+// says. The connection itself is never refused: keyless commands and other
+// nodes' queues are not concerned.
 func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn) error {
 	n := c.byName[name]
 	if n == nil {
@@ -464,12 +473,11 @@ func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn)
 			return fmt.Errorf("%s is %q, not an integer", control.KeyEpoch, r.Str)
 		}
 	}
-	for n.seen.Load() < ep {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the node's control table is at epoch %d, the proxy applied epoch %d of it: not caught up before the dial's deadline", ep, n.seen.Load())
-		case <-time.After(c.opts.Poll / 5):
-		}
+	if n.seen.Load() < ep {
+		n.caught.Store(int64(time.Since(c.start)))
+		n.valid.Store(1) // lapsed (round: renewed only by a renewal sent after caught)
+		c.log.Warn("a new connection read a control epoch the proxy has not applied: the node's queues are held until it is",
+			zap.String("upstream", name), zap.Int64("epoch", ep), zap.Int64("applied", n.seen.Load()))
 	}
 	return nil
 }

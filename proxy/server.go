@@ -142,9 +142,10 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	for _, uo := range opts.Upstreams {
 		hook := uo.OnConnect
 		if opts.Control != nil {
-			// The data connections carry the proxy's id, and are used only
-			// once the proxy applied the node's table they read (control.go's
-			// caughtUp; package control's latewriters.go).
+			// The data connections carry the proxy's id, and one that reads
+			// a node epoch the proxy has not applied lapses the lease on the
+			// node until it has (control.go's caughtUp; package control's
+			// latewriters.go).
 			uo.ClientName = control.DataClientName(ctlOpts.ID)
 			hook = s.caughtUpHook(uo.WithDefaults().Name, hook)
 		}
