@@ -178,3 +178,44 @@ func TestNewConnectionReadingANewerTableLapsesTheLease(t *testing.T) {
 		t.Errorf("the late write reached the held queue's source: %q", got)
 	}
 }
+
+// TestSessionFrozenBetweenItsCheckAndItsWrite: a session that passed its
+// send-time check, then froze past its lease while a mover held its
+// queue, waited the proxy out and closed its data connections on the
+// source, does not write when it wakes: its connection is closed, and the
+// resend on a new one is checked again (the lease lapsed). The client gets
+// an error and the held queue's source never runs the write.
+func TestSessionFrozenBetweenItsCheckAndItsWrite(t *testing.T) {
+	r := startControlled(t)
+	c := r.dial()
+	c.do("SET", "emq:{billing}:x", "before").is("+OK\r\n")
+	var once sync.Once
+	var killed int
+	var hookErr error
+	session.AfterSendCheck = func() {
+		once.Do(func() {
+			// Frozen: no renewal, the lease lapses; the mover holds the
+			// queue, waits the proxy out and closes its connections.
+			stopLoop(r, -time.Second)
+			for _, args := range [][]string{{"HSET", "{emqproxy}:queues", "billing", "9 held scripts-b"}, {"SET", "{emqproxy}:epoch", "9"}} {
+				if _, err := node.RawDo(r.scripts.Addr, args...); err != nil {
+					hookErr = err
+					return
+				}
+			}
+			killed, hookErr = killDataConns(r.scripts)
+			time.Sleep(10 * time.Millisecond) // the close reaches the proxy
+		})
+	}
+	t.Cleanup(func() { session.AfterSendCheck = nil })
+	rep := c.do("SET", "emq:{billing}:x", "late")
+	if hookErr != nil || killed == 0 {
+		t.Fatalf("closing the proxy's data connections on scripts-b: %d closed, %v", killed, hookErr)
+	}
+	if !strings.HasPrefix(string(rep.got), "-") {
+		t.Errorf("the frozen session's write was answered %q; want an error", rep.got)
+	}
+	if got := nodeDo(t, r.scripts, "GET", "emq:{billing}:x"); got != "$6\r\nbefore\r\n" {
+		t.Errorf("the frozen session's write reached the held queue's source: %q", got)
+	}
+}

@@ -67,6 +67,9 @@ func (s *session) flush() {
 			pt.B.Fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
+		if AfterSendCheck != nil && len(s.adm.states) > 0 {
+			AfterSendCheck()
+		}
 		pt.B.Max = budget
 		if pt.Up.Acks() {
 			pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
@@ -161,6 +164,12 @@ func (s *session) resendCheck(pt *segment.Part) error {
 	}
 	return nil
 }
+
+// AfterSendCheck, when set (by tests, before any session runs), runs
+// between a part's send-time check and its first write, when the session
+// admitted commands this round: a pause there is what the node-side fence
+// covers (docs/queue-move.md, "Late writers").
+var AfterSendCheck func()
 
 // BeforeResend, when set (by tests, before any session runs), runs before
 // a part is resent on a new connection, before the send-time check.
