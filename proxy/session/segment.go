@@ -234,6 +234,11 @@ func (s *session) waitDedicated(b *pipe.Batch, p *pipe.Pipe) {
 			continue // the client's read stays out
 		case <-giveUp:
 			giveUp = nil
+			cur := s.srv.Ctl.Current()
+			if !s.admittedMoved(cur) {
+				changed = cur.Changed() // released where it was (an abort): keep waiting
+				continue
+			}
 			p.Close() // the batch gets the connection's error: b.Done
 			continue
 		case <-b.Done:
