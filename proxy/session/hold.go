@@ -21,9 +21,12 @@ import (
 // and nothing of it is sent. Other queues, and keyless commands, are not
 // held.
 //
-// An admitted command counts in the state it was admitted under until the
-// round that sent it has its replies; the control loop waits for that count
-// before it acknowledges a new epoch.
+// An admitted command counts in the state it was admitted under, by the
+// slots of its queues, until the round that sent it has its replies (before
+// they are written to the client); the control loop acknowledges a new
+// epoch only once no command of a queue it changed counts under an older
+// state. Before every write, and before a resend, the session checks the
+// lease and the table in force again (leaseLapsed).
 //
 // A transaction is admitted at EXEC, when it is sent, by the queues of the
 // commands it queued (whatever round queued them), and goes where those
