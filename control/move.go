@@ -498,7 +498,8 @@ func jobCounts(ctx context.Context, n *Node, queue string) (map[string]int64, er
 }
 
 // waitAcks waits until every proxy registered on src acknowledged epoch or
-// lost its lease.
+// lost its lease, then closes the data connections of those that lost it
+// (latewriters.go).
 func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Report) error {
 	wait := m.Wait
 	if wait <= 0 {
@@ -524,7 +525,7 @@ func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Repor
 		}
 		if len(pending) == 0 {
 			m.say("every proxy acknowledged epoch %d (%d acknowledged, %d waited out)", epoch, len(rep.Acked), len(rep.WaitedOut))
-			return nil
+			return m.closeWaitedOut(ctx, src, rep.WaitedOut) // latewriters.go
 		}
 		if time.Now().After(deadline) {
 			slices.Sort(pending)

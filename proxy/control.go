@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
@@ -29,10 +31,16 @@ import (
 // held, and the owner of every moved queue, which overrides the routes of
 // the file (plan.Router.WithOwners). A new state is applied in this order:
 //
-//  1. the router with the new owners is stored (s.routes), then the state;
-//  2. the loop waits until no command admitted under an older state is in
-//     flight (plan.ControlState.InFlight: the plan counts a command when it
-//     admits it, and the session uncounts it once its reply is read, hold.go);
+//  1. the router with the new owners is stored (s.routes), then the state
+//     (install): from then on every command is admitted under it, and a
+//     command admitted under an older state whose queue the new one
+//     changed is refused at its send (session's hold.go, leaseLapsed);
+//  2. the acknowledger (ackLoop, a goroutine of its own) waits until no
+//     command admitted under an older state is in flight for a queue the
+//     new state changed: held, released or given another owner
+//     (plan.ControlState.QueueInFlight: the plan counts a command, per
+//     slot of its queues, when it admits it, and the session uncounts it
+//     once its replies are read, before it writes them to its client);
 //  3. only then the node's epoch is acknowledged on the node.
 //
 // So when a proxy acknowledges the epoch at which a queue became held,
@@ -40,6 +48,23 @@ import (
 // until the queue is released. A session checks the state before it loads
 // the router, and the router is stored before the state that needs it, so a
 // command admitted under a state is routed by that state's owners or later.
+//
+// No client can stop the loop. Installing a table never waits; the leases
+// are renewed by the loop's rounds while the acknowledger waits. The
+// acknowledger waits only for commands of the changed queues (a client
+// blocked in BLPOP with no timeout on another queue, a WAIT, a client that
+// does not read its replies: none delays it), and those end within a bound:
+// a command blocked on a dedicated connection for a queue that moved is
+// given up after ControlOptions.Hold (session's segment.go, waitDedicated:
+// its client gets an error and the connection is closed, so the server drops
+// the blocked command), a shared connection's reply is bounded by the
+// upstream's timeout. Until the commands are done the epoch is not
+// acknowledged, whatever the wait: the proxy keeps its lease, so the mover
+// waits for it and, past its own wait, stops with the queue held (--resume
+// waits again, --abort releases it). A proxy never acknowledges a hold
+// while one of its commands may still reach the queue's old owner, and
+// never lets its lease lapse to end a wait (that would make every mover
+// treat it as gone, and hold every other queue of the node).
 //
 // A lease is valid from when its renewal was sent, for ControlOptions.Lease
 // less one poll: always before the node's key expires. A command for a
@@ -86,17 +111,27 @@ type ControlOptions struct {
 
 // controller runs the control loop of one server.
 type controller struct {
-	srv   *Server
-	opts  ControlOptions
-	log   *zap.Logger
-	nodes []*ctlNode
-	byUp  map[*upstream.Upstream]*ctlNode
-	state atomic.Pointer[plan.ControlState]
-	start time.Time // the monotonic origin of ctlNode.valid
-	host  string
+	srv    *Server
+	opts   ControlOptions
+	log    *zap.Logger
+	nodes  []*ctlNode
+	byUp   map[*upstream.Upstream]*ctlNode
+	byName map[string]*ctlNode
+	state  atomic.Pointer[plan.ControlState]
+	start  time.Time // the monotonic origin of ctlNode.valid
+	host   string
 
 	mu   sync.Mutex   // orders router stores: apply and SwapRoutes
 	base *plan.Router // the routes of the file, without owners
+	// olds are the superseded states some of whose commands were still in
+	// flight when last looked at (guarded by mu): the acknowledger waits
+	// for them (drained).
+	olds []*plan.ControlState
+
+	// want is the newest installed state with the epochs of the node
+	// tables merged into it, for the acknowledger; wake tells it so.
+	want atomic.Pointer[ackWant]
+	wake chan struct{}
 
 	// allRead: every node's table was read once (ctlNode.have); until
 	// then no lease counts. Only the loop's goroutine uses it.
@@ -120,8 +155,22 @@ type ctlNode struct {
 	cn      *control.Node // nil until dialed
 	valid   atomic.Int64  // the lease is valid until start+valid (ns); 0: no lease
 	table   control.Table
-	have    bool  // table was read at least once
-	applied int64 // the node epoch acknowledged
+	have    bool         // table was read at least once
+	applied atomic.Int64 // the node epoch acknowledged (written by ackLoop, read by renewals)
+	// seen is the epoch of the node's table in the state in force (set
+	// once it is installed). caught is when (since start) a new data
+	// connection last read a newer epoch than seen: only a renewal sent
+	// after it makes the lease valid (caughtUp).
+	seen   atomic.Int64
+	caught atomic.Int64
+}
+
+// ackWant is what the acknowledger acknowledges once st's changed queues
+// have nothing in flight: epochs[i], the epoch of node i's table merged in
+// st (-1: not read yet).
+type ackWant struct {
+	st     *plan.ControlState
+	epochs []int64
 }
 
 // newController prepares the control loop; start runs it.
@@ -140,16 +189,16 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 	}
 	host, _ := os.Hostname()
 	if o.ID == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		o.ID = defaultControlID()
 	}
 	c := &controller{srv: s, opts: o, log: s.log.Named("control").With(zap.String("proxy", o.ID)),
-		byUp: map[*upstream.Upstream]*ctlNode{}, start: time.Now(), host: host, base: s.routes.Load()}
+		byUp: map[*upstream.Upstream]*ctlNode{}, byName: map[string]*ctlNode{}, start: time.Now(), host: host,
+		base: s.routes.Load(), wake: make(chan struct{}, 1)}
 	for _, u := range s.ups {
 		n := &ctlNode{up: u}
 		c.nodes = append(c.nodes, n)
 		c.byUp[u] = n
+		c.byName[u.Name()] = n
 	}
 	c.state.Store(plan.NewControlState(0, map[string]bool{}, map[string]*upstream.Upstream{}))
 	c.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "emqproxy_control_held_commands",
@@ -173,11 +222,24 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 	return c, nil
 }
 
+// defaultControlID is ControlOptions.ID's default:
+// <host>-<pid>-<random>.
+func defaultControlID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
 // run starts the loop.
 func (c *controller) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		c.ackLoop(ctx)
+	}()
 	go func() {
 		defer c.wg.Done()
 		t := time.NewTicker(c.opts.Poll)
@@ -254,26 +316,170 @@ func (c *controller) round(ctx context.Context) {
 			unread = append(unread, n.up.Name())
 		}
 	}
-	c.apply(control.Merge(tables...), skipped)
+	st := c.apply(control.Merge(tables...), skipped)
 	c.report(skipped)
 	c.checkAllRead(unread)
+	w := &ackWant{st: st, epochs: make([]int64, len(c.nodes))}
 	for i, n := range c.nodes {
-		if res[i].ok && c.allRead {
+		if n.have {
+			n.seen.Store(n.table.Epoch) // installed above (apply)
+		}
+		if sent := int64(res[i].sent.Sub(c.start)); res[i].ok && c.allRead && sent > n.caught.Load() {
 			n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
+			if n.caught.Load() >= sent {
+				n.valid.Store(1) // a connection read a newer epoch meanwhile (caughtUp)
+			}
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
 		} else if c.leaseLeft(n, time.Now()) <= 0 {
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
 		}
-		if !res[i].ok {
+		w.epochs[i] = -1
+		if n.have && n.cn != nil {
+			w.epochs[i] = n.table.Epoch
+		}
+	}
+	c.want.Store(w)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ackLoop is the acknowledger: at every round's state (want), once no
+// command admitted under an older state can still reach the old owner of a
+// queue that state changed (drained), it acknowledges every node's epoch
+// that changed. It runs apart from the rounds, so a wait here never delays
+// a renewal. The wait has no bound of its own: the commands it waits for
+// end within one (see the control loop's comment); past ControlOptions.Hold
+// it logs the queue it waits for, once per state.
+func (c *controller) ackLoop(ctx context.Context) {
+	var warned *plan.ControlState
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+		began := time.Now()
+		pause := 100 * time.Microsecond
+		for {
+			w := c.want.Load()
+			if w == nil || !c.ackPending(w) {
+				break
+			}
+			if q, ok := c.drained(w.st); !ok {
+				if warned != w.st && time.Since(began) > c.opts.Hold {
+					warned = w.st
+					c.log.Warn("control epoch not acknowledged yet: a command for a queue the table changed is still in flight; the queue's move waits for it",
+						zap.Int64("epoch", w.st.Epoch), zap.String("queue", q), zap.Duration("waited", time.Since(began)))
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, c.opts.Poll/10)
+				continue
+			}
+			c.ack(ctx, w)
+		}
+	}
+}
+
+// ackPending reports whether some node's epoch in w is not acknowledged.
+func (c *controller) ackPending(w *ackWant) bool {
+	for i, n := range c.nodes {
+		if w.epochs[i] >= 0 && w.epochs[i] != n.applied.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// ack acknowledges every node's epoch in w that is not yet.
+func (c *controller) ack(ctx context.Context, w *ackWant) {
+	for i, n := range c.nodes {
+		if w.epochs[i] < 0 || w.epochs[i] == n.applied.Load() {
 			continue
 		}
-		if n.table.Epoch != n.applied {
-			n.applied = n.table.Epoch
-			if err := n.cn.Ack(ctx, c.registration(n)); err != nil && ctx.Err() == nil {
-				c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.Name()), zap.Error(err))
+		n.applied.Store(w.epochs[i])
+		// A failed write is repaired by the next renewal, which carries
+		// the epoch applied.
+		if err := n.cn.Ack(ctx, c.registration(n)); err != nil && ctx.Err() == nil {
+			c.log.Warn("control acknowledgement failed", zap.String("upstream", n.up.Name()), zap.Error(err))
+		}
+	}
+}
+
+// drained reports whether no command admitted under a state older than st
+// is in flight for a queue st changed (held, released or given another
+// owner since that state; plan.ControlState.ChangedTo); when not, q is
+// one such queue. Superseded states with nothing in flight are dropped
+// from olds: a state once empty stays so (the plan counts a command under
+// a superseded state only to uncount it at once).
+func (c *controller) drained(st *plan.ControlState) (q string, ok bool) {
+	c.mu.Lock()
+	olds := c.olds[:0]
+	for _, o := range c.olds {
+		if o != st && o.InFlight() != 0 {
+			olds = append(olds, o)
+		}
+	}
+	clear(c.olds[len(olds):])
+	c.olds = olds
+	olds = slices.Clone(olds)
+	c.mu.Unlock()
+	for _, o := range olds {
+		for _, q := range o.ChangedTo(st) {
+			if o.QueueInFlight(q) != 0 {
+				return q, false
 			}
 		}
 	}
+	return "", true
+}
+
+// caughtUp is run on every new data connection to the upstream named
+// name, after the fence and before the connection carries anything: it
+// reads the node's control epoch on that connection. When the state in
+// force holds an older table of the node (seen), the proxy missed a change
+// of it (a move held a queue while the proxy's loop was stopped, or its
+// lease looked valid by a clock the node's did not follow), so the lease
+// on the node is lapsed now, and only a renewal sent after this read
+// (caught, in round; the node runs it after the GET) makes it valid
+// again, with the table it read installed first. A command
+// for the node's queues is then held until that renewal, and one admitted
+// before is refused at its send (session's hold.go): nothing is sent on a
+// connection opened after a mover held its queue (and closed the
+// connections of the proxies it waited out, package control's
+// latewriters.go) before the proxy applied the hold, whatever its clock
+// says. The connection itself is never refused: keyless commands and other
+// nodes' queues are not concerned.
+func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn) error {
+	n := c.byName[name]
+	if n == nil {
+		return nil
+	}
+	r, err := conn.Do(ctx, "GET", control.KeyEpoch)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", control.KeyEpoch, err)
+	}
+	var ep int64
+	switch {
+	case r.IsError():
+		return fmt.Errorf("reading %s: %s", control.KeyEpoch, r.Str)
+	case !r.Null && r.Type == '$':
+		if ep, err = strconv.ParseInt(r.Str, 10, 64); err != nil {
+			return fmt.Errorf("%s is %q, not an integer", control.KeyEpoch, r.Str)
+		}
+	}
+	if n.seen.Load() < ep {
+		n.caught.Store(int64(time.Since(c.start)))
+		n.valid.Store(1) // lapsed (round: renewed only by a renewal sent after caught)
+		c.log.Warn("a new connection read a control epoch the proxy has not applied: the node's queues are held until it is",
+			zap.String("upstream", name), zap.Int64("epoch", ep), zap.Int64("applied", n.seen.Load()))
+	}
+	return nil
 }
 
 // checkAllRead sets allRead once no table is unread, after the merged table
@@ -310,7 +516,7 @@ func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, erro
 
 // registration is the proxy's line on n.
 func (c *controller) registration(n *ctlNode) control.Registration {
-	return control.Registration{ID: c.opts.ID, Applied: n.applied, Renewed: time.Now().UnixMilli(),
+	return control.Registration{ID: c.opts.ID, Applied: n.applied.Load(), Renewed: time.Now().UnixMilli(),
 		LeaseMs: c.opts.Lease.Milliseconds(), Host: c.host, PID: os.Getpid()}
 }
 
@@ -342,10 +548,10 @@ func (c *controller) report(skipped map[skipKey]string) {
 }
 
 // apply installs the merged table t when it differs from the state in
-// force, then waits until nothing admitted under the old state is in
-// flight. An owner this proxy does not have is added to skipped (the
-// file's route stays for that queue).
-func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
+// force, and returns the state in force. It never waits for the commands
+// in flight: the acknowledger does (ackLoop). An owner this proxy does not
+// have is added to skipped (the file's route stays for that queue).
+func (c *controller) apply(t control.Table, skipped map[skipKey]string) *plan.ControlState {
 	cur := c.state.Load()
 	st := plan.NewControlState(t.Epoch, map[string]bool{}, map[string]*upstream.Upstream{})
 	for q, e := range t.Queues {
@@ -361,18 +567,17 @@ func (c *controller) apply(t control.Table, skipped map[skipKey]string) {
 		st.Owner[q] = u
 	}
 	if st.Epoch == cur.Epoch && maps.Equal(st.Held, cur.Held) && maps.Equal(st.Owner, cur.Owner) {
-		return
+		return cur
 	}
 	c.mu.Lock()
 	c.srv.routes.Store(c.base.WithOwners(st.Owner))
 	c.state.Store(st)
+	c.olds = append(c.olds, cur) // after the store: its count only falls from here (plan's admit)
 	c.mu.Unlock()
 	cur.Supersede()
-	for cur.InFlight() != 0 {
-		time.Sleep(200 * time.Microsecond)
-	}
 	c.epoch.Set(float64(st.Epoch))
 	c.log.Info("control table applied", zap.Int64("epoch", st.Epoch), zap.Int("held", len(st.Held)), zap.Int("moved", len(st.Owner)))
+	return st
 }
 
 // setRoutes replaces the file's routes (a reload), keeping the owners.

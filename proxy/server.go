@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -47,7 +49,10 @@ type Server struct {
 	memLimit *memLimit        // the runtime's soft memory limit; nil: not kept (memlimit.go)
 	fails    limits.AuthTable // failed authentications by source address (authlimit.go)
 	ctl      *controller      // the control table's loop; nil when off (control.go)
-	redir    pubsub.Redirects // RESP2 tracking's relays and their targets (package tracking)
+	// ctlHook is ctl for the upstreams' connection hook (caughtUpHook),
+	// which may run before ctl is set.
+	ctlHook atomic.Pointer[controller]
+	redir   pubsub.Redirects // RESP2 tracking's relays and their targets (package tracking)
 
 	metLatency bool
 	acking     bool // some upstream waits for replicas (upstream/ack.go)
@@ -127,12 +132,28 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 	}
 	s.SwapPolicy(opts.Policy)
 	s.byName = make(map[string]*upstream.Upstream, len(opts.Upstreams))
+	var ctlOpts ControlOptions
+	if opts.Control != nil {
+		ctlOpts = *opts.Control
+		if ctlOpts.ID == "" {
+			ctlOpts.ID = defaultControlID()
+		}
+	}
 	for _, uo := range opts.Upstreams {
+		hook := uo.OnConnect
+		if opts.Control != nil {
+			// The data connections carry the proxy's id, and one that reads
+			// a node epoch the proxy has not applied lapses the lease on the
+			// node until it has (control.go's caughtUp; package control's
+			// latewriters.go).
+			uo.ClientName = control.DataClientName(ctlOpts.ID)
+			hook = s.caughtUpHook(uo.WithDefaults().Name, hook)
+		}
 		// Every upstream loads its command table, even alone: key
 		// positions choose between upstreams, and inside MULTI the names,
 		// arities and flags give a command the server's own queue-time
 		// error (package plan's queuecheck.go).
-		u, err := upstream.New(uo, uo.OnConnect, &s.keys, &s.clients, s.log, met)
+		u, err := upstream.New(uo, hook, &s.keys, &s.clients, s.log, met)
 		if err != nil {
 			s.closeUpstreams()
 			return nil, err
@@ -163,10 +184,11 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		}
 	}
 	if opts.Control != nil {
-		if s.ctl, err = newController(s, *opts.Control); err != nil {
+		if s.ctl, err = newController(s, ctlOpts); err != nil {
 			s.closeUpstreams()
 			return nil, err
 		}
+		s.ctlHook.Store(s.ctl)
 		s.ctl.run()
 	}
 	s.shared()
@@ -375,4 +397,22 @@ func (s *Server) Close() error {
 	cancel()
 	_ = s.Shutdown(ctx)
 	return nil
+}
+
+// caughtUpHook runs next (the upstream's fence hook, if any), then the
+// control loop's caughtUp on every new connection to the upstream named
+// name. A connection opened before the loop exists passes: no queue's
+// command is sent before the loop's first round read every table after it.
+func (s *Server) caughtUpHook(name string, next upstream.OnConnectFunc) upstream.OnConnectFunc {
+	return func(ctx context.Context, c fence.Conn) error {
+		if next != nil {
+			if err := next(ctx, c); err != nil {
+				return err
+			}
+		}
+		if ctl := s.ctlHook.Load(); ctl != nil {
+			return ctl.caughtUp(ctx, name, c)
+		}
+		return nil
+	}
 }

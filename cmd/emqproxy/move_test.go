@@ -345,7 +345,8 @@ func TestQueueMoveAcrossThreeProxies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	for _, want := range []string{"moved billing from scripts-b to module-a", "proxies acknowledged: 3", "proxies waited out (lease expired): 1"} {
+	for _, want := range []string{"moved billing from scripts-b to module-a", "proxies acknowledged: 3", "proxies waited out (lease expired): 1",
+		"connections of 1 proxies waited out on scripts-b"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +22,16 @@ import (
 // keyless commands, are not held.
 //
 // An admitted command counts in flight in the state it was admitted under
-// (Step.Admitted) until the caller releases it; the control loop waits for
-// that count before it acknowledges a new epoch. A transaction is admitted
-// at EXEC, by the queues of the commands it queued.
+// (Step.Admitted) until the caller releases it, in total and in the slot of
+// each of its queues (Step.Slots). The control loop acknowledges a new
+// epoch once no command admitted under an older state is in flight in the
+// slot of a queue the new state changed (held, released or given another
+// owner): only those may still reach the old owner of a changed queue. A
+// command of any other queue (a BLPOP with no timeout, a WAIT, a reply a
+// slow client does not read) never delays an acknowledgement. A queue
+// sharing its slot with a changed one is waited for too: a hash collision
+// costs a wait, never a missed one. A transaction is admitted at EXEC, by
+// the queues of the commands it queued.
 
 // ReasonHeld is the refusal reason of a command whose queue stayed held
 // past the hold, or whose transaction's queue moved since its script calls
@@ -31,13 +39,53 @@ import (
 const ReasonHeld rewrite.Reason = "held"
 
 // ControlState is one applied merged control table. It is never modified
-// once the control loop stored it, except its count of commands in flight.
+// once the control loop stored it, except its counts of commands in flight.
 type ControlState struct {
 	Epoch    int64
 	Held     map[string]bool               // the queues that are held
 	Owner    map[string]*upstream.Upstream // the moved queues' owners
 	inflight atomic.Int64                  // commands admitted under this state, not yet answered
+	slots    [NumSlots]atomic.Int64        // the same, per slot of their queues (SlotOf)
 	changed  chan struct{}                 // closed when a newer state is stored
+}
+
+// NumSlots is the number of slots queues are counted in (SlotOf).
+const NumSlots = 512
+
+// Slots is a set of slots: those of one command's queues.
+type Slots [NumSlots / 64]uint64
+
+// SlotOf is the slot of queue q (FNV-1a of its name).
+func SlotOf(q []byte) int {
+	h := uint32(2166136261)
+	for _, c := range q {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return int(h % NumSlots)
+}
+
+// Add puts q's slot in the set.
+func (s *Slots) Add(q []byte) {
+	i := SlotOf(q)
+	s[i/64] |= 1 << (i % 64)
+}
+
+// Has reports whether q's slot is in the set.
+func (s *Slots) Has(q string) bool {
+	i := SlotOf([]byte(q))
+	return s[i/64]&(1<<(i%64)) != 0
+}
+
+// each calls f with every slot of the set.
+func (s *Slots) each(f func(i int)) {
+	for w, word := range s {
+		for word != 0 {
+			b := word & -word
+			f(w*64 + bits.TrailingZeros64(b))
+			word &^= b
+		}
+	}
 }
 
 // NewControlState returns a state of the merged table at epoch.
@@ -45,12 +93,65 @@ func NewControlState(epoch int64, held map[string]bool, owner map[string]*upstre
 	return &ControlState{Epoch: epoch, Held: held, Owner: owner, changed: make(chan struct{})}
 }
 
-// Release uncounts a command admitted under st (Step.Admitted) once its
-// reply is in.
-func (st *ControlState) Release() { st.inflight.Add(-1) }
+// count counts a command of the slots sl in flight under st (n 1), or
+// uncounts it (n -1).
+func (st *ControlState) count(sl *Slots, n int64) {
+	st.inflight.Add(n)
+	sl.each(func(i int) { st.slots[i].Add(n) })
+}
+
+// Release uncounts a command admitted under st (Step.Admitted) with the
+// slots of its queues (Step.Slots) once its reply is in.
+func (st *ControlState) Release(sl *Slots) { st.count(sl, -1) }
 
 // InFlight is how many commands admitted under st are not answered yet.
 func (st *ControlState) InFlight() int64 { return st.inflight.Load() }
+
+// QueueInFlight is how many commands admitted under st whose queues share
+// q's slot are not answered yet.
+func (st *ControlState) QueueInFlight(q string) int64 {
+	return st.slots[SlotOf([]byte(q))].Load()
+}
+
+// ChangedTo lists the queues whose route differs between st and to: held in
+// one and not the other, or owned by another upstream (a queue absent from
+// Owner follows the file's routes).
+func (st *ControlState) ChangedTo(to *ControlState) []string {
+	var qs []string
+	seen := map[string]bool{}
+	check := func(q string) {
+		if !seen[q] {
+			seen[q] = true
+			if st.Held[q] != to.Held[q] || st.Owner[q] != to.Owner[q] {
+				qs = append(qs, q)
+			}
+		}
+	}
+	for _, s := range []*ControlState{st, to} {
+		for q := range s.Held {
+			check(q)
+		}
+		for q := range s.Owner {
+			check(q)
+		}
+	}
+	return qs
+}
+
+// Moved reports whether a command of the slots sl, admitted under st, may
+// no longer be sent under to: to changed one of its queues (or one
+// sharing its slot) since st (ChangedTo). False when st is to.
+func (st *ControlState) Moved(to *ControlState, sl *Slots) bool {
+	if st == to {
+		return false
+	}
+	for _, q := range st.ChangedTo(to) {
+		if sl.Has(q) {
+			return true
+		}
+	}
+	return false
+}
 
 // Changed is closed when a newer state is stored (Supersede).
 func (st *ControlState) Changed() <-chan struct{} { return st.changed }
@@ -88,9 +189,13 @@ func admit(in *Input, sp *Step) {
 		sp.Wait, sp.HeldQ, sp.HeldUp = true, q, up
 		return
 	}
-	st.inflight.Add(1)
+	for _, q := range qs {
+		sp.Slots.Add(q)
+	}
+	st.count(&sp.Slots, 1)
 	if v.Loop.Current() != st {
-		st.inflight.Add(-1) // a new state came in between: admit under it
+		st.count(&sp.Slots, -1) // a new state came in between: admit under it
+		sp.Slots = Slots{}
 		sp.Stale = true
 		return
 	}

@@ -30,7 +30,8 @@
 //     under the routes of now;
 //  7. with the control table on, admission by the same keys' queues
 //     (admit.go): an admitted command counts in flight in the state it was
-//     admitted under (Step.Admitted, released by the caller).
+//     admitted under, in total and per slot of its queues (Step.Admitted
+//     and Step.Slots, released by the caller).
 //
 // What only the network or time can tell is the caller's, and comes in as
 // an input of the next step:

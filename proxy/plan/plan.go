@@ -89,6 +89,9 @@ type Step struct {
 	// counted in flight there: the caller releases it (ControlState.Release)
 	// once the command's reply is in. nil when nothing was counted.
 	Admitted *ControlState
+	// Slots are the slots of the admitted command's queues, counted with
+	// it (admit.go).
+	Slots Slots
 
 	// CmdKeys are the command's keys, found once: what routing, admission
 	// and a transaction's route read; Keyed says the command routes by its

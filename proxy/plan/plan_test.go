@@ -2,6 +2,7 @@ package plan
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,10 +194,18 @@ func TestPlanAdmitsUnderTheControlState(t *testing.T) {
 	if sp := at("emq:{moved}:k"); !sp.Wait || string(sp.HeldQ) != "moved" || sp.HeldUp != s.b {
 		t.Errorf("lease on b lapsed: wait %v %q %v; want a wait for b", sp.Wait, sp.HeldQ, sp.HeldUp)
 	}
-	if sp := at("emq:{q}:k"); sp.Wait || sp.Admitted != st || st.InFlight() != 1 {
-		t.Errorf("free queue: wait %v admitted %v in flight %d; want admitted under the state", sp.Wait, sp.Admitted, st.InFlight())
+	free := at("emq:{q}:k")
+	if free.Wait || free.Admitted != st || st.InFlight() != 1 || st.QueueInFlight("q") != 1 {
+		t.Errorf("free queue: wait %v admitted %v in flight %d (queue q %d); want admitted under the state",
+			free.Wait, free.Admitted, st.InFlight(), st.QueueInFlight("q"))
 	}
-	st.Release()
+	if SlotOf([]byte("q")) != SlotOf([]byte("other")) && st.QueueInFlight("other") != 0 {
+		t.Errorf("queue other counts %d in flight; want 0 (only q's slot counts)", st.QueueInFlight("other"))
+	}
+	st.Release(&free.Slots)
+	if st.InFlight() != 0 || st.QueueInFlight("q") != 0 {
+		t.Errorf("released: in flight %d (queue q %d); want 0", st.InFlight(), st.QueueInFlight("q"))
+	}
 	if sp := at("nohashtag"); sp.Wait || sp.Admitted != nil || st.InFlight() != 0 {
 		t.Errorf("no queue: wait %v admitted %v; want neither", sp.Wait, sp.Admitted)
 	}
@@ -322,10 +331,42 @@ func TestPlanDoesNotAllocate(t *testing.T) {
 		sp = Step{Keys: args[1:], Asked: true}
 		Decide(&in, &sp)
 		if sp.Admitted != nil {
-			sp.Admitted.Release()
+			sp.Admitted.Release(&sp.Slots)
 		}
 	})
 	if n != 0 || sp.Up != s.b {
 		t.Errorf("Decide allocates %v times (up %v)", n, sp.Up)
+	}
+}
+
+// TestControlStateMoved: a command admitted under a state may not be sent
+// under a newer one that holds, releases or re-routes one of its queues;
+// other queues' commands may.
+func TestControlStateMoved(t *testing.T) {
+	a, b := &upstream.Upstream{}, &upstream.Upstream{}
+	old := NewControlState(1, map[string]bool{"held": true}, map[string]*upstream.Upstream{"moved": a, "same": a})
+	cur := NewControlState(2, map[string]bool{"fresh": true}, map[string]*upstream.Upstream{"moved": b, "same": a})
+	got := old.ChangedTo(cur)
+	slices.Sort(got)
+	if want := []string{"fresh", "held", "moved"}; !slices.Equal(got, want) {
+		t.Fatalf("changed %v; want %v", got, want)
+	}
+	of := func(q string) *Slots {
+		var s Slots
+		s.Add([]byte(q))
+		return &s
+	}
+	for _, q := range []string{"fresh", "held", "moved"} {
+		if !old.Moved(cur, of(q)) {
+			t.Errorf("queue %s changed, Moved false; want true", q)
+		}
+		if old.Moved(old, of(q)) {
+			t.Errorf("queue %s under its own state: Moved true; want false", q)
+		}
+	}
+	for _, q := range []string{"same", "other"} {
+		if s := of(q); !s.Has("fresh") && !s.Has("held") && !s.Has("moved") && old.Moved(cur, s) {
+			t.Errorf("queue %s unchanged: Moved true; want false", q)
+		}
 	}
 }

@@ -66,7 +66,7 @@ func (s *session) plan(args [][]byte, sp *plan.Step) {
 	for {
 		plan.Decide(&in, sp)
 		if sp.Admitted != nil {
-			s.adm.states = append(s.adm.states, sp.Admitted)
+			s.adm.states = append(s.adm.states, admitted{st: sp.Admitted, slots: sp.Slots})
 		}
 		if !sp.Stale {
 			return

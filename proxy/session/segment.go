@@ -67,6 +67,9 @@ func (s *session) flush() {
 			pt.B.Fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
+		if AfterSendCheck != nil && len(s.adm.states) > 0 {
+			AfterSendCheck()
+		}
 		pt.B.Max = budget
 		if pt.Up.Acks() {
 			pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
@@ -77,10 +80,12 @@ func (s *session) flush() {
 			// was closed while idle (share.go). Send on a new one.
 			if np := s.ownPipe(pt.Up); np != nil {
 				pt.P = np
-				err = np.Send(pt.B)
+				if err = s.resendCheck(pt); err == nil {
+					err = np.Send(pt.B)
+				}
 			}
 		}
-		if err != nil && !pt.Ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.Up.Sentinel()) {
+		if err != nil && !errors.Is(err, errResendRefused) && !pt.Ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.Up.Sentinel()) {
 			// Nothing was written: the server had closed the idle
 			// connection, or a Sentinel upstream's broke. Send on its
 			// replacement once it is up (upstream/failover.go: a new primary).
@@ -90,8 +95,13 @@ func (s *session) flush() {
 			}
 			if np != nil {
 				pt.P = np
-				err = np.Send(pt.B)
+				if err = s.resendCheck(pt); err == nil {
+					err = np.Send(pt.B)
+				}
 			}
+		}
+		if errors.Is(err, errResendRefused) {
+			continue // filled by resendCheck: nothing of it was sent
 		}
 		if err != nil {
 			pt.B.Fill(pt.Up.Unavailable())
@@ -133,6 +143,38 @@ func (s *session) flush() {
 	s.tx.SameSegment = false
 }
 
+// errResendRefused: resendCheck refused a part's resend; its batch holds
+// the refusal.
+var errResendRefused = errors.New("resend refused")
+
+// resendCheck runs the send-time check (hold.go's leaseLapsed) again
+// before a part is resent on a new connection: the wait for that
+// connection (a dial, up to the dial timeout; a Sentinel upstream's new
+// primary, up to failover_wait) may outlast the proxy's lease or see a
+// new table. A refused part gets the error in every reply and
+// errResendRefused: nothing of it was written, on either connection, so
+// the client is told so and is never answered twice for one write.
+func (s *session) resendCheck(pt *segment.Part) error {
+	if BeforeResend != nil {
+		BeforeResend()
+	}
+	if msg := s.leaseLapsed(pt.Up); msg != nil {
+		pt.B.Fill(msg)
+		return errResendRefused
+	}
+	return nil
+}
+
+// AfterSendCheck, when set (by tests, before any session runs), runs
+// between a part's send-time check and its first write, when the session
+// admitted commands this round: a pause there is what the node-side fence
+// covers (docs/queue-move.md, "Late writers").
+var AfterSendCheck func()
+
+// BeforeResend, when set (by tests, before any session runs), runs before
+// a part is resent on a new connection, before the send-time check.
+var BeforeResend func()
+
 // emit moves the segment's replies to the output in command order
 // (segment.Segment.Emit) and empties it, giving back what its batches held
 // of the budget.
@@ -156,7 +198,22 @@ func (s *session) emit() {
 // block for long) while watching the client: if it goes away, the dedicated
 // connection is closed so a blocked command does not outlive its client.
 // Bytes the client sends meanwhile are kept for the next round.
+//
+// With the control table on, it also watches the table: once a table in
+// force changed the queue of a command admitted this round (a move held
+// it), the command is given up after ControlOptions.Hold (giveUp): the
+// connection is closed, so the server drops the blocked command, and the
+// client gets the connection's error. Such a command may still reach the
+// queue's old owner, so the proxy does not acknowledge the hold until it is
+// done (control.go); a client blocked with no timeout on the moving queue
+// would otherwise stop the move. A command blocked on any other queue is
+// never given up.
 func (s *session) waitDedicated(b *pipe.Batch, p *pipe.Pipe) {
+	var changed <-chan struct{}
+	var giveUp <-chan time.Time
+	if c := s.srv.Ctl; c != nil && len(s.adm.states) > 0 {
+		changed = s.v.Ctl.Changed()
+	}
 	for {
 		if s.c.Full() {
 			<-b.Done // no room left to read into: wait without watching
@@ -164,6 +221,26 @@ func (s *session) waitDedicated(b *pipe.Batch, p *pipe.Pipe) {
 		}
 		s.c.ReadAsync() // package conn
 		select {
+		case <-changed:
+			c := s.srv.Ctl
+			cur := c.Current()
+			changed = cur.Changed()
+			if giveUp == nil && s.admittedMoved(cur) {
+				hold, _ := c.HoldLimits()
+				t := time.NewTimer(hold)
+				defer t.Stop()
+				giveUp, changed = t.C, nil
+			}
+			continue // the client's read stays out
+		case <-giveUp:
+			giveUp = nil
+			cur := s.srv.Ctl.Current()
+			if !s.admittedMoved(cur) {
+				changed = cur.Changed() // released where it was (an abort): keep waiting
+				continue
+			}
+			p.Close() // the batch gets the connection's error: b.Done
+			continue
 		case <-b.Done:
 			if err := s.c.StopRead(); err != nil {
 				s.closing = true

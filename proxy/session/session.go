@@ -187,6 +187,13 @@ func (s *session) round() (served int, err error) {
 	}
 	s.trackCachingEnd() // tracking.go
 	s.flush()
+	if len(s.adm.states) > 0 {
+		// hold.go: the round's replies are in. Uncounted before they are
+		// written to the client: a client that does not read its replies
+		// holds no command in flight, so it never delays the control loop's
+		// acknowledgement of a new table.
+		s.release()
+	}
 	s.publish(s.began) // before the replies: a client that has them is listed as of them
 	err = s.write()
 	s.logAudits()

@@ -240,7 +240,7 @@ func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn,
 	return nc, br, false, nil
 }
 
-// boot runs AUTH and SELECT as configured.
+// boot runs AUTH, SELECT and CLIENT SETNAME as configured.
 func (d *dialer) boot(ctx context.Context, c *SetupConn) error {
 	if d.opts.Password != "" {
 		args := []string{"AUTH", d.opts.Password}
@@ -262,6 +262,15 @@ func (d *dialer) boot(ctx context.Context, c *SetupConn) error {
 		}
 		if r.IsError() {
 			return fmt.Errorf("%w: SELECT %d: %s", ErrBoot, d.opts.DB, r.Str)
+		}
+	}
+	if d.opts.ClientName != "" {
+		r, err := c.Do(ctx, "CLIENT", "SETNAME", d.opts.ClientName)
+		if err != nil {
+			return fmt.Errorf("%w: CLIENT SETNAME: %w", ErrBoot, err)
+		}
+		if r.IsError() {
+			return fmt.Errorf("%w: CLIENT SETNAME %s: %s", ErrBoot, d.opts.ClientName, r.Str)
 		}
 	}
 	return nil

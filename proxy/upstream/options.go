@@ -70,6 +70,13 @@ type Options struct {
 	Password string
 	// DB, when not 0, is selected on every new connection.
 	DB int
+	// ClientName, when not "", names every connection on the server
+	// (CLIENT SETNAME, after AUTH and SELECT): with the control table on,
+	// the proxy's data connections, which a mover closes on a queue's
+	// source when it waited the proxy's lease out (package control's
+	// latewriters.go). The name a client sets is the proxy's to answer and
+	// never reaches the server.
+	ClientName string
 	// TLSConfig, when not nil, makes the upstream connections speak TLS.
 	TLSConfig *tls.Config
 	// Conns is the number of shared pipelined connections (default 1: one
