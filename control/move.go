@@ -29,6 +29,7 @@ const (
 // Failpoints past the record's steps (Mover.StopAfter, Mover.Pause); the
 // steps above are failpoints too, each right after its step is recorded.
 const (
+	FailBegin         = "begin"          // the move validated (a --hold-copy move's epoch chosen), nothing written
 	FailTargetFlipped = "target-flipped" // the flip written on the target, not yet on the source
 	FailFlipped       = "flipped"        // the flip written on both nodes
 	FailDeleted       = "deleted"        // the source's keys deleted (DeleteSource), the record not yet removed
@@ -327,9 +328,14 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		rec.epoch, rec.held = top+1, now
+		if err := m.stop(FailBegin); err != nil {
+			return nil, err
+		}
 		if err := m.hold(ctx, src, rec); err != nil {
 			return nil, err
 		}
+	} else if err := m.stop(FailBegin); err != nil {
+		return nil, err
 	} else if err := m.begin(ctx, src, rec); err != nil {
 		return nil, err
 	}
@@ -523,6 +529,9 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, re
 		return err
 	}
 	t0 := time.Now()
+	if err := m.checkRecord(ctx, src, rec); err != nil {
+		return err // superseded while waiting: the target is not this mover's to wipe
+	}
 	cp := newCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
 	if err := cp.wipeTarget(ctx); err != nil {
 		return err

@@ -453,6 +453,13 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			}
 		}
 		rep.TailKeys += len(chs)
+		// The target is written without a fence of its own: a mover
+		// superseded while it was stalled (a --resume that flipped the
+		// queue since) must not copy the source's keys over the live
+		// ones. The check narrows that to one pass (docs/queue-move.md).
+		if err := m.checkRecord(ctx, src, rec); err != nil {
+			return false, "", err
+		}
 		if err := m.changedRound(hctx, cp, chs, false, true); err != nil {
 			return late(err)
 		}
