@@ -299,3 +299,25 @@ func TestFencedWriteRefusesAnOlderEntry(t *testing.T) {
 		t.Errorf("another step: %v", err)
 	}
 }
+
+// TestNewEpochsAboveEveryAppliedEpoch: a node that lost its table (epoch 0
+// there now) still has a proxy registered that applied epoch 9 from it.
+// The proxies never go back to an older table of a node, so the mover's
+// next epoch is above 9, not 1: the proxy applies it, and its stale
+// registration cannot acknowledge a hold it never saw.
+func TestNewEpochsAboveEveryAppliedEpoch(t *testing.T) {
+	src, dst := pair(t, node.Redis())
+	nodes := map[string]*Node{"src": src, "dst": dst}
+	ctx := context.Background()
+	must(t, src.C, src.C.B().Hset().Key("emq:{q}:job:J1").FieldValue().FieldValue("state", "pending").Build(),
+		src.C.B().Hset().Key(KeyProxies).FieldValue().FieldValue("p1", `{"applied":9,"renewed":1,"lease_ms":1000}`).Build())
+	out := &lineWriter{}
+	_, err := (&Mover{Queue: "q", To: "dst", Nodes: nodes, FileRoute: func(string) string { return "src" },
+		HoldCopy: true, Wait: time.Second, StopAfter: StepHeld, Out: out}).Run(ctx)
+	if err != ErrStopped {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "held q on src at epoch 10\n") {
+		t.Errorf("the hold's epoch is not above the applied epoch 9:\n%s", out)
+	}
+}
