@@ -30,7 +30,10 @@ import (
 //     fails the EXEC, and the check is made again on the new record.
 //   - Each entry written (a hold, a release, a flip) must be newer than the
 //     queue's entry already on the node written (the table is WATCHed too):
-//     an entry is never overwritten by an older or an equal one. This is
+//     an entry is never overwritten by an older one, nor by another one at
+//     its epoch (the same entry again changes nothing: a resumed flip and
+//     a stalled one at one epoch write the same entry, and the stalled
+//     one's next write, on the source, fails on the record). This is
 //     the fence of the flip's write on the target, which holds no record:
 //     it follows a conditional write of step flipping on the source, and
 //     a mover that took over since then flips at the same epoch or a later
@@ -115,10 +118,10 @@ func (f *fence) check(cur map[string]string) string {
 // fenced runs the commands of build on n in one MULTI/EXEC, under WATCH,
 // once it checked on the same connection that the queue's move record on
 // n is what f requires (f nil: no record is looked at) and that the
-// queue's entry on n is older than e (e nil: no entry is written). With e,
-// the transaction writes e first and raises n's epoch to e's when it is
-// below (never lowers it: another queue's move may have raised it since e
-// was chosen). A failed check is a *supersededError; an EXEC cancelled by
+// queue's entry on n is older than e, or e itself (e nil: no entry is
+// written). With e, the transaction writes e first and raises n's epoch to
+// e's when it is below (never lowers it: another queue's move may have
+// raised it since e was chosen). A failed check is a *supersededError; an EXEC cancelled by
 // a change of the watched keys checks again (another queue's entry written
 // on n meanwhile is not a reason to stop). build is called for each try:
 // a command is sent once.
@@ -159,7 +162,7 @@ func (m *Mover) fenced(ctx context.Context, n *Node, f *fence, e *Entry, build f
 					}
 				}
 				if s, err := rs[0].ToString(); err == nil {
-					if cur, err := ParseEntry(s); err == nil && cur.Epoch >= e.Epoch {
+					if cur, err := ParseEntry(s); err == nil && (cur.Epoch > e.Epoch || cur.Epoch == e.Epoch && cur != *e) {
 						return refuse(fmt.Sprintf("the entry of %s there is %q, not older than the one this mover was writing (%q): another mover wrote it",
 							m.Queue, cur.String(), e.String()))
 					}

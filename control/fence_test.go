@@ -256,8 +256,9 @@ func TestTwoHoldCopyMoversAtOnce(t *testing.T) {
 }
 
 // TestFencedWriteRefusesAnOlderEntry: a write fenced on the queue's entry
-// is refused when the entry on the node is as new as the one written
-// (another mover wrote it), and raises the node's epoch only upwards.
+// is refused when the entry on the node is newer than the one written, or
+// another one at its epoch (another mover wrote it), and raises the node's
+// epoch only upwards. A record fence refuses another token or step.
 func TestFencedWriteRefusesAnOlderEntry(t *testing.T) {
 	n, _ := pair(t, node.Redis())
 	ctx := context.Background()
@@ -271,6 +272,10 @@ func TestFencedWriteRefusesAnOlderEntry(t *testing.T) {
 		if !errors.Is(err, ErrSuperseded) {
 			t.Errorf("writing %s over epoch 5: %v, want it refused", e, err)
 		}
+	}
+	// The same entry again changes nothing and passes.
+	if err := m.fenced(ctx, n, nil, &Entry{Epoch: 5, State: Owned, Owner: "a"}, none); err != nil {
+		t.Errorf("the same entry again: %v", err)
 	}
 	// Another queue's move raised the node's epoch: an entry of q below it
 	// is written, the epoch stays.

@@ -451,7 +451,7 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		// The changes made since the mover stopped are unknown: copying
 		// again while served keeps the hold short.
 		if err := m.release(ctx, src, rec); err != nil {
-			return rep, fmt.Errorf("%w: %v", ErrMove, err)
+			return rep, stepErr(err, "releasing the hold")
 		}
 		m.say("released %s on %s: copying again while it is served", m.Queue, src.Name)
 	}
