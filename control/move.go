@@ -628,8 +628,9 @@ var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 // the move over (--abort refuses), and a resumed flip's epoch is above
 // every epoch it reads, the stalled mover's flip epoch included, or equal
 // to it when the stalled mover had not written its flip anywhere yet: the
-// stalled mover's write on the target then finds an entry as new as its
-// own, and stops. The source's write is fenced on the record again.
+// stalled mover's write on the target then finds a newer entry and stops,
+// or the very entry it was writing (rewriting it changes nothing) and
+// stops at its write on the source, fenced on the record again.
 func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
 	top, err := m.maxEpoch(ctx)
 	if err != nil {
@@ -669,18 +670,6 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	}
 	rep.FlipEpoch = ep
 	m.say("flipped %s to %s at epoch %d", m.Queue, rec.to, ep)
-	return nil
-}
-
-// multi runs cmds in one MULTI/EXEC.
-func multi(ctx context.Context, c valkey.Client, cmds ...valkey.Completed) error {
-	all := append(valkey.Commands{c.B().Multi().Build()}, cmds...)
-	all = append(all, c.B().Exec().Build())
-	for _, r := range c.DoMulti(ctx, all...) {
-		if err := r.Error(); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
