@@ -2,8 +2,8 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/valkey-io/valkey-go"
@@ -14,11 +14,19 @@ import (
 // the temporary keys of chunked copies always are), a held queue is
 // released on the source at a new epoch, the source's keyspace
 // notifications get their previous setting back, and the record goes.
+//
+// The abort first takes the move over (takeOver: a new token in its record,
+// only if the record is still the one read, at the step read): a mover of
+// it still running, stalled anywhere, fails the fence of its next write
+// and stops, saying it was superseded, instead of flipping the queue to
+// the copy the abort deletes. The release and the record's removal are
+// fenced on the abort's own token.
 func (m *Mover) Abort(ctx context.Context) error {
 	rec, err := m.findRecord(ctx)
 	if err != nil {
 		return err
 	}
+	noRecord := false
 	if rec == nil {
 		// A hold without a record cannot be made by the mover; release it anyway.
 		owner, e, err := m.owner(ctx)
@@ -29,6 +37,7 @@ func (m *Mover) Abort(ctx context.Context) error {
 			return fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
 		}
 		rec = &record{from: owner, step: StepHeld}
+		noRecord = true
 	} else if done, e, err := m.stale(ctx, rec); err != nil {
 		return err
 	} else if done {
@@ -40,6 +49,15 @@ func (m *Mover) Abort(ctx context.Context) error {
 	src := m.Nodes[rec.from]
 	if src == nil {
 		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", ErrMove, m.Queue, rec.from)
+	}
+	// A hold without a record is released only while there is still no
+	// record (a mover that began meanwhile is left alone).
+	f := &fence{absent: true}
+	if !noRecord {
+		if err := m.takeOver(ctx, src, rec, "abort"); err != nil {
+			return err
+		}
+		f = own(rec, rec.step)
 	}
 	if dst := m.Nodes[rec.to]; dst != nil {
 		keys, err := scanQueue(ctx, dst, m.Queue, 0)
@@ -61,20 +79,21 @@ func (m *Mover) Abort(ctx context.Context) error {
 		m.say("deleted %d copied keys of %s on %s", len(keys), m.Queue, dst.Name)
 	}
 	c := src.C
-	cmds := deleteRecordCmds(c, m.Queue)
 	var ep int64
+	var e *Entry
 	if rec.step != StepCopying {
 		top, err := m.maxEpoch(ctx)
 		if err != nil {
 			return err
 		}
 		ep = top + 1
-		cmds = append(valkey.Commands{
-			c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
-			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build(),
-		}, cmds...)
+		e = &Entry{Epoch: ep, State: Owned, Owner: rec.from}
 	}
-	if err := multi(ctx, c, cmds...); err != nil {
+	if err := m.fenced(ctx, src, f, e, func() valkey.Commands { return deleteRecordCmds(c, m.Queue) }); err != nil {
+		var se *supersededError
+		if errors.As(err, &se) {
+			return fmt.Errorf("%w: the move of %s changed on %s during the abort (%s): run --abort again", ErrMove, m.Queue, src.Name, se.why)
+		}
 		return fmt.Errorf("%w: releasing %s on %s: %v", ErrMove, m.Queue, src.Name, err)
 	}
 	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {

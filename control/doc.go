@@ -11,7 +11,8 @@
 //	{emqproxy}:proxies        hash: proxy id -> its registration (JSON: the
 //	                          epoch it applied, when it renewed, its lease)
 //	{emqproxy}:lease:<id>     a proxy's lease on the node: a key with an expiry
-//	{emqproxy}:move:<queue>   a move in progress (hash: from, to, epoch, step)
+//	{emqproxy}:move:<queue>   a move in progress (hash: from, to, epoch, step,
+//	                          token and by: the fence)
 //	{emqproxy}:moves          on a move's source: the queues with a record
 //	{emqproxy}:progress:<q>   a running move's progress (JSON, expiring)
 //	{emqproxy}:notify         on a move's source: the node's own
@@ -36,6 +37,15 @@
 //     relies on it. A hold not confirmed is released and the move stops;
 //     a release or an abort not confirmed stops the mover with what a
 //     failover would bring back (--resume or --abort again).
+//   - Every write of a move after its first is fenced (fence.go): one
+//     WATCH/MULTI/EXEC on the node written checks that the move's record
+//     still carries the mover's token at the step it expects, and that
+//     the queue's entry there is older than the one written. --resume and
+//     --abort take a move over by writing a new token, so a mover that
+//     stalled (stopped, paused) stops at its next write instead of acting
+//     on a move that is no longer its own. A proxy never applies a node's
+//     table older than one it read from that node; a move's epochs are
+//     above every epoch a proxy registered on a node applied.
 //   - A proxy renews its lease and reads the node's table in one MULTI: a
 //     mover that marked a queue held and then lists the proxies either finds
 //     the proxy registered (and waits for its acknowledgement or the expiry

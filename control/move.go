@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +24,15 @@ const (
 	StepHeld     = "held"     // the queue is held on the source at Epoch
 	StepCopied   = "copied"   // every key is on the target, verified
 	StepFlipping = "flipping" // the flip began: it can only be completed
+)
+
+// Failpoints past the record's steps (Mover.StopAfter, Mover.Pause); the
+// steps above are failpoints too, each right after its step is recorded.
+const (
+	FailBegin         = "begin"          // the move validated (a --hold-copy move's epoch chosen), nothing written
+	FailTargetFlipped = "target-flipped" // the flip written on the target, not yet on the source
+	FailFlipped       = "flipped"        // the flip written on both nodes
+	FailDeleted       = "deleted"        // the source's keys deleted (DeleteSource), the record not yet removed
 )
 
 // Mover moves one queue between two nodes of a configuration.
@@ -68,9 +76,14 @@ type Mover struct {
 	TailKeys int
 	// ProgressEvery is how often progress is printed and stored (default 1s).
 	ProgressEvery time.Duration
-	// StopAfter, when set to a step, makes Run stop there as if killed
-	// (tests of --resume and --abort).
+	// StopAfter, when set to a step or a failpoint (Fail*), makes Run stop
+	// there as if killed (tests of --resume and --abort).
 	StopAfter string
+	// Pause, when set, is called at every step and failpoint with its name,
+	// before StopAfter is looked at: a test blocks in it to stall the mover
+	// there (as a process stopped, or a host paused) while another command
+	// runs, then lets it go on.
+	Pause func(step string)
 	// Out gets one line per step.
 	Out io.Writer
 }
@@ -136,6 +149,9 @@ func (m *Mover) say(format string, args ...any) {
 }
 
 func (m *Mover) stop(step string) error {
+	if m.Pause != nil {
+		m.Pause(step)
+	}
 	if m.StopAfter == step {
 		m.say("stopped after %s", step)
 		return ErrStopped
@@ -214,11 +230,32 @@ func (m *Mover) owner(ctx context.Context) (string, *Entry, error) {
 	return e.Owner, &e, nil
 }
 
-// maxEpoch is the highest epoch of every upstream (table): a new entry
-// above it outranks every entry of the queue on every node.
+// maxEpoch is the highest epoch of every upstream (table) and of every
+// epoch a proxy registered on one says it applied there: a new entry above
+// it outranks every entry of the queue on every node, and is newer than
+// any table a proxy has seen. A proxy never goes back to an older table of
+// a node (tables only move forward); a node that lost its last table
+// writes (restarted without them, or failed over to a replica that had
+// not received them) would otherwise get epochs its proxies saw already,
+// which they would not apply, and their registrations, renewed with the
+// epoch they applied, would acknowledge a hold they never saw. A
+// registration that does not parse is passed over (queue status names it).
 func (m *Mover) maxEpoch(ctx context.Context) (int64, error) {
 	t, err := m.table(ctx)
-	return t.Epoch, err
+	if err != nil {
+		return 0, err
+	}
+	top := t.Epoch
+	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
+		regs, err := m.Nodes[name].Proxies(ctx)
+		if err != nil && !errors.Is(err, ErrTable) {
+			return 0, fmt.Errorf("%w: upstream %s is unreachable (reading its proxies: %v): %s", ErrMove, name, err, needAll)
+		}
+		for _, r := range regs {
+			top = max(top, r.Applied)
+		}
+	}
+	return top, nil
 }
 
 // findRecord looks for the queue's move record on every node. A node that
@@ -283,14 +320,22 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	now := time.Now().UnixMilli()
 	rec := &record{from: from, to: m.To, replace: m.Replace, holdCopy: m.HoldCopy, started: now}
 	if m.HoldCopy {
+		// The hold is this move's first write: it creates the record
+		// (hold), only if there is none.
+		rec.token, rec.by = newToken(), moverID("move")
 		top, err := m.maxEpoch(ctx)
 		if err != nil {
 			return nil, err
 		}
 		rec.epoch, rec.held = top+1, now
+		if err := m.stop(FailBegin); err != nil {
+			return nil, err
+		}
 		if err := m.hold(ctx, src, rec); err != nil {
 			return nil, err
 		}
+	} else if err := m.stop(FailBegin); err != nil {
+		return nil, err
 	} else if err := m.begin(ctx, src, rec); err != nil {
 		return nil, err
 	}
@@ -333,13 +378,25 @@ func (m *Mover) validate(ctx context.Context, src, to *Node) error {
 // stops; nothing was copied under it.
 func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
 	c := src.C
-	rec.step = StepHeld
-	cmds := valkey.Commands{
-		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: rec.epoch, State: Held, Owner: rec.from}.String()).Build(),
-		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(rec.epoch, 10)).Build(),
+	// A move copying while served holds from step copying, its record
+	// its own; a --hold-copy move begins with its hold, and two started
+	// at once cannot both hold: the first creates the record, the second
+	// finds it there. The queue's entry must be older than the hold's
+	// either way.
+	f := own(rec, StepCopying)
+	if rec.holdCopy {
+		f = &fence{absent: true}
 	}
-	if err := multi(ctx, c, append(cmds, recordCmds(c, m.Queue, rec)...)...); err != nil {
-		return fmt.Errorf("%w: holding on %s: %v", ErrMove, src.Name, err)
+	rec.step = StepHeld
+	err := m.fenced(ctx, src, f, &Entry{Epoch: rec.epoch, State: Held, Owner: rec.from}, func() valkey.Commands {
+		return recordCmds(c, m.Queue, rec)
+	})
+	var se *supersededError
+	if rec.holdCopy && errors.As(err, &se) {
+		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", ErrMove, m.Queue, se.why)
+	}
+	if err != nil {
+		return stepErr(err, "holding on %s", src.Name)
 	}
 	if err := src.Confirm(ctx); err != nil {
 		if rerr := m.release(ctx, src, rec); rerr != nil {
@@ -375,6 +432,11 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 	} else if done {
 		return nil, m.dropStale(ctx, rec, e)
 	}
+	// The move becomes this mover's: a mover of it that is still running
+	// (stalled, not killed) stops at its next write.
+	if err := m.takeOver(ctx, m.Nodes[rec.from], rec, "resume"); err != nil {
+		return nil, err
+	}
 	m.To = rec.to
 	m.Replace = rec.replace
 	m.say("resuming the move of %s from %s to %s at step %s", m.Queue, rec.from, rec.to, rec.step)
@@ -389,7 +451,7 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		// The changes made since the mover stopped are unknown: copying
 		// again while served keeps the hold short.
 		if err := m.release(ctx, src, rec); err != nil {
-			return rep, fmt.Errorf("%w: %v", ErrMove, err)
+			return rep, stepErr(err, "releasing the hold")
 		}
 		m.say("released %s on %s: copying again while it is served", m.Queue, src.Name)
 	}
@@ -428,20 +490,31 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 	for _, n := range []*Node{src, dst} {
 		rep.Slowest = append(rep.Slowest, slowest(ctx, n, n.Opts.ClientName, time.UnixMilli(rec.started)))
 	}
+	if err := m.stop(FailFlipped); err != nil {
+		return rep, err
+	}
 	if m.DeleteSource {
+		// Each batch is fenced: a mover that was superseded after its
+		// flip (its record removed as stale by --resume or --abort, see
+		// stale.go) leaves the keys; the operator deletes them.
 		keys, err := scanQueue(ctx, src, m.Queue, 0)
-		if err == nil {
-			err = unlink(ctx, src, keys)
+		for lo := 0; err == nil && lo < len(keys); lo += 512 {
+			part := keys[lo:min(lo+512, len(keys))]
+			err = m.fenced(ctx, src, own(rec, StepFlipping), nil, func() valkey.Commands {
+				return valkey.Commands{src.C.B().Unlink().Key(part...).Build()}
+			})
 		}
 		if err != nil {
-			return rep, fmt.Errorf("%w: the move is done, deleting the source's keys failed (delete emq:{%s}:* on %s): %v",
-				ErrMove, m.Queue, src.Name, err)
+			return rep, stepErr(err, "the move is done, deleting the source's keys failed (delete emq:{%s}:* on %s)", m.Queue, src.Name)
 		}
 		rep.SourceDeleted = true
 		m.say("deleted %d keys of %s on %s", len(keys), m.Queue, src.Name)
+		if err := m.stop(FailDeleted); err != nil {
+			return rep, err
+		}
 	}
-	if err := multi(ctx, src.C, deleteRecordCmds(src.C, m.Queue)...); err != nil {
-		return rep, fmt.Errorf("%w: the move is done, removing its record on %s failed: %v", ErrMove, src.Name, err)
+	if err := m.fenced(ctx, src, own(rec, StepFlipping), nil, func() valkey.Commands { return deleteRecordCmds(src.C, m.Queue) }); err != nil {
+		return rep, stepErr(err, "the move is done, removing its record on %s failed", src.Name)
 	}
 	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
 		return rep, fmt.Errorf("%w: the move is done; %v", ErrMove, err)
@@ -456,6 +529,9 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, re
 		return err
 	}
 	t0 := time.Now()
+	if err := m.checkRecord(ctx, src, rec); err != nil {
+		return err // superseded while waiting: the target is not this mover's to wipe
+	}
 	cp := newCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
 	if err := cp.wipeTarget(ctx); err != nil {
 		return err
@@ -467,10 +543,9 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, re
 	if err != nil {
 		return err
 	}
-	if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
+	if err := m.setStep(ctx, src, rec, StepHeld, StepCopied, m.inventoryFields(cp)...); err != nil {
 		return err
 	}
-	rec.step = StepCopied
 	rep.HoldWork = time.Since(t0)
 	m.fill(cp, nil, rep)
 	m.say("copied and verified %d keys of %s from %s to %s under the hold", rep.Keys, m.Queue, src.Name, dst.Name)
@@ -545,48 +620,57 @@ var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 
 // flip gives the queue to the target at a new epoch: recorded as flipping
 // on the source, written on the target, then on the source.
+//
+// Each write is fenced (fence.go). Step flipping is written only while the
+// record is the mover's (at step copied, or flipping when resumed): a
+// mover superseded before its flip stops there. The target holds no
+// record; its write is conditional on the queue's entry there being older
+// than the flip's. Once step flipping is recorded, only --resume can take
+// the move over (--abort refuses), and a resumed flip's epoch is above
+// every epoch it reads, the stalled mover's flip epoch included, or equal
+// to it when the stalled mover had not written its flip anywhere yet: the
+// stalled mover's write on the target then finds a newer entry and stops,
+// or the very entry it was writing (rewriting it changes nothing) and
+// stops at its write on the source, fenced on the record again.
 func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
 	top, err := m.maxEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("%w (nothing flipped: --resume)", err)
 	}
 	ep := top + 1
-	e := Entry{Epoch: ep, State: Owned, Owner: rec.to}.String()
+	e := Entry{Epoch: ep, State: Owned, Owner: rec.to}
 	c := src.C
-	if err := c.Do(ctx, c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()).Error(); err != nil {
-		return fmt.Errorf("%w: recording the flip on %s: %v", ErrMove, src.Name, err)
+	if err := m.fenced(ctx, src, own(rec, StepCopied, StepFlipping), nil, func() valkey.Commands {
+		return valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()}
+	}); err != nil {
+		return stepErr(err, "recording the flip on %s", src.Name)
 	}
 	rec.step = StepFlipping
 	if err := m.stop(StepFlipping); err != nil {
 		return err
 	}
 	for _, n := range []*Node{dst, src} {
-		c := n.C
-		err := multi(ctx, c, c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e).Build(),
-			c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build())
+		var f *fence
+		if n == src {
+			f = own(rec, StepFlipping)
+		}
+		err := m.fenced(ctx, n, f, &e, func() valkey.Commands { return nil })
 		if err == nil {
 			// The source's keys are deleted next: the flip must survive
 			// a failover of either node first.
 			err = n.Confirm(ctx)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: flipping on %s: %v (the flip must be completed: --resume)", ErrMove, n.Name, err)
+			return stepErr(err, "flipping on %s (the flip must be completed: --resume)", n.Name)
+		}
+		if n == dst {
+			if err := m.stop(FailTargetFlipped); err != nil {
+				return err
+			}
 		}
 	}
 	rep.FlipEpoch = ep
 	m.say("flipped %s to %s at epoch %d", m.Queue, rec.to, ep)
-	return nil
-}
-
-// multi runs cmds in one MULTI/EXEC.
-func multi(ctx context.Context, c valkey.Client, cmds ...valkey.Completed) error {
-	all := append(valkey.Commands{c.B().Multi().Build()}, cmds...)
-	all = append(all, c.B().Exec().Build())
-	for _, r := range c.DoMulti(ctx, all...) {
-		if err := r.Error(); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

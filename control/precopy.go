@@ -72,7 +72,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 	defer pr.stop()
 	t0 := time.Now()
 	for holds := 0; ; holds++ {
-		if err := m.rounds(ctx, cp, tr, pr, rep); err != nil {
+		if err := m.rounds(ctx, cp, tr, pr, rep, rec); err != nil {
 			return err
 		}
 		if err := m.stop(StepCopying); err != nil {
@@ -97,6 +97,9 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 			return err
 		}
 		done, why, err := m.tail(ctx, src, cp, tr, rep, rec)
+		if errors.Is(err, ErrSuperseded) {
+			return err // the hold is not the mover's to release any more
+		}
 		if err != nil || !done {
 			if rerr := m.release(ctx, src, rec); rerr != nil {
 				if err == nil {
@@ -142,7 +145,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 // for. When the queue's keys change faster than the target takes them,
 // the mover says so with both rates and does not hold, and it stops after
 // maxBehind of that, the queue served as before.
-func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report) error {
+func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report, rec *record) error {
 	prev, over, inStage := -1, 0, 0
 	withLarge, compared := true, false // the first round copies every key, large ones too
 	var behind time.Time               // since when the rounds converge to a tail the hold cannot take (zero: they do not)
@@ -186,7 +189,7 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if err := m.verifyChunked(ctx, cp, tr); err != nil {
 			return err
 		}
-		if err := m.checkRecord(ctx, cp.src); err != nil {
+		if err := m.checkRecord(ctx, cp.src, rec); err != nil {
 			return err
 		}
 		n := tr.pendingWhere(func(k string) bool { return !cp.isLarge(k) })
@@ -514,10 +517,9 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			}
 		}
 		if pass > 0 && len(chs) == 0 {
-			if err := m.setStep(ctx, src, StepCopied, m.inventoryFields(cp)...); err != nil {
+			if err := m.setStep(ctx, src, rec, StepHeld, StepCopied, m.inventoryFields(cp)...); err != nil {
 				return false, "", err
 			}
-			rec.step = StepCopied
 			rep.HoldWork = time.Since(t0)
 			m.say("copied and verified the last %d changed keys of %s under the hold in %v", rep.TailKeys, m.Queue, rep.HoldWork.Round(time.Millisecond))
 			return true, "", nil
@@ -530,6 +532,13 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			}
 		}
 		rep.TailKeys += len(chs)
+		// The target is written without a fence of its own: a mover
+		// superseded while it was stalled (a --resume that flipped the
+		// queue since) must not copy the source's keys over the live
+		// ones. The check narrows that to one pass (docs/queue-move.md).
+		if err := m.checkRecord(ctx, src, rec); err != nil {
+			return false, "", err
+		}
 		if err := m.changedRound(hctx, cp, chs, false, true); err != nil {
 			return late(err)
 		}
@@ -583,6 +592,8 @@ func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
 // served by the source's primary, but a failover of the source may bring
 // the hold back (with the record at its step before): the error says so,
 // and the mover stops (--resume releases again, --abort drops the move).
+// The release is fenced: written only while the record is the mover's, at
+// step held, and the queue's entry older than the release's.
 func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	ctx = context.WithoutCancel(ctx)
 	top, err := m.maxEpoch(ctx)
@@ -591,13 +602,15 @@ func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	}
 	ep := top + 1
 	c := src.C
-	step := valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build()}
-	if rec.holdCopy {
-		step = deleteRecordCmds(c, m.Queue)
+	err = m.fenced(ctx, src, own(rec, StepHeld), &Entry{Epoch: ep, State: Owned, Owner: rec.from}, func() valkey.Commands {
+		if rec.holdCopy {
+			return deleteRecordCmds(c, m.Queue)
+		}
+		return valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build()}
+	})
+	if errors.Is(err, ErrSuperseded) {
+		return err
 	}
-	err = multi(ctx, c, append(valkey.Commands{
-		c.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, Entry{Epoch: ep, State: Owned, Owner: rec.from}.String()).Build(),
-		c.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(ep, 10)).Build()}, step...)...)
 	if err != nil {
 		return fmt.Errorf("releasing %s on %s: %v", m.Queue, src.Name, err)
 	}
@@ -609,14 +622,16 @@ func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	return nil
 }
 
-// checkRecord stops the mover when its record is gone (aborted elsewhere).
-func (m *Mover) checkRecord(ctx context.Context, src *Node) error {
-	n, err := src.C.Do(ctx, src.C.B().Exists().Key(MoveKey(m.Queue)).Build()).AsInt64()
+// checkRecord stops the mover when its record is gone (aborted elsewhere)
+// or no longer its own (taken over by --resume or --abort): a read, for the
+// copy's rounds to stop early; the writes are fenced on their own.
+func (m *Mover) checkRecord(ctx context.Context, src *Node, rec *record) error {
+	cur, err := src.C.Do(ctx, src.C.B().Hgetall().Key(MoveKey(m.Queue)).Build()).AsStrMap()
 	if err != nil {
 		return fmt.Errorf("%w: reading the move record on %s: %v", ErrMove, src.Name, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("%w: the move record of %s on %s is gone (aborted elsewhere?): stopping", ErrMove, m.Queue, src.Name)
+	if why := own(rec).check(cur); why != "" {
+		return &supersededError{queue: m.Queue, node: src.Name, why: why}
 	}
 	return nil
 }

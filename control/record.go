@@ -36,6 +36,7 @@ type record struct {
 	held           int64 // unix ms of the hold
 	keys, rows     int64 // counted when the copy was verified
 	other          []string
+	token, by      string // the fence: the current mover's id, and what it is (fence.go)
 }
 
 func (r *record) fields() []string {
@@ -47,7 +48,7 @@ func (r *record) fields() []string {
 	}
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return []string{"from", r.from, "to", r.to, "step", r.step, "epoch", i(r.epoch), "replace", b(r.replace),
-		"hold_copy", b(r.holdCopy), "started", i(r.started), "held", i(r.held)}
+		"hold_copy", b(r.holdCopy), "started", i(r.started), "held", i(r.held), fieldToken, r.token, fieldBy, r.by}
 }
 
 // readRecord reads the move record of the queue on n (nil: none).
@@ -59,7 +60,8 @@ func readRecord(ctx context.Context, n *Node, queue string) (*record, error) {
 	if len(f) == 0 {
 		return nil, nil
 	}
-	r := &record{from: f["from"], to: f["to"], step: f["step"], replace: f["replace"] == "1", holdCopy: f["hold_copy"] == "1"}
+	r := &record{from: f["from"], to: f["to"], step: f["step"], replace: f["replace"] == "1", holdCopy: f["hold_copy"] == "1",
+		token: f[fieldToken], by: f[fieldBy]}
 	r.epoch, _ = strconv.ParseInt(f["epoch"], 10, 64)
 	r.started, _ = strconv.ParseInt(f["started"], 10, 64)
 	r.held, _ = strconv.ParseInt(f["held"], 10, 64)
@@ -84,40 +86,16 @@ func recordCmds(c valkey.Client, queue string, r *record) valkey.Commands {
 	return valkey.Commands{hs.Build(), c.B().Hset().Key(KeyMoves).FieldValue().FieldValue(queue, strconv.FormatInt(r.started, 10)).Build()}
 }
 
-// begin writes the record of a new move at step copying, in one
-// transaction, unless the queue has one already (two movers started at
-// once: the second is refused).
+// begin writes the record of a new move at step copying, with a new
+// token, in one transaction, unless the queue has one already (two movers
+// started at once: the second is refused).
 func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
 	rec.step = StepCopying
-	err := src.C.Dedicated(func(dc valkey.DedicatedClient) error {
-		key := MoveKey(m.Queue)
-		if err := dc.Do(ctx, dc.B().Watch().Key(key).Build()).Error(); err != nil {
-			return err
-		}
-		n, err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).AsInt64()
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			_ = dc.Do(ctx, dc.B().Unwatch().Build()).Error()
-			return errBegun
-		}
-		cmds := append(valkey.Commands{dc.B().Multi().Build()}, recordCmds(src.C, m.Queue, rec)...)
-		rs := dc.DoMulti(ctx, append(cmds, dc.B().Exec().Build())...)
-		for _, r := range rs[:len(rs)-1] {
-			if err := r.Error(); err != nil {
-				return err
-			}
-		}
-		if err := rs[len(rs)-1].Error(); valkey.IsValkeyNil(err) {
-			return errBegun
-		} else if err != nil {
-			return err
-		}
-		return nil
-	})
-	if err == errBegun {
-		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time)", ErrMove, m.Queue)
+	rec.token, rec.by = newToken(), moverID("move")
+	err := m.fenced(ctx, src, &fence{absent: true}, nil, func() valkey.Commands { return recordCmds(src.C, m.Queue, rec) })
+	var se *supersededError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", ErrMove, m.Queue, se.why)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: recording the move on %s: %v", ErrMove, src.Name, err)
@@ -126,13 +104,11 @@ func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
 	return nil
 }
 
-// errBegun: another mover recorded a move of the queue first.
-var errBegun = errors.New("begun")
-
-// setStep records the move's step (and extra fields), when the record is
-// still there: a record deleted by --abort from elsewhere stops the mover.
-func (m *Mover) setStep(ctx context.Context, src *Node, step string, extra ...string) error {
-	if err := m.checkRecord(ctx, src); err != nil {
+// setStep records the move's step (and extra fields), conditional on the
+// record being the mover's at step from (fenced): a record deleted by
+// --abort, or taken over by --resume, from elsewhere stops the mover.
+func (m *Mover) setStep(ctx context.Context, src *Node, rec *record, from, step string, extra ...string) error {
+	if err := m.checkRecord(ctx, src, rec); err != nil {
 		return err
 	}
 	if step == StepCopied {
@@ -145,14 +121,17 @@ func (m *Mover) setStep(ctx context.Context, src *Node, step string, extra ...st
 			}
 		}
 	}
-	c := src.C
-	hs := c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
-	for i := 0; i+1 < len(extra); i += 2 {
-		hs = hs.FieldValue(extra[i], extra[i+1])
+	err := m.fenced(ctx, src, own(rec, from), nil, func() valkey.Commands {
+		hs := src.C.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
+		for i := 0; i+1 < len(extra); i += 2 {
+			hs = hs.FieldValue(extra[i], extra[i+1])
+		}
+		return valkey.Commands{hs.Build()}
+	})
+	if err != nil {
+		return stepErr(err, "recording step %s on %s", step, src.Name)
 	}
-	if err := c.Do(ctx, hs.Build()).Error(); err != nil {
-		return fmt.Errorf("%w: recording step %s on %s: %v", ErrMove, step, src.Name, err)
-	}
+	rec.step = step
 	return nil
 }
 

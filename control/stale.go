@@ -91,7 +91,11 @@ func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
 		if err != nil || r == nil {
 			continue
 		}
-		if err := multi(ctx, n.C, deleteRecordCmds(n.C, m.Queue)...); err != nil {
+		// Removed only as read: a record written meanwhile (a new move)
+		// is not this stale one. A mover of the stale record that is
+		// still running finds its record gone at its next write.
+		err = m.fenced(ctx, n, own(r, r.step), nil, func() valkey.Commands { return deleteRecordCmds(n.C, m.Queue) })
+		if err != nil {
 			return fmt.Errorf("%w: removing the stale record of the move of %s on %s: %v", ErrMove, m.Queue, name, err)
 		}
 	}

@@ -70,6 +70,9 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 			if rec.step != StepCopying {
 				line += fmt.Sprintf(", held at epoch %d since %v", rec.epoch, time.Duration(now-rec.held)*time.Millisecond)
 			}
+			if rec.by != "" {
+				line += ", by " + rec.by
+			}
 			fmt.Fprintln(tw, line)
 			if p := readProgress(ctx, n, q); p != nil {
 				fmt.Fprintf(tw, "    progress (%v ago): %s\n", (time.Duration(now-p.Updated) * time.Millisecond).Round(time.Millisecond), p)

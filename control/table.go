@@ -84,17 +84,33 @@ type Table struct {
 // Merge combines the tables of several nodes: queue by queue the entry of
 // the highest epoch wins; the epoch is the highest of all. Skipped entries
 // stay skipped (the result's Skipped is empty).
+//
+// Two different entries of one queue at one epoch cannot be written (the
+// mover's writes are fenced, fence.go), but a node restored from an old
+// copy could show one; whatever the order of the tables, the tie goes to
+// the same entry (tieWins), so every proxy and every mover decide alike
+// (before, the first table in the configuration's order won a tie).
 func Merge(tables ...Table) Table {
 	out := Table{Queues: map[string]Entry{}}
 	for _, t := range tables {
 		out.Epoch = max(out.Epoch, t.Epoch)
 		for q, e := range t.Queues {
-			if cur, ok := out.Queues[q]; !ok || e.Epoch > cur.Epoch {
+			if cur, ok := out.Queues[q]; !ok || e.Epoch > cur.Epoch || e.Epoch == cur.Epoch && tieWins(e, cur) {
 				out.Queues[q] = e
 			}
 		}
 	}
 	return out
+}
+
+// tieWins says whether e wins over cur at one epoch: a hold (the queue's
+// commands wait: nothing is written to either owner), then the owner
+// first by name.
+func tieWins(e, cur Entry) bool {
+	if e.State != cur.State {
+		return e.State == Held
+	}
+	return e.Owner < cur.Owner
 }
 
 // Registration is a proxy's line in {emqproxy}:proxies.

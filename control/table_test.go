@@ -42,6 +42,25 @@ func TestMergeHighestEpochWins(t *testing.T) {
 	}
 }
 
+// TestMergeBreaksATieAlikeInAnyOrder: two entries of one queue at one
+// epoch (not written by a mover: fenced) give the same winner whatever the
+// order of the tables: the hold, else the first owner by name.
+func TestMergeBreaksATieAlikeInAnyOrder(t *testing.T) {
+	for _, tc := range []struct{ a, b, want Entry }{
+		{Entry{4, Owned, "scripts-b"}, Entry{4, Held, "module-a"}, Entry{4, Held, "module-a"}},
+		{Entry{4, Owned, "scripts-b"}, Entry{4, Owned, "module-a"}, Entry{4, Owned, "module-a"}},
+	} {
+		ta := Table{Epoch: 4, Queues: map[string]Entry{"q": tc.a}}
+		tb := Table{Epoch: 4, Queues: map[string]Entry{"q": tc.b}}
+		if got := Merge(ta, tb).Queues["q"]; got != tc.want {
+			t.Errorf("Merge(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+		if got := Merge(tb, ta).Queues["q"]; got != tc.want {
+			t.Errorf("Merge(%v, %v) = %v, want %v", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
+
 func TestGlobEscape(t *testing.T) {
 	if got := rewrite.GlobEscape(`a*b?[c]\d`); got != `a\*b\?\[c\]\\d` {
 		t.Fatal(got)

@@ -144,6 +144,7 @@ type controller struct {
 	leaseOK  *prometheus.GaugeVec
 	skipN    prometheus.Gauge
 	skipped  map[skipKey]string // the entries skipped at the last round, reported once (report)
+	fwd      forwardTables      // tables only move forward (control_forward.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -218,6 +219,9 @@ func newController(s *Server, o ControlOptions) (*controller, error) {
 				return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 			}
 		}
+	}
+	if err := c.initForward(s.opts.Registry); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -305,7 +309,7 @@ func (c *controller) round(ctx context.Context) {
 	skipped := map[skipKey]string{}
 	for i, n := range c.nodes {
 		if res[i].ok {
-			n.table, n.have = res[i].t, true
+			c.adopt(n, res[i].t) // never an older table than n's (control_forward.go)
 		}
 		if n.have {
 			tables = append(tables, n.table)

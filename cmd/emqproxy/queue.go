@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ const configCredentialsHelp = "Credentials: the upstreams' (and sentinels') user
 func newQueueCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Move queues between upstreams online; show the control table"}
 	var (
-		path, to, stopAfter, rate, track               string
+		path, to, stopAfter, pauseAfter, rate, track   string
 		resume, abort, replace, deleteSource, holdCopy bool
 		wait, maxHold                                  time.Duration
 	)
@@ -87,6 +88,18 @@ func newQueueCmd() *cobra.Command {
 				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
 				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,
 			}
+			if pauseAfter != "" {
+				// A stall at a step, for tests: the mover says where it
+				// is and waits for a line on its standard input (or its
+				// end), then goes on as if nothing happened meanwhile.
+				mv.Pause = func(step string) {
+					if step != pauseAfter {
+						return
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "paused after %s\n", step)
+					_, _ = bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				}
+			}
 			ctx := cmd.Context()
 			if abort {
 				return mv.Abort(ctx)
@@ -120,8 +133,10 @@ func newQueueCmd() *cobra.Command {
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
 	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no tracking: for small queues, or a source that refuses both PSYNC and CONFIG SET)")
 	mf.StringVar(&track, "track", control.TrackAuto, "how the copy while served learns what changes on the source: replication (its replication stream, member by member), keyspace (keyspace notifications, key by key) or auto (replication where the source allows it)")
-	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping) and wait to be killed")
+	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping, target-flipped, flipped, deleted) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
+	mf.StringVar(&pauseAfter, "pause-after", "", "pause after a step (copying, held, copied, flipping, target-flipped, flipped, deleted) until a line on the standard input")
+	_ = mf.MarkHidden("pause-after")
 
 	var spath string
 	status := &cobra.Command{
