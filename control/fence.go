@@ -237,5 +237,6 @@ func (m *Mover) takeOver(ctx context.Context, src *Node, rec *record, action str
 		return fmt.Errorf("%w: taking over the move of %s on %s: %v", ErrMove, m.Queue, src.Name, err)
 	}
 	rec.token, rec.by = tok, by
+	m.token = tok
 	return nil
 }

@@ -37,10 +37,13 @@ func dropCopy(ctx context.Context, dst *Node, queue string, replace bool) (int, 
 // is served by its source (the record at step copying): the copy on the
 // target is deleted, and the error says so (or why it could not be). Not
 // for a mover that was stopped (ErrStopped, a cancelled context: as if
-// killed, --resume or --abort continues) nor for a queue that may still be
-// held.
+// killed, --resume or --abort continues), nor for a queue that may still be
+// held, nor for a mover superseded: the target's keys are then another
+// mover's copy (a --resume that took the move over), or --abort's to
+// delete.
 func (m *Mover) failedCopy(ctx context.Context, dst *Node, rec *record, err error) error {
-	if err == nil || !errors.Is(err, ErrMove) || errors.Is(err, ErrStopped) || ctx.Err() != nil || rec.step != StepCopying {
+	if err == nil || !errors.Is(err, ErrMove) || errors.Is(err, ErrStopped) || errors.Is(err, ErrSuperseded) ||
+		ctx.Err() != nil || rec.step != StepCopying {
 		return err
 	}
 	n, derr := dropCopy(context.WithoutCancel(ctx), dst, m.Queue, rec.replace)

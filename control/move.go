@@ -86,6 +86,10 @@ type Mover struct {
 	Pause func(step string)
 	// Out gets one line per step.
 	Out io.Writer
+
+	// token is the fence token of the record this mover wrote or took
+	// over last (MayResume).
+	token string
 }
 
 func (m *Mover) largeKey() int64 {
@@ -323,6 +327,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 		// The hold is this move's first write: it creates the record
 		// (hold), only if there is none.
 		rec.token, rec.by = newToken(), moverID("move")
+		m.token = rec.token
 		top, err := m.maxEpoch(ctx)
 		if err != nil {
 			return nil, err

@@ -92,6 +92,7 @@ func recordCmds(c valkey.Client, queue string, r *record) valkey.Commands {
 func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
 	rec.step = StepCopying
 	rec.token, rec.by = newToken(), moverID("move")
+	m.token = rec.token
 	err := m.fenced(ctx, src, &fence{absent: true}, nil, func() valkey.Commands { return recordCmds(src.C, m.Queue, rec) })
 	var se *supersededError
 	if errors.As(err, &se) {

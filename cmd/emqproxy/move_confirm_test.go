@@ -30,6 +30,65 @@ import (
 // source's keys; once the replica is back, --resume completes it.
 func TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica(t *testing.T) {
 	node.Long(t)
+	s, replica := startConfirmStand(t)
+	ctx := context.Background()
+	ids := fillQueue(t, s.src, "billing", 50)
+	before := dumpQueue(t, s.src, "billing")
+
+	if err := replica.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	// --deadline 0: the first attempt's outcome (moveUntil resumes it
+	// otherwise: TestQueueMoveResumesByItself).
+	out, err := s.run(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "0")
+	if err == nil || !strings.Contains(out, "not confirmed by the replicas") {
+		t.Errorf("a move to a primary whose replica does not take its writes: %v, want the copy not confirmed", err)
+	}
+	if got := dumpQueue(t, s.src, "billing"); !mapsEqual(got, before) {
+		t.Errorf("the source holds %d keys of billing after the refused move, want its %d keys unchanged", len(got), len(before))
+	}
+	st, _ := s.run(t, "status")
+	if strings.Contains(st, "billing: owned module-a") {
+		t.Errorf("billing was given to module-a, whose replica has none of it:\n%s", st)
+	}
+
+	// The replica back, the move completes.
+	if err := replica.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.WaitSynced(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Its link said up while frozen: wait until it takes writes again.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rs := s.dst.DoMulti(ctx, s.dst.B().Set().Key("caught-up").Value("1").Build(), s.dst.B().Wait().Numreplicas(1).Timeout(200).Build())
+		if n, _ := rs[1].AsInt64(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the thawed replica does not take the primary's writes")
+		}
+	}
+	out, err = s.run(t, "move", "billing", "--resume", "--delete-source")
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("resume once the replica is back: %v", err)
+	}
+	rc := replica.Client(t)
+	for _, id := range ids {
+		if n := inSets(t, rc, "billing", id); n != 1 {
+			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
+		}
+	}
+	if n, _ := rc.Do(ctx, rc.B().Hget().Key(control.KeyQueues).Field("billing").Build()).ToString(); !strings.HasSuffix(n, "owned module-a") {
+		t.Errorf("module-a's replica has billing's entry %q, want it owned by module-a", n)
+	}
+}
+
+// startConfirmStand is a move stand whose target, module-a, is a module
+// primary with one replica and ack_replicas 1 (ack_timeout 300ms); billing
+// is on scripts-b.
+func startConfirmStand(t *testing.T) (*moveStand, *node.Node) {
+	t.Helper()
 	dir := t.TempDir()
 	mapPath := filepath.Join(dir, "map.yaml")
 	copyFile(t, filepath.Join(node.RepoRoot(), "stand", "map.yaml"), mapPath)
@@ -71,53 +130,38 @@ timeouts:
 		t.Fatal(err)
 	}
 	s := &moveStand{dir: dir, cfg: cfg, m: m, scripts: scripts, module: primary, src: scripts.Client(t), dst: primary.Client(t)}
-	ctx := context.Background()
-	ids := fillQueue(t, s.src, "billing", 50)
-	before := dumpQueue(t, s.src, "billing")
+	return s, replica
+}
 
+// TestQueueMoveResumesByItself: a move that meets a fault it can wait out
+// (its target's replica frozen, so the copy is not confirmed) says what
+// stopped it, waits and resumes by itself; once the replica is back the
+// move ends moved, with every job on the target's replica, and no person
+// ran --resume.
+func TestQueueMoveResumesByItself(t *testing.T) {
+	node.Long(t)
+	s, replica := startConfirmStand(t)
+	ids := fillQueue(t, s.src, "billing", 50)
 	if err := replica.Freeze(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.run(t, "move", "billing", "--to", "module-a", "--delete-source")
-	if err == nil || !strings.Contains(out, "not confirmed by the replicas") {
-		t.Errorf("a move to a primary whose replica does not take its writes: %v, want the copy not confirmed", err)
-	}
-	if got := dumpQueue(t, s.src, "billing"); !mapsEqual(got, before) {
-		t.Errorf("the source holds %d keys of billing after the refused move, want its %d keys unchanged", len(got), len(before))
-	}
-	st, _ := s.run(t, "status")
-	if strings.Contains(st, "billing: owned module-a") {
-		t.Errorf("billing was given to module-a, whose replica has none of it:\n%s", st)
-	}
-
-	// The replica back, the move completes.
+	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
+	mv.waitLine(t, "then resuming")
 	if err := replica.Thaw(); err != nil {
 		t.Fatal(err)
 	}
-	if err := replica.WaitSynced(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// Its link said up while frozen: wait until it takes writes again.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		rs := s.dst.DoMulti(ctx, s.dst.B().Set().Key("caught-up").Value("1").Build(), s.dst.B().Wait().Numreplicas(1).Timeout(200).Build())
-		if n, _ := rs[1].AsInt64(); n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the thawed replica does not take the primary's writes")
-		}
-	}
-	out, err = s.run(t, "move", "billing", "--resume", "--delete-source")
+	out, err := mv.wait(t)
 	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
-		t.Fatalf("resume once the replica is back: %v", err)
+		t.Fatalf("the move did not end moved by itself: %v\n%s", err, out)
+	}
+	t.Logf("mover:\n%s", out)
+	if !strings.Contains(out, "not confirmed by the replicas") || !strings.Contains(out, "attempt 1 stopped") {
+		t.Errorf("the mover did not say what it waited for:\n%s", out)
 	}
 	rc := replica.Client(t)
 	for _, id := range ids {
 		if n := inSets(t, rc, "billing", id); n != 1 {
 			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
 		}
-	}
-	if n, _ := rc.Do(ctx, rc.B().Hget().Key(control.KeyQueues).Field("billing").Build()).ToString(); !strings.HasSuffix(n, "owned module-a") {
-		t.Errorf("module-a's replica has billing's entry %q, want it owned by module-a", n)
 	}
 }

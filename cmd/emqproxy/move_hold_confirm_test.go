@@ -84,7 +84,7 @@ func TestQueueMoveConfirmsItsHoldReleaseAndAbortOnTheSourcesReplicas(t *testing.
 		if err := replica.Freeze(); err != nil {
 			t.Fatal(err)
 		}
-		out, err := s.run(t, "move", "billing", "--to", "module-a", "--delete-source")
+		out, err := s.run(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "0")
 		if err == nil || !strings.Contains(out, "the hold of billing") || !strings.Contains(out, "not confirmed by the replicas") {
 			t.Errorf("a move whose hold the source's replica never confirms: %v, want it stopped at the hold", err)
 		}
@@ -118,7 +118,7 @@ func TestQueueMoveConfirmsItsHoldReleaseAndAbortOnTheSourcesReplicas(t *testing.
 		}
 		// A resume at step held releases the queue first (what changed
 		// since the mover died is unknown) and copies again while served.
-		out, err := s.run(t, "move", "billing", "--resume")
+		out, err := s.run(t, "move", "billing", "--resume", "--deadline", "0")
 		if err == nil || !strings.Contains(out, "releasing billing") || !strings.Contains(out, "not confirmed by the replicas") {
 			t.Errorf("a resume whose release the source's replica never confirms: %v, want it stopped at the release", err)
 		}

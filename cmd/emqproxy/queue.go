@@ -36,7 +36,7 @@ func newQueueCmd() *cobra.Command {
 	var (
 		path, to, stopAfter, pauseAfter, rate, track   string
 		resume, abort, replace, deleteSource, holdCopy bool
-		wait, maxHold                                  time.Duration
+		wait, maxHold, deadline                        time.Duration
 	)
 	move := &cobra.Command{
 		Use:   "move QUEUE --to UPSTREAM --config FILE",
@@ -104,12 +104,7 @@ func newQueueCmd() *cobra.Command {
 			if abort {
 				return mv.Abort(ctx)
 			}
-			var rep *control.Report
-			if resume {
-				rep, err = mv.Resume(ctx)
-			} else {
-				rep, err = mv.Run(ctx)
-			}
+			rep, err := moveUntil(ctx, mv, resume, deadline, cmd.OutOrStdout())
 			if err != nil {
 				if errors.Is(err, control.ErrStopped) {
 					<-ctx.Done() // wait to be killed, as a mover killed at that step
@@ -128,6 +123,8 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&abort, "abort", false, "roll back the move in progress of QUEUE (before its flip)")
 	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
+	mf.DurationVar(&deadline, "deadline", control.DefaultDeadline, "how long to go on resuming a move that stopped on a fault it can wait out "+
+		"(a replica down or resyncing, a failover, a proxy that did not acknowledge, a hold released at --max-hold); 0: stop at the first")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
 	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the bulk copy while the queue is served (the round that reads every key, large keys read whole), bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the rounds of changed keys and the copy under the hold are never paced")
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
@@ -276,5 +273,45 @@ func printReport(w io.Writer, r *control.Report) {
 		fmt.Fprintf(w, "source keys deleted\n")
 	} else {
 		fmt.Fprintf(w, "source keys kept on %s (--delete-source deletes them)\n", r.From)
+	}
+}
+
+// Backoff between two attempts of a move (moveUntil).
+const (
+	firstRetry = time.Second
+	maxRetry   = 15 * time.Second
+)
+
+// moveUntil runs the move (or resumes it) and, while it stops on a fault
+// it can wait out (control.Mover.MayResume), waits and resumes it, until
+// deadline has passed since the start; each wait is said with what
+// stopped the attempt. A fault that needs a person (a refusal, a move
+// taken over or aborted by another command) ends it at once.
+func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, out io.Writer) (*control.Report, error) {
+	end := time.Now().Add(deadline)
+	pause := firstRetry
+	for attempt := 1; ; attempt++ {
+		var rep *control.Report
+		var err error
+		if resume {
+			rep, err = mv.Resume(ctx)
+		} else {
+			rep, err = mv.Run(ctx)
+		}
+		if err == nil || time.Now().Add(pause).After(end) || !mv.MayResume(ctx, err) {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return rep, err
+		}
+		fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then resuming (--deadline %v, %v left)\n",
+			attempt, err, pause, deadline, time.Until(end).Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return rep, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxRetry)
+		resume = true
 	}
 }
