@@ -22,6 +22,7 @@ import (
 // the ones written on the source after an abort included; no record is
 // left; and the table's entries never went backwards.
 func TestStalledMoverIsFenced(t *testing.T) {
+	node.Long(t)
 	srv := node.Redis()
 	type outcome struct {
 		actErr     string // "" : the command succeeds

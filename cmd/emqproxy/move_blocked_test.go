@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // blockedClient sends `BLPOP key 0` on a connection of its own through the
@@ -42,6 +43,7 @@ func blockedClient(t *testing.T, addr, key string) (net.Conn, *bufio.Reader) {
 // queue's clients through the same proxy get no TRYAGAIN, and the blocked
 // client is still blocked after the move and served by the next push.
 func TestQueueMoveWithAClientBlocked(t *testing.T) {
+	node.Long(t)
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -119,6 +121,7 @@ func TestQueueMoveWithAClientBlocked(t *testing.T) {
 // command is given up (the client gets an error, the command is dropped
 // with its connection) and the hold is acknowledged, not waited out.
 func TestQueueMoveGivesUpACommandBlockedOnTheMovedQueue(t *testing.T) {
+	node.Long(t)
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // TestQueueMoveStalledMoverAborted is issue 46's first case: a mover of
@@ -22,6 +23,7 @@ import (
 // flip, the source's keys kept, and every acknowledged enqueue on the
 // source, which still serves the queue.
 func TestQueueMoveStalledMoverAborted(t *testing.T) {
+	node.Long(t)
 	for _, step := range []string{"held", "copied"} {
 		t.Run(step, func(t *testing.T) { stalledAborted(t, step) })
 	}

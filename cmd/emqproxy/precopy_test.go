@@ -16,6 +16,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/stand/legacy"
+	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // fillQueue writes n pending jobs of queue q directly on c (rows and the
@@ -232,6 +233,7 @@ func notifyRestored(t *testing.T, c valkey.Client) {
 // exactly once after the flip; no call got TRYAGAIN; the source's
 // notification setting is restored.
 func TestQueueMoveWritesDuringPreCopy(t *testing.T) {
+	node.Long(t)
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -297,6 +299,7 @@ func TestQueueMoveWritesDuringPreCopy(t *testing.T) {
 // tracks again, reads every key again, and nothing of the load on the
 // queue is lost.
 func TestQueueMoveTrackingLost(t *testing.T) {
+	node.Long(t)
 	for _, tc := range []struct{ track, kill string }{{"replication", "replica"}, {"keyspace", "pubsub"}} {
 		t.Run(tc.track, func(t *testing.T) {
 			s := startMoveStand(t, "")
@@ -354,6 +357,7 @@ func enqueueLands(t *testing.T, s *moveStand, addr, id string, want, other valke
 // again and completes it, every job lands on the target once, and the
 // node's notification setting is given back.
 func TestQueueMoveResumeWhileCopying(t *testing.T) {
+	node.Long(t)
 	s := startMoveStand(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
