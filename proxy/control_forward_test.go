@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -62,8 +63,7 @@ func TestTableGoingBackwardsIsNotApplied(t *testing.T) {
 	on := func(n *node.Node, key string) bool { return nodeDo(t, n, "EXISTS", key) == ":1\r\n" }
 
 	// billing moved to module-a at epoch 5.
-	nodeDo(t, scr, "SET", "{emqproxy}:epoch", "5")
-	nodeDo(t, scr, "HSET", "{emqproxy}:queues", "billing", "5 owned module-a")
+	writeTable(t, scr, "5", "billing", "5 owned module-a")
 	r.waitApplied(t, scr, 5)
 	c.do("SET", "emq:{billing}:a", "1").is("+OK\r\n")
 	if !on(mn, "emq:{billing}:a") {
@@ -71,8 +71,7 @@ func TestTableGoingBackwardsIsNotApplied(t *testing.T) {
 	}
 
 	// scripts-b lost its last writes: epoch 4, billing its own again.
-	nodeDo(t, scr, "SET", "{emqproxy}:epoch", "4")
-	nodeDo(t, scr, "HSET", "{emqproxy}:queues", "billing", "4 owned scripts-b")
+	writeTable(t, scr, "4", "billing", "4 owned scripts-b")
 	first := renewedAt(t, scr)
 	poll(t, "several renewals", func() bool { return renewedAt(t, scr) > first+300 })
 	c.do("SET", "emq:{billing}:b", "1").is("+OK\r\n")
@@ -102,8 +101,7 @@ func TestTableGoingBackwardsIsNotApplied(t *testing.T) {
 	}
 
 	// Newer in every respect: applied.
-	nodeDo(t, scr, "SET", "{emqproxy}:epoch", "7")
-	nodeDo(t, scr, "HSET", "{emqproxy}:queues", "billing", "7 owned scripts-b")
+	writeTable(t, scr, "7", "billing", "7 owned scripts-b")
 	r.waitApplied(t, scr, 7)
 	c.do("SET", "emq:{billing}:d", "1").is("+OK\r\n")
 	if !on(scr, "emq:{billing}:d") {
@@ -111,5 +109,22 @@ func TestTableGoingBackwardsIsNotApplied(t *testing.T) {
 	}
 	if n := len(logs.FilterMessageSnippet("moves forward again").All()); n != 1 {
 		t.Errorf("%d records of the table moving forward again, want 1", n)
+	}
+}
+
+// writeTable writes n's epoch and one entry in one MULTI, as a mover does:
+// two separate writes would show the proxy a table at the new epoch
+// without the entry, which the same epoch with the entry then contradicts.
+func writeTable(t *testing.T, n *node.Node, epoch, queue, entry string) {
+	t.Helper()
+	c := n.Client(t)
+	rs := c.DoMulti(context.Background(), c.B().Multi().Build(),
+		c.B().Set().Key("{emqproxy}:epoch").Value(epoch).Build(),
+		c.B().Hset().Key("{emqproxy}:queues").FieldValue().FieldValue(queue, entry).Build(),
+		c.B().Exec().Build())
+	for _, r := range rs {
+		if err := r.Error(); err != nil {
+			t.Fatalf("writing %s's table: %v", n.Addr, err)
+		}
 	}
 }
