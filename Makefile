@@ -56,12 +56,19 @@ RACE_PKGS := ./capture/... ./proxy/... ./control/... ./fence/... ./admin/... ./d
 
 # The whole suite against real servers the tests start themselves: vet,
 # the concurrent packages under the race detector, every other package
-# once, and each fuzz target for a bounded count. CI runs exactly this.
+# once, and each fuzz target for a bounded count. Every leg runs even when
+# one before it failed, so one run reports every failure; it fails if any
+# leg did. CI runs exactly this.
 test: deps module valkey
 	$(GO) vet ./...
-	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))")
-	@$(MAKE) --no-print-directory fuzz
+	@status=0; \
+	set -x; \
+	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))") || status=1; \
+	$(MAKE) --no-print-directory fuzz || status=1; \
+	{ set +x; } 2>/dev/null; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED (the failures are above)"; fi; \
+	exit $$status
 
 # The inner loop: formatting, vet, and every test that does not take
 # seconds of real time (-short skips the failovers, the moves under load,
