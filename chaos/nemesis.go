@@ -517,13 +517,14 @@ func (n *nemesis) killedMover(ctx context.Context, step string, args ...string) 
 }
 
 // refreshOwners reads the merged control table: each moved queue's owner
-// and whether a move of it is still in progress.
+// and whether a move of it is still in progress (held, or a record at any
+// step).
 func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
-	var table string
+	var nodes, table string
 	for attempt := 0; ; attempt++ {
 		out, err := n.mover(ctx, "status")
 		var ok bool
-		if _, table, ok = strings.Cut(out, "\ntable: epoch"); err == nil && ok {
+		if nodes, table, ok = strings.Cut(out, "\ntable: epoch"); err == nil && ok {
 			break
 		}
 		if attempt == 10 {
@@ -534,6 +535,18 @@ func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// A move at step copying has a record ("  MOVE q: ...") and no entry
+	// in the table yet: it is in progress too (a failed copy whose record
+	// could not be given up), and its copy is on its target.
+	for _, line := range strings.Split(nodes, "\n") {
+		if rest, ok := strings.CutPrefix(line, "  MOVE "); ok {
+			if q, _, ok := strings.Cut(rest, ":"); ok && !slices.Contains(moving, q) {
+				if _, known := n.owner[q]; known {
+					moving = append(moving, q)
+				}
+			}
+		}
+	}
 	for _, line := range strings.Split(table, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 3 {
@@ -543,10 +556,10 @@ func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
 		if _, known := n.owner[q]; !known {
 			continue
 		}
-		switch fields[1] {
-		case "owned":
+		switch {
+		case fields[1] == "owned":
 			n.owner[q] = fields[2]
-		default:
+		case !slices.Contains(moving, q):
 			moving = append(moving, q)
 		}
 	}
