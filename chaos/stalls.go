@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,12 +58,9 @@ func (n *nemesis) stopAbort(f Fault, q, from, d string, args ...string) (string,
 	if !heldSeen {
 		err := cmd.Wait()
 		n.moverLog(began, args, out.String(), err)
-		if moving := n.refreshOwners(ctx); len(moving) > 0 {
-			for _, note := range n.finishMoves(ctx) {
-				d += "; " + note
-			}
-		}
-		return fmt.Sprintf("%s; the mover ended before it held the queue: %v: %s; owner now %s", d, err, lastLine(out.String()), n.ownerOf(q)), errNotMoved
+		d = fmt.Sprintf("%s; the mover ended before it held the queue: %v: %s", d, err, lastLine(out.String()))
+		d += n.finishMove(ctx, q)
+		return d + "; owner now " + n.ownerOf(q), errNotMoved
 	}
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		_ = cmd.Process.Kill()
@@ -92,23 +90,37 @@ func (n *nemesis) stopAbort(f Fault, q, from, d string, args ...string) (string,
 	}
 	n.refreshOwners(ctx)
 	now := n.ownerOf(q)
-	d += "; owner now " + now
 	if abortErr == nil && now != from {
+		d += "; owner now " + now
 		n.event(f, PhaseFlippedAfterAbort, fmt.Sprintf("queue %s: the mover stopped after its hold flipped it to %s after `--abort` answered (%s)", q, now, d))
 		return d, fmt.Errorf("the aborted move flipped %s to %s", q, now)
 	}
+	// Whatever the continued mover did (the abort refused: it was past its
+	// flip, or a node was down), a move of q left in progress is resumed or
+	// aborted like a failed one, so that the lane's next move finds none.
+	d += n.finishMove(ctx, q)
+	d += "; owner now " + n.ownerOf(q)
 	if abortErr != nil {
-		// The abort was refused (the mover was past its flip when it
-		// stopped, or a node was down): whatever the continued mover did,
-		// any move left in progress is resumed or aborted like a failed one.
-		if moving := n.refreshOwners(ctx); len(moving) > 0 {
-			for _, note := range n.finishMoves(ctx) {
-				d += "; " + note
-			}
-		}
 		return d, errNotMoved
 	}
 	return d, nil
+}
+
+// finishMove resumes, then aborts, a move of q still in progress (held, or
+// a record at any step), and says what it did ("" when none was).
+func (n *nemesis) finishMove(ctx context.Context, q string) string {
+	if !slices.Contains(n.refreshOwners(ctx), q) {
+		return ""
+	}
+	out, err := n.mover(ctx, "move", q, "--resume", "--delete-source")
+	if err == nil {
+		return "; the move left in progress resumed"
+	}
+	d := fmt.Sprintf("; the move left in progress: resume: %v: %s", err, lastLine(out))
+	if out, err := n.mover(ctx, "move", q, "--abort"); err != nil {
+		return d + fmt.Sprintf("; abort: %v: %s", err, lastLine(out))
+	}
+	return d + "; aborted"
 }
 
 // ownerOf is q's owner as the nemesis last read it.
