@@ -18,8 +18,9 @@ import (
 
 // stopAbort is FaultMoveStopped: a mover started with args is stopped
 // (SIGSTOP) once it printed that it held q, the move is aborted with
-// `--abort` from another process, and the mover is continued (SIGCONT) and
-// waited for. A mover that flips q after the abort answered (q's owner is
+// `--abort` from another process, and the mover is continued (SIGCONT) the
+// fault's span later (the workers use the queue on its source meanwhile)
+// and waited for. A mover that flips q after the abort answered (q's owner is
 // no longer from) is a PhaseFlippedAfterAbort event: acknowledged jobs
 // enqueued on the source after the abort would be lost.
 func (n *nemesis) stopAbort(f Fault, q, from, d string, args ...string) (string, error) {
@@ -74,6 +75,10 @@ func (n *nemesis) stopAbort(f Fault, q, from, d string, args ...string) (string,
 	} else {
 		d += fmt.Sprintf("; stopped after its hold, abort refused: %v: %s", abortErr, lastLine(abortOut))
 	}
+	// The workers go on with the queue on its source, as the abort said,
+	// before the mover runs again.
+	time.Sleep(f.For)
+	d += fmt.Sprintf("; continued %v later", f.For.Round(time.Millisecond))
 	out.WriteString("(SIGCONT)\n")
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		_ = cmd.Process.Kill()
