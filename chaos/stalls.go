@@ -152,6 +152,13 @@ func (n *nemesis) blocked(f Fault) (string, error) {
 	hold := 2*time.Second + 3*f.For
 	d := fmt.Sprintf("sidecar %d: BLPOP %s 0 for %v", sc.N, key, hold.Round(time.Millisecond))
 	n.event(f, "start", d)
+	if !sc.Ready() {
+		// Killed by the sidecar lane: the client waits for it, as one
+		// reconnecting would.
+		if err := sc.WaitReady(20 * time.Second); err != nil {
+			return d + ": the sidecar is not ready", err
+		}
+	}
 	conn, err := net.DialTimeout("tcp", sc.Listen, 2*time.Second)
 	if err != nil {
 		return d + ": not connected", err
