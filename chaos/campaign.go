@@ -144,6 +144,13 @@ func Run(f *Fleet, cfg Config) (*Outcome, error) {
 	}
 	drained := time.Since(drainStart)
 
+	// What the moves left behind: the keys of a queue on a node that does
+	// not own it, removed; the final state then shows any that remain
+	// (PropStrays).
+	left := n.leftovers(ctx)
+	h.Add(left)
+	logf("queue leftovers --remove: %s", left.Detail)
+
 	// The final state: the owner of each queue, the nodes' statistics.
 	n.refreshOwners(ctx)
 	final, err := readFinal(ctx, f, n.owner)

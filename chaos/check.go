@@ -20,11 +20,13 @@ const (
 	PropReplies  = "every reply belongs to its own call"
 	PropNodes    = "no Lua on a module node, no EMQ verb on a scripts node"
 	PropBounded  = "every call ended within its bound"
+	PropStrays   = "no node holds keys of a queue it does not own at the end"
+	PropAborted  = "no aborted move flipped"
 	leaseSlackMs = 2 // the server's lease clock is in ms; invoke times are truncated
 )
 
 // Properties lists the properties the checker judges.
-var Properties = []string{PropLost, PropDouble, PropReplies, PropNodes, PropBounded}
+var Properties = []string{PropLost, PropDouble, PropReplies, PropNodes, PropBounded, PropStrays, PropAborted}
 
 // The job-core sets a job can be in.
 var Sets = []string{"pending", "delayed", "active", "done", "dead"}
@@ -75,6 +77,10 @@ type Result struct {
 	Remaining map[string]int
 	// Notes are facts worth reading that break no property.
 	Notes []string
+	// Leftovers sums the runs of `queue leftovers --remove` at the end
+	// (KindLeftovers): "keys" and "queues" found on a node that does not
+	// own them, "removed", "skipped" (queues left alone), "runs", "errors".
+	Leftovers map[string]int64
 }
 
 // Held reports whether property p held.
@@ -105,16 +111,18 @@ func (c *call) events() []Event {
 }
 
 type checker struct {
-	res     *Result
-	calls   []*call            // in invoke order
-	byJob   map[string][]*call // queue/id -> calls naming the id (claims by the id they got)
-	payload map[string]string  // queue/id -> enqueued payload
-	enqAt   map[string][]*call // queue/id -> enqueue calls
-	bound   int64              // µs
-	final   Final
-	stats   map[string]map[string]int64 // node -> counts summed over its runs
-	roles   map[string]string
-	statEv  map[string][]Event
+	res *Result
+	// leftoverEvents are the runs of `queue leftovers`, shown with a stray.
+	leftoverEvents []Event
+	calls          []*call            // in invoke order
+	byJob          map[string][]*call // queue/id -> calls naming the id (claims by the id they got)
+	payload        map[string]string  // queue/id -> enqueued payload
+	enqAt          map[string][]*call // queue/id -> enqueue calls
+	bound          int64              // µs
+	final          Final
+	stats          map[string]map[string]int64 // node -> counts summed over its runs
+	roles          map[string]string
+	statEv         map[string][]Event
 }
 
 func jobKey(q, id string) string { return q + "/" + id }
@@ -122,7 +130,7 @@ func jobKey(q, id string) string { return q + "/" + id }
 // Check judges the history against the final state.
 func Check(events []Event, final Final) *Result {
 	c := &checker{
-		res:     &Result{Calls: map[string]map[string]int{}, Faults: map[string]int{}, FaultErrors: map[string]int{}, Remaining: map[string]int{}},
+		res:     &Result{Calls: map[string]map[string]int{}, Faults: map[string]int{}, FaultErrors: map[string]int{}, Remaining: map[string]int{}, Leftovers: map[string]int64{}},
 		byJob:   map[string][]*call{},
 		payload: map[string]string{},
 		enqAt:   map[string][]*call{},
@@ -163,7 +171,15 @@ func (c *checker) index(events []Event) {
 				c.res.Faults[e.Fault]++
 			case "error":
 				c.res.FaultErrors[e.Fault]++
+			case PhaseFlippedAfterAbort:
+				c.violate(PropAborted, e.Detail, e)
 			}
+		case KindLeftovers:
+			c.res.Leftovers["runs"]++
+			for k, v := range e.Counts {
+				c.res.Leftovers[k] += v
+			}
+			c.leftoverEvents = append(c.leftoverEvents, e)
 		case KindStats:
 			if c.stats[e.Node] == nil {
 				c.stats[e.Node] = map[string]int64{}
@@ -283,7 +299,7 @@ func (c *checker) lost() {
 			}
 		}
 		if len(q.Strays) > 0 {
-			c.res.Notes = append(c.res.Notes, fmt.Sprintf("queue %s: keys left on %s besides its owner %s", qn, strings.Join(q.Strays, ", "), q.Owner))
+			c.violate(PropStrays, fmt.Sprintf("queue %s: keys left on %s besides its owner %s", qn, strings.Join(q.Strays, ", "), q.Owner), c.leftoverEvents...)
 		}
 	}
 }

@@ -162,6 +162,15 @@ func TestCheckerCatchesEachViolation(t *testing.T) {
 		{"a call past its bound", func(h *hist, f *Final) {
 			h.do(6000, 5001, Event{Proc: "w3", Op: OpPromote, Queue: "alpha"}, Event{Int: 0})
 		}, PropBounded, "took 5001 ms", 2},
+		{"keys of a queue left on a node that does not own it", func(h *hist, f *Final) {
+			h.add(Event{Kind: KindLeftovers, Proc: "nemesis", Counts: map[string]int64{"keys": 3, "queues": 1, "removed": 0, "skipped": 0}, Detail: "leftovers: 3 keys"})
+			q := f.Queues["alpha"]
+			q.Strays = []string{"module-b (3 keys)"}
+			f.Queues["alpha"] = q
+		}, PropStrays, "keys left on module-b (3 keys) besides its owner module-a", 1},
+		{"a move flipped after its abort", func(h *hist, f *Final) {
+			h.add(Event{Kind: KindFault, Proc: "nemesis", Fault: FaultMoveStopped, Phase: PhaseFlippedAfterAbort, Detail: "queue alpha: the mover stopped after its hold flipped it to module-b"})
+		}, PropAborted, "flipped it to module-b", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,5 +281,24 @@ func TestHistoryRoundTrip(t *testing.T) {
 	r := Check(got, done("a1", "a2"))
 	if !r.OK() {
 		t.Errorf("the history read back breaks %q", r.Violations[0].What)
+	}
+}
+
+// TestCheckerCountsLeftovers: the runs of `queue leftovers --remove` are
+// summed in the result and named in the report.
+func TestCheckerCountsLeftovers(t *testing.T) {
+	h := good()
+	h.add(Event{Kind: KindLeftovers, Proc: "nemesis", Counts: map[string]int64{"keys": 12, "queues": 2, "removed": 12, "skipped": 1}})
+	r := Check(h.events, done("a1", "a2"))
+	if !r.OK() {
+		t.Fatalf("violations: %v", r.Violations)
+	}
+	if l := r.Leftovers; l["runs"] != 1 || l["keys"] != 12 || l["queues"] != 2 || l["removed"] != 12 || l["skipped"] != 1 {
+		t.Errorf("leftovers counted %v", l)
+	}
+	var b strings.Builder
+	WriteReport(&b, Summary{}, r)
+	if want := "12 keys of 2 queue(s) on nodes that do not own them, 12 removed, 1 queue(s) skipped"; !strings.Contains(b.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
 }

@@ -25,6 +25,8 @@
 //   - workers.go: the legacy workers and the final drain.
 //   - nemesis.go: the schedule of faults drawn from the seed, and their
 //     injection.
+//   - stalls.go: the faults of a stalled mover and of a blocked client, and
+//     the removal of the moves' leftovers at the end.
 //   - campaign.go: one campaign from start to report; report.go writes it.
 //
 // The checker judges per-job invariants (an acknowledged job's presence,

@@ -30,6 +30,10 @@ const (
 	KindConfig = "config"
 	// KindInfo is anything else worth reading next to the calls.
 	KindInfo = "info"
+	// KindLeftovers is the run of `queue leftovers --remove` at the end:
+	// Counts "keys", "queues", "removed", "skipped" (queues left alone),
+	// the command's summary or error in Detail.
+	KindLeftovers = "leftovers"
 )
 
 // Operations of the workers.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,7 +34,20 @@ const (
 	FaultNetReset    = "net-reset"       // the relay resets its connections (workers cut mid-call)
 	FaultNodeReset   = "node-link-reset" // a node closes every client connection (the sidecars' links cut mid-call)
 	FaultNodeStall   = "node-link-stall" // a node answers no client for a while (CLIENT PAUSE ALL)
+	// FaultMoveStopped starts a move, stops the mover (SIGSTOP) once it
+	// printed that it held the queue, aborts the move with `--abort`, then
+	// continues the mover (SIGCONT): it must not flip (PropAborted).
+	FaultMoveStopped = "queue-move-stop-abort"
+	// FaultBlocked is a client blocked in BLPOP with timeout 0 through a
+	// sidecar while the move lane moves queues: on a key of a campaign
+	// queue (what a move of it must give up) or on a key of no campaign
+	// queue (what must stop no control loop).
+	FaultBlocked = "client-blocked"
 )
+
+// PhaseFlippedAfterAbort is the phase of a fault event that says a move
+// flipped after `--abort` answered that it was aborted (PropAborted).
+const PhaseFlippedAfterAbort = "flipped-after-abort"
 
 // lanes run their faults one after the other; the lanes run at once, so
 // faults of different lanes overlap.
@@ -41,8 +55,9 @@ var lanes = [][]string{
 	{FaultSidecarKill, FaultSidecarStop, FaultSidecarHUP},
 	{FaultPrimaryKill, FaultPrimaryStop},
 	{FaultNetSlow, FaultNetStall, FaultNetCut, FaultNetReset},
-	{FaultMove, FaultMoveKilled},
+	{FaultMove, FaultMoveKilled, FaultMoveStopped},
 	{FaultNodeReset, FaultNodeStall},
+	{FaultBlocked},
 }
 
 // AllFaults lists every kind.
@@ -102,6 +117,7 @@ type nemesis struct {
 	mu     sync.Mutex
 	owner  map[string]string // queue -> upstream, as the moves left it
 	lines  []string
+	moves  atomic.Int64 // moves started (for the blocked client's report)
 }
 
 func (n *nemesis) event(f Fault, phase, detail string) {
@@ -136,8 +152,10 @@ func (n *nemesis) inject(f Fault) {
 		detail, err = n.primary(f)
 	case FaultNetSlow, FaultNetStall, FaultNetCut, FaultNetReset:
 		detail, err = n.network(f)
-	case FaultMove, FaultMoveKilled:
+	case FaultMove, FaultMoveKilled, FaultMoveStopped:
 		detail, err = n.move(f)
+	case FaultBlocked:
+		detail, err = n.blocked(f)
 	case FaultNodeReset, FaultNodeStall:
 		detail, err = n.nodeLink(f)
 	}
@@ -393,6 +411,11 @@ func (n *nemesis) move(f Fault) (string, error) {
 	to := targets[f.Other%len(targets)]
 	d := fmt.Sprintf("%s: %s -> %s", q, from, to)
 	args := []string{"move", q, "--to", to, "--delete-source", "--replace"}
+	n.moves.Add(1)
+	if f.Kind == FaultMoveStopped {
+		n.event(f, "start", d+", mover stopped once it holds the queue, aborted, continued")
+		return n.stopAbort(f, q, from, d, args...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if f.Kind == FaultMoveKilled {
@@ -494,13 +517,14 @@ func (n *nemesis) killedMover(ctx context.Context, step string, args ...string) 
 }
 
 // refreshOwners reads the merged control table: each moved queue's owner
-// and whether a move of it is still in progress.
+// and whether a move of it is still in progress (held, or a record at any
+// step).
 func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
-	var table string
+	var nodes, table string
 	for attempt := 0; ; attempt++ {
 		out, err := n.mover(ctx, "status")
 		var ok bool
-		if _, table, ok = strings.Cut(out, "\ntable: epoch"); err == nil && ok {
+		if nodes, table, ok = strings.Cut(out, "\ntable: epoch"); err == nil && ok {
 			break
 		}
 		if attempt == 10 {
@@ -511,6 +535,18 @@ func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// A move at step copying has a record ("  MOVE q: ...") and no entry
+	// in the table yet: it is in progress too (a failed copy whose record
+	// could not be given up), and its copy is on its target.
+	for _, line := range strings.Split(nodes, "\n") {
+		if rest, ok := strings.CutPrefix(line, "  MOVE "); ok {
+			if q, _, ok := strings.Cut(rest, ":"); ok && !slices.Contains(moving, q) {
+				if _, known := n.owner[q]; known {
+					moving = append(moving, q)
+				}
+			}
+		}
+	}
 	for _, line := range strings.Split(table, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 3 {
@@ -520,10 +556,10 @@ func (n *nemesis) refreshOwners(ctx context.Context) (moving []string) {
 		if _, known := n.owner[q]; !known {
 			continue
 		}
-		switch fields[1] {
-		case "owned":
+		switch {
+		case fields[1] == "owned":
 			n.owner[q] = fields[2]
-		default:
+		case !slices.Contains(moving, q):
 			moving = append(moving, q)
 		}
 	}

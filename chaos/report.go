@@ -61,6 +61,14 @@ func WriteReport(w io.Writer, s Summary, r *Result) {
 		}
 	}
 	fmt.Fprintf(w, "| all | %d | %d | %d | %d |\n", sum[0], sum[1], sum[2], sum[3])
+	if l := r.Leftovers; l["runs"] > 0 {
+		fmt.Fprintf(w, "\nLeftovers at the end (`queue leftovers --remove`): %d keys of %d queue(s) on nodes that do not own them, %d removed, %d queue(s) skipped",
+			l["keys"], l["queues"], l["removed"], l["skipped"])
+		if l["errors"] > 0 {
+			fmt.Fprintf(w, ", %d run(s) failed (see the history, kind %q)", l["errors"], KindLeftovers)
+		}
+		fmt.Fprintln(w, ".")
+	}
 	fmt.Fprintf(w, "\nEnqueues acknowledged with 1: %d. Jobs left after the drain, by set:", r.Acked)
 	for _, k := range Sets {
 		fmt.Fprintf(w, " %s %d", k, r.Remaining[k])

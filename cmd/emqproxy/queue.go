@@ -156,7 +156,7 @@ func newQueueCmd() *cobra.Command {
 		},
 	}
 	status.Flags().StringVar(&spath, "config", "", "the proxies' configuration file (YAML)")
-	cmd.AddCommand(move, status)
+	cmd.AddCommand(move, status, newLeftoversCmd())
 	return cmd
 }
 
