@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,22 +12,30 @@ import (
 )
 
 // TestFailedCopyLeavesNothingOnTheTarget: a move that gives up while the
-// queue is served (here: its record deleted after the first round, as by
-// an abort elsewhere) deletes what it copied to the target and says so.
+// queue is served (here: the target runs out of memory partway through the
+// first round) deletes what it copied to the target and says so.
 func TestFailedCopyLeavesNothingOnTheTarget(t *testing.T) {
 	src, dst := pair(t, node.Redis())
 	ctx := context.Background()
 	fillLarge(t, src, "q", 3000)
-	out := &lineWriter{onLine: func(l string) {
-		if strings.HasPrefix(l, "round 1 ") {
-			must(t, src.C, src.C.B().Del().Key(MoveKey("q")).Build())
-		}
-	}}
-	_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
+	info, err := dst.C.Do(ctx, dst.C.B().Info().Section("memory").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "used_memory:")
+	used, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for a part of the first round's 1.1 MiB.
+	limit := strconv.FormatInt(used+256<<10, 10)
+	must(t, dst.C, dst.C.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", limit).ParameterValue("maxmemory-policy", "noeviction").Build())
+	out := &lineWriter{}
+	_, err = (&Mover{Queue: "q", To: "dst", Nodes: map[string]*Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
 		LargeKey: 4 << 10, Chunk: 200, Wait: time.Second, Out: out}).Run(ctx)
 	t.Logf("mover:\n%s", out)
-	if !errors.Is(err, ErrMove) || !strings.Contains(err.Error(), "is gone") || !strings.Contains(err.Error(), "copied to dst were deleted") {
-		t.Fatalf("the move ended with %v, want the record gone and the copy deleted", err)
+	if !errors.Is(err, ErrMove) || !strings.Contains(err.Error(), "OOM") || !strings.Contains(err.Error(), "copied to dst were deleted") {
+		t.Fatalf("the move ended with %v, want the target's OOM refusal and the copy deleted", err)
 	}
 	if left, _ := scanQueue(ctx, dst, "q", 0); len(left) != 0 {
 		t.Errorf("%d keys of q left on the target: %v", len(left), left)
