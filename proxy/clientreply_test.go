@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -265,5 +266,11 @@ func TestClientReplyOffClosesOnALostCommand(t *testing.T) {
 	})
 	admin.do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").hasPrefix(":")
 	c.closed()
+	// The shared connection was killed too: found so by the proxy's idle
+	// watch (every 100 ms) or by the GET's send, the GET goes on its
+	// replacement. Both orders: at once, and after the watch's period.
+	h.dial().do("GET", "x").is("$1\r\n1\r\n")
+	admin.do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").hasPrefix(":")
+	time.Sleep(250 * time.Millisecond)
 	h.dial().do("GET", "x").is("$1\r\n1\r\n")
 }

@@ -16,6 +16,9 @@ var (
 	// ErrProtocol means the server sent bytes that are not RESP, or a
 	// reply nothing waited for.
 	ErrProtocol = resp.ErrProtocol
+	// ErrUnsent is wrapped in every Send error: the batch was not
+	// written, so it may go on another connection.
+	ErrUnsent = errors.New("not sent")
 	// ErrIdleClosed is Send's error for a connection found closed while
 	// idle: the batch was not written.
 	ErrIdleClosed = errors.New("closed while idle")

@@ -235,17 +235,18 @@ func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
 // Send queues b and sees it written: when no write is in progress the
 // caller writes it itself (with whatever else is queued by then) before
 // Send returns; otherwise the write in progress takes it along. The caller
-// must then await b. It fails, with nothing written, when the connection
-// is broken (ErrIdleClosed when Send found it so).
+// must then await b. It fails, with nothing written (ErrUnsent), when the
+// connection is broken: found so by Send (ErrIdleClosed), or before it (by
+// the idle watch, or with other batches in flight: the pipe's error).
 func (p *Pipe) Send(b *Batch) error {
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
 		p.mu.Unlock()
-		return err
+		return fmt.Errorf("%w: %w", ErrUnsent, err)
 	}
 	if err := p.tearIdleLocked(); err != nil {
-		return fmt.Errorf("%w: %w", ErrIdleClosed, err)
+		return fmt.Errorf("%w: %w: %w", ErrUnsent, ErrIdleClosed, err)
 	}
 	p.queue = append(p.queue, b)
 	if p.writing {

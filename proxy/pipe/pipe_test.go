@@ -429,3 +429,40 @@ func fanOut(b *testing.B, clients, ops int, f func(i int) error) time.Duration {
 	wg.Wait()
 	return time.Since(start)
 }
+
+// TestPipeSendOnABrokenPipeSaysUnsent: a send on a pipe the server closed
+// while idle fails with ErrUnsent, whether Send finds the close itself or
+// the idle watch (CheckIdle) found it before: the caller may send the
+// batch on the replacement, since none of it was written.
+func TestPipeSendOnABrokenPipeSaysUnsent(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
+			n := pipeNode(t, node.Redis())
+			fc := &faultConn{}
+			p := dialPipe(t, n.Addr, fc, 0, false)
+			b := incrBatch(1)
+			finishes(t, "the first batch", sendAwait(p, b))
+			if _, err := node.RawDo(n.Addr, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); err != nil {
+				t.Fatal(err)
+			}
+			if watched {
+				deadline := time.Now().Add(testTimeout)
+				for p.Failed() == nil && time.Now().Before(deadline) {
+					p.CheckIdle()
+					time.Sleep(5 * time.Millisecond)
+				}
+				if p.Failed() == nil {
+					t.Fatal("the idle check never found the close")
+				}
+			}
+			writes := fc.writes.Load()
+			err := p.Send(incrBatch(1))
+			if !errors.Is(err, ErrUnsent) || !errors.Is(err, ErrLost) && !errors.Is(err, ErrIdleClosed) {
+				t.Errorf("Send on the closed pipe: %v, want ErrUnsent", err)
+			}
+			if w := fc.writes.Load(); w != writes {
+				t.Errorf("%d writes after the close, want none", w-writes)
+			}
+		})
+	}
+}

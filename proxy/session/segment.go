@@ -75,9 +75,9 @@ func (s *session) flush() {
 			pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
 		}
 		err := pt.P.Send(pt.B)
-		if err != nil && pt.Own && errors.Is(err, pipe.ErrIdleClosed) {
+		if err != nil && pt.Own && errors.Is(err, pipe.ErrUnsent) {
 			// Nothing was written: the isolated client's own connection
-			// was closed while idle (share.go). Send on a new one.
+			// was closed (while idle, share.go) or broke. Send on a new one.
 			if np := s.ownPipe(pt.Up); np != nil {
 				pt.P = np
 				if err = s.resendCheck(pt); err == nil {
@@ -85,10 +85,12 @@ func (s *session) flush() {
 				}
 			}
 		}
-		if err != nil && !errors.Is(err, errResendRefused) && !pt.Ded && (errors.Is(err, pipe.ErrIdleClosed) || pt.Up.Sentinel()) {
-			// Nothing was written: the server had closed the idle
-			// connection, or a Sentinel upstream's broke. Send on its
-			// replacement once it is up (upstream/failover.go: a new primary).
+		if err != nil && !errors.Is(err, errResendRefused) && !pt.Ded && (errors.Is(err, pipe.ErrUnsent) || pt.Up.Sentinel()) {
+			// Nothing was written: the shared connection was broken (the
+			// server closed it while idle, found so by Send or by the idle
+			// watch before it; or it broke under other clients' commands).
+			// Send on its replacement once it is up (upstream/failover.go:
+			// a Sentinel upstream's may be a new primary).
 			np := pt.Up.AwaitShared(s.srv.Ctx, s.id, s.proto(), pt.P)
 			if !pt.Up.Sentinel() {
 				np = pt.Up.Replaced(s.srv.Ctx, s.id, s.proto(), pt.P)
