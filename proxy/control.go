@@ -503,7 +503,8 @@ func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, erro
 	if n.cn == nil {
 		o := n.up.Options()
 		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
-			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
+			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2,
+			ReplyTimeout: c.opts.Lease / 2})
 		if err != nil {
 			return control.Table{}, err
 		}
