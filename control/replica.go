@@ -106,7 +106,7 @@ type replStream struct {
 	conn net.Conn
 	br   *bufio.Reader
 	idle *atomic.Int64 // replConn's per-read allowance, ns
-	wto  time.Duration // write deadline
+	wto  time.Duration // write deadline, and a handshake reply's (NodeOptions.ReplyTimeout)
 
 	wmu sync.Mutex // serializes writes (next's answers, the ack loop)
 
@@ -139,9 +139,14 @@ func (c replConn) Read(p []byte) (int, error) {
 
 // openReplStream dials the node of o as a replica would and joins its
 // replication stream from now on. ctx bounds the opening only; the stream
-// lasts until Close. The replies of AUTH, INFO, CONFIG GET and REPLCONF
-// are awaited o.Timeout each; the PSYNC reply and the RDB payload as long
-// as bytes keep arriving (replIdle between two), as a replica waits.
+// lasts until Close. The dial and the TLS handshake take at most
+// o.Timeout. The replies of AUTH, INFO, CONFIG GET and REPLCONF are
+// awaited o.ReplyTimeout each (DefaultReplyTimeout when zero), as the
+// mover's other commands are, and the reader's writes are bounded by it:
+// a node on a loaded machine may take seconds to answer, which must not
+// fail a move; a node that stopped answering still fails the opening.
+// The PSYNC reply and the RDB payload are awaited as long as bytes keep
+// arriving (replIdle between two), as a replica waits.
 func openReplStream(ctx context.Context, o NodeOptions) (*replStream, replInfo, error) {
 	return dialRepl(ctx, o, true)
 }
@@ -154,10 +159,7 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 	if o.Sentinel != nil {
 		return nil, info, fmt.Errorf("%w: %s is master set %s under Sentinel: the reader reads one node's stream and follows no failover (sentinels would also list it as a replica)", ErrReplRefused, o.Name, o.Sentinel.Master)
 	}
-	to := o.Timeout
-	if to <= 0 {
-		to = 2 * time.Second
-	}
+	to, rto := o.timeouts()
 	d := net.Dialer{Timeout: to}
 	nc, err := d.DialContext(ctx, "tcp", o.Address)
 	if err != nil {
@@ -179,10 +181,10 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 		nc = tc
 	}
 	idle := new(atomic.Int64)
-	r := &replStream{name: o.Name, conn: nc, idle: idle, wto: to, db: dbUnknown, done: make(chan struct{})}
+	r := &replStream{name: o.Name, conn: nc, idle: idle, wto: rto, db: dbUnknown, done: make(chan struct{})}
 	r.br = bufio.NewReaderSize(replConn{Conn: nc, idle: idle}, replMaxLine)
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
-	info, err = r.handshake(o, to, emptyRDB)
+	info, err = r.handshake(o, rto, emptyRDB)
 	if !stop() {
 		err = fmt.Errorf("%w: %s: opening: %w", ErrReplStream, o.Name, ctx.Err())
 	}

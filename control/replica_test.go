@@ -279,28 +279,40 @@ func testReplWait(t *testing.T, srv node.Server) {
 	}
 }
 
-// TestReplStreamStaysLinked keeps a stream open past several periods of a
+// TestReplStreamStaysLinked keeps a stream open past two periods of a
 // short repl-timeout: the acknowledgements keep the node from dropping it,
 // and a write made afterwards arrives.
+//
+// The reader acknowledges every second, as a replica does; the node drops
+// a replica whose last acknowledgement is more than repl-timeout old. So
+// the repl-timeout is the longest the test process (or the node) may be
+// starved of the CPU without the node dropping the stream, whatever the
+// reader does: 2 s left one second of it, which a loaded machine took
+// (connected_slaves:0 beside the move tests). 4 s leaves three, and a
+// reader that did not acknowledge would still be dropped within the wait
+// (by repl-timeout and the node's once-a-second check).
 func TestReplStreamStaysLinked(t *testing.T) {
 	node.Long(t)
 	node.EachServer(t, testReplLinked)
 }
 
 func testReplLinked(t *testing.T, srv node.Server) {
-	n, c := replNode(t, srv, node.Bare, "repl-diskless-sync-delay", "0", "repl-timeout", "2", "repl-ping-replica-period", "1")
+	const timeout = 4 // repl-timeout, seconds
+	n, c := replNode(t, srv, node.Bare, "repl-diskless-sync-delay", "0", "repl-timeout", strconv.Itoa(timeout), "repl-ping-replica-period", "1")
 	r, _ := replOpen(t, n)
-	until := time.Now().Add(3*2*time.Second + time.Second)
-	for time.Now().Before(until) {
+	opened := time.Now()
+	wait := 2*timeout*time.Second + time.Second
+	for time.Since(opened) < wait {
 		if got := replInfoField(t, c, "replication", "connected_slaves"); got != "1" {
-			t.Fatalf("connected_slaves:%s while the stream is open", got)
+			t.Fatalf("connected_slaves:%s %v after the stream opened, at repl-timeout %d s (the node's log says why it dropped it)",
+				got, time.Since(opened).Round(time.Millisecond), timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	replDo(t, c, "SET", "late", "1")
 	replExpect(t, r, "db=0 SET late 1")
 	if r.pings == 0 {
-		t.Fatal("no PING consumed in 7 s at repl-ping-replica-period 1")
+		t.Fatalf("no PING consumed in %v at repl-ping-replica-period 1", wait)
 	}
 }
 

@@ -139,7 +139,17 @@ type NodeOptions struct {
 	Password string
 	DB       int
 	TLS      *tls.Config
-	Timeout  time.Duration // dial and reply timeout (default 2s)
+	Timeout  time.Duration // dial timeout (default DefaultDialTimeout)
+	// ReplyTimeout bounds the wait for replies: a command's (a
+	// pipeline's, as a whole) and each reply of the replication stream's
+	// handshake. Past it the connection is broken. Zero is
+	// DefaultReplyTimeout. It is a bound on a node that stopped
+	// answering, not a measure of a healthy one: a node on a loaded
+	// machine, or one busy with a large pipeline of the mover's, answers
+	// in seconds, and the mover must ride that out. The mover passes the
+	// proxies' own reply bound (timeouts.upstream); the proxies' control
+	// loop passes half its lease, as its renewals must be back within it.
+	ReplyTimeout time.Duration
 	// ClientName names the connections (CLIENT SETNAME): the nodes'
 	// CLIENT LIST and SLOWLOG show whose they are.
 	ClientName string
@@ -163,14 +173,30 @@ type Node struct {
 	Opts NodeOptions
 }
 
+// Defaults of NodeOptions' zero timeouts.
+const (
+	DefaultDialTimeout  = 2 * time.Second
+	DefaultReplyTimeout = 10 * time.Second
+)
+
+// timeouts returns o's dial and reply timeouts, defaults applied.
+func (o NodeOptions) timeouts() (dial, reply time.Duration) {
+	dial, reply = o.Timeout, o.ReplyTimeout
+	if dial <= 0 {
+		dial = DefaultDialTimeout
+	}
+	if reply <= 0 {
+		reply = DefaultReplyTimeout
+	}
+	return dial, reply
+}
+
 // Dial connects to a node (through its sentinels for a master set under
 // Sentinel). The client is single-connection, without client side caching,
-// and never retries a command.
+// and never retries a command. A command's replies are awaited
+// o.ReplyTimeout (a pipeline's as a whole).
 func Dial(o NodeOptions) (*Node, error) {
-	to := o.Timeout
-	if to <= 0 {
-		to = 2 * time.Second
-	}
+	to, rto := o.timeouts()
 	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true}
 	where := o.Address
 	if o.Sentinel != nil {
@@ -186,7 +212,7 @@ func Dial(o NodeOptions) (*Node, error) {
 	co.DisableCache = true
 	co.DisableRetry = true
 	co.Dialer = net.Dialer{Timeout: to}
-	co.ConnWriteTimeout = to
+	co.ConnWriteTimeout = rto
 	co.BlockingPoolSize = 1
 	co.PipelineMultiplex = -1
 	c, err := valkey.NewClient(co)

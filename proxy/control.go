@@ -50,7 +50,7 @@ import (
 // command admitted under a state is routed by that state's owners or later.
 //
 // No client can stop the loop. Installing a table never waits; the leases
-// are renewed by the loop's rounds while the acknowledger waits. The
+// are renewed by the renewal loops while the acknowledger waits. The
 // acknowledger waits only for commands of the changed queues (a client
 // blocked in BLPOP with no timeout on another queue, a WAIT, a client that
 // does not read its replies: none delays it), and those end within a bound:
@@ -67,7 +67,13 @@ import (
 // treat it as gone, and hold every other queue of the node).
 //
 // A lease is valid from when its renewal was sent, for ControlOptions.Lease
-// less one poll: always before the node's key expires. A command for a
+// less one poll: always before the node's key expires. Each node's lease is
+// renewed by a loop of its own and made valid as soon as its own renewal
+// is back: a node that does not answer (frozen, partitioned) delays only
+// its own renewals, up to half the lease each, never another node's (a
+// single loop that validated every lease after the slowest renewal of a
+// round let a healthy node's lease lapse for a poll in every round while
+// another node hung, holding its queues). A command for a
 // queue routed to a node whose lease is not valid is held (the plan asks
 // the controller, Leased; hold.go) until a
 // renewal succeeds; a renewal applies the node's table before the lease
@@ -133,8 +139,12 @@ type controller struct {
 	want atomic.Pointer[ackWant]
 	wake chan struct{}
 
+	// umu serializes the renewals' updates (update), and guards what
+	// they keep: allRead, warnedUnread, skipped, and ctlNode's table,
+	// have and renewed.
+	umu sync.Mutex
 	// allRead: every node's table was read once (ctlNode.have); until
-	// then no lease counts. Only the loop's goroutine uses it.
+	// then no lease counts.
 	allRead      bool
 	warnedUnread bool // the wait for the unread tables was logged
 
@@ -143,8 +153,8 @@ type controller struct {
 	epoch    prometheus.Gauge
 	leaseOK  *prometheus.GaugeVec
 	skipN    prometheus.Gauge
-	skipped  map[skipKey]string // the entries skipped at the last round, reported once (report)
-	fwd      forwardTables      // tables only move forward (control_forward.go)
+	skipped  map[skipKey]string // the entries skipped at the last update, reported once (report)
+	fwd      forwardTables      // tables only move forward (control_forward.go; under umu)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -155,9 +165,10 @@ type ctlNode struct {
 	up      *upstream.Upstream
 	cn      *control.Node // nil until dialed
 	valid   atomic.Int64  // the lease is valid until start+valid (ns); 0: no lease
-	table   control.Table
-	have    bool         // table was read at least once
-	applied atomic.Int64 // the node epoch acknowledged (written by ackLoop, read by renewals)
+	table   control.Table // the table its last successful renewal read (under umu)
+	have    bool          // table was read at least once (under umu)
+	renewed time.Time     // when the last successful renewal was sent (under umu)
+	applied atomic.Int64  // the node epoch acknowledged (written by ackLoop, read by renewals)
 	// seen is the epoch of the node's table in the state in force (set
 	// once it is installed). caught is when (since start) a new data
 	// connection last read a newer epoch than seen: only a renewal sent
@@ -239,24 +250,28 @@ func defaultControlID() string {
 func (c *controller) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(2)
+	c.wg.Add(1 + len(c.nodes))
 	go func() {
 		defer c.wg.Done()
 		c.ackLoop(ctx)
 	}()
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(c.opts.Poll)
-		defer t.Stop()
-		for {
-			c.round(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
+	// One renewal loop per node: a node that does not answer delays its
+	// own renewals only, never another node's lease.
+	for i := range c.nodes {
+		go func() {
+			defer c.wg.Done()
+			t := time.NewTicker(c.opts.Poll)
+			defer t.Stop()
+			for {
+				c.renewal(ctx, i)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 			}
-		}
-	}()
+		}()
+	}
 	c.log.Info("control table on", zap.Duration("poll", c.opts.Poll), zap.Duration("lease", c.opts.Lease), zap.Duration("hold", c.opts.Hold))
 }
 
@@ -277,40 +292,40 @@ func (c *controller) stop() {
 	}
 }
 
-// round renews every lease, reading every table, applies the merged table
-// when it changed, then acknowledges and validates the leases (once every
-// table was read: allRead).
-func (c *controller) round(ctx context.Context) {
-	type renewed struct {
-		ok   bool
-		sent time.Time
-		t    control.Table
+// renewal renews the lease on node i, reading its table, and applies the
+// result (update). Each node has a loop of its own (run): a renewal waits
+// for its own node only, up to half the lease (renew).
+func (c *controller) renewal(ctx context.Context, i int) {
+	n := c.nodes[i]
+	sent := time.Now()
+	t, err := c.renew(ctx, n)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.Name()), zap.Error(err))
+		}
+		c.update(i, false, sent, control.Table{})
+		return
 	}
-	res := make([]renewed, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sent := time.Now()
-			t, err := c.renew(ctx, n)
-			if err != nil {
-				if ctx.Err() == nil {
-					c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.Name()), zap.Error(err))
-				}
-				return
-			}
-			res[i] = renewed{ok: true, sent: sent, t: t}
-		}()
+	c.update(i, true, sent, t)
+}
+
+// update applies a renewal of node i (ok: it succeeded, sent then, and read
+// t): the merged table of every node's last table read is applied when it
+// changed, then the acknowledger is told the epochs to acknowledge, and
+// node i's lease is validated (every node's, the first time every table
+// has been read: allRead). A node whose renewal failed keeps its last
+// table in the merge. Updates run one at a time (umu).
+func (c *controller) update(i int, ok bool, sent time.Time, t control.Table) {
+	c.umu.Lock()
+	defer c.umu.Unlock()
+	if n := c.nodes[i]; ok {
+		c.adopt(n, t) // never an older table than n's (control_forward.go)
+		n.renewed = sent
 	}
-	wg.Wait()
 	var tables []control.Table
 	var unread []string
 	skipped := map[skipKey]string{}
-	for i, n := range c.nodes {
-		if res[i].ok {
-			c.adopt(n, res[i].t) // never an older table than n's (control_forward.go)
-		}
+	for _, n := range c.nodes {
 		if n.have {
 			tables = append(tables, n.table)
 			for q, why := range n.table.Skipped {
@@ -322,24 +337,21 @@ func (c *controller) round(ctx context.Context) {
 	}
 	st := c.apply(control.Merge(tables...), skipped)
 	c.report(skipped)
+	wasAllRead := c.allRead
 	c.checkAllRead(unread)
 	w := &ackWant{st: st, epochs: make([]int64, len(c.nodes))}
-	for i, n := range c.nodes {
+	for j, n := range c.nodes {
 		if n.have {
 			n.seen.Store(n.table.Epoch) // installed above (apply)
 		}
-		if sent := int64(res[i].sent.Sub(c.start)); res[i].ok && c.allRead && sent > n.caught.Load() {
-			n.valid.Store(int64(res[i].sent.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
-			if n.caught.Load() >= sent {
-				n.valid.Store(1) // a connection read a newer epoch meanwhile (caughtUp)
-			}
-			c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
+		if j == i && ok || j != i && !wasAllRead {
+			c.validate(n)
 		} else if c.leaseLeft(n, time.Now()) <= 0 {
 			c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
 		}
-		w.epochs[i] = -1
+		w.epochs[j] = -1
 		if n.have && n.cn != nil {
-			w.epochs[i] = n.table.Epoch
+			w.epochs[j] = n.table.Epoch
 		}
 	}
 	c.want.Store(w)
@@ -349,10 +361,29 @@ func (c *controller) round(ctx context.Context) {
 	}
 }
 
-// ackLoop is the acknowledger: at every round's state (want), once no
+// validate makes n's lease valid from its last renewal that succeeded,
+// whose table is installed: for the lease less one poll from when it was
+// sent, once every table was read (allRead) and unless a new connection
+// read a newer epoch after it was sent (caughtUp). Under umu.
+func (c *controller) validate(n *ctlNode) {
+	sent := int64(n.renewed.Sub(c.start))
+	if !n.have || !c.allRead || sent <= n.caught.Load() {
+		if c.leaseLeft(n, time.Now()) <= 0 {
+			c.leaseOK.WithLabelValues(n.up.Name()).Set(0)
+		}
+		return
+	}
+	n.valid.Store(int64(n.renewed.Add(c.opts.Lease - c.opts.Poll).Sub(c.start)))
+	if n.caught.Load() >= sent {
+		n.valid.Store(1) // a connection read a newer epoch meanwhile (caughtUp)
+	}
+	c.leaseOK.WithLabelValues(n.up.Name()).Set(1)
+}
+
+// ackLoop is the acknowledger: at every update's state (want), once no
 // command admitted under an older state can still reach the old owner of a
 // queue that state changed (drained), it acknowledges every node's epoch
-// that changed. It runs apart from the rounds, so a wait here never delays
+// that changed. It runs apart from the renewals, so a wait here never delays
 // a renewal. The wait has no bound of its own: the commands it waits for
 // end within one (see the control loop's comment); past ControlOptions.Hold
 // it logs the queue it waits for, once per state.
@@ -450,7 +481,7 @@ func (c *controller) drained(st *plan.ControlState) (q string, ok bool) {
 // of it (a move held a queue while the proxy's loop was stopped, or its
 // lease looked valid by a clock the node's did not follow), so the lease
 // on the node is lapsed now, and only a renewal sent after this read
-// (caught, in round; the node runs it after the GET) makes it valid
+// (caught, in validate; the node runs it after the GET) makes it valid
 // again, with the table it read installed first. A command
 // for the node's queues is then held until that renewal, and one admitted
 // before is refused at its send (session's hold.go): nothing is sent on a
@@ -479,7 +510,7 @@ func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn)
 	}
 	if n.seen.Load() < ep {
 		n.caught.Store(int64(time.Since(c.start)))
-		n.valid.Store(1) // lapsed (round: renewed only by a renewal sent after caught)
+		n.valid.Store(1) // lapsed (validate: renewed only by a renewal sent after caught)
 		c.log.Warn("a new connection read a control epoch the proxy has not applied: the node's queues are held until it is",
 			zap.String("upstream", name), zap.Int64("epoch", ep), zap.Int64("applied", n.seen.Load()))
 	}
@@ -487,8 +518,8 @@ func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn)
 }
 
 // checkAllRead sets allRead once no table is unread, after the merged table
-// of them all was applied (round): from then on the leases count. Until
-// then, the first round logs which upstreams' tables are missing.
+// of them all was applied (update): from then on the leases count. Until
+// then, the first update logs which upstreams' tables are missing.
 func (c *controller) checkAllRead(unread []string) {
 	switch {
 	case c.allRead:
@@ -507,7 +538,8 @@ func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, erro
 	if n.cn == nil {
 		o := n.up.Options()
 		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
-			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2})
+			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2,
+			ReplyTimeout: c.opts.Lease / 2})
 		if err != nil {
 			return control.Table{}, err
 		}
@@ -538,7 +570,7 @@ func (c *controller) leaseLeft(n *ctlNode, now time.Time) time.Duration {
 type skipKey struct{ up, queue string }
 
 // report logs the entries skipped that were not skipped, or not for the
-// same reason, at the last round, and sets the gauge: a bad entry is
+// same reason, at the last update, and sets the gauge: a bad entry is
 // reported once, not at every poll.
 func (c *controller) report(skipped map[skipKey]string) {
 	for k, why := range skipped {

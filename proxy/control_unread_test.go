@@ -50,8 +50,12 @@ func TestControlHoldsEveryQueueUntilEveryTableWasRead(t *testing.T) {
 	}
 	srv, addr := serveProxy(t, opts, zap.NewNop(), zap.NewNop())
 	r := &routed{harness: &harness{t: t, node: mn, srv: srv, addr: addr}, module: mn, scripts: scr}
-	// The proxy renewed its lease on scripts-b and read its table.
+	// The proxy renewed its lease on scripts-b and read its table, and
+	// has the command tables (read from scripts-b, the only upstream
+	// that answers): until then every command is refused as the default
+	// upstream's unavailable, whatever its queue.
 	r.waitApplied(t, scr, 2)
+	poll(t, "the command tables", func() bool { return srv.keys.Index() != nil })
 	c := r.dial()
 	rep, took := timed(c, "PING")
 	rep.is("+PONG\r\n")

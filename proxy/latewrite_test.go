@@ -169,7 +169,14 @@ func TestNewConnectionReadingANewerTableLapsesTheLease(t *testing.T) {
 	if n, err := killDataConns(r.scripts); err != nil || n == 0 {
 		t.Fatalf("closing the proxy's data connections on scripts-b: %d closed, %v", n, err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The proxy reconnects, and the new connection reads the epoch it did
+	// not apply, which lapses the lease. A command sent before the proxy
+	// saw the close (50 ms were not always enough under load) would get
+	// the lost connection's error instead.
+	sb := r.srv.ctl.byName["scripts-b"]
+	poll(t, "a new connection to scripts-b lapsing the lease", func() bool {
+		return r.srv.ctl.leaseLeft(sb, time.Now()) <= 0
+	})
 	rep := c.do("SET", "emq:{billing}:x", "late")
 	if !strings.HasPrefix(string(rep.got), "-TRYAGAIN ") {
 		t.Errorf("a write on a new connection to a node whose table the proxy did not apply: %q; want TRYAGAIN", rep.got)

@@ -187,8 +187,13 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 		}
 		// A master set under Sentinel is reached through valkey-go's
 		// Sentinel client: the mover finds the primary as the proxies do.
+		// Its replies are awaited as long as the proxies await an
+		// upstream's (timeouts.upstream), not the dial timeout: a loaded
+		// node answers the mover's pipelines and its replication
+		// stream's handshake in seconds, and that must not fail a move.
 		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
-			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ClientName: control.MoverClientName, RESP2: true,
+			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ReplyTimeout: cfg.Timeouts.Upstream,
+			ClientName: control.MoverClientName, RESP2: true,
 			AckReplicas: u.AckReplicas, AckTimeout: u.AckTimeout})
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
