@@ -14,6 +14,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/discovery"
+	"github.com/emqproxy/emqproxy/netaddr"
 )
 
 // The keys of the control table on every node.
@@ -155,7 +156,7 @@ func Dial(o NodeOptions) (*Node, error) {
 	if to <= 0 {
 		to = 2 * time.Second
 	}
-	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true}
+	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true, DialCtxFn: netaddr.DialValkey}
 	where := o.Address
 	if o.Sentinel != nil {
 		so := *o.Sentinel

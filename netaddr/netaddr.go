@@ -82,3 +82,23 @@ func DialValkey(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config
 	}
 	return td.DialContext(ctx, network, address)
 }
+
+// Peer returns a client connection's address and the local address it
+// reached, as a server writes them in CLIENT LIST (addr=, laddr=): the
+// host:port pairs of a TCP connection, and for a Unix socket's the
+// socket's path followed by ":0" for both, as Redis and Valkey write them
+// (the peer of a Unix socket has no address of its own).
+func Peer(nc net.Conn) (addr, laddr string) {
+	la := nc.LocalAddr()
+	if la != nil && la.Network() == "unix" {
+		laddr = la.String() + ":0"
+		return laddr, laddr
+	}
+	if ra := nc.RemoteAddr(); ra != nil {
+		addr = ra.String()
+	}
+	if la != nil {
+		laddr = la.String()
+	}
+	return addr, laddr
+}
