@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -113,7 +114,8 @@ type client struct {
 // dial opens a raw connection to addr, closed at cleanup.
 func dial(t testing.TB, addr string) *client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, testTimeout)
+	network, address := netaddr.Split(addr) // host:port or unix:/path
+	nc, err := net.DialTimeout(network, address, testTimeout)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
