@@ -38,8 +38,10 @@ func Listen(addr string, mode fs.FileMode) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The file takes the process's umask at bind; the mode is set before
-	// the first Accept, so a client the mode refuses is never served.
+	// The file takes the process's umask at bind, and mode right after,
+	// before the first Accept. A connection made in between is queued
+	// under the umask's permissions: a service's umask (systemd's UMask=)
+	// at least as strict as mode closes that gap.
 	if err := os.Chmod(path, mode.Perm()); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("netaddr: chmod %s: %w", path, err)
