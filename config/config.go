@@ -3,13 +3,16 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
@@ -23,21 +26,28 @@ var ErrInvalid = errors.New("config: invalid")
 // Config is the whole configuration. The yaml names are in the mapstructure
 // tags; they are the names operators and scripts rely on (proxy.md).
 type Config struct {
-	Listen    string              `mapstructure:"listen"`
-	TLS       ListenerTLS         `mapstructure:"tls"`
-	Auth      Auth                `mapstructure:"auth"`
-	Map       string              `mapstructure:"map"`
-	Upstreams map[string]Upstream `mapstructure:"upstreams"`
-	Routes    []Route             `mapstructure:"routes"`
-	Policy    Policy              `mapstructure:"policy"`
-	Limits    Limits              `mapstructure:"limits"`
-	Timeouts  Timeouts            `mapstructure:"timeouts"`
-	Audit     Audit               `mapstructure:"audit"`
-	Capture   Capture             `mapstructure:"capture"`
-	Log       Log                 `mapstructure:"log"`
-	Admin     Admin               `mapstructure:"admin"`
-	Runtime   Runtime             `mapstructure:"runtime"`
-	Control   Control             `mapstructure:"control"`
+	// Listen is the client listener's address, or several separated by
+	// commas (in the file, a YAML list too): host:port for TCP,
+	// unix:/path/to.sock for a Unix socket (ListenAddrs).
+	Listen string `mapstructure:"listen"`
+	// ListenMode is the mode of each Unix socket's file, in octal
+	// ("0660": the owner and the group may connect). Quoted in the file: a
+	// bare 0660 is a number YAML may read as decimal or octal.
+	ListenMode string              `mapstructure:"listen_mode"`
+	TLS        ListenerTLS         `mapstructure:"tls"`
+	Auth       Auth                `mapstructure:"auth"`
+	Map        string              `mapstructure:"map"`
+	Upstreams  map[string]Upstream `mapstructure:"upstreams"`
+	Routes     []Route             `mapstructure:"routes"`
+	Policy     Policy              `mapstructure:"policy"`
+	Limits     Limits              `mapstructure:"limits"`
+	Timeouts   Timeouts            `mapstructure:"timeouts"`
+	Audit      Audit               `mapstructure:"audit"`
+	Capture    Capture             `mapstructure:"capture"`
+	Log        Log                 `mapstructure:"log"`
+	Admin      Admin               `mapstructure:"admin"`
+	Runtime    Runtime             `mapstructure:"runtime"`
+	Control    Control             `mapstructure:"control"`
 }
 
 // Control configures the control table of moved queues (package control):
@@ -255,6 +265,7 @@ type Runtime struct {
 func Defaults() map[string]any {
 	return map[string]any{
 		"listen":                    "127.0.0.1:6380",
+		"listen_mode":               "0660",
 		"tls.min_version":           "1.2",
 		"map":                       "stand/map.yaml",
 		"policy.unknown_scripts":    UnknownRefuse,
@@ -345,6 +356,9 @@ func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) 
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, err
 	}
+	if err := listenForms(raw); err != nil {
+		return nil, err
+	}
 	if err := v.MergeConfigMap(raw); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
@@ -378,7 +392,7 @@ func read(path string, flags *pflag.FlagSet, environ []string) (*Config, error) 
 // Validate checks every value and names the key of each bad one.
 func (c *Config) Validate() error {
 	var p problems
-	p.addr("listen", c.Listen, false)
+	c.validateListen(&p)
 	p.addr("admin.listen", c.Admin.Listen, true)
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		p.bad("tls", "cert and key must be set together")
@@ -454,6 +468,23 @@ func (p *problems) addr(key, addr string, optional bool) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		p.bad(key, "%q is not host:port", addr)
 	}
+}
+
+// nodeAddr checks a node's address: host:port, or unix:/path for a node
+// on the same host.
+func (p *problems) nodeAddr(key, addr string) {
+	if addr == "" {
+		p.bad(key, "is empty")
+		return
+	}
+	if _, _, err := netaddr.Parse(addr); err != nil {
+		p.bad(key, "%s", addrProblem(err))
+	}
+}
+
+// addrProblem is the text of netaddr.Parse's error, without its prefix.
+func addrProblem(err error) string {
+	return strings.TrimPrefix(err.Error(), netaddr.ErrInvalid.Error()+": ")
 }
 
 // positive checks a value that must be above zero.
@@ -572,4 +603,99 @@ func validGlob(p string) bool {
 // UpstreamNames returns the configured upstream names, sorted.
 func (c *Config) UpstreamNames() []string {
 	return slices.Sorted(maps.Keys(c.Upstreams))
+}
+
+// ListenAddrs returns the client listener's addresses (listen), each
+// host:port or unix:/path.
+func (c *Config) ListenAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Listen, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// SocketMode returns the mode of the Unix sockets' files (listen_mode;
+// netaddr.DefaultMode when it does not parse, which Validate refuses).
+func (c *Config) SocketMode() fs.FileMode {
+	m, err := parseMode(c.ListenMode)
+	if err != nil {
+		return netaddr.DefaultMode
+	}
+	return m
+}
+
+// parseMode reads an octal permission mode such as "0660" or "660".
+func parseMode(s string) (fs.FileMode, error) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "0o")
+	if s == "" {
+		return 0, errors.New("is empty")
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an octal mode such as \"0660\"", s)
+	}
+	if n > 0o777 {
+		return 0, fmt.Errorf("%q has bits beyond 0777 (only the permission bits are set)", s)
+	}
+	return fs.FileMode(n), nil
+}
+
+// validateListen checks the client listener's addresses and the mode of
+// its Unix sockets.
+func (c *Config) validateListen(p *problems) {
+	addrs := c.ListenAddrs()
+	if len(addrs) == 0 {
+		p.bad("listen", "is empty (host:port, unix:/path/to.sock, or several separated by commas)")
+	}
+	seen := map[string]bool{}
+	unix := false
+	for _, a := range addrs {
+		if _, _, err := netaddr.Parse(a); err != nil {
+			p.bad("listen", "%s", addrProblem(err))
+		}
+		if seen[a] {
+			p.bad("listen", "%q is given twice", a)
+		}
+		seen[a] = true
+		unix = unix || netaddr.IsUnix(a)
+	}
+	m, err := parseMode(c.ListenMode)
+	switch {
+	case err != nil:
+		p.bad("listen_mode", "%v", err)
+	case unix && m&0o600 != 0o600:
+		p.bad("listen_mode", "%#o does not let the proxy's own user read and write its socket (0600 at least)", m)
+	}
+}
+
+// listenForms turns the file's list of listen addresses into the one
+// string Config.Listen holds, and refuses a listen_mode written as a bare
+// number, whose digits YAML may have read as decimal or as octal.
+func listenForms(raw map[string]any) error {
+	for k, v := range raw {
+		switch strings.ToLower(k) {
+		case "listen":
+			l, ok := v.([]any)
+			if !ok {
+				continue
+			}
+			parts := make([]string, 0, len(l))
+			for i, el := range l {
+				s, ok := el.(string)
+				if !ok {
+					return fmt.Errorf("%w: listen[%d]: %v is not an address", ErrInvalid, i, el)
+				}
+				parts = append(parts, s)
+			}
+			raw[k] = strings.Join(parts, ",")
+		case "listen_mode":
+			if _, ok := v.(string); !ok {
+				return fmt.Errorf("%w: listen_mode: %v: quote the mode (listen_mode: \"0660\"): a bare number may be read as decimal", ErrInvalid, v)
+			}
+		}
+	}
+	return nil
 }

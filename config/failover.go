@@ -35,7 +35,7 @@ func validateSource(p *problems, key string, u Upstream) {
 	case u.Address == "" && u.Sentinel.IsZero():
 		p.bad(key+".address", "is empty (set address, or sentinel: {master, addresses} for a master set under Sentinel)")
 	case u.Address != "":
-		p.addr(key+".address", u.Address, false)
+		p.nodeAddr(key+".address", u.Address)
 	default:
 		validateSentinel(p, key+".sentinel", u.Sentinel)
 	}

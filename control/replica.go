@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/emqproxy/emqproxy/netaddr"
 )
 
 // The reader of a node's replication stream. The mover joins the stream of
@@ -161,7 +163,7 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 	}
 	to, rto := o.timeouts()
 	d := net.Dialer{Timeout: to}
-	nc, err := d.DialContext(ctx, "tcp", o.Address)
+	nc, err := netaddr.DialContext(ctx, &d, o.Address) // host:port or unix:/path
 	if err != nil {
 		return nil, info, fmt.Errorf("%w: %s (%s): %w", ErrReplStream, o.Name, o.Address, err)
 	}

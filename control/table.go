@@ -14,6 +14,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/discovery"
+	"github.com/emqproxy/emqproxy/netaddr"
 )
 
 // The keys of the control table on every node.
@@ -197,7 +198,7 @@ func (o NodeOptions) timeouts() (dial, reply time.Duration) {
 // o.ReplyTimeout (a pipeline's as a whole).
 func Dial(o NodeOptions) (*Node, error) {
 	to, rto := o.timeouts()
-	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true}
+	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true, DialCtxFn: netaddr.DialValkey}
 	where := o.Address
 	if o.Sentinel != nil {
 		so := *o.Sentinel

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/netaddr"
 )
 
 // Exit codes of RunCheck and RunInstall.
@@ -25,6 +27,7 @@ const defaultTimeout = 10 * time.Second
 func Dial(addr, user, pass string) (valkey.Client, error) {
 	c, err := valkey.NewClient(valkey.ClientOption{
 		InitAddress:  []string{addr},
+		DialCtxFn:    netaddr.DialValkey, // host:port or unix:/path
 		Username:     user,
 		Password:     pass,
 		DisableCache: true,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -110,7 +111,7 @@ func TestConnectionLocalCommandsMatchTheServer(t *testing.T) {
 // them (RESP2, no client-side caching), closed at cleanup.
 func valkeyClient(t testing.TB, addr string) valkey.Client {
 	t.Helper()
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, AlwaysRESP2: true, DisableCache: true})
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DialCtxFn: netaddr.DialValkey, AlwaysRESP2: true, DisableCache: true})
 	if err != nil {
 		t.Fatalf("valkey-go to %s: %v", addr, err)
 	}

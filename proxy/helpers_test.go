@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -72,10 +74,29 @@ func serveProxy(t testing.TB, opts Options, log, audit *zap.Logger) (*Server, st
 	if err != nil {
 		t.Fatalf("new proxy: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if os.Getenv(testListenVariable) == "unix" {
+		addr = netaddr.UnixPrefix + filepath.Join(unixDir(t), "proxy.sock")
+	}
+	ln, err := netaddr.Listen(addr, netaddr.DefaultMode)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	if !netaddr.IsUnix(addr) {
+		addr = ln.Addr().String()
+	}
+	return srv, serveOn(t, srv, ln, addr)
+}
+
+// testListenVariable, set to "unix", makes the proxies of serveProxy (and
+// so of startProxy) listen on a Unix socket, and the tests' clients dial
+// it: EMQPROXY_TEST_LISTEN=unix go test ./proxy/ runs the session suites
+// (isolation, shares, modes, pub/sub, transactions) over a Unix socket.
+const testListenVariable = "EMQPROXY_TEST_LISTEN"
+
+// serveOn serves ln until cleanup, and returns addr.
+func serveOn(t testing.TB, srv *Server, ln net.Listener, addr string) string {
+	t.Helper()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -88,7 +109,7 @@ func serveProxy(t testing.TB, opts Options, log, audit *zap.Logger) (*Server, st
 			t.Errorf("serve returned %v", err)
 		}
 	})
-	return srv, ln.Addr().String()
+	return addr
 }
 
 // waitReady polls until the proxy is ready.
@@ -113,7 +134,8 @@ type client struct {
 // dial opens a raw connection to addr, closed at cleanup.
 func dial(t testing.TB, addr string) *client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, testTimeout)
+	network, address := netaddr.Split(addr) // host:port or unix:/path
+	nc, err := net.DialTimeout(network, address, testTimeout)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}

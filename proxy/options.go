@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"crypto/tls"
+	"io/fs"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -62,8 +64,12 @@ const DefaultMaxBuffered = 128 << 20
 // Options configures a Server. Zero values take the documented defaults.
 type Options struct {
 	// Listen is the client listener address for ListenAndServe
-	// (default DefaultListen, "127.0.0.1:6380").
+	// (default DefaultListen, "127.0.0.1:6380"), or several separated by
+	// commas; each host:port, or unix:/path/to.sock for a Unix socket.
 	Listen string
+	// SocketMode is the mode of each Unix socket's file ListenAndServe
+	// makes (default netaddr.DefaultMode, 0660).
+	SocketMode fs.FileMode
 	// TLSConfig, when not nil, makes the client listener speak TLS.
 	TLSConfig *tls.Config
 
@@ -180,6 +186,9 @@ type UpstreamOptions = upstream.Options
 func (o Options) withDefaults() Options {
 	if o.Listen == "" {
 		o.Listen = DefaultListen
+	}
+	if o.SocketMode == 0 {
+		o.SocketMode = netaddr.DefaultMode
 	}
 	positiveOr(&o.MaxClients, DefaultMaxClients)
 	positiveOr(&o.MaxMultibulk, DefaultMaxMultibulk)

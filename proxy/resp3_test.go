@@ -8,6 +8,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -179,7 +180,7 @@ func TestRESP3BridgedDecisions(t *testing.T) {
 func TestValkeyGoDefaults(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
 	h := startProxy(t, n, nil)
-	vc, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{h.addr}})
+	vc, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{h.addr}, DialCtxFn: netaddr.DialValkey})
 	if err != nil {
 		t.Fatalf("valkey-go with defaults: %v", err)
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/control"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -268,13 +271,61 @@ func (s *Server) Readiness() error {
 	return nil
 }
 
-// ListenAndServe listens on Options.Listen and serves.
+// ListenAndServe listens on each address of Options.Listen and serves
+// them all (ServeAll).
 func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	lns, err := Listen(s.opts.Listen, s.opts.SocketMode)
 	if err != nil {
-		return fmt.Errorf("proxy: listen %s: %w", s.opts.Listen, err)
+		return err
 	}
-	return s.Serve(ln)
+	return s.ServeAll(lns)
+}
+
+// Listen opens a listener on each of the comma-separated addresses
+// (host:port, or unix:/path/to.sock whose file gets mode: package
+// netaddr), or none and the first error.
+func Listen(addrs string, mode fs.FileMode) ([]net.Listener, error) {
+	var lns []net.Listener
+	for a := range strings.SplitSeq(addrs, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		ln, err := netaddr.Listen(a, mode)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("proxy: listen %s: %w", a, err)
+		}
+		lns = append(lns, ln)
+	}
+	if len(lns) == 0 {
+		return nil, fmt.Errorf("proxy: listen %q: no address", addrs)
+	}
+	return lns, nil
+}
+
+// ServeAll serves every listener of lns (Serve) until Shutdown, or until
+// one of them fails: the others are then closed (a Unix socket's file
+// removed), and the first error is returned once all have stopped.
+func (s *Server) ServeAll(lns []net.Listener) error {
+	if len(lns) == 1 {
+		return s.Serve(lns[0])
+	}
+	errs := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errs <- s.Serve(ln) }()
+	}
+	first := <-errs
+	if !errors.Is(first, ErrServerClosed) {
+		for _, ln := range lns {
+			_ = ln.Close() // a second Close of a listener is harmless
+		}
+	}
+	for range len(lns) - 1 {
+		<-errs
+	}
+	return first
 }
 
 // Serve accepts clients on ln until Shutdown (then it returns

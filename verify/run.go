@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/emqproxy/emqproxy/netaddr"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 func dial(cfg Config) (valkey.Client, error) {
 	c, err := valkey.NewClient(valkey.ClientOption{
 		InitAddress:       []string{cfg.Addr},
+		DialCtxFn:         netaddr.DialValkey, // host:port or unix:/path
 		Username:          cfg.Username,
 		Password:          cfg.Password,
 		AlwaysRESP2:       true, // the reply types the scripts' clients see

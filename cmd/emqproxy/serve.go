@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -126,9 +125,14 @@ func serve(ctx context.Context, path string, flags *pflag.FlagSet, cfg *config.C
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lns, err := proxy.Listen(cfg.Listen, cfg.SocketMode())
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	closeListeners := func() {
+		for _, ln := range lns {
+			_ = ln.Close() // a Unix socket's file is removed
+		}
 	}
 	if cfg.Admin.Listen != "" {
 		d.admin, err = admin.Listen(cfg.Admin.Listen, admin.Options{
@@ -141,7 +145,7 @@ func serve(ctx context.Context, path string, flags *pflag.FlagSet, cfg *config.C
 			Token:     adminToken,
 		})
 		if err != nil {
-			_ = ln.Close()
+			closeListeners()
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		log.Info("admin listening", zap.String("addr", d.admin.Addr()), zap.Bool("token", adminToken != ""),
@@ -153,7 +157,7 @@ func serve(ctx context.Context, path string, flags *pflag.FlagSet, cfg *config.C
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- d.srv.Serve(ln) }()
+	go func() { served <- d.srv.ServeAll(lns) }()
 	log.Info("started", zap.String("version", version), zap.Strings("upstreams", cfg.UpstreamNames()),
 		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	return d.run(ctx, served)
@@ -224,6 +228,7 @@ func (d *daemon) proxyOptions(m *shamap.Map, reg prometheus.Registerer) (proxy.O
 	db := cfg.Upstreams[cfg.Routes[len(cfg.Routes)-1].Upstream].DB
 	return proxy.Options{
 		Listen:           cfg.Listen,
+		SocketMode:       cfg.SocketMode(),
 		TLSConfig:        ltls,
 		Upstreams:        ups,
 		Routes:           routesOf(cfg),

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -107,7 +108,8 @@ func (v *viewName) set(a []byte, ok bool) {
 // Init sets what does not change: the session's client address (addr)
 // and connection (nc), accepted now.
 func (v *View) Init(addr string, nc net.Conn, now time.Time) {
-	v.created, v.last, v.fd, v.addr, v.laddr, v.pub.Multi = now, now, connFD(nc), addr, nc.LocalAddr().String(), -1
+	_, laddr := netaddr.Peer(nc)
+	v.created, v.last, v.fd, v.addr, v.laddr, v.pub.Multi = now, now, connFD(nc), addr, laddr, -1
 	v.cmd[0].n, v.cmd[1].n = -1, -1
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/clients"
 	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/proxy/limits"
@@ -59,10 +60,11 @@ type session struct {
 
 // newSession prepares a session for an accepted connection.
 func newSession(srv *Shared, id uint64, nc net.Conn) *session {
+	addr, laddr := netaddr.Peer(nc) // a Unix socket's: its path and ":0"
 	s := &session{
 		srv:  srv,
 		id:   id,
-		addr: nc.RemoteAddr().String(),
+		addr: addr,
 		c: conn.New(nc, conn.Options{ID: id, Mem: srv.Mem, MaxQueryBuffer: srv.Cfg.MaxQueryBuffer,
 			Limits:       resp.Limits{MaxMultibulk: srv.Cfg.MaxMultibulk, MaxBulk: int(srv.Cfg.MaxBulk), MaxInline: srv.Cfg.MaxInline},
 			WriteTimeout: srv.Cfg.WriteTimeout, BytesIn: srv.Met.BytesIn, BytesOut: srv.Met.BytesOut}),
@@ -73,7 +75,7 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
 	s.listing.Init(s.addr, nc, time.Now())
-	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: s.c.Net().LocalAddr().String()}
+	s.st = rewrite.State{ID: int64(s.id), Addr: s.addr, LocalAddr: laddr}
 	s.authBy = time.Now().Add(srv.Cfg.AuthTimeout) // while users are configured (authlimit.go)
 	return s
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/resp"
@@ -168,7 +169,7 @@ func (d *dialer) dial(ctx context.Context, proto int) (dl Dialed, fenceErr bool,
 // open dials addr and readies the connection (see dial).
 func (d *dialer) open(ctx context.Context, addr string, proto int) (nc net.Conn, br *bufio.Reader, fenceErr bool, err error) {
 	var nd net.Dialer
-	nc, err = nd.DialContext(ctx, "tcp", addr)
+	nc, err = netaddr.DialContext(ctx, &nd, addr) // host:port, or unix:/path on the same host
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -92,8 +92,11 @@ func (r *runner) latencyCurve(ctx context.Context, gets []target, loops []mixTar
 // GET test, or the command args.
 func (r *runner) latGet(ctx context.Context, t target, c int, args ...string) (latPoint, error) {
 	host, port, _ := strings.Cut(t.addr, ":")
-	argv := []string{r.redisBenchmarkBin, "-h", host, "-p", port, "-c", itoa(c),
-		"-n", itoa(latGetRequests(c)), "-P", "1", "--csv"}
+	argv := []string{r.redisBenchmarkBin, "-h", host, "-p", port}
+	if sock, ok := strings.CutPrefix(t.addr, "unix:"); ok {
+		argv = []string{r.redisBenchmarkBin, "-s", sock}
+	}
+	argv = append(argv, "-c", itoa(c), "-n", itoa(latGetRequests(c)), "-P", "1", "--csv")
 	if len(args) == 0 {
 		argv = append(argv, "-t", "get")
 	} else {

@@ -89,7 +89,7 @@ func (r *runner) writeOneClient(w func(string, ...any), twem string) {
 	}
 	direct := o.paths[0]
 	w("\n## 1c. One client at pipeline 1, in paired rounds (issue 32's latency target)\n\n")
-	w("%d rounds. Each round runs redis-benchmark `-c 1 -P 1 -t get -n %d` against every path in turn, the order rotated each round, so a round's figures are taken within seconds of each other; \"added\" is a path's p50 minus the direct path's in the same round, and the last column is a path's p50 minus twemproxy's in the same round. Medians over the rounds, with their range: one client's p50 moves between levels tens of microseconds apart as the machine's other work comes and goes, and a round's own differences cancel that. `goforward` (bench/cmd/goforward) is the floor of emqproxy's design: the same runtime with GOMAXPROCS 1, a goroutine per client and the network poller, a read and a write on each side per call and nothing else.\n\n",
+	w("%d rounds. Each round runs redis-benchmark `-c 1 -P 1 -t get -n %d` against every path in turn, the order rotated each round, so a round's figures are taken within seconds of each other; \"added\" is a path's p50 minus the direct path's in the same round, and the last column is a path's p50 minus twemproxy's in the same round. Medians over the rounds, with their range: one client's p50 moves between levels tens of microseconds apart as the machine's other work comes and goes, and a round's own differences cancel that. `goforward` (bench/cmd/goforward) is the floor of emqproxy's design: the same runtime with GOMAXPROCS 1, a goroutine per client and the network poller, a read and a write on each side per call and nothing else. A path marked `(unix)` is the same process reached over its Unix socket (redis-benchmark `-s`), the hop a sidecar's application makes; the proxy reaches the node over TCP as on every path.\n\n",
 		len(o.p50[direct]), latGetRequests(1))
 	w("| path | p50 µs | added p50 µs | p50 minus twemproxy's, µs |\n|---|---|---|---|\n")
 	for _, p := range o.paths {
@@ -131,7 +131,13 @@ func (r *runner) oneClientPaths(ctx context.Context, direct, px, twem target) er
 		return err
 	}
 	defer gf.stop()
-	return r.oneClient(ctx, []target{direct, px, twem, {name: "goforward", addr: gf.addr, pid: gf.pid()}})
+	paths := []target{direct, px, twem, {name: "goforward", addr: gf.addr, pid: gf.pid()}}
+	for _, t := range []target{px, twem} {
+		if t.unix != "" {
+			paths = append(paths, target{name: t.name + " (unix)", addr: t.unix, pid: t.pid})
+		}
+	}
+	return r.oneClient(ctx, paths)
 }
 
 // oneClientOnly runs section 1c alone (--only oneclient): emqproxy with
@@ -150,7 +156,11 @@ func (r *runner) withPaths(ctx context.Context, kind proxyKind, f func(ctx conte
 		return err
 	}
 	defer r.module.Stop()
-	px, err := r.startProxy(proxySpec{name: "emqproxy", kind: kind, audit: filepath.Join(r.tmp, "emqproxy-audit.log")})
+	spec := proxySpec{name: "emqproxy", kind: kind, audit: filepath.Join(r.tmp, "emqproxy-audit.log")}
+	if kind == kindBinary {
+		spec.unix = filepath.Join(r.tmp, "emqproxy.sock")
+	}
+	px, err := r.startProxy(spec)
 	if err != nil {
 		return err
 	}
@@ -160,6 +170,10 @@ func (r *runner) withPaths(ctx context.Context, kind proxyKind, f func(ctx conte
 		return err
 	}
 	defer tw.stop()
-	return f(ctx, target{name: "direct", addr: r.module.Addr},
-		target{name: "emqproxy", addr: px.addr, pid: px.pid()}, target{name: "twemproxy", addr: tw.addr, pid: tw.pid()})
+	pxt := target{name: "emqproxy", addr: px.addr, pid: px.pid()}
+	if spec.unix != "" {
+		pxt.unix = "unix:" + spec.unix
+	}
+	return f(ctx, target{name: "direct", addr: r.module.Addr}, pxt,
+		target{name: "twemproxy", addr: tw.addr, pid: tw.pid(), unix: "unix:" + r.twemUnixSocket()})
 }

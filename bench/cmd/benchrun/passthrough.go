@@ -24,6 +24,9 @@ type target struct {
 	addr  string
 	pid   int
 	admin string // the proxy's admin listener, for its allocation count ("" = none)
+	// unix is the same process's Unix socket listener (unix:/path; "" =
+	// none), measured beside addr in section 1c.
+	unix string
 }
 
 // ptResult is one redis-benchmark run (SET and GET).

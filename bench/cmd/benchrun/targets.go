@@ -29,6 +29,9 @@ type proxySpec struct {
 	// each line indented as under upstreams.module-a.
 	upstream     string
 	upstreamKeys string
+	// unix, when set, is a Unix socket's path the proxy listens on beside
+	// its TCP address (binary only).
+	unix string
 }
 
 // binaryServes reports whether the emqproxy binary has a working serve command.
@@ -65,7 +68,11 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 	case kindBinary:
 		cfg := filepath.Join(r.tmp, safeName(s.name)+".yaml")
 		var b strings.Builder
-		fmt.Fprintf(&b, "listen: %q\nmap: %q\n", addr, mapPath)
+		if s.unix != "" {
+			fmt.Fprintf(&b, "listen: [%q, %q]\nmap: %q\n", addr, "unix:"+s.unix, mapPath)
+		} else {
+			fmt.Fprintf(&b, "listen: %q\nmap: %q\n", addr, mapPath)
+		}
 		fmt.Fprintf(&b, "upstreams:\n  module-a:\n    address: %q\n    role: module\n%s", upstream, s.upstreamKeys)
 		fmt.Fprintf(&b, "routes:\n  - queues: [\"*\"]\n    upstream: module-a\n")
 		fmt.Fprintf(&b, "audit:\n  sink: %q\nlog:\n  level: warn\n", s.audit)
@@ -100,6 +107,9 @@ func (r *runner) startProxy(s proxySpec) (*proc, error) {
 	return p, nil
 }
 
+// twemUnixSocket is the Unix socket of startTwemproxy's second pool.
+func (r *runner) twemUnixSocket() string { return filepath.Join(r.tmp, "nutcracker.sock") }
+
 // startTwemproxy starts nutcracker with one pool in front of the module
 // node: redis protocol, one server connection.
 func (r *runner) startTwemproxy() (*proc, error) {
@@ -121,7 +131,17 @@ func (r *runner) startTwemproxy() (*proc, error) {
   timeout: 10000
   servers:
     - %s:1
-`, addr, r.module.Addr)
+benchunix:
+  listen: %s 0666
+  hash: fnv1a_64
+  distribution: ketama
+  redis: true
+  server_connections: 1
+  auto_eject_hosts: false
+  timeout: 10000
+  servers:
+    - %s:1
+`, addr, r.module.Addr, r.twemUnixSocket(), r.module.Addr)
 	path := filepath.Join(r.tmp, "nutcracker.yml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
