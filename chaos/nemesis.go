@@ -466,13 +466,28 @@ func lastLine(s string) string {
 	return s
 }
 
+// mover runs `emqproxy queue` with args. A move (not an --abort) gets a
+// --deadline of half the time ctx leaves: it waits out the faults it can
+// within that (control.Mover.MayResume) and ends with its own error
+// rather than killed by ctx, with time left for what follows it (a
+// --resume, an --abort).
 func (n *nemesis) mover(ctx context.Context, args ...string) (string, error) {
+	args = withDeadline(ctx, args)
 	cmd := exec.CommandContext(ctx, n.f.Bin, append([]string{"queue"}, append(args, "--config", n.f.MoverCfg)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	began := time.Now()
 	out, err := cmd.CombinedOutput()
 	n.moverLog(began, args, string(out), err)
 	return string(out), err
+}
+
+// withDeadline gives a move (not an --abort) a --deadline of half the time
+// ctx leaves (none without a deadline).
+func withDeadline(ctx context.Context, args []string) []string {
+	if dl, ok := ctx.Deadline(); ok && args[0] == "move" && !slices.Contains(args, "--abort") {
+		return append(slices.Clip(args), "--deadline", (time.Until(dl) / 2).Round(time.Second).String())
+	}
+	return args
 }
 
 // moverLog appends a mover's whole output to movers.log in the fleet's
@@ -490,6 +505,7 @@ func (n *nemesis) moverLog(began time.Time, args []string, out string, err error
 
 // killedMover runs a mover that stops after step and kills it there.
 func (n *nemesis) killedMover(ctx context.Context, step string, args ...string) (string, error) {
+	args = withDeadline(ctx, args)
 	cmd := exec.CommandContext(ctx, n.f.Bin, append([]string{"queue"}, append(args, "--config", n.f.MoverCfg, "--stop-after", step)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

@@ -26,6 +26,7 @@ import (
 func (n *nemesis) stopAbort(f Fault, q, from, d string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	args = withDeadline(ctx, args)
 	cmd := exec.CommandContext(ctx, n.f.Bin, append([]string{"queue"}, append(args, "--config", n.f.MoverCfg)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pipe, err := cmd.StdoutPipe()

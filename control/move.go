@@ -146,6 +146,10 @@ type Report struct {
 // ErrStopped is returned by Run when StopAfter stopped it.
 var ErrStopped = errors.New("stopped")
 
+// ErrUnreachable is wrapped (with ErrMove) when the move needs an upstream
+// it cannot reach now: a command that waits (--deadline) tries again.
+var ErrUnreachable = errors.New("unreachable")
+
 func (m *Mover) say(format string, args ...any) {
 	if m.Out != nil {
 		fmt.Fprintf(m.Out, format+"\n", args...)
@@ -194,7 +198,7 @@ func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) s
 // old (bench/results/2026-12-02-1403-83d215b-chaos.md, queue charlie1).
 func (m *Mover) reachable() error {
 	for _, name := range slices.Sorted(maps.Keys(m.Down)) {
-		return fmt.Errorf("%w: upstream %s is unreachable (%v): %s", ErrMove, name, m.Down[name], needAll)
+		return fmt.Errorf("%w: upstream %s is %w (%v): %s", ErrMove, name, ErrUnreachable, m.Down[name], needAll)
 	}
 	return nil
 }
@@ -213,7 +217,7 @@ func (m *Mover) table(ctx context.Context) (Table, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		t, err := m.Nodes[name].ReadTable(ctx)
 		if err != nil && !errors.Is(err, ErrTable) {
-			return Table{}, fmt.Errorf("%w: upstream %s is unreachable (reading its control table: %v): %s", ErrMove, name, err, needAll)
+			return Table{}, fmt.Errorf("%w: upstream %s is %w (reading its control table: %v): %s", ErrMove, name, ErrUnreachable, err, needAll)
 		}
 		tables = append(tables, t)
 	}
@@ -253,7 +257,7 @@ func (m *Mover) maxEpoch(ctx context.Context) (int64, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		regs, err := m.Nodes[name].Proxies(ctx)
 		if err != nil && !errors.Is(err, ErrTable) {
-			return 0, fmt.Errorf("%w: upstream %s is unreachable (reading its proxies: %v): %s", ErrMove, name, err, needAll)
+			return 0, fmt.Errorf("%w: upstream %s is %w (reading its proxies: %v): %s", ErrMove, name, ErrUnreachable, err, needAll)
 		}
 		for _, r := range regs {
 			top = max(top, r.Applied)
@@ -271,7 +275,7 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading the move record of %s: %v: %s", ErrMove, m.Queue, err, needAll)
+			return nil, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", ErrMove, m.Queue, name, ErrUnreachable, err, needAll)
 		}
 		if r != nil {
 			return r, nil
@@ -289,7 +293,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("%w: queue %q is not a queue name (no braces)", ErrMove, m.Queue)
 	}
 	if err, ok := m.Down[m.To]; ok {
-		return nil, fmt.Errorf("%w: target %s is unreachable: %v", ErrMove, m.To, err)
+		return nil, fmt.Errorf("%w: target %s is %w: %v", ErrMove, m.To, ErrUnreachable, err)
 	}
 	to := m.Nodes[m.To]
 	if to == nil {
@@ -312,7 +316,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("%w: queue %s is already served by %s", ErrMove, m.Queue, m.To)
 	}
 	if err, ok := m.Down[from]; ok {
-		return nil, fmt.Errorf("%w: source %s (serving %s) is unreachable: %v", ErrMove, from, m.Queue, err)
+		return nil, fmt.Errorf("%w: source %s (serving %s) is %w: %v", ErrMove, from, m.Queue, ErrUnreachable, err)
 	}
 	src := m.Nodes[from]
 	if src == nil {
@@ -353,7 +357,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 func (m *Mover) validate(ctx context.Context, src, to *Node) error {
 	for _, n := range []*Node{src, to} {
 		if err := n.C.Do(ctx, n.C.B().Ping().Build()).Error(); err != nil {
-			return fmt.Errorf("%w: upstream %s is unreachable: %v", ErrMove, n.Name, err)
+			return fmt.Errorf("%w: upstream %s is %w: %v", ErrMove, n.Name, ErrUnreachable, err)
 		}
 	}
 	if m.CheckTarget != nil {

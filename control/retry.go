@@ -11,24 +11,30 @@ import (
 const DefaultDeadline = 10 * time.Minute
 
 // MayResume reports whether a move that stopped with err can be taken up
-// again by this mover's Resume without a person deciding anything: the
-// move's record is still the one this mover wrote or took over last (no
-// --abort dropped it, no other --resume took it over: ErrSuperseded), and
-// the mover was not stopped on purpose (ErrStopped, a cancelled context).
-// A record that cannot be read now (an upstream away) counts as resumable:
+// again without a person deciding anything: by this mover's Resume when
+// it wrote or took over the move's record (Recorded) and the record is
+// still that one (no --abort dropped it, no other --resume took it over:
+// ErrSuperseded); by Run again when it stopped before it wrote a record
+// because an upstream was unreachable (ErrUnreachable: a node restarting
+// or failing over; the caller dials it again first). Never when the
+// mover was stopped on purpose (ErrStopped, a cancelled context). A
+// record that cannot be read now (an upstream away) counts as resumable:
 // the next Resume reads it again and refuses while it cannot.
 //
 // What it covers is every stop whose message ends in "--resume tries
-// again": the replicas did not confirm a write (a replica down or
-// resyncing, a failover), a proxy did not acknowledge a hold in --wait, a
-// hold released at --max-hold, a lost connection to a node. A move refused
-// before it wrote its record (a target with keys of the queue, a queue
-// already served by the target) has no record of this mover's, and is not
-// resumable.
+// again" or "try again when it is back": the replicas did not confirm a
+// write (a replica down or resyncing, a failover), a proxy did not
+// acknowledge a hold in --wait, a hold released at --max-hold, a lost
+// connection to a node, an upstream down when the move began. A move
+// refused for what it found (a target with keys of the queue, a queue
+// already served by the target, a move of another mover in progress) is
+// not.
 func (m *Mover) MayResume(ctx context.Context, err error) bool {
-	if err == nil || m.token == "" || ctx.Err() != nil ||
-		errors.Is(err, ErrSuperseded) || errors.Is(err, ErrStopped) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrSuperseded) || errors.Is(err, ErrStopped) {
 		return false
+	}
+	if m.token == "" {
+		return errors.Is(err, ErrUnreachable)
 	}
 	rec, rerr := m.findRecord(ctx)
 	if rerr != nil {
@@ -36,3 +42,7 @@ func (m *Mover) MayResume(ctx context.Context, err error) bool {
 	}
 	return rec != nil && rec.token == m.token
 }
+
+// Recorded reports whether this mover wrote or took over the move's
+// record: its next attempt is a Resume, not a Run.
+func (m *Mover) Recorded() bool { return m.token != "" }

@@ -42,7 +42,7 @@ import (
 // progress.
 func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 	if m.Nodes[rec.to] == nil {
-		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is unreachable: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue)
+		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is %w: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue, ErrUnreachable)
 	}
 	owner, e, err := m.owner(ctx)
 	if err != nil {

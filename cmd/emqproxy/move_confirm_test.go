@@ -146,7 +146,7 @@ func TestQueueMoveResumesByItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
-	mv.waitLine(t, "then resuming")
+	mv.waitLine(t, "then trying again")
 	if err := replica.Thaw(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,39 @@ func TestQueueMoveResumesByItself(t *testing.T) {
 	for _, id := range ids {
 		if n := inSets(t, rc, "billing", id); n != 1 {
 			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
+		}
+	}
+}
+
+// TestQueueMoveWaitsForAnUpstreamDownAtTheStart: a move begun while its
+// target does not answer (frozen: a node restarting or failing over)
+// writes nothing, says what it waits for, dials the target again after
+// each wait, and once the target is back moves the queue, within
+// --deadline and without a person running it again.
+func TestQueueMoveWaitsForAnUpstreamDownAtTheStart(t *testing.T) {
+	node.Long(t)
+	s, _ := startConfirmStand(t)
+	ids := fillQueue(t, s.src, "billing", 20)
+	if err := s.module.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.module.Thaw() })
+	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
+	mv.waitLine(t, "then trying again")
+	if err := s.module.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mv.wait(t)
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("the move did not end moved by itself: %v\n%s", err, out)
+	}
+	t.Logf("mover:\n%s", out)
+	if !strings.Contains(out, "attempt 1 stopped") || !strings.Contains(out, "module-a is unreachable") {
+		t.Errorf("the mover did not say what it waited for:\n%s", out)
+	}
+	for _, id := range ids {
+		if n := inSets(t, s.dst, "billing", id); n != 1 {
+			t.Errorf("after the move, job %s is in %d sets of module-a", id, n)
 		}
 	}
 }

@@ -159,8 +159,8 @@ func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
 	}
 	t.Cleanup(thaw)
 	for _, args := range [][]string{
-		{"move", "billing", "--to", "module-c", "--replace"},
-		{"move", "billing", "--resume"},
+		{"move", "billing", "--to", "module-c", "--replace", "--deadline", "0"},
+		{"move", "billing", "--resume", "--deadline", "0"},
 		{"move", "billing", "--abort"},
 	} {
 		out, err := s.run(t, args...)

@@ -447,12 +447,14 @@ func TestQueueMoveRefusalsAndAbort(t *testing.T) {
 	if err := s.src.Do(ctx, s.src.B().Hset().Key(legacy.JobKey("billing", "J1")).FieldValue().FieldValue("state", "pending").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.run(t, "move", "billing", "--to", "gone-c"); err == nil || !strings.Contains(out, "target gone-c is unreachable") {
+	// --deadline 0: the first attempt's refusal (without it the command
+	// waits for gone-c to come back: TestQueueMoveWaitsForAnUpstreamDownAtTheStart).
+	if out, err := s.run(t, "move", "billing", "--to", "gone-c", "--deadline", "0"); err == nil || !strings.Contains(out, "target gone-c is unreachable") {
 		t.Errorf("move to gone-c: %v, want a refusal with %q", err, "target gone-c is unreachable")
 	}
 	// Any unreachable upstream refuses a move: the entry that decides the
 	// queue's owner may be on it alone (control.Mover.reachable).
-	if out, err := s.run(t, "move", "billing", "--to", "bare-d"); err == nil || !strings.Contains(out, "upstream gone-c is unreachable") {
+	if out, err := s.run(t, "move", "billing", "--to", "bare-d", "--deadline", "0"); err == nil || !strings.Contains(out, "upstream gone-c is unreachable") {
 		t.Errorf("move to bare-d with gone-c unreachable: %v, want a refusal naming gone-c", err)
 	}
 	b, err := os.ReadFile(s.cfg)

@@ -104,7 +104,7 @@ func newQueueCmd() *cobra.Command {
 			if abort {
 				return mv.Abort(ctx)
 			}
-			rep, err := moveUntil(ctx, mv, resume, deadline, cmd.OutOrStdout())
+			rep, err := moveUntil(ctx, mv, resume, deadline, func() { redial(cfg, nodes, down) }, cmd.OutOrStdout())
 			if err != nil {
 				if errors.Is(err, control.ErrStopped) {
 					<-ctx.Done() // wait to be killed, as a mover killed at that step
@@ -174,27 +174,12 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 	down := map[string]error{}
 	var unreachable []string
 	for _, name := range cfg.UpstreamNames() {
-		u := cfg.Upstreams[name]
-		t, err := upstreamTLS(name, u.TLS)
+		o, err := nodeOptions(cfg, name)
 		if err != nil {
 			closeNodes(nodes)
 			return nil, nil, nil, err
 		}
-		so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
-		if err != nil {
-			closeNodes(nodes)
-			return nil, nil, nil, err
-		}
-		// A master set under Sentinel is reached through valkey-go's
-		// Sentinel client: the mover finds the primary as the proxies do.
-		// Its replies are awaited as long as the proxies await an
-		// upstream's (timeouts.upstream), not the dial timeout: a loaded
-		// node answers the mover's pipelines and its replication
-		// stream's handshake in seconds, and that must not fail a move.
-		n, err := control.Dial(control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
-			Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ReplyTimeout: cfg.Timeouts.Upstream,
-			ClientName: control.MoverClientName, RESP2: true,
-			AckReplicas: u.AckReplicas, AckTimeout: u.AckTimeout})
+		n, err := control.Dial(o)
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
@@ -206,6 +191,46 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 		return nil, nil, nil, fmt.Errorf("no upstream reachable: %s", strings.Join(unreachable, "; "))
 	}
 	return cfg, nodes, down, nil
+}
+
+// nodeOptions is how the control commands reach upstream name.
+func nodeOptions(cfg *config.Config, name string) (control.NodeOptions, error) {
+	u := cfg.Upstreams[name]
+	t, err := upstreamTLS(name, u.TLS)
+	if err != nil {
+		return control.NodeOptions{}, err
+	}
+	so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
+	if err != nil {
+		return control.NodeOptions{}, err
+	}
+	// A master set under Sentinel is reached through valkey-go's Sentinel
+	// client: the mover finds the primary as the proxies do. Its replies
+	// are awaited as long as the proxies await an upstream's
+	// (timeouts.upstream), not the dial timeout: a loaded node answers the
+	// mover's pipelines and its replication stream's handshake in seconds,
+	// and that must not fail a move.
+	return control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
+		Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ReplyTimeout: cfg.Timeouts.Upstream,
+		ClientName: control.MoverClientName, RESP2: true,
+		AckReplicas: u.AckReplicas, AckTimeout: u.AckTimeout}, nil
+}
+
+// redial dials again the upstreams that were unreachable (down), moving
+// those it reaches now into nodes.
+func redial(cfg *config.Config, nodes map[string]*control.Node, down map[string]error) {
+	for _, name := range slices.Sorted(maps.Keys(down)) {
+		o, err := nodeOptions(cfg, name)
+		if err == nil {
+			var n *control.Node
+			if n, err = control.Dial(o); err == nil {
+				nodes[name] = n
+				delete(down, name)
+				continue
+			}
+		}
+		down[name] = err
+	}
 }
 
 func closeNodes(nodes map[string]*control.Node) {
@@ -288,11 +313,13 @@ const (
 )
 
 // moveUntil runs the move (or resumes it) and, while it stops on a fault
-// it can wait out (control.Mover.MayResume), waits and resumes it, until
-// deadline has passed since the start; each wait is said with what
-// stopped the attempt. A fault that needs a person (a refusal, a move
-// taken over or aborted by another command) ends it at once.
-func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, out io.Writer) (*control.Report, error) {
+// it can wait out (control.Mover.MayResume), waits, dials the upstreams
+// that were unreachable again (redial) and tries again, until deadline
+// has passed since the start: a Resume once the mover wrote its record, a
+// Run before. Each wait is said with what stopped the attempt. A fault
+// that needs a person (a refusal, a move taken over or aborted by another
+// command) ends it at once.
+func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, redial func(), out io.Writer) (*control.Report, error) {
 	end := time.Now().Add(deadline)
 	pause := firstRetry
 	for attempt := 1; ; attempt++ {
@@ -309,7 +336,7 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 			}
 			return rep, err
 		}
-		fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then resuming (--deadline %v, %v left)\n",
+		fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then trying again (--deadline %v, %v left)\n",
 			attempt, err, pause, deadline, time.Until(end).Round(time.Second))
 		select {
 		case <-ctx.Done():
@@ -317,6 +344,7 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, maxRetry)
-		resume = true
+		resume = resume || mv.Recorded()
+		redial()
 	}
 }
