@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -71,6 +72,8 @@ type Result struct {
 	// down, a node that did not come back in time).
 	Faults      map[string]int
 	FaultErrors map[string]int
+	// Moves counts the move faults by kind and outcome (moveOutcome).
+	Moves map[string]map[string]int
 	// Acked is the number of enqueues acknowledged with 1.
 	Acked int
 	// Remaining counts the jobs left in each set after the drain.
@@ -130,7 +133,7 @@ func jobKey(q, id string) string { return q + "/" + id }
 // Check judges the history against the final state.
 func Check(events []Event, final Final) *Result {
 	c := &checker{
-		res:     &Result{Calls: map[string]map[string]int{}, Faults: map[string]int{}, FaultErrors: map[string]int{}, Remaining: map[string]int{}, Leftovers: map[string]int64{}},
+		res:     &Result{Calls: map[string]map[string]int{}, Faults: map[string]int{}, FaultErrors: map[string]int{}, Moves: map[string]map[string]int{}, Remaining: map[string]int{}, Leftovers: map[string]int64{}},
 		byJob:   map[string][]*call{},
 		payload: map[string]string{},
 		enqAt:   map[string][]*call{},
@@ -166,6 +169,12 @@ func (c *checker) index(events []Event) {
 				c.bound = e.CallBound * 1000
 			}
 		case KindFault:
+			if o := moveOutcome(e); o != "" {
+				if c.res.Moves[e.Fault] == nil {
+					c.res.Moves[e.Fault] = map[string]int{}
+				}
+				c.res.Moves[e.Fault][o]++
+			}
 			switch e.Phase {
 			case "start":
 				c.res.Faults[e.Fault]++
@@ -562,4 +571,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// The outcomes of a move fault, in the report's order: the queue ended on
+// the move's target, stayed on its source (refused, aborted, or rolled
+// back), ended on a third node, or its owner is not known.
+var moveOutcomes = []string{"moved", "stayed", "elsewhere", "unknown"}
+
+var (
+	moveRoute = regexp.MustCompile(`^[^:]+: (\S+) -> (\S+?)[,;]`)
+	moveOwner = regexp.MustCompile(`owner now ([^:;\s]+)`)
+)
+
+// moveOutcome is the outcome of a move fault's last event ("end" or
+// "error": its detail names the move's source and target, then the
+// owner found after it), "" for any other event.
+func moveOutcome(e Event) string {
+	if e.Phase != "end" && e.Phase != "error" || !slices.Contains([]string{FaultMove, FaultMoveKilled, FaultMoveStopped}, e.Fault) {
+		return ""
+	}
+	r, o := moveRoute.FindStringSubmatch(e.Detail), moveOwner.FindStringSubmatch(e.Detail)
+	switch {
+	case r == nil || o == nil:
+		return "unknown"
+	case o[1] == r[2]:
+		return "moved"
+	case o[1] == r[1]:
+		return "stayed"
+	}
+	return "elsewhere"
 }

@@ -302,3 +302,23 @@ func TestCheckerCountsLeftovers(t *testing.T) {
 		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestMoveOutcome: a move fault's last event is counted by where its
+// queue ended, read from the detail the nemesis writes.
+func TestMoveOutcome(t *testing.T) {
+	for _, c := range []struct {
+		fault, phase, detail, want string
+	}{
+		{FaultMove, "end", "bravo1: module-b -> scripts-c; moved; owner now scripts-c", "moved"},
+		{FaultMove, "error", "alpha1: module-b -> module-a; move alpha1 --to module-a: exit status 1: x; owner now module-b: the queue did not move", "stayed"},
+		{FaultMoveKilled, "error", "delta1: module-a -> module-b, mover killed after copied; owner now scripts-c", "elsewhere"},
+		{FaultMoveStopped, "end", "bravo1: scripts-c -> module-b; stopped after its hold, aborted: aborted: bravo1 released on scripts-c at epoch 25; owner now scripts-c", "stayed"},
+		{FaultMove, "error", "charlie1: scripts-c -> module-a; the mover did not start", "unknown"},
+		{FaultMove, "start", "bravo1: module-b -> scripts-c", ""},
+		{FaultSidecarKill, "end", "sidecar 1: owner now x", ""},
+	} {
+		if got := moveOutcome(Event{Kind: KindFault, Fault: c.fault, Phase: c.phase, Detail: c.detail}); got != c.want {
+			t.Errorf("%s %s %q: %q, want %q", c.fault, c.phase, c.detail, got, c.want)
+		}
+	}
+}

@@ -51,6 +51,16 @@ func WriteReport(w io.Writer, s Summary, r *Result) {
 		failed += r.FaultErrors[k]
 	}
 	fmt.Fprintf(w, "| total | %d | %d |\n", total, failed)
+	if len(r.Moves) > 0 {
+		fmt.Fprintf(w, "\n## Moves, by outcome\n\nWhere the queue was after each move fault: on the move's target (moved), on its source (refused, aborted or rolled back; a stopped-and-aborted move must stay), on a third node, or not known.\n\n| fault | %s |\n|---|---|---|---|---|\n", strings.Join(moveOutcomes, " | "))
+		for _, k := range sortedKeys(r.Moves) {
+			fmt.Fprintf(w, "| %s |", k)
+			for _, o := range moveOutcomes {
+				fmt.Fprintf(w, " %d |", r.Moves[k][o])
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	fmt.Fprintf(w, "\n## Calls, by outcome\n\n| operation | ok | err | timeout | hung |\n|---|---|---|---|---|\n")
 	var sum [4]int
 	for _, op := range sortedKeys(r.Calls) {
