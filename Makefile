@@ -54,9 +54,15 @@ run: build
 # twice.
 RACE_PKGS := ./capture/... ./proxy/... ./control/... ./fence/... ./admin/... ./discovery/... ./stand/legacy/... ./e2e/...
 
+# The session suites run a second time with the proxies on a Unix socket
+# (EMQPROXY_TEST_LISTEN=unix; proxy/helpers_test.go): isolation and
+# shares, fidelity against the server, pub/sub, transcripts, routes.
+UNIX_SUITES := Share|Isolat|Fidelity|Subscribe|Transcript|Route|Unix
+
 # The whole suite against real servers the tests start themselves: vet,
 # the concurrent packages under the race detector, every other package
-# once, and each fuzz target for a bounded count. Every leg runs even when
+# once, the session suites over a Unix socket, and each fuzz target for a
+# bounded count. Every leg runs even when
 # one before it failed, so one run reports every failure; it fails if any
 # leg did. CI runs exactly this.
 test: deps module valkey
@@ -65,6 +71,7 @@ test: deps module valkey
 	set -x; \
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
 	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))") || status=1; \
+	EMQPROXY_TEST_LISTEN=unix $(GO) test -short $(TEST_FLAGS) ./proxy -run '$(UNIX_SUITES)' || status=1; \
 	$(MAKE) --no-print-directory fuzz || status=1; \
 	{ set +x; } 2>/dev/null; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (the failures are above)"; fi; \
