@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/emqproxy/emqproxy/capture"
 	"github.com/emqproxy/emqproxy/config"
+	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy"
 )
 
@@ -19,6 +22,7 @@ import (
 func TestDefaultsAreTheLibrarys(t *testing.T) {
 	library := map[string]any{
 		"listen":                  proxy.DefaultListen,
+		"listen_mode":             netaddr.DefaultMode,
 		"limits.max_clients":      proxy.DefaultMaxClients,
 		"limits.max_multibulk":    proxy.DefaultMaxMultibulk,
 		"limits.max_bulk":         proxy.DefaultMaxBulk,
@@ -83,7 +87,8 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 }
 
 // sameDefault compares a configuration default (as config.Defaults holds
-// it: durations as strings, sizes as int or int64) with the library's.
+// it: durations as strings, modes as octal strings, sizes as int or
+// int64) with the library's.
 func sameDefault(t *testing.T, key string, got, want any) bool {
 	t.Helper()
 	if d, ok := want.(time.Duration); ok {
@@ -98,6 +103,19 @@ func sameDefault(t *testing.T, key string, got, want any) bool {
 			return true
 		}
 		return g == d
+	}
+	if m, ok := want.(fs.FileMode); ok {
+		s, ok := got.(string)
+		if !ok {
+			t.Errorf("%s: %T, want a mode written as an octal string", key, got)
+			return true
+		}
+		g, err := strconv.ParseUint(s, 8, 32)
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			return true
+		}
+		return fs.FileMode(g) == m
 	}
 	return fmt.Sprint(got) == fmt.Sprint(want)
 }
