@@ -4,7 +4,10 @@ BIN       := bin/emqproxy
 MODULE_SO := stand/module/build/emq.so
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The whole suite; packages run in parallel, two at a time on a 2-core machine.
-TEST_FLAGS ?= -p 2 -timeout 12m
+# Only tests whose time goes to timers (Sentinel failovers, a frozen
+# replica's WAIT timeouts, a move's retry back-off) call t.Parallel, so
+# four of them at once cost little CPU and overlap their waits.
+TEST_FLAGS ?= -p 2 -parallel 4 -timeout 12m
 # Each fuzz target runs for a number of executions (about 10 s each on a
 # 2-core machine), not a duration: Go 1.26's coordinator can report a
 # spurious "context deadline exceeded" failure when a -fuzztime duration
@@ -52,30 +55,27 @@ run: build
 # The packages with concurrency of their own: their tests run under the
 # race detector. Every other package runs once without it; no package runs
 # twice.
-RACE_PKGS := ./capture/... ./proxy/... ./control/... ./fence/... ./admin/... ./discovery/... ./stand/legacy/... ./e2e/...
+# Listed longest first: go test starts the packages in this order, and the
+# long ones (proxy, e2e, control) would otherwise start last on one core.
+RACE_PKGS := ./proxy/... ./e2e/... ./control/... ./discovery/... ./capture/... ./fence/... ./admin/... ./stand/legacy/...
 
 # The session suites run a second time with the proxies on a Unix socket
 # (EMQPROXY_TEST_LISTEN=unix; proxy/helpers_test.go): isolation and
 # shares, fidelity against the server, pub/sub, transcripts, routes.
 UNIX_SUITES := Share|Isolat|Fidelity|Subscribe|Transcript|Route|Unix
+# The packages outside the race leg run one at a time, beside it.
+PLAIN_FLAGS ?= -p 1 -parallel 4 -timeout 12m
 
 # The whole suite against real servers the tests start themselves: vet,
-# the concurrent packages under the race detector, every other package
-# once, the session suites over a Unix socket, and each fuzz target for a
-# bounded count. Every leg runs even when
-# one before it failed, so one run reports every failure; it fails if any
-# leg did. CI runs exactly this.
+# then scripts/test.sh: the concurrent packages under the race detector
+# and, at the same time, every other package once and the session suites
+# over a Unix socket; then each fuzz target for a bounded count. Every leg
+# runs even when one before it failed, so one run reports every failure;
+# it fails if any leg did. CI runs exactly this.
 test: deps module valkey
 	$(GO) vet ./...
-	@status=0; \
-	set -x; \
-	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS) || status=1; \
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))") || status=1; \
-	EMQPROXY_TEST_LISTEN=unix $(GO) test -short $(TEST_FLAGS) ./proxy -run '$(UNIX_SUITES)' || status=1; \
-	$(MAKE) --no-print-directory fuzz || status=1; \
-	{ set +x; } 2>/dev/null; \
-	if [ $$status -ne 0 ]; then echo "make test: FAILED (the failures are above)"; fi; \
-	exit $$status
+	@GO="$(GO)" MAKE="$(MAKE)" TEST_FLAGS="$(TEST_FLAGS)" PLAIN_FLAGS="$(PLAIN_FLAGS)" \
+		RACE_PKGS="$(RACE_PKGS)" UNIX_SUITES="$(UNIX_SUITES)" ./scripts/test.sh
 
 # The inner loop: formatting, vet, and every test that does not take
 # seconds of real time (-short skips the failovers, the moves under load,

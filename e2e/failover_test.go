@@ -161,6 +161,7 @@ func loadInvariants(t *testing.T, l *load, bound time.Duration) {
 
 func TestFailoverUnderLoadIntegration(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the sentinels' down-after and failover): overlaps the other failovers
 	node.EachServerParallel(t, testFailoverUnderLoad)
 }
 
@@ -242,6 +243,7 @@ func testFailoverUnderLoad(t *testing.T, server node.Server) {
 
 func TestFailoverSeedTransitionIntegration(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the sentinels' down-after and failover): overlaps the other failovers
 	node.EachServerParallel(t, testFailoverSeedTransition)
 }
 
@@ -294,6 +296,7 @@ func testFailoverSeedTransition(t *testing.T, server node.Server) {
 
 func TestFailoverTwiceAckIntegration(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the sentinels' down-after and failover): overlaps the other failovers
 	node.EachServerParallel(t, testFailoverTwiceAck)
 }
 
@@ -327,6 +330,7 @@ func testFailoverTwiceAck(t *testing.T, server node.Server) {
 	hows := map[string][]string{"redis": {"forced", "stalled at once"}, "valkey": {"frozen at once", "stalled at once"}}[server.Kind]
 	for _, how := range hows {
 		t.Run(how, func(t *testing.T) {
+			t.Parallel()
 			m := LoadMap(t)
 			h, _, addr := haFront(t, server, m, true)
 			l := startLoadBackoff(t, m, addr, "failover2", 10*time.Millisecond)

@@ -53,7 +53,8 @@ func ackStand(t *testing.T, srv node.Server, ackTimeout, replyTimeout time.Durat
 
 func TestAckReplicasIntegration(t *testing.T) {
 	node.Long(t)
-	node.EachServer(t, testAckReplicas)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
+	node.EachServerParallel(t, testAckReplicas)
 }
 
 func testAckReplicas(t *testing.T, srv node.Server) {
@@ -174,7 +175,8 @@ func testAckReplicas(t *testing.T, srv node.Server) {
 // the batches that rode on another's WAIT included.
 func TestAckOneWaitPerWriteIntegration(t *testing.T) {
 	node.Long(t)
-	node.EachServer(t, testAckOneWaitPerWrite)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
+	node.EachServerParallel(t, testAckOneWaitPerWrite)
 }
 
 func testAckOneWaitPerWrite(t *testing.T, srv node.Server) {
@@ -267,7 +269,8 @@ func incrs(addr, key string, n int) ([][]byte, error) {
 // serve the read only after the WAIT.
 func TestAckReadsDoNotWaitBehindAWaitIntegration(t *testing.T) {
 	node.Long(t)
-	node.EachServer(t, testAckReadsDoNotWait)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
+	node.EachServerParallel(t, testAckReadsDoNotWait)
 }
 
 func testAckReadsDoNotWait(t *testing.T, srv node.Server) {

@@ -24,6 +24,7 @@ import (
 // replica left, are answered as not confirmed).
 func TestServeSentinelUpstream(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the sentinels' down-after and failover): runs beside the other such tests
 	if _, err := node.BuildModule(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +110,7 @@ timeouts:
 // the target exactly once, and the proxy routes the queue there.
 func TestQueueMoveAcrossAFailover(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the sentinels' down-after and failover): runs beside the other such tests
 	h := node.StartHAT(t, node.HAOptions{Role: node.Scripts})
 	module := node.StartT(t, node.Options{Role: node.Module})
 	s := &moveStand{dir: t.TempDir(), module: module}

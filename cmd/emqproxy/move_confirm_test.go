@@ -30,6 +30,7 @@ import (
 // source's keys; once the replica is back, --resume completes it.
 func TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
 	s, replica := startConfirmStand(t)
 	ctx := context.Background()
 	ids := fillQueue(t, s.src, "billing", 50)
@@ -140,6 +141,7 @@ timeouts:
 // ran --resume.
 func TestQueueMoveResumesByItself(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the retry's back-off): runs beside the other such tests
 	s, replica := startConfirmStand(t)
 	ids := fillQueue(t, s.src, "billing", 50)
 	if err := replica.Freeze(); err != nil {
@@ -173,6 +175,7 @@ func TestQueueMoveResumesByItself(t *testing.T) {
 // --deadline and without a person running it again.
 func TestQueueMoveWaitsForAnUpstreamDownAtTheStart(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the retry's back-off): runs beside the other such tests
 	s, _ := startConfirmStand(t)
 	ids := fillQueue(t, s.src, "billing", 20)
 	if err := s.module.Freeze(); err != nil {

@@ -24,6 +24,7 @@ import (
 // source, which still serves the queue.
 func TestQueueMoveStalledMoverAborted(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (the proxies' lease): runs beside the other such tests
 	for _, step := range []string{"held", "copied"} {
 		t.Run(step, func(t *testing.T) { stalledAborted(t, step) })
 	}

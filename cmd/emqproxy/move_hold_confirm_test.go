@@ -77,6 +77,7 @@ func notFlipped(t *testing.T, s *moveStand) {
 // source's replica frozen.
 func TestQueueMoveConfirmsItsHoldReleaseAndAbortOnTheSourcesReplicas(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
 	t.Run("hold", func(t *testing.T) {
 		s, replica := startSourceSetStand(t)
 		ids := fillQueue(t, s.src, "billing", 20)

@@ -122,6 +122,7 @@ func TestQueueMoveResumeOfAFlipDoneOnTheTargetOnlyCompletesItOnTheSource(t *test
 // needs every upstream's table.
 func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
 	node.Long(t)
+	t.Parallel() // timer-bound (dial timeouts): runs beside the other such tests
 	third := node.StartT(t, node.Options{Role: node.Module})
 	s := startMoveStand(t, fmt.Sprintf("  module-c:\n    address: %q\n    role: module\n", third.Addr))
 	ctx := context.Background()

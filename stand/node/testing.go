@@ -185,7 +185,8 @@ func Long(t testing.TB) {
 // whose legs share nothing but the test binary (each starts its own nodes
 // on its own ports). The legs start when the test's own function returns,
 // as any parallel subtest does, at most -parallel of them at a time
-// (GOMAXPROCS by default, two here). A leg must not call t.Setenv.
+// (make test sets 4: only such timer-bound tests run in parallel). A leg
+// must not call t.Setenv.
 func EachServerParallel(t *testing.T, f func(t *testing.T, s Server)) {
 	t.Helper()
 	EachServer(t, func(t *testing.T, s Server) {
