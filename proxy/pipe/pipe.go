@@ -188,10 +188,11 @@ type Options struct {
 	Clients *atomic.Int64
 }
 
-// LostSuffix ends the error a command in flight gets when its connection
+// lostSuffix ends the error a command in flight gets when its connection
 // is lost ("-UPSTREAM connection to NAME" before it): the command may have
-// been applied, and the client is told so.
-var LostSuffix = []byte(" lost; the command may have been applied\r\n")
+// been applied, and the client is told so. Such replies are marked on their
+// batch (Batch.ReplyLost); nothing reads this text back.
+const lostSuffix = " lost; the command may have been applied\r\n"
 
 // New sets up a pipelined connection over nc, whose reader br may already
 // hold buffered bytes.
@@ -202,7 +203,7 @@ func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
 		nc:       nc,
 		timeout:  timeout,
 		wtimeout: o.WriteTimeout,
-		lostMsg:  []byte("-UPSTREAM connection to " + name + string(LostSuffix)),
+		lostMsg:  []byte("-UPSTREAM connection to " + name + lostSuffix),
 		onDead:   o.OnDead,
 		addr:     o.Addr,
 		onErr:    o.OnError,
@@ -495,12 +496,12 @@ func (p *Pipe) teardown() {
 	p.mu.Unlock()
 	for _, b := range inflight {
 		for _, r := range b.riders { // read, waiting for b's WAIT (ack.go)
-			r.Fill(p.lostMsg)
+			r.FillLost(p.lostMsg)
 			r.signal()
 		}
 		clear(b.riders)
 		b.riders = b.riders[:0]
-		b.Fill(p.lostMsg)
+		b.FillLost(p.lostMsg)
 		b.signal()
 	}
 	unsent := UnavailableReply(p.name, err.Error())

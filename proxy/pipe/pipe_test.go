@@ -267,8 +267,11 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 	if got := string(b.Reply(0)); got != ":2\r\n" {
 		t.Errorf("b: %q", got)
 	}
-	if got := string(c.Reply(0)); got != string(p.lostMsg) {
-		t.Errorf("c: %q, want the lost error", got)
+	if got := string(c.Reply(0)); got != string(p.lostMsg) || !c.ReplyLost(0) {
+		t.Errorf("c: %q (marked lost: %v), want the lost error", got, c.ReplyLost(0))
+	}
+	if a.ReplyLost(0) || b.ReplyLost(0) {
+		t.Error("an answered reply is marked lost")
 	}
 	waitDead(t, p)
 	if err := p.Failed(); !errors.Is(err, ErrLost) || !errors.Is(err, errInjected) {

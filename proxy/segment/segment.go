@@ -17,8 +17,6 @@
 package segment
 
 import (
-	"bytes"
-
 	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -166,7 +164,7 @@ func (g *Segment) Emit(out *conn.Conn, obs *observe.Session, m *shamap.Map, maxR
 			obs.Reply(sl.Audit, r, upName(sl.Target))
 		}
 		if sl.Drop { // CLIENT REPLY OFF or SKIP
-			if !sl.Local && g.Parts[sl.Part].B.Lost && bytes.HasSuffix(r, pipe.LostSuffix) {
+			if !sl.Local && g.Parts[sl.Part].B.ReplyLost(sl.Idx) {
 				closing = true
 			}
 			continue
