@@ -139,7 +139,8 @@
 // the accept loop, the session.Shared every session is given), its
 // Options (options.go, every default of the data path), the routes by
 // queue across named upstreams with their roles (route.go: SwapRoutes,
-// CheckRoutes, Routes, RouteFor, over package plan's Router), the control
+// CheckRoutes, Routes, RouteFor, over package plan's Router; QueueRoute,
+// the same rule for a configuration's routes alone), the control
 // loop of moved queues (control.go, which builds the plan.ControlState
 // values the plan reads and implements session.Control for a session's
 // waits and leases), the runtime's soft memory limit (memlimit.go), the
