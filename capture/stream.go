@@ -290,8 +290,8 @@ func (w *Writer) forgetStreams() {
 // drainStreams writes what every stream published since the last visit
 // and forgets the closed ones. On the writer's goroutine.
 func (w *Writer) drainStreams() {
-	if drainHook != nil {
-		drainHook()
+	if h := w.o.beforeDrain; h != nil {
+		h()
 	}
 	w.smu.Lock()
 	w.streams = append(w.streams, w.added...)

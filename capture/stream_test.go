@@ -151,18 +151,17 @@ func TestStreamRedactsAsAdd(t *testing.T) {
 // it writes every record it was handed, in order.
 func TestStreamBoundedWhenWriterFallsBehind(t *testing.T) {
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	drainHook = func() {
+	beforeDrain := func() {
 		select {
 		case held <- struct{}{}:
 		default:
 		}
 		<-hold
 	}
-	defer func() { drainHook = nil }()
 	const bound = 256 << 10
 	c := new(Counters)
 	dir := t.TempDir()
-	w, err := Open(Options{Dir: dir, BufferBytes: bound, Counters: c})
+	w, err := Open(Options{Dir: dir, BufferBytes: bound, Counters: c, beforeDrain: beforeDrain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,10 @@ type Options struct {
 	// Log, when set, is told once when the writer stops (MaxBytes reached,
 	// or a write failed); it is called on the writer's goroutine.
 	Log func(msg string, err error)
+
+	// beforeDrain, when set (by a test of this package), runs on the
+	// writer's goroutine before each visit of the streams.
+	beforeDrain func()
 }
 
 // Counters are what writers did; safe for concurrent use.
@@ -183,10 +187,6 @@ func Open(o Options) (*Writer, error) {
 	go w.run()
 	return w, nil
 }
-
-// drainHook, when set (by a test, before Open), runs on the writer's
-// goroutine before each visit of the streams.
-var drainHook func()
 
 // Add queues r for writing and returns at once; false when r was dropped
 // (the queue is full, or the writer stopped or is closed). The writer owns

@@ -21,7 +21,8 @@
 //   - check.go: the checker, a pure function of the history and the final
 //     state.
 //   - fleet.go: the nodes, sentinels, sidecars and relays, on free
-//     loopback ports.
+//     loopback ports; toxilog.go hands the relays (toxiproxy) the logger
+//     type their constructor requires, writing through to zap.
 //   - workers.go: the legacy workers and the final drain.
 //   - nemesis.go: the schedule of faults drawn from the seed, and their
 //     injection.

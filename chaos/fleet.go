@@ -16,8 +16,8 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
 	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -92,6 +92,9 @@ type FleetOptions struct {
 	// AckReplicas is the module upstreams' ack_replicas (1 unless
 	// NoAck: the "broken build" check runs without WAIT).
 	NoAck bool
+	// Log receives the relays' (toxiproxy's) log lines at debug level
+	// (nil = none).
+	Log *zap.Logger
 }
 
 // StartFleet starts the nodes, the sentinels, the relays and the
@@ -104,7 +107,7 @@ func StartFleet(o FleetOptions) (f *Fleet, err error) {
 		o.DownAfter = 1500 * time.Millisecond
 	}
 	f = &Fleet{Dir: o.Dir, Bin: o.Bin, Server: o.Server, noAck: o.NoAck}
-	f.tox = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	f.tox = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), toxiLogger(o.Log))
 	defer func() {
 		if err != nil {
 			f.Stop()

@@ -45,8 +45,8 @@ func TestLoadDefaults(t *testing.T) {
 	if u.Name != "module-a" || u.Role != RoleModule || u.Address != "127.0.0.1:6390" {
 		t.Errorf("upstream = %+v", u)
 	}
-	if got := c.RouteFor("quotes"); got != "module-a" {
-		t.Errorf("RouteFor(quotes) = %q", got)
+	if len(c.Routes) != 1 || c.Routes[0].Upstream != "module-a" || len(c.Routes[0].Queues) != 1 || c.Routes[0].Queues[0] != "*" {
+		t.Errorf("routes = %+v", c.Routes)
 	}
 }
 

@@ -2,7 +2,8 @@
 // themselves, and the mover that changes it (`emqproxy queue move`).
 //
 // Every node (module or scripts) holds, under the reserved hashtag
-// {emqproxy} so that all of it lives in one slot:
+// {emqproxy} (rewrite.ControlKeyPrefix, which the proxy's plan also uses to
+// refuse clients' writes to these keys) so that all of it lives in one slot:
 //
 //	{emqproxy}:epoch          the node's table epoch (an integer)
 //	{emqproxy}:queues         hash: queue -> "<epoch> <state> <owner>"

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // KeyNotify is the hash, on a node, of the movers that turned its keyspace
 // notifications on: field "saved" is the node's notify-keyspace-events
 // before the first of them did, and one field "queue:<q>" per move that
 // still needs them. The last move to finish writes "saved" back.
-const KeyNotify = "{emqproxy}:notify"
+const KeyNotify = rewrite.ControlKeyPrefix + ":notify"
 
 // notifyFlags are the keyspace notification classes the tracking needs:
 // K (keyspace channels) and A (every class of write: generic, string, list,

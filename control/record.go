@@ -12,16 +12,18 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // KeyMoves is the hash, on a move's source, of the queues with a move
 // record (queue -> unix ms of the start): queue status finds moves that
 // hold nothing yet (step copying) without scanning.
-const KeyMoves = "{emqproxy}:moves"
+const KeyMoves = rewrite.ControlKeyPrefix + ":moves"
 
 // keyProgress is the prefix of a move's progress, beside its record (a
 // string with a short expiry, rewritten while the mover runs).
-const keyProgress = "{emqproxy}:progress:"
+const keyProgress = rewrite.ControlKeyPrefix + ":progress:"
 
 // ProgressKey is the key of the progress of the move of queue.
 func ProgressKey(queue string) string { return keyProgress + queue }

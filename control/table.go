@@ -15,15 +15,16 @@ import (
 
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The keys of the control table on every node.
 const (
-	KeyEpoch   = "{emqproxy}:epoch"
-	KeyQueues  = "{emqproxy}:queues"
-	KeyProxies = "{emqproxy}:proxies"
-	keyLease   = "{emqproxy}:lease:"
-	keyMove    = "{emqproxy}:move:"
+	KeyEpoch   = rewrite.ControlKeyPrefix + ":epoch"
+	KeyQueues  = rewrite.ControlKeyPrefix + ":queues"
+	KeyProxies = rewrite.ControlKeyPrefix + ":proxies"
+	keyLease   = rewrite.ControlKeyPrefix + ":lease:"
+	keyMove    = rewrite.ControlKeyPrefix + ":move:"
 )
 
 // LeaseKey is the key of proxy id's lease on a node.
@@ -227,7 +228,7 @@ func Dial(o NodeOptions) (*Node, error) {
 func (n *Node) Close() { n.C.Close() }
 
 // KeyConfirm is the key the mover writes to confirm what it wrote before.
-const KeyConfirm = "{emqproxy}:confirm"
+const KeyConfirm = rewrite.ControlKeyPrefix + ":confirm"
 
 // ErrNotConfirmed is wrapped when a node's replicas did not confirm the
 // mover's writes in time.

@@ -4,10 +4,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -18,11 +18,50 @@ func startControlled(t *testing.T) *routed { return startControlledOn(t, "") }
 // startControlledOn is startControlled on the server binary server.
 func startControlledOn(t *testing.T, server string) *routed {
 	t.Helper()
+	return startControlledWith(t, server, Hooks{})
+}
+
+// startControlledWith is startControlledOn with the sessions' hooks h.
+func startControlledWith(t *testing.T, server string, h Hooks) *routed {
+	t.Helper()
 	r := startRoutedOn(t, server, func(o *Options) {
 		o.Control = &ControlOptions{Poll: 50 * time.Millisecond, Lease: 400 * time.Millisecond, Hold: 600 * time.Millisecond, ID: "p1"}
+		o.Hooks = h
 	})
 	r.waitApplied(t, r.scripts, 0)
 	return r
+}
+
+// startHooked is startControlled with the sessions' hooks h, which do
+// nothing until the test calls arm: the proxy is given its hooks when it
+// is made, and a test turns them on once its own setup went through (and
+// the proxy it returns is set where the hooks read it).
+func startHooked(t *testing.T, h Hooks) (r *routed, arm func()) {
+	t.Helper()
+	var on atomic.Bool
+	var gated Hooks
+	if f := h.BeforeSend; f != nil {
+		gated.BeforeSend = func(admitted bool) {
+			if on.Load() {
+				f(admitted)
+			}
+		}
+	}
+	if f := h.AfterSendCheck; f != nil {
+		gated.AfterSendCheck = func() {
+			if on.Load() {
+				f()
+			}
+		}
+	}
+	if f := h.BeforeResend; f != nil {
+		gated.BeforeResend = func() {
+			if on.Load() {
+				f()
+			}
+		}
+	}
+	return startControlledWith(t, "", gated), func() { on.Store(true) }
 }
 
 // waitApplied waits until the proxy acknowledged epoch on n.
@@ -158,11 +197,9 @@ func TestHeldQueueHoldsAnEarlierQueuedTransaction(t *testing.T) {
 // while the session is about to send; the command gets TRYAGAIN and never
 // reaches the node.
 func TestLeaseLapsedBeforeTheSendSendsNothing(t *testing.T) {
-	r := startControlled(t)
-	c := r.dial()
-	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	var r *routed
 	var once sync.Once
-	session.BeforeSend = func(admitted bool) {
+	r, arm := startHooked(t, Hooks{BeforeSend: func(admitted bool) {
 		if !admitted {
 			return
 		}
@@ -174,8 +211,10 @@ func TestLeaseLapsedBeforeTheSendSendsNothing(t *testing.T) {
 				n.valid.Store(1) // and its leases lapsed meanwhile
 			}
 		})
-	}
-	t.Cleanup(func() { session.BeforeSend = nil })
+	}})
+	c := r.dial()
+	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	arm()
 	c.do("SET", "emq:{quotes}:x", "after").is("-TRYAGAIN emqproxy's lease on upstream module-a lapsed before the command was sent; nothing was sent\r\n")
 	if got := nodeDo(t, r.module, "GET", "emq:{quotes}:x"); got != "$6\r\nbefore\r\n" {
 		t.Errorf("the command reached the node after the lease lapsed: %q", got)

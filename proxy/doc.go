@@ -139,7 +139,8 @@
 // the accept loop, the session.Shared every session is given), its
 // Options (options.go, every default of the data path), the routes by
 // queue across named upstreams with their roles (route.go: SwapRoutes,
-// CheckRoutes, Routes, RouteFor, over package plan's Router), the control
+// CheckRoutes, Routes, RouteFor, over package plan's Router; QueueRoute,
+// the same rule for a configuration's routes alone), the control
 // loop of moved queues (control.go, which builds the plan.ControlState
 // values the plan reads and implements session.Control for a session's
 // waits and leases), the runtime's soft memory limit (memlimit.go), the
@@ -174,7 +175,7 @@
 //
 // # One session state
 //
-// Package session is about 2,600 lines; its session struct holds
+// Package session is about 2,700 lines; its session struct holds
 // eighteen fields, each owned by one file or package: the round's state
 // (roundState: its segment, a package segment Segment, and what the round
 // notes), the client's own connections (ownConns), its authentication
@@ -185,11 +186,16 @@
 // clients' View), trk (package tracking's Tracker). What one command
 // carries is not on the session: a command value (session.go) holds its
 // frame, its plan.Step and where its reply goes, and is passed to forward,
-// the transaction and subscribe mode. What a decision changes of the
-// protocol state is rewrite's (rewrite.State.Apply); the session still
-// sets the few flags the plan's inputs carry (MultiAborted by the
-// transaction's refusals, Watching by a WATCH pin, Tracking, and the
-// round's Fenced, NoSub and SetInfo).
+// the transaction and subscribe mode. What a decision the proxy answers
+// (or forwards outside MULTI) changes of the protocol state is rewrite's
+// (rewrite.State.Apply, from the session's apply). The session still sets
+// some of the state itself: InMulti and MultiAborted when EXEC ends a
+// transaction (transaction.go's exec) and when a bridged client's MULTI
+// starts or ends one (bridge.go), MultiAborted by the transaction's
+// refusals (txQueue), Wire6 for an EMQ.VERSION queued in a transaction
+// (transaction.go's queue) or bridged (bridge.go), Watching by a WATCH
+// pin (forward.go), Tracking (tracking.go), and the round's Fenced, NoSub
+// and SetInfo (plan.go).
 //
 // The RESP3 bridge's plan of a command (bridge.go) is a path of its own
 // beside the normal loop's command: the plan, the transaction's Queue and

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/control"
-	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -55,12 +54,10 @@ func stopLoop(r *routed, valid time.Duration) {
 // the commands in flight, so the send-time check refuses it, with nothing
 // sent.
 func TestTableChangedBeforeTheSendSendsNothing(t *testing.T) {
-	r := startControlled(t)
-	c := r.dial()
-	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	var r *routed
 	var once sync.Once
 	var hookErr error
-	session.BeforeSend = func(admitted bool) {
+	r, arm := startHooked(t, Hooks{BeforeSend: func(admitted bool) {
 		if !admitted {
 			return
 		}
@@ -80,8 +77,10 @@ func TestTableChangedBeforeTheSendSendsNothing(t *testing.T) {
 				hookErr = errNotApplied
 			}
 		})
-	}
-	t.Cleanup(func() { session.BeforeSend = nil })
+	}})
+	c := r.dial()
+	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	arm()
 	c.do("SET", "emq:{quotes}:x", "after").is("-TRYAGAIN emqproxy's control table changed for the command's queue before it was sent; nothing was sent\r\n")
 	if hookErr != nil {
 		t.Fatal(hookErr)
@@ -105,13 +104,11 @@ func (e errorString) Error() string { return string(e) }
 // with the lease lapsed meanwhile it gets TRYAGAIN and nothing is written,
 // on either connection. The data connections are found by their name.
 func TestResendChecksTheLeaseAgain(t *testing.T) {
-	r := startControlled(t)
-	c := r.dial()
-	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	var r *routed
 	var armed, resent atomic.Int32
 	var killed int
 	var hookErr error
-	session.BeforeSend = func(admitted bool) {
+	r, arm := startHooked(t, Hooks{BeforeSend: func(admitted bool) {
 		if !admitted || !armed.CompareAndSwap(1, 0) {
 			return
 		}
@@ -120,12 +117,13 @@ func TestResendChecksTheLeaseAgain(t *testing.T) {
 		// client gets the unavailable error and the test tries again.
 		killed, hookErr = killDataConns(r.module)
 		time.Sleep(time.Millisecond)
-	}
-	session.BeforeResend = func() {
+	}, BeforeResend: func() {
 		resent.Add(1)
 		stopLoop(r, -time.Second) // the wait for the new connection outlasted the lease
-	}
-	t.Cleanup(func() { session.BeforeSend, session.BeforeResend = nil, nil })
+	}})
+	c := r.dial()
+	c.do("SET", "emq:{quotes}:x", "before").is("+OK\r\n")
+	arm()
 	for range 10 {
 		armed.Store(1)
 		rep := c.do("SET", "emq:{quotes}:x", "after")
@@ -193,13 +191,11 @@ func TestNewConnectionReadingANewerTableLapsesTheLease(t *testing.T) {
 // resend on a new one is checked again (the lease lapsed). The client gets
 // an error and the held queue's source never runs the write.
 func TestSessionFrozenBetweenItsCheckAndItsWrite(t *testing.T) {
-	r := startControlled(t)
-	c := r.dial()
-	c.do("SET", "emq:{billing}:x", "before").is("+OK\r\n")
+	var r *routed
 	var once sync.Once
 	var killed int
 	var hookErr error
-	session.AfterSendCheck = func() {
+	r, arm := startHooked(t, Hooks{AfterSendCheck: func() {
 		once.Do(func() {
 			// Frozen: no renewal, the lease lapses; the mover holds the
 			// queue, waits the proxy out and closes its connections.
@@ -213,8 +209,10 @@ func TestSessionFrozenBetweenItsCheckAndItsWrite(t *testing.T) {
 			killed, hookErr = killDataConns(r.scripts)
 			time.Sleep(10 * time.Millisecond) // the close reaches the proxy
 		})
-	}
-	t.Cleanup(func() { session.AfterSendCheck = nil })
+	}})
+	c := r.dial()
+	c.do("SET", "emq:{billing}:x", "before").is("+OK\r\n")
+	arm()
 	rep := c.do("SET", "emq:{billing}:x", "late")
 	if hookErr != nil || killed == 0 {
 		t.Fatalf("closing the proxy's data connections on scripts-b: %d closed, %v", killed, hookErr)

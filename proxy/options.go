@@ -9,6 +9,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -177,7 +178,14 @@ type Options struct {
 	Capture *CaptureOptions
 	// Registry, when not nil, receives the proxy's metrics.
 	Registry prometheus.Registerer
+
+	// Hooks are calls the sessions make around their sends, for tests
+	// (package session's Hooks); the zero value has none.
+	Hooks Hooks
 }
+
+// Hooks are the sessions' test hooks (package session).
+type Hooks = session.Hooks
 
 // UpstreamOptions describes one upstream node (package upstream).
 type UpstreamOptions = upstream.Options

@@ -121,6 +121,12 @@ func (s *Server) Routes() []Route { return slices.Clone(s.routes.Load().Spec()) 
 // RouteFor returns the name of the upstream a queue routes to now.
 func (s *Server) RouteFor(queue string) string { return s.routes.Load().ForQueue([]byte(queue)).Name() }
 
+// QueueRoute returns the name of the upstream routes rs send queue to, as
+// a server with those routes does before any queue moved (package plan's
+// QueueRoute, the router's own rule), for a tool that reads a
+// configuration and starts no server.
+func QueueRoute(rs []Route, queue string) string { return plan.QueueRoute(rs, queue) }
+
 // FormatRoutes renders routes on one line for logs: "billing*->scripts-b; *->module-a".
 func FormatRoutes(rs []Route) string {
 	parts := make([]string, len(rs))

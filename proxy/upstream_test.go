@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -232,13 +231,11 @@ func TestUpstreamReplyTimeoutSparesAnIdleConnection(t *testing.T) {
 // TestSharedConnectionUnderContention: many clients send pipelines of
 // random depth at once on one shared upstream connection, so the writer's
 // and the reader's roles pass between sessions (and to the writer's
-// goroutine past maxCombinedWrites, here 1) all the time; every reply
+// goroutine past MaxCombinedWrites, here 1) all the time; every reply
 // reaches the client that asked, in its order.
 func TestSharedConnectionUnderContention(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	was := pipe.SetMaxCombinedWrites(1)
-	t.Cleanup(func() { pipe.SetMaxCombinedWrites(was) }) // after the proxy's shutdown
-	h := startProxy(t, n, nil)
+	h := startProxy(t, n, func(o *Options) { o.Upstream.MaxCombinedWrites = 1 })
 	const clients, rounds = 32, 150
 	errs := make(chan error, clients)
 	for i := range clients {

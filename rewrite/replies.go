@@ -9,6 +9,11 @@ import (
 // the version key"). For wire-4 sessions it belongs to the proxy.
 const VersionKey = "{emq}:version"
 
+// ControlKeyPrefix starts every key of the control table (package control),
+// all in the one slot of its hash tag. Clients may not write such keys
+// (proxy/plan refuses them); the control package builds its key names on it.
+const ControlKeyPrefix = "{emqproxy}"
+
 // DefaultServerVersion is the version HELLO reports when Policy.ServerVersion
 // is empty: the server the proxy's replies are modelled on.
 const DefaultServerVersion = "7.0.15"

@@ -50,7 +50,7 @@ func newLeftoversCmd() *cobra.Command {
 			}
 			defer closeNodes(nodes)
 			scan, err := control.Leftovers(cmd.Context(), control.LeftoverOptions{
-				Nodes: nodes, Down: down, FileRoute: cfg.RouteFor, Remove: remove})
+				Nodes: nodes, Down: down, FileRoute: fileRoute(cfg), Remove: remove})
 			if err != nil {
 				return err
 			}

@@ -83,7 +83,7 @@ func newQueueCmd() *cobra.Command {
 				return err
 			}
 			mv := &control.Mover{
-				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: cfg.RouteFor,
+				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: fileRoute(cfg),
 				CheckTarget: func(ctx context.Context, n *control.Node) error { return checkRole(ctx, cfg, m, n) },
 				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
 				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,

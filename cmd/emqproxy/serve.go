@@ -395,6 +395,13 @@ func controlOptions(cfg *config.Config) *proxy.ControlOptions {
 	return &proxy.ControlOptions{Poll: cfg.Control.Poll, Lease: cfg.Control.Lease, Hold: cfg.Timeouts.Hold}
 }
 
+// fileRoute is the configured route of a queue, by the proxy's own rule
+// (proxy.QueueRoute): the mover's and the leftovers' FileRoute.
+func fileRoute(cfg *config.Config) func(queue string) string {
+	rs := routesOf(cfg)
+	return func(queue string) string { return proxy.QueueRoute(rs, queue) }
+}
+
 // routesOf returns the configured routes in the proxy's terms.
 func routesOf(cfg *config.Config) []proxy.Route {
 	rs := make([]proxy.Route, len(cfg.Routes))

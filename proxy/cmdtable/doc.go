@@ -12,8 +12,11 @@
 //
 // It must not: do I/O other than Load's one COMMAND on the connection it
 // is given, decide what happens to a command (the rule's order, its
-// argument checks and its refusals are package proxy's), or import
-// package proxy. Package proxy loads the table when an upstream's first
-// connection passes its fence and asks the server (COMMAND GETKEYS) for
-// the keys of an entry with Ask set.
+// argument checks and its refusals are package plan's, rule.go), or import
+// a package of the data path above it (proxy/layers_test.go). The dialer
+// (package upstream, dial.go) loads the table into the shared Store when
+// an upstream's first connection passes its fence; for an entry with Ask
+// set the plan asks for the command's keys (plan.Step.NeedKeys) and the
+// session gets them from the server with COMMAND GETKEYS
+// (upstream/getkeys.go).
 package cmdtable

@@ -25,7 +25,9 @@
 // start. Package observe imports nothing of the session's package, and
 // calls nothing back.
 //
-// The session's order of calls for one batch (package proxy):
+// The session's order of calls for one batch (package session, its
+// observe.go; Reply is called by package segment's Emit as it moves each
+// reply to the output, and by the session itself for a bridged client):
 //
 //	Command     once per planned command: its audit record's index, or -1
 //	Forwarded   after a forwarded command's reply slot is added: the capture

@@ -31,6 +31,10 @@ type Batch struct {
 	Over     bool   // the cap was hit; the client is closed
 	Lost     bool   // some replies are errors made by the proxy
 	finished bool   // every reply is there (under the pipe's mu)
+	// lostFrom is one more than the index of the first reply FillLost
+	// made (the command was written, its connection broke before the
+	// reply came); 0 when none is.
+	lostFrom int
 
 	Acct resp.Account // what the replies hold of the memory budget; its owner gives it back
 
@@ -68,7 +72,7 @@ func (b *Batch) Reset() {
 		b.Replies = nil
 	}
 	b.Ends = b.Ends[:0]
-	b.Over, b.Lost, b.finished = false, false, false
+	b.Over, b.Lost, b.finished, b.lostFrom = false, false, false, 0
 	b.Writes, b.Ack = b.Writes[:0], 0
 	b.WaitLen, b.carrier = 0, nil
 }
@@ -92,6 +96,21 @@ func (b *Batch) Fill(msg []byte) {
 	}
 	b.Lost = true
 }
+
+// FillLost answers every missing reply with msg, the error of a command
+// written on a connection that broke before its reply came (the pipe's
+// teardown), and marks those replies so (ReplyLost).
+func (b *Batch) FillLost(msg []byte) {
+	if len(b.Ends) < b.N {
+		b.lostFrom = len(b.Ends) + 1
+	}
+	b.Fill(msg)
+}
+
+// ReplyLost reports whether reply i is FillLost's error: the command was
+// written, its connection broke before the reply came, and it may have
+// been applied.
+func (b *Batch) ReplyLost(i int) bool { return b.lostFrom > 0 && i >= b.lostFrom-1 }
 
 // onWire is how many of the batch's replies come from its connection: all
 // but the WAIT it rides on (a carrier's, copied in by rideOn).

@@ -18,12 +18,3 @@ func (p *Pipe) ReadDeadline() time.Time {
 	defer p.mu.Unlock()
 	return p.rdl
 }
-
-// SetMaxCombinedWrites changes how many writes a session makes in a shared
-// connection's writer role before it hands the role to the connection's
-// own writer (4), for tests that make the hand-over happen all the time;
-// it returns the value it replaced. Call it before any upstream exists.
-func SetMaxCombinedWrites(n int) (was int) {
-	was, maxCombinedWrites = maxCombinedWrites, n
-	return was
-}

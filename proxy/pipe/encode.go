@@ -10,16 +10,19 @@ import (
 
 // Large commands go upstream from the client's read buffer, never copied.
 //
-// A command larger than RefMin was read into a buffer of its own,
-// whose bytes the memory budget holds (package conn, package session's budget.go); a copy into the
-// batch's output would hold them twice. So a forwarded command from refMin
-// on is referenced by the batch (outRef) and written from the read buffer,
-// with the batch's other bytes around it in one vectored write; the
-// session neither reads into nor moves that buffer before the batch is
-// done (its replies are in, or the connection's teardown has waited for
-// the write). A subscribed or bridged client's large command is written
-// the same way (subscriber.add), and a large transaction's queued
-// commands at EXEC (transaction.exec).
+// A command of RefMin bytes or more was read into a buffer of its own,
+// whose bytes the memory budget holds (package conn, package session's
+// budget.go); a copy into the batch's output would hold them twice. So
+// such a forwarded command is referenced by the batch (Batch.Encode adds
+// an OutRef to Batch.Refs) and written from the read buffer, with the
+// batch's other bytes around it in one vectored write; the session neither
+// reads into nor moves that buffer before the batch is done (its replies
+// are in, or the connection's teardown has waited for the write). A
+// subscribed or bridged client's large command is not copied either: its
+// connection's Subscriber.Add (package pubsub) sends what precedes it,
+// then the command from the read buffer. A large transaction's queued
+// commands (txn.Tx's Buf) go by reference too at EXEC (package session's
+// transaction.go, exec).
 
 // OutRef is a large command's bytes, sent after out[:at].
 type OutRef struct {

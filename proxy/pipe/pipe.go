@@ -29,8 +29,8 @@ import (
 //     takes the role and writes its batch itself, with every batch queued
 //     by then, and goes on writing what others queue meanwhile (combining:
 //     the batches of many clients leave in one write, and the server reads
-//     them as one pipeline); after maxCombinedWrites writes it hands the
-//     rest to a goroutine of its own (writeQueued). A send that finds a
+//     them as one pipeline); after Options.MaxCombinedWrites writes it
+//     hands the rest to a goroutine of its own (writeQueued). A send that finds a
 //     writer queues its batch: the writer takes it along. Batches with a
 //     WAIT wait in the queue while another WAIT is in flight (read.go,
 //     "held"); the reader that reads its reply takes the role to write them.
@@ -155,16 +155,18 @@ type Pipe struct {
 	// clients is the server's count of client connections (spinFor);
 	// nil: no spin.
 	clients *atomic.Int64
+	// maxWrites is Options.MaxCombinedWrites, its default applied.
+	maxWrites int
 }
 
 // ReadBufSize is the size of the buffered reader to give New: large, so
 // many replies are framed per read syscall.
 const ReadBufSize = 256 * 1024
 
-// maxCombinedWrites bounds the writes a session makes in the writer's role
-// before it hands the rest of the queue to a goroutine and goes back to its
-// own client. (A variable for the tests.)
-var maxCombinedWrites = 4
+// DefaultMaxCombinedWrites bounds the writes a session makes in the
+// writer's role before it hands the rest of the queue to a goroutine and
+// goes back to its own client (Options.MaxCombinedWrites).
+const DefaultMaxCombinedWrites = 4
 
 // errUnasked is the failure of a reply that no batch waits for.
 var errUnasked = fmt.Errorf("%w: a reply nothing waited for", ErrProtocol)
@@ -186,12 +188,18 @@ type Options struct {
 	// Clients is the server's count of client connections (spinFor); nil:
 	// no spin.
 	Clients *atomic.Int64
+	// MaxCombinedWrites is how many writes a session makes in the writer's
+	// role before it hands the role to the connection's own writer
+	// goroutine (0: DefaultMaxCombinedWrites); tests make it 1 so the
+	// hand-over happens all the time.
+	MaxCombinedWrites int
 }
 
-// LostSuffix ends the error a command in flight gets when its connection
+// lostSuffix ends the error a command in flight gets when its connection
 // is lost ("-UPSTREAM connection to NAME" before it): the command may have
-// been applied, and the client is told so.
-var LostSuffix = []byte(" lost; the command may have been applied\r\n")
+// been applied, and the client is told so. Such replies are marked on their
+// batch (Batch.ReplyLost); nothing reads this text back.
+const lostSuffix = " lost; the command may have been applied\r\n"
 
 // New sets up a pipelined connection over nc, whose reader br may already
 // hold buffered bytes.
@@ -202,12 +210,16 @@ func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
 		nc:       nc,
 		timeout:  timeout,
 		wtimeout: o.WriteTimeout,
-		lostMsg:  []byte("-UPSTREAM connection to " + name + string(LostSuffix)),
+		lostMsg:  []byte("-UPSTREAM connection to " + name + lostSuffix),
 		onDead:   o.OnDead,
 		addr:     o.Addr,
 		onErr:    o.OnError,
 		clients:  o.Clients,
 		dead:     make(chan struct{}),
+	}
+	p.maxWrites = o.MaxCombinedWrites
+	if p.maxWrites <= 0 {
+		p.maxWrites = DefaultMaxCombinedWrites
 	}
 	p.idle.L = &p.mu
 	p.rr = resp.NewReader(br)
@@ -255,7 +267,7 @@ func (p *Pipe) Send(b *Batch) error {
 	}
 	p.writing = true
 	p.mu.Unlock()
-	p.writeQueued(maxCombinedWrites)
+	p.writeQueued(p.maxWrites)
 	return nil
 }
 
@@ -495,12 +507,12 @@ func (p *Pipe) teardown() {
 	p.mu.Unlock()
 	for _, b := range inflight {
 		for _, r := range b.riders { // read, waiting for b's WAIT (ack.go)
-			r.Fill(p.lostMsg)
+			r.FillLost(p.lostMsg)
 			r.signal()
 		}
 		clear(b.riders)
 		b.riders = b.riders[:0]
-		b.Fill(p.lostMsg)
+		b.FillLost(p.lostMsg)
 		b.signal()
 	}
 	unsent := UnavailableReply(p.name, err.Error())

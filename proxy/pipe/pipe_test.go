@@ -95,13 +95,20 @@ func pipeNode(t *testing.T, srv node.Server) *node.Node {
 // timeout (0: none). At cleanup it is closed, and must be torn down.
 func dialPipe(t *testing.T, addr string, fc *faultConn, timeout time.Duration, bg bool) *Pipe {
 	t.Helper()
+	return dialPipeWith(t, addr, fc, Options{Name: "node", Timeout: timeout, WriteTimeout: timeout, Background: bg})
+}
+
+// dialPipeWith is dialPipe with the pipe's options o.
+func dialPipeWith(t *testing.T, addr string, fc *faultConn, o Options) *Pipe {
+	t.Helper()
+	bg := o.Background
 	nc, err := net.DialTimeout("tcp", addr, testTimeout)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	_ = nc.(*net.TCPConn).SetNoDelay(true)
 	fc.Conn, fc.sc = nc, nc.(syscall.Conn)
-	p := New(fc, bufio.NewReaderSize(fc, ReadBufSize), Options{Name: "node", Timeout: timeout, WriteTimeout: timeout, Background: bg})
+	p := New(fc, bufio.NewReaderSize(fc, ReadBufSize), o)
 	if p.bg != bg {
 		t.Fatalf("pipe bg %v, want %v", p.bg, bg)
 	}
@@ -215,10 +222,6 @@ func TestPipeWriteErrorHandsTheReaderOn(t *testing.T) {
 
 func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 	n := pipeNode(t, srv)
-	was := maxCombinedWrites
-	maxCombinedWrites = 1 // the second write passes to the writer's goroutine
-	t.Cleanup(func() { maxCombinedWrites = was })
-
 	gate1, gate2a, gate2b := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	fc := &faultConn{}
 	fc.onWrite = func(i int64, b []byte) (int, error) {
@@ -236,7 +239,8 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 		}
 		return fc.forward(b)
 	}
-	p := dialPipe(t, n.Addr, fc, 0, false)
+	// The second write passes to the writer's goroutine.
+	p := dialPipeWith(t, n.Addr, fc, Options{Name: "node", MaxCombinedWrites: 1})
 	a, b, c := incrBatch(1), incrBatch(1), incrBatch(1)
 
 	// a's session takes the writer's role and is held in the write.
@@ -267,8 +271,11 @@ func testPipeWriteErrorHandsTheReaderOn(t *testing.T, srv node.Server) {
 	if got := string(b.Reply(0)); got != ":2\r\n" {
 		t.Errorf("b: %q", got)
 	}
-	if got := string(c.Reply(0)); got != string(p.lostMsg) {
-		t.Errorf("c: %q, want the lost error", got)
+	if got := string(c.Reply(0)); got != string(p.lostMsg) || !c.ReplyLost(0) {
+		t.Errorf("c: %q (marked lost: %v), want the lost error", got, c.ReplyLost(0))
+	}
+	if a.ReplyLost(0) || b.ReplyLost(0) {
+		t.Error("an answered reply is marked lost")
 	}
 	waitDead(t, p)
 	if err := p.Failed(); !errors.Is(err, ErrLost) || !errors.Is(err, errInjected) {

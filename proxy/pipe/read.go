@@ -164,7 +164,7 @@ func (p *Pipe) advance() {
 	flush := p.pop()
 	p.mu.Unlock()
 	if flush {
-		p.writeQueued(maxCombinedWrites)
+		p.writeQueued(p.maxWrites)
 	}
 }
 

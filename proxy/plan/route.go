@@ -86,16 +86,43 @@ func (r *Router) ForQueue(queue []byte) *upstream.Upstream {
 	}
 	q := string(queue)
 	for _, rt := range r.routes {
-		for _, g := range rt.globs {
-			if g == "*" {
-				return rt.up
-			}
-			if ok, _ := path.Match(g, q); ok {
-				return rt.up
-			}
+		if matchAny(rt.globs, q) {
+			return rt.up
 		}
 	}
 	return r.def
+}
+
+// QueueRoute returns the name of the upstream routes rs send queue to,
+// the answer Router.ForQueue gives for routes alone, without the running
+// proxy's upstreams or moved queues: for a tool that reads the
+// configuration (the mover's and the leftovers' route of a queue). When
+// no route matches (rs unchecked: the last must match every queue), it is
+// the last route's upstream; "" when rs is empty.
+func QueueRoute(rs []Route, queue string) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	for _, rt := range rs {
+		if matchAny(rt.Queues, queue) {
+			return rt.Upstream
+		}
+	}
+	return rs[len(rs)-1].Upstream
+}
+
+// matchAny reports whether queue matches one of the path.Match globs; "*"
+// matches every queue (a '/' in the name too).
+func matchAny(globs []string, queue string) bool {
+	for _, g := range globs {
+		if g == "*" {
+			return true
+		}
+		if ok, _ := path.Match(g, queue); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // WithOwners returns r with the moved queues' owners (the control table's)

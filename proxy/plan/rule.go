@@ -62,9 +62,6 @@ func ruleReason(class string) rewrite.Reason { return rewrite.Reason("rule_" + c
 // ReasonControlKey is the refusal reason of a write to a control-table key.
 const ReasonControlKey rewrite.Reason = "control_key"
 
-// controlKeyPrefix starts every key of the control table (package control).
-const controlKeyPrefix = "{emqproxy}"
-
 // Rule refuses a command Decide would forward when it is outside the
 // rule (see above), under the view's policy and command tables. Inside
 // MULTI the refusal discards the transaction. It returns the command's
@@ -230,10 +227,10 @@ func protectedWrite(args [][]byte, ck *cmdtable.Entry, d *rewrite.Decision) ([]b
 
 // isProtected reports whether key is the version key or a control-table key.
 func isProtected(key []byte) bool {
-	if len(key) < len(controlKeyPrefix)-2 || key[0] != '{' {
+	if len(key) < len(rewrite.ControlKeyPrefix)-2 || key[0] != '{' {
 		return false
 	}
-	return string(key) == rewrite.VersionKey || strings.HasPrefix(string(key), controlKeyPrefix)
+	return string(key) == rewrite.VersionKey || strings.HasPrefix(string(key), rewrite.ControlKeyPrefix)
 }
 
 // printable is b for an error text: cut to 64 bytes, bytes that are not

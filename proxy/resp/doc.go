@@ -13,6 +13,9 @@
 // command on the framing path, block on anything but the reader it was
 // given, or know about sessions, upstreams or the budget's owner: the
 // budget reaches it as the Budget interface, and whoever owns an Account
-// gives its bytes back. Package proxy uses it; it imports nothing of
-// proxy.
+// gives its bytes back. The data path's packages above it (pipe,
+// upstream, plan, txn, conn, session and the others, proxy/layers_test.go)
+// use it; it imports no package of the data path, only rewrite (its
+// integer parser, ParseInt, for the length lines) and fence (the Reply
+// that Decode returns).
 package resp

@@ -105,8 +105,18 @@ func TestEmitDropsAndCloses(t *testing.T) {
 	c.Out = c.Out[:0]
 	g.Cur = g.Add(nil, &pipe.Pipe{}, false, false)
 	forward(g, true)
-	g.Parts[0].B.Fill(append([]byte("-UPSTREAM connection to x"), pipe.LostSuffix...))
-	if _, closing := g.Emit(c, &obs, nil, 1<<20); !closing || len(c.Out) != 0 {
+	lost := []byte("-UPSTREAM connection to x lost; the command may have been applied\r\n")
+	g.Parts[0].B.Fill(lost) // the same text, not marked lost by the pipe
+	if _, closing := g.Emit(c, &obs, nil, 1<<20); closing || len(c.Out) != 0 {
+		t.Fatalf("a dropped error reply: output %q, closing %v", c.Out, closing)
+	}
+	g.Reset()
+	g.Cur = g.Add(nil, &pipe.Pipe{}, false, false)
+	forward(g, false)
+	forward(g, true)
+	reply(g, 0, "+kept\r\n")
+	g.Parts[0].B.FillLost(lost)
+	if _, closing := g.Emit(c, &obs, nil, 1<<20); !closing || string(c.Out) != "+kept\r\n" {
 		t.Fatalf("a lost dropped reply: output %q, closing %v", c.Out, closing)
 	}
 }

@@ -98,11 +98,6 @@ func (s *session) admittedMoved(cur *plan.ControlState) bool {
 	return false
 }
 
-// BeforeSend, when set (by tests, before any session runs), runs before a
-// segment is sent, told whether the session admitted commands under the
-// control table this round.
-var BeforeSend func(admitted bool)
-
 // release uncounts the commands the session admitted, once their replies
 // are in.
 func (s *session) release() {

@@ -55,8 +55,8 @@ func (s *session) partFor(u *upstream.Upstream, p *pipe.Pipe, dedicated, own boo
 // and moves every reply of the segment, in order, to the output.
 func (s *session) flush() {
 	budget := int(max(s.srv.Cfg.MaxReplyBytes-int64(len(s.c.Out)+len(s.seg.Local)), 0))
-	if BeforeSend != nil {
-		BeforeSend(len(s.adm.states) > 0)
+	if h := s.srv.Hooks.BeforeSend; h != nil {
+		h(len(s.adm.states) > 0)
 	}
 	for i := range s.seg.Parts {
 		pt := &s.seg.Parts[i]
@@ -67,8 +67,8 @@ func (s *session) flush() {
 			pt.B.Fill(msg) // hold.go: nothing of it was sent
 			continue
 		}
-		if AfterSendCheck != nil && len(s.adm.states) > 0 {
-			AfterSendCheck()
+		if h := s.srv.Hooks.AfterSendCheck; h != nil && len(s.adm.states) > 0 {
+			h()
 		}
 		pt.B.Max = budget
 		if pt.Up.Acks() {
@@ -157,8 +157,8 @@ var errResendRefused = errors.New("resend refused")
 // errResendRefused: nothing of it was written, on either connection, so
 // the client is told so and is never answered twice for one write.
 func (s *session) resendCheck(pt *segment.Part) error {
-	if BeforeResend != nil {
-		BeforeResend()
+	if h := s.srv.Hooks.BeforeResend; h != nil {
+		h()
 	}
 	if msg := s.leaseLapsed(pt.Up); msg != nil {
 		pt.B.Fill(msg)
@@ -166,16 +166,6 @@ func (s *session) resendCheck(pt *segment.Part) error {
 	}
 	return nil
 }
-
-// AfterSendCheck, when set (by tests, before any session runs), runs
-// between a part's send-time check and its first write, when the session
-// admitted commands this round: a pause there is what the node-side fence
-// covers (docs/queue-move.md, "Late writers").
-var AfterSendCheck func()
-
-// BeforeResend, when set (by tests, before any session runs), runs before
-// a part is resent on a new connection, before the send-time check.
-var BeforeResend func()
 
 // emit moves the segment's replies to the output in command order
 // (segment.Segment.Emit) and empties it, giving back what its batches held

@@ -40,6 +40,23 @@ type Config struct {
 	AuditPassthrough bool
 }
 
+// Hooks are calls a session makes into tests around its sends; nil: none.
+// They come with the server's options and do not change while sessions
+// run.
+type Hooks struct {
+	// BeforeSend runs before a segment is sent, told whether the session
+	// admitted commands under the control table this round.
+	BeforeSend func(admitted bool)
+	// AfterSendCheck runs between a part's send-time check and its first
+	// write, when the session admitted commands this round: a pause there
+	// is what the node-side fence covers (docs/queue-move.md, "Late
+	// writers").
+	AfterSendCheck func()
+	// BeforeResend runs before a part is resent on a new connection,
+	// before the send-time check.
+	BeforeResend func()
+}
+
 // Control is the control loop of moved queues, as a session sees it: the
 // state in force and the leases (plan.Control), how long a held command
 // may wait, and the count of those waiting.
@@ -77,6 +94,7 @@ type Shared struct {
 	Ctx        context.Context
 	Closing    *atomic.Bool // the server is shutting down
 	Sessions   Registry
+	Hooks      Hooks // for tests
 }
 
 // fenced reports whether every upstream's fence holds.

@@ -167,6 +167,7 @@ func checkRole(ctx context.Context, c *SetupConn, addr string) error {
 // timeout, and what following needs (its address, the error-reply hook).
 func (u *Upstream) pipeOn(dl Dialed, o pipe.Options) *pipe.Pipe {
 	o.Name, o.Addr, o.WriteTimeout = u.name, dl.addr, u.opts.Timeout
+	o.MaxCombinedWrites = u.opts.MaxCombinedWrites
 	if u.fol != nil {
 		o.OnError = u.fol.errReply(dl.addr)
 	}

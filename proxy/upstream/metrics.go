@@ -1,7 +1,7 @@
 package upstream
 
-// Metrics is what an upstream reports; package proxy's metrics implement
-// it (metrics.go there). Every method is called with the upstream's name.
+// Metrics is what an upstream reports; package observe's Metrics
+// implements it (metrics.go there). Every method is called with the upstream's name.
 type Metrics interface {
 	// UpstreamError counts an error of kind (dial, fence, lost, probe,
 	// ...: errKind).

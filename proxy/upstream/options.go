@@ -96,6 +96,9 @@ type Options struct {
 	// the upstream not fenced and closes its shared connections (probe.go).
 	// Without an OnConnect hook there is nothing to probe.
 	ProbeInterval time.Duration
+	// MaxCombinedWrites is package pipe's Options.MaxCombinedWrites for
+	// every connection of the upstream (0: pipe.DefaultMaxCombinedWrites).
+	MaxCombinedWrites int
 }
 
 // WithDefaults returns u with every zero value replaced by its default.
