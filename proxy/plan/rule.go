@@ -62,7 +62,7 @@ func ruleReason(class string) rewrite.Reason { return rewrite.Reason("rule_" + c
 // ReasonControlKey is the refusal reason of a write to a control-table key.
 const ReasonControlKey rewrite.Reason = "control_key"
 
-// controlKeyPrefix starts every key of the control table (package control).
+// controlKeyPrefix starts every key of the control table (package control/table).
 const controlKeyPrefix = "{emqproxy}"
 
 // Rule refuses a command Decide would forward when it is outside the
