@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
+
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -33,8 +37,8 @@ func (m *Mover) Abort(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if e == nil || e.State != Held {
-			return fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
+		if e == nil || e.State != table.Held {
+			return fmt.Errorf("%w: queue %s has no move in progress", table.ErrMove, m.Queue)
 		}
 		rec = &record{from: owner, step: StepHeld}
 		noRecord = true
@@ -44,11 +48,11 @@ func (m *Mover) Abort(ctx context.Context) error {
 		return m.dropStale(ctx, rec, e)
 	}
 	if rec.step == StepFlipping {
-		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", ErrMove, m.Queue, rec.to)
+		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", table.ErrMove, m.Queue, rec.to)
 	}
 	src := m.Nodes[rec.from]
 	if src == nil {
-		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", ErrMove, m.Queue, rec.from)
+		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", table.ErrMove, m.Queue, rec.from)
 	}
 	// A hold without a record is released only while there is still no
 	// record (a mover that began meanwhile is left alone).
@@ -60,11 +64,11 @@ func (m *Mover) Abort(ctx context.Context) error {
 		f = own(rec, rec.step)
 	}
 	if dst := m.Nodes[rec.to]; dst != nil {
-		keys, err := scanQueue(ctx, dst, m.Queue, 0)
+		keys, err := keycopy.ScanQueue(ctx, dst, m.Queue, 0)
 		if err == nil && rec.replace {
 			var tmp []string
 			for _, k := range keys {
-				if strings.HasSuffix(k, tmpSuffix) {
+				if strings.HasSuffix(k, keycopy.TmpSuffix) {
 					tmp = append(tmp, k)
 				}
 			}
@@ -74,30 +78,30 @@ func (m *Mover) Abort(ctx context.Context) error {
 			err = unlink(ctx, dst, keys)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: deleting the copied keys on %s: %v (run --abort again)", ErrMove, dst.Name, err)
+			return fmt.Errorf("%w: deleting the copied keys on %s: %v (run --abort again)", table.ErrMove, dst.Name, err)
 		}
 		m.say("deleted %d copied keys of %s on %s", len(keys), m.Queue, dst.Name)
 	}
 	c := src.C
 	var ep int64
-	var e *Entry
+	var e *table.Entry
 	if rec.step != StepCopying {
 		top, err := m.maxEpoch(ctx)
 		if err != nil {
 			return err
 		}
 		ep = top + 1
-		e = &Entry{Epoch: ep, State: Owned, Owner: rec.from}
+		e = &table.Entry{Epoch: ep, State: table.Owned, Owner: rec.from}
 	}
 	if err := m.fenced(ctx, src, f, e, func() valkey.Commands { return deleteRecordCmds(c, m.Queue) }); err != nil {
 		var se *supersededError
 		if errors.As(err, &se) {
-			return fmt.Errorf("%w: the move of %s changed on %s during the abort (%s): run --abort again", ErrMove, m.Queue, src.Name, se.why)
+			return fmt.Errorf("%w: the move of %s changed on %s during the abort (%s): run --abort again", table.ErrMove, m.Queue, src.Name, se.why)
 		}
-		return fmt.Errorf("%w: releasing %s on %s: %v", ErrMove, m.Queue, src.Name, err)
+		return fmt.Errorf("%w: releasing %s on %s: %v", table.ErrMove, m.Queue, src.Name, err)
 	}
-	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
-		return fmt.Errorf("%w: aborted, but %v", ErrMove, err)
+	if _, err := tail.ReleaseNotify(ctx, src, m.Queue); err != nil {
+		return fmt.Errorf("%w: aborted, but %v", table.ErrMove, err)
 	}
 	// The release and the record's removal are one transaction on the
 	// source: lost in a failover, both are, and the promoted node holds
@@ -105,7 +109,7 @@ func (m *Mover) Abort(ctx context.Context) error {
 	// undone here; the operator is told to look and abort again.
 	if err := src.Confirm(ctx); err != nil {
 		return fmt.Errorf("%w: aborted on %s's primary, but %v: a failover of %s before its replicas have it brings the move back "+
-			"(its record, and its hold if it had one: queue status shows it): run --abort again then", ErrMove, src.Name, err, src.Name)
+			"(its record, and its hold if it had one: queue status shows it): run --abort again then", table.ErrMove, src.Name, err, src.Name)
 	}
 	if rec.step == StepCopying {
 		m.say("aborted: the copy of %s stopped; %s serves it as before", m.Queue, rec.from)

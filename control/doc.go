@@ -1,24 +1,20 @@
-// Package control is the control table of moved queues, kept on the nodes
-// themselves, and the mover that changes it (`emqproxy queue move`).
+// Package control is the mover of queues between nodes (`emqproxy queue
+// move`): it changes the control table of moved queues (control/table),
+// kept on the nodes themselves, copying the queue's keys (control/keycopy)
+// while it follows their changes (control/tail).
 //
-// Every node (module or scripts) holds, under the reserved hashtag
-// {emqproxy} (rewrite.ControlKeyPrefix, which the proxy's plan also uses to
-// refuse clients' writes to these keys) so that all of it lives in one slot:
+// A move's packages, each importing only those after it (TestLayers keeps
+// the order):
 //
-//	{emqproxy}:epoch          the node's table epoch (an integer)
-//	{emqproxy}:queues         hash: queue -> "<epoch> <state> <owner>"
-//	                          state "held" (commands for the queue wait) or
-//	                          "owned" (the queue is served by upstream <owner>)
-//	{emqproxy}:proxies        hash: proxy id -> its registration (JSON: the
-//	                          epoch it applied, when it renewed, its lease)
-//	{emqproxy}:lease:<id>     a proxy's lease on the node: a key with an expiry
-//	{emqproxy}:move:<queue>   a move in progress (hash: from, to, epoch, step,
-//	                          token and by: the fence)
-//	{emqproxy}:moves          on a move's source: the queues with a record
-//	{emqproxy}:progress:<q>   a running move's progress (JSON, expiring)
-//	{emqproxy}:notify         on a move's source: the node's own
-//	                          notify-keyspace-events ("saved") and the moves
-//	                          that turned the notifications on
+//   - control (this one): the mover's steps (begin, copy while served,
+//     hold, flip), the move's record and its fence, --resume, --abort,
+//     whether a failure may be resumed (MayResume), queue status;
+//   - control/keycopy: the copy of a queue's keys and its verification;
+//   - control/tail: what changes on the source while the copy runs;
+//   - control/table: the control table on the nodes, which the proxies read
+//     (it lists every key under {emqproxy}).
+//
+// control/leftovers (`emqproxy queue leftovers`) imports control/table only.
 //
 // Decisions:
 //
@@ -34,7 +30,7 @@
 //     alone (a hold, a release, an abort are written on the source only).
 //   - On a master set with ack_replicas, every table write of the mover
 //     (the hold, a release, the copy's record, the flip on each node, an
-//     abort) is confirmed on the replicas (Node.Confirm) before anything
+//     abort) is confirmed on the replicas (table.Node.Confirm) before anything
 //     relies on it. A hold not confirmed is released and the move stops;
 //     a release or an abort not confirmed stops the mover with what a
 //     failover would bring back (--resume or --abort again).
@@ -55,24 +51,23 @@
 //     and the mover read one file.
 //   - An entry that does not parse, whose epoch is past its table's (the
 //     mover writes an entry with its epoch in one transaction), or whose
-//     queue is empty or has braces is skipped (Table.Skipped) and
+//     queue is empty or has braces is skipped (table.Table.Skipped) and
 //     reported by whoever reads it; it never holds another queue. No
 //     client writes these keys through a proxy (proxy/plan/rule.go).
 //   - The mover copies while the queue is served and holds it only for what
 //     changed last. The changes are learnt from the source node itself,
 //     which sees every writer: its replication stream, read as a replica
-//     reads it (replica.go, replwire.go: every write, member by member),
-//     or, where the node does not allow that, keyspace notifications on
-//     the queue's hashtag (notify.go: the key of every write). A barrier
-//     message proves the record complete up to a point, and a lost
-//     connection, a changed setting, a flush or a restart restarts the
-//     tracking with a full copy, never a silent miss (track.go,
-//     streamtrack.go, change.go).
+//     reads it (every write, member by member), or, where the node does
+//     not allow that, keyspace notifications on the queue's hashtag (the
+//     key of every write). A barrier message proves the record complete
+//     up to a point, and a lost connection, a changed setting, a flush or
+//     a restart restarts the tracking with a full copy, never a silent
+//     miss (control/tail).
 //   - No command the mover sends carries a large value: keys past
-//     DefaultLargeKey are copied in chunks (a scan) into a temporary key
-//     renamed into place (bigkey.go); once there, a change known member
-//     by member is patched at the cost of the change (patch.go), any
-//     other is copied or compared in chunks.
+//     keycopy.DefaultLargeKey are copied in chunks (a scan) into a
+//     temporary key renamed into place; once there, a change known member
+//     by member is patched at the cost of the change, any other is copied
+//     or compared in chunks (control/keycopy).
 //
-// The package speaks to nodes with valkey-go, the project's client.
+// The packages speak to nodes with valkey-go, the project's client.
 package control

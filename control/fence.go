@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -63,10 +65,12 @@ type supersededError struct{ queue, node, why string }
 
 func (e *supersededError) Error() string {
 	return fmt.Sprintf("%v: %v: the move of %s was superseded on %s: %s; this mover stops here and writes nothing more",
-		ErrMove, ErrSuperseded, e.queue, e.node, e.why)
+		table.ErrMove, ErrSuperseded, e.queue, e.node, e.why)
 }
 
-func (e *supersededError) Is(target error) bool { return target == ErrMove || target == ErrSuperseded }
+func (e *supersededError) Is(target error) bool {
+	return target == table.ErrMove || target == ErrSuperseded
+}
 
 // newToken is a record's token: 96 random bits.
 func newToken() string {
@@ -125,15 +129,15 @@ func (f *fence) check(cur map[string]string) string {
 // a change of the watched keys checks again (another queue's entry written
 // on n meanwhile is not a reason to stop). build is called for each try:
 // a command is sent once.
-func (m *Mover) fenced(ctx context.Context, n *Node, f *fence, e *Entry, build func() valkey.Commands) error {
+func (m *Mover) fenced(ctx context.Context, n *table.Node, f *fence, e *table.Entry, build func() valkey.Commands) error {
 	return n.C.Dedicated(func(dc valkey.DedicatedClient) error {
 		for range 20 {
 			var keys []string
 			if f != nil {
-				keys = append(keys, MoveKey(m.Queue))
+				keys = append(keys, table.MoveKey(m.Queue))
 			}
 			if e != nil {
-				keys = append(keys, KeyQueues, KeyEpoch)
+				keys = append(keys, table.KeyQueues, table.KeyEpoch)
 			}
 			if len(keys) > 0 {
 				if err := dc.Do(ctx, dc.B().Watch().Key(keys...).Build()).Error(); err != nil {
@@ -145,7 +149,7 @@ func (m *Mover) fenced(ctx context.Context, n *Node, f *fence, e *Entry, build f
 				return &supersededError{queue: m.Queue, node: n.Name, why: why}
 			}
 			if f != nil {
-				cur, err := dc.Do(ctx, dc.B().Hgetall().Key(MoveKey(m.Queue)).Build()).AsStrMap()
+				cur, err := dc.Do(ctx, dc.B().Hgetall().Key(table.MoveKey(m.Queue)).Build()).AsStrMap()
 				if err != nil {
 					return err
 				}
@@ -155,14 +159,14 @@ func (m *Mover) fenced(ctx context.Context, n *Node, f *fence, e *Entry, build f
 			}
 			var top int64
 			if e != nil {
-				rs := dc.DoMulti(ctx, dc.B().Hget().Key(KeyQueues).Field(m.Queue).Build(), dc.B().Get().Key(KeyEpoch).Build())
+				rs := dc.DoMulti(ctx, dc.B().Hget().Key(table.KeyQueues).Field(m.Queue).Build(), dc.B().Get().Key(table.KeyEpoch).Build())
 				for _, r := range rs {
 					if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
 						return err
 					}
 				}
 				if s, err := rs[0].ToString(); err == nil {
-					if cur, err := ParseEntry(s); err == nil && (cur.Epoch > e.Epoch || cur.Epoch == e.Epoch && cur != *e) {
+					if cur, err := table.ParseEntry(s); err == nil && (cur.Epoch > e.Epoch || cur.Epoch == e.Epoch && cur != *e) {
 						return refuse(fmt.Sprintf("the entry of %s there is %q, not older than the one this mover was writing (%q): another mover wrote it",
 							m.Queue, cur.String(), e.String()))
 					}
@@ -173,9 +177,9 @@ func (m *Mover) fenced(ctx context.Context, n *Node, f *fence, e *Entry, build f
 			}
 			all := valkey.Commands{dc.B().Multi().Build()}
 			if e != nil {
-				all = append(all, dc.B().Hset().Key(KeyQueues).FieldValue().FieldValue(m.Queue, e.String()).Build())
+				all = append(all, dc.B().Hset().Key(table.KeyQueues).FieldValue().FieldValue(m.Queue, e.String()).Build())
 				if e.Epoch > top {
-					all = append(all, dc.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(e.Epoch, 10)).Build())
+					all = append(all, dc.B().Set().Key(table.KeyEpoch).Value(strconv.FormatInt(e.Epoch, 10)).Build())
 				}
 			}
 			all = append(all, build()...)
@@ -213,7 +217,7 @@ func stepErr(err error, format string, args ...any) error {
 	if errors.Is(err, ErrSuperseded) {
 		return err
 	}
-	return fmt.Errorf("%w: %s: %v", ErrMove, fmt.Sprintf(format, args...), err)
+	return fmt.Errorf("%w: %s: %v", table.ErrMove, fmt.Sprintf(format, args...), err)
 }
 
 // takeOver makes rec, the record as it was read (token and step), the
@@ -223,18 +227,18 @@ func stepErr(err error, format string, args ...any) error {
 // write anything else. A record changed since it was read (its mover went
 // a step further, or another command took it over) is refused: the
 // decision was made on a record that is no longer there.
-func (m *Mover) takeOver(ctx context.Context, src *Node, rec *record, action string) error {
+func (m *Mover) takeOver(ctx context.Context, src *table.Node, rec *record, action string) error {
 	tok, by := newToken(), moverID(action)
 	err := m.fenced(ctx, src, own(rec, rec.step), nil, func() valkey.Commands {
-		return valkey.Commands{src.C.B().Hset().Key(MoveKey(m.Queue)).FieldValue().
+		return valkey.Commands{src.C.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().
 			FieldValue(fieldToken, tok).FieldValue(fieldBy, by).Build()}
 	})
 	var se *supersededError
 	if errors.As(err, &se) {
-		return fmt.Errorf("%w: the move of %s changed on %s while it was read (%s): nothing was done; run the command again", ErrMove, m.Queue, src.Name, se.why)
+		return fmt.Errorf("%w: the move of %s changed on %s while it was read (%s): nothing was done; run the command again", table.ErrMove, m.Queue, src.Name, se.why)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: taking over the move of %s on %s: %v", ErrMove, m.Queue, src.Name, err)
+		return fmt.Errorf("%w: taking over the move of %s on %s: %v", table.ErrMove, m.Queue, src.Name, err)
 	}
 	rec.token, rec.by = tok, by
 	m.token = tok

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/internal/controltest"
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -57,15 +60,15 @@ func TestStalledMoverIsFenced(t *testing.T) {
 }
 
 func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, superseded bool, owner string) {
-	src, dst := pair(t, srv)
-	nodes := map[string]*Node{"src": src, "dst": dst}
+	src, dst := controltest.Pair(t, srv)
+	nodes := map[string]*table.Node{"src": src, "dst": dst}
 	route := func(string) string { return "src" }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var jobs []string
-	enqueue := func(n *Node, id string) {
+	enqueue := func(n *table.Node, id string) {
 		t.Helper()
-		must(t, n.C, n.C.B().Hset().Key("emq:{q}:job:"+id).FieldValue().FieldValue("state", "pending").Build(),
+		controltest.Must(t, n.C, n.C.B().Hset().Key("emq:{q}:job:"+id).FieldValue().FieldValue("state", "pending").Build(),
 			n.C.B().Zadd().Key("emq:{q}:pending").ScoreMember().ScoreMember(float64(len(jobs)), id).Build())
 		jobs = append(jobs, id)
 	}
@@ -75,15 +78,15 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 
 	// The table's entries of q, watched on both nodes: they only move forward.
 	var seenMu sync.Mutex
-	seen := map[string]Entry{}
+	seen := map[string]table.Entry{}
 	var backwards []string
 	look := func() {
 		for name, n := range nodes {
-			s, err := n.C.Do(context.Background(), n.C.B().Hget().Key(KeyQueues).Field("q").Build()).ToString()
+			s, err := n.C.Do(context.Background(), n.C.B().Hget().Key(table.KeyQueues).Field("q").Build()).ToString()
 			if err != nil {
 				continue
 			}
-			e, err := ParseEntry(s)
+			e, err := table.ParseEntry(s)
 			if err != nil {
 				t.Errorf("entry on %s: %v", name, err)
 				continue
@@ -153,7 +156,7 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 	}
 	if who, e, err := Owner(ctx, nodes, route, "q"); err != nil {
 		t.Fatal(err)
-	} else if who == "src" && (e == nil || e.State == Owned) {
+	} else if who == "src" && (e == nil || e.State == table.Owned) {
 		// Clients go on writing to the queue's owner (not while it is
 		// held).
 		for i := range 5 {
@@ -184,7 +187,7 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who != owner || e != nil && e.State != Owned {
+	if who != owner || e != nil && e.State != table.Owned {
 		t.Fatalf("the queue is %v %s at the end, want owned by %s", e, who, owner)
 	}
 	live := nodes[who]
@@ -197,7 +200,7 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 		}
 	}
 	for name, n := range nodes {
-		if k, _ := n.C.Do(ctx, n.C.B().Exists().Key(MoveKey("q")).Build()).AsInt64(); k != 0 {
+		if k, _ := n.C.Do(ctx, n.C.B().Exists().Key(table.MoveKey("q")).Build()).AsInt64(); k != 0 {
 			t.Errorf("a move record is left on %s", name)
 		}
 	}
@@ -211,11 +214,11 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 // same tables, so they chose one epoch. One holds, the other is refused:
 // the hold creates the record only where there is none.
 func TestTwoHoldCopyMoversAtOnce(t *testing.T) {
-	src, dst := pair(t, node.Redis())
-	nodes := map[string]*Node{"src": src, "dst": dst}
+	src, dst := controltest.Pair(t, node.Redis())
+	nodes := map[string]*table.Node{"src": src, "dst": dst}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	must(t, src.C, src.C.B().Hset().Key("emq:{q}:job:J1").FieldValue().FieldValue("state", "pending").Build())
+	controltest.Must(t, src.C, src.C.B().Hset().Key("emq:{q}:job:J1").FieldValue().FieldValue("state", "pending").Build())
 	// Both stall once validated, their epoch chosen, before either holds:
 	// they read the same tables, so they chose one epoch.
 	var wg, atBegin sync.WaitGroup
@@ -261,39 +264,39 @@ func TestTwoHoldCopyMoversAtOnce(t *testing.T) {
 // another one at its epoch (another mover wrote it), and raises the node's
 // epoch only upwards. A record fence refuses another token or step.
 func TestFencedWriteRefusesAnOlderEntry(t *testing.T) {
-	n, _ := pair(t, node.Redis())
+	n, _ := controltest.Pair(t, node.Redis())
 	ctx := context.Background()
 	m := &Mover{Queue: "q"}
 	none := func() valkey.Commands { return nil }
-	if err := m.fenced(ctx, n, nil, &Entry{Epoch: 5, State: Owned, Owner: "a"}, none); err != nil {
+	if err := m.fenced(ctx, n, nil, &table.Entry{Epoch: 5, State: table.Owned, Owner: "a"}, none); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []Entry{{Epoch: 5, State: Owned, Owner: "b"}, {Epoch: 4, State: Held, Owner: "a"}} {
+	for _, e := range []table.Entry{{Epoch: 5, State: table.Owned, Owner: "b"}, {Epoch: 4, State: table.Held, Owner: "a"}} {
 		err := m.fenced(ctx, n, nil, &e, none)
 		if !errors.Is(err, ErrSuperseded) {
 			t.Errorf("writing %s over epoch 5: %v, want it refused", e, err)
 		}
 	}
 	// The same entry again changes nothing and passes.
-	if err := m.fenced(ctx, n, nil, &Entry{Epoch: 5, State: Owned, Owner: "a"}, none); err != nil {
+	if err := m.fenced(ctx, n, nil, &table.Entry{Epoch: 5, State: table.Owned, Owner: "a"}, none); err != nil {
 		t.Errorf("the same entry again: %v", err)
 	}
 	// Another queue's move raised the node's epoch: an entry of q below it
 	// is written, the epoch stays.
-	must(t, n.C, n.C.B().Set().Key(KeyEpoch).Value("9").Build())
-	if err := m.fenced(ctx, n, nil, &Entry{Epoch: 7, State: Owned, Owner: "c"}, none); err != nil {
+	controltest.Must(t, n.C, n.C.B().Set().Key(table.KeyEpoch).Value("9").Build())
+	if err := m.fenced(ctx, n, nil, &table.Entry{Epoch: 7, State: table.Owned, Owner: "c"}, none); err != nil {
 		t.Fatal(err)
 	}
 	tb, err := n.ReadTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tb.Epoch != 9 || tb.Queues["q"] != (Entry{Epoch: 7, State: Owned, Owner: "c"}) {
+	if tb.Epoch != 9 || tb.Queues["q"] != (table.Entry{Epoch: 7, State: table.Owned, Owner: "c"}) {
 		t.Errorf("table after the write: %+v", tb)
 	}
 	// A record fence: a token that is not the record's is refused, the
 	// record's passes.
-	must(t, n.C, n.C.B().Hset().Key(MoveKey("q")).FieldValue().FieldValue("step", StepHeld).FieldValue(fieldToken, "t1").FieldValue(fieldBy, "resume (h pid 1)").Build())
+	controltest.Must(t, n.C, n.C.B().Hset().Key(table.MoveKey("q")).FieldValue().FieldValue("step", StepHeld).FieldValue(fieldToken, "t1").FieldValue(fieldBy, "resume (h pid 1)").Build())
 	err = m.fenced(ctx, n, &fence{token: "t0", steps: []string{StepHeld}}, nil, none)
 	if !errors.Is(err, ErrSuperseded) || !strings.Contains(err.Error(), "taken over by resume (h pid 1)") {
 		t.Errorf("a stale token: %v", err)
@@ -312,11 +315,11 @@ func TestFencedWriteRefusesAnOlderEntry(t *testing.T) {
 // next epoch is above 9, not 1: the proxy applies it, and its stale
 // registration cannot acknowledge a hold it never saw.
 func TestNewEpochsAboveEveryAppliedEpoch(t *testing.T) {
-	src, dst := pair(t, node.Redis())
-	nodes := map[string]*Node{"src": src, "dst": dst}
+	src, dst := controltest.Pair(t, node.Redis())
+	nodes := map[string]*table.Node{"src": src, "dst": dst}
 	ctx := context.Background()
-	must(t, src.C, src.C.B().Hset().Key("emq:{q}:job:J1").FieldValue().FieldValue("state", "pending").Build(),
-		src.C.B().Hset().Key(KeyProxies).FieldValue().FieldValue("p1", `{"applied":9,"renewed":1,"lease_ms":1000}`).Build())
+	controltest.Must(t, src.C, src.C.B().Hset().Key("emq:{q}:job:J1").FieldValue().FieldValue("state", "pending").Build(),
+		src.C.B().Hset().Key(table.KeyProxies).FieldValue().FieldValue("p1", `{"applied":9,"renewed":1,"lease_ms":1000}`).Build())
 	out := &lineWriter{}
 	_, err := (&Mover{Queue: "q", To: "dst", Nodes: nodes, FileRoute: func(string) string { return "src" },
 		HoldCopy: true, Wait: time.Second, StopAfter: StepHeld, Out: out}).Run(ctx)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -30,36 +32,17 @@ import (
 // nothing but the connections of proxies that are gone by their leases
 // anyway: such a proxy serves none of the node's queues until it renews.
 
-// dataClientPrefix starts the name of every proxy's data connections.
-const dataClientPrefix = "emqproxy-data:"
-
-// DataClientName is the client name (CLIENT SETNAME) of the data
-// connections of the proxy registered as id: every byte that is not a
-// letter, a digit or one of "-_.:" is written '_' (a client name has no
-// spaces).
-func DataClientName(id string) string {
-	b := []byte(dataClientPrefix + id)
-	for i := len(dataClientPrefix); i < len(b); i++ {
-		c := b[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:", c) >= 0
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
-
 // closeWaitedOut closes on src every data connection of the proxies ids
 // (those waitAcks waited out). An error stops the move with the queue held:
 // the tail is not copied while a late writer may still write.
-func (m *Mover) closeWaitedOut(ctx context.Context, src *Node, ids []string) error {
+func (m *Mover) closeWaitedOut(ctx context.Context, src *table.Node, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	kill, err := dataConns(ctx, src.C, ids)
 	if err != nil {
 		return fmt.Errorf("%w: closing the connections of the proxies waited out (%s) on %s: %v: the queue stays held; --resume tries again, --abort releases it",
-			ErrMove, strings.Join(ids, ", "), src.Name, err)
+			table.ErrMove, strings.Join(ids, ", "), src.Name, err)
 	}
 	closed := 0
 	if len(kill) > 0 {
@@ -73,7 +56,7 @@ func (m *Mover) closeWaitedOut(ctx context.Context, src *Node, ids []string) err
 			} else if _, server := valkey.IsValkeyErr(err); !server {
 				// A server error means the connection was gone already.
 				return fmt.Errorf("%w: closing the connections of the proxies waited out on %s: %v: the queue stays held; --resume tries again, --abort releases it",
-					ErrMove, src.Name, err)
+					table.ErrMove, src.Name, err)
 			}
 		}
 	}
@@ -86,7 +69,7 @@ func (m *Mover) closeWaitedOut(ctx context.Context, src *Node, ids []string) err
 func dataConns(ctx context.Context, c valkey.Client, ids []string) ([]int64, error) {
 	names := map[string]bool{}
 	for _, id := range ids {
-		names[DataClientName(id)] = true
+		names[table.DataClientName(id)] = true
 	}
 	list, err := c.Do(ctx, c.B().ClientList().TypeNormal().Build()).ToString()
 	if err != nil {

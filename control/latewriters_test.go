@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -17,7 +19,7 @@ func TestDataClientNameHasNoSpace(t *testing.T) {
 		"a b\nc\"d":        "emqproxy-data:a_b_c_d",
 		"p1.x:9_y":         "emqproxy-data:p1.x:9_y",
 	} {
-		if got := DataClientName(id); got != want {
+		if got := table.DataClientName(id); got != want {
 			t.Errorf("DataClientName(%q) = %q; want %q", id, got, want)
 		}
 	}
@@ -29,7 +31,7 @@ func TestDataClientNameHasNoSpace(t *testing.T) {
 // own stay open.
 func TestCloseWaitedOutClosesOnlyThatProxysConnections(t *testing.T) {
 	n := node.StartT(t, node.Options{Role: node.Bare})
-	src, err := Dial(NodeOptions{Name: "src", Address: n.Addr, Password: n.Opts.Password})
+	src, err := table.Dial(table.NodeOptions{Name: "src", Address: n.Addr, Password: n.Opts.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +53,8 @@ func TestCloseWaitedOutClosesOnlyThatProxysConnections(t *testing.T) {
 		}
 		return nc
 	}
-	gone := []net.Conn{open(DataClientName("gone")), open(DataClientName("gone"))}
-	kept := []net.Conn{open(DataClientName("live")), open(""), open("other")}
+	gone := []net.Conn{open(table.DataClientName("gone")), open(table.DataClientName("gone"))}
+	kept := []net.Conn{open(table.DataClientName("live")), open(""), open("other")}
 
 	m := &Mover{Queue: "billing"}
 	if err := m.closeWaitedOut(context.Background(), src, []string{"gone"}); err != nil {

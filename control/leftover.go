@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
 )
 
 // dropCopy removes what a failed copy wrote to the target: every key of the
@@ -13,15 +16,15 @@ import (
 // failed move leaves nothing behind that costs the target memory or
 // confuses the next move: --resume copies every key again anyway (what
 // changed while no mover ran is unknown). It returns the keys deleted.
-func dropCopy(ctx context.Context, dst *Node, queue string, replace bool) (int, error) {
-	keys, err := scanQueue(ctx, dst, queue, 0)
+func dropCopy(ctx context.Context, dst *table.Node, queue string, replace bool) (int, error) {
+	keys, err := keycopy.ScanQueue(ctx, dst, queue, 0)
 	if err != nil {
 		return 0, err
 	}
 	if replace {
 		var tmp []string
 		for _, k := range keys {
-			if strings.HasSuffix(k, tmpSuffix) {
+			if strings.HasSuffix(k, keycopy.TmpSuffix) {
 				tmp = append(tmp, k)
 			}
 		}
@@ -41,8 +44,8 @@ func dropCopy(ctx context.Context, dst *Node, queue string, replace bool) (int, 
 // held, nor for a mover superseded: the target's keys are then another
 // mover's copy (a --resume that took the move over), or --abort's to
 // delete.
-func (m *Mover) failedCopy(ctx context.Context, dst *Node, rec *record, err error) error {
-	if err == nil || !errors.Is(err, ErrMove) || errors.Is(err, ErrStopped) || errors.Is(err, ErrSuperseded) ||
+func (m *Mover) failedCopy(ctx context.Context, dst *table.Node, rec *record, err error) error {
+	if err == nil || !errors.Is(err, table.ErrMove) || errors.Is(err, ErrStopped) || errors.Is(err, ErrSuperseded) ||
 		ctx.Err() != nil || rec.step != StepCopying {
 		return err
 	}

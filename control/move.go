@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
+
 	"github.com/valkey-io/valkey-go"
-
-	"github.com/emqproxy/emqproxy/rewrite"
 )
-
-// ErrMove is wrapped by every refusal and failure of a move.
-var ErrMove = errors.New("queue move")
 
 // Steps of a move, as recorded in {emqproxy}:move:<queue> on the source.
 const (
@@ -41,13 +40,13 @@ type Mover struct {
 	To    string
 	// Nodes are every reachable upstream of the configuration, by name;
 	// Down the others, with why.
-	Nodes map[string]*Node
+	Nodes map[string]*table.Node
 	Down  map[string]error
 	// FileRoute is the upstream the configuration's routes give a queue.
 	FileRoute func(queue string) string
 	// CheckTarget runs the target's fence for the role the configuration
 	// names (an error: not fenced, or not that role).
-	CheckTarget func(ctx context.Context, n *Node) error
+	CheckTarget func(ctx context.Context, n *table.Node) error
 	// Replace allows a target that already has keys of the queue (they are
 	// overwritten); DeleteSource deletes the source's keys after the flip.
 	Replace, DeleteSource bool
@@ -96,7 +95,7 @@ func (m *Mover) largeKey() int64 {
 	if m.LargeKey > 0 {
 		return m.LargeKey
 	}
-	return DefaultLargeKey
+	return keycopy.DefaultLargeKey
 }
 
 func (m *Mover) maxHold() time.Duration {
@@ -119,27 +118,27 @@ type Report struct {
 	HoldCopy        bool // the whole copy was made under the hold
 	HoldEpoch       int64
 	FlipEpoch       int64
-	Keys            int              // keys of the queue moved
-	Rows            int64            // of which job rows
-	Other           []string         // keys under the hashtag that are not job-core keys
-	Jobs            map[string]int64 // jobs per state: the job-core sets' sizes at the flip
-	Held            time.Duration    // from the hold to the flip
-	HoldWork        time.Duration    // the copy under the hold, after every proxy acknowledged
-	PreCopy         time.Duration    // the copy while served, before the (last) hold
-	Rounds          int              // rounds of copy while served
-	Released        int              // holds released because their copy passed MaxHold
-	TailKeys        int              // keys copied under the hold
-	Copied          int64            // keys written (a key copied again counts again)
-	Bytes           int64            // bytes of values written
-	Chunked         int64            // keys copied in chunks
-	Longest         []RoundTrip      // the longest round trip to each node
-	Slowest         []SlowCommand    // the slowest command of the mover each node's SLOWLOG kept
-	Tracking        string           // where the changes came from
-	Events          int64            // changes recorded (notifications, or the stream's writes to the queue)
-	Patched         int64            // elements of large keys written by member patches
-	Restarts        int              // times the tracking was lost and restarted
-	Acked           []string         // proxies that acknowledged the hold
-	WaitedOut       []string         // proxies whose lease expired instead
+	Keys            int                   // keys of the queue moved
+	Rows            int64                 // of which job rows
+	Other           []string              // keys under the hashtag that are not job-core keys
+	Jobs            map[string]int64      // jobs per state: the job-core sets' sizes at the flip
+	Held            time.Duration         // from the hold to the flip
+	HoldWork        time.Duration         // the copy under the hold, after every proxy acknowledged
+	PreCopy         time.Duration         // the copy while served, before the (last) hold
+	Rounds          int                   // rounds of copy while served
+	Released        int                   // holds released because their copy passed MaxHold
+	TailKeys        int                   // keys copied under the hold
+	Copied          int64                 // keys written (a key copied again counts again)
+	Bytes           int64                 // bytes of values written
+	Chunked         int64                 // keys copied in chunks
+	Longest         []keycopy.RoundTrip   // the longest round trip to each node
+	Slowest         []keycopy.SlowCommand // the slowest command of the mover each node's SLOWLOG kept
+	Tracking        string                // where the changes came from
+	Events          int64                 // changes recorded (notifications, or the stream's writes to the queue)
+	Patched         int64                 // elements of large keys written by member patches
+	Restarts        int                   // times the tracking was lost and restarted
+	Acked           []string              // proxies that acknowledged the hold
+	WaitedOut       []string              // proxies whose lease expired instead
 	SourceDeleted   bool
 }
 
@@ -172,16 +171,16 @@ func (m *Mover) stop(step string) error {
 // and the merged table's entry, if any. It reads the nodes it can and
 // skips the others; the mover decides on every node's table instead
 // (Mover.owner).
-func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) string, queue string) (string, *Entry, error) {
-	var tables []Table
+func Owner(ctx context.Context, nodes map[string]*table.Node, fileRoute func(string) string, queue string) (string, *table.Entry, error) {
+	var tables []table.Table
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		t, err := nodes[name].ReadTable(ctx)
-		if err != nil && !errors.Is(err, ErrTable) {
+		if err != nil && !errors.Is(err, table.ErrTable) {
 			continue // an unreachable node (the mover refuses instead: Mover.table)
 		}
 		tables = append(tables, t)
 	}
-	e, ok := Merge(tables...).Queues[queue]
+	e, ok := table.Merge(tables...).Queues[queue]
 	if !ok {
 		return fileRoute(queue), nil, nil
 	}
@@ -198,35 +197,31 @@ func Owner(ctx context.Context, nodes map[string]*Node, fileRoute func(string) s
 // old (bench/results/2026-12-02-1403-83d215b-chaos.md, queue charlie1).
 func (m *Mover) reachable() error {
 	for _, name := range slices.Sorted(maps.Keys(m.Down)) {
-		return fmt.Errorf("%w: upstream %s is %w (%v): %s", ErrMove, name, ErrUnreachable, m.Down[name], needAll)
+		return fmt.Errorf("%w: upstream %s is %w (%v): %s", table.ErrMove, name, ErrUnreachable, m.Down[name], table.NeedAll)
 	}
 	return nil
 }
 
-// needAll says why a move needs every upstream.
-const needAll = "a queue's owner is decided by the control tables of every upstream, " +
-	"and the entry that decides it may be on that one alone: try again when it is back"
-
 // table reads the control table of every upstream, merged; an upstream
 // that cannot be read refuses the move (reachable).
-func (m *Mover) table(ctx context.Context) (Table, error) {
+func (m *Mover) table(ctx context.Context) (table.Table, error) {
 	if err := m.reachable(); err != nil {
-		return Table{}, err
+		return table.Table{}, err
 	}
-	var tables []Table
+	var tables []table.Table
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		t, err := m.Nodes[name].ReadTable(ctx)
-		if err != nil && !errors.Is(err, ErrTable) {
-			return Table{}, fmt.Errorf("%w: upstream %s is %w (reading its control table: %v): %s", ErrMove, name, ErrUnreachable, err, needAll)
+		if err != nil && !errors.Is(err, table.ErrTable) {
+			return table.Table{}, fmt.Errorf("%w: upstream %s is %w (reading its control table: %v): %s", table.ErrMove, name, ErrUnreachable, err, table.NeedAll)
 		}
 		tables = append(tables, t)
 	}
-	return Merge(tables...), nil
+	return table.Merge(tables...), nil
 }
 
 // owner is Owner over every upstream's table (table): who serves the
 // queue now, and the merged entry, if any.
-func (m *Mover) owner(ctx context.Context) (string, *Entry, error) {
+func (m *Mover) owner(ctx context.Context) (string, *table.Entry, error) {
 	t, err := m.table(ctx)
 	if err != nil {
 		return "", nil, err
@@ -256,8 +251,8 @@ func (m *Mover) maxEpoch(ctx context.Context) (int64, error) {
 	top := t.Epoch
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		regs, err := m.Nodes[name].Proxies(ctx)
-		if err != nil && !errors.Is(err, ErrTable) {
-			return 0, fmt.Errorf("%w: upstream %s is %w (reading its proxies: %v): %s", ErrMove, name, ErrUnreachable, err, needAll)
+		if err != nil && !errors.Is(err, table.ErrTable) {
+			return 0, fmt.Errorf("%w: upstream %s is %w (reading its proxies: %v): %s", table.ErrMove, name, ErrUnreachable, err, table.NeedAll)
 		}
 		for _, r := range regs {
 			top = max(top, r.Applied)
@@ -275,7 +270,7 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
 		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", ErrMove, m.Queue, name, ErrUnreachable, err, needAll)
+			return nil, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", table.ErrMove, m.Queue, name, ErrUnreachable, err, table.NeedAll)
 		}
 		if r != nil {
 			return r, nil
@@ -290,37 +285,37 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 // whole copy instead.
 func (m *Mover) Run(ctx context.Context) (*Report, error) {
 	if m.Queue == "" || strings.ContainsAny(m.Queue, "{}") {
-		return nil, fmt.Errorf("%w: queue %q is not a queue name (no braces)", ErrMove, m.Queue)
+		return nil, fmt.Errorf("%w: queue %q is not a queue name (no braces)", table.ErrMove, m.Queue)
 	}
 	if err, ok := m.Down[m.To]; ok {
-		return nil, fmt.Errorf("%w: target %s is %w: %v", ErrMove, m.To, ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: target %s is %w: %v", table.ErrMove, m.To, ErrUnreachable, err)
 	}
 	to := m.Nodes[m.To]
 	if to == nil {
-		return nil, fmt.Errorf("%w: --to %q is not an upstream of the configuration (%s)", ErrMove, m.To, strings.Join(slices.Sorted(maps.Keys(m.Nodes)), ", "))
+		return nil, fmt.Errorf("%w: --to %q is not an upstream of the configuration (%s)", table.ErrMove, m.To, strings.Join(slices.Sorted(maps.Keys(m.Nodes)), ", "))
 	}
 	if rec, err := m.findRecord(ctx); err != nil {
 		return nil, err
 	} else if rec != nil {
 		return nil, fmt.Errorf("%w: queue %s is already moving (%s -> %s, step %s): finish it with --resume or roll it back with --abort",
-			ErrMove, m.Queue, rec.from, rec.to, rec.step)
+			table.ErrMove, m.Queue, rec.from, rec.to, rec.step)
 	}
 	from, e, err := m.owner(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if e != nil && e.State == Held {
-		return nil, fmt.Errorf("%w: queue %s is held on %s with no move record: run with --abort to release it", ErrMove, m.Queue, e.Owner)
+	if e != nil && e.State == table.Held {
+		return nil, fmt.Errorf("%w: queue %s is held on %s with no move record: run with --abort to release it", table.ErrMove, m.Queue, e.Owner)
 	}
 	if from == m.To {
-		return nil, fmt.Errorf("%w: queue %s is already served by %s", ErrMove, m.Queue, m.To)
+		return nil, fmt.Errorf("%w: queue %s is already served by %s", table.ErrMove, m.Queue, m.To)
 	}
 	if err, ok := m.Down[from]; ok {
-		return nil, fmt.Errorf("%w: source %s (serving %s) is %w: %v", ErrMove, from, m.Queue, ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: source %s (serving %s) is %w: %v", table.ErrMove, from, m.Queue, ErrUnreachable, err)
 	}
 	src := m.Nodes[from]
 	if src == nil {
-		return nil, fmt.Errorf("%w: queue %s is served by %q, which is not an upstream of the configuration", ErrMove, m.Queue, from)
+		return nil, fmt.Errorf("%w: queue %s is served by %q, which is not an upstream of the configuration", table.ErrMove, m.Queue, from)
 	}
 	if err := m.validate(ctx, src, to); err != nil {
 		return nil, err
@@ -354,23 +349,23 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 // validate refuses a move before anything is held: an unreachable source or
 // target, a target not fenced as its configured role, a target that has keys
 // of the queue (unless Replace).
-func (m *Mover) validate(ctx context.Context, src, to *Node) error {
-	for _, n := range []*Node{src, to} {
+func (m *Mover) validate(ctx context.Context, src, to *table.Node) error {
+	for _, n := range []*table.Node{src, to} {
 		if err := n.C.Do(ctx, n.C.B().Ping().Build()).Error(); err != nil {
-			return fmt.Errorf("%w: upstream %s is %w: %v", ErrMove, n.Name, ErrUnreachable, err)
+			return fmt.Errorf("%w: upstream %s is %w: %v", table.ErrMove, n.Name, ErrUnreachable, err)
 		}
 	}
 	if m.CheckTarget != nil {
 		if err := m.CheckTarget(ctx, to); err != nil {
-			return fmt.Errorf("%w: target %s: %v", ErrMove, to.Name, err)
+			return fmt.Errorf("%w: target %s: %v", table.ErrMove, to.Name, err)
 		}
 	}
-	keys, err := scanQueue(ctx, to, m.Queue, 1)
+	keys, err := keycopy.ScanQueue(ctx, to, m.Queue, 1)
 	if err != nil {
-		return fmt.Errorf("%w: target %s: %v", ErrMove, to.Name, err)
+		return fmt.Errorf("%w: target %s: %v", table.ErrMove, to.Name, err)
 	}
 	if len(keys) > 0 && !m.Replace {
-		return fmt.Errorf("%w: target %s already has keys of queue %s (%s, ...): refused without --replace", ErrMove, to.Name, m.Queue, keys[0])
+		return fmt.Errorf("%w: target %s already has keys of queue %s (%s, ...): refused without --replace", table.ErrMove, to.Name, m.Queue, keys[0])
 	}
 	return nil
 }
@@ -385,7 +380,7 @@ func (m *Mover) validate(ctx context.Context, src, to *Node) error {
 // mover goes on to the flip: the writes of that window are lost. So a hold
 // the replicas do not confirm is given back at once (release) and the move
 // stops; nothing was copied under it.
-func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
+func (m *Mover) hold(ctx context.Context, src *table.Node, rec *record) error {
 	c := src.C
 	// A move copying while served holds from step copying, its record
 	// its own; a --hold-copy move begins with its hold, and two started
@@ -397,25 +392,25 @@ func (m *Mover) hold(ctx context.Context, src *Node, rec *record) error {
 		f = &fence{absent: true}
 	}
 	rec.step = StepHeld
-	err := m.fenced(ctx, src, f, &Entry{Epoch: rec.epoch, State: Held, Owner: rec.from}, func() valkey.Commands {
+	err := m.fenced(ctx, src, f, &table.Entry{Epoch: rec.epoch, State: table.Held, Owner: rec.from}, func() valkey.Commands {
 		return recordCmds(c, m.Queue, rec)
 	})
 	var se *supersededError
 	if rec.holdCopy && errors.As(err, &se) {
-		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", ErrMove, m.Queue, se.why)
+		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", table.ErrMove, m.Queue, se.why)
 	}
 	if err != nil {
 		return stepErr(err, "holding on %s", src.Name)
 	}
 	if err := src.Confirm(ctx); err != nil {
 		if rerr := m.release(ctx, src, rec); rerr != nil {
-			return fmt.Errorf("%w: the hold of %s: %v; %v", ErrMove, m.Queue, err, rerr)
+			return fmt.Errorf("%w: the hold of %s: %v; %v", table.ErrMove, m.Queue, err, rerr)
 		}
 		then := "--resume tries again, --abort drops the move"
 		if rec.holdCopy {
 			then = "the move is dropped (nothing was copied): run it again"
 		}
-		return fmt.Errorf("%w: the hold of %s: %v: released, %s serves the queue again; %s", ErrMove, m.Queue, err, src.Name, then)
+		return fmt.Errorf("%w: the hold of %s: %v: released, %s serves the queue again; %s", table.ErrMove, m.Queue, err, src.Name, then)
 	}
 	m.say("held %s on %s at epoch %d", m.Queue, src.Name, rec.epoch)
 	return nil
@@ -428,10 +423,10 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("%w: queue %s has no move in progress", ErrMove, m.Queue)
+		return nil, fmt.Errorf("%w: queue %s has no move in progress", table.ErrMove, m.Queue)
 	}
 	if m.Nodes[rec.from] == nil || m.Nodes[rec.to] == nil {
-		return nil, fmt.Errorf("%w: the move of %s names %s -> %s, not both upstreams of the configuration", ErrMove, m.Queue, rec.from, rec.to)
+		return nil, fmt.Errorf("%w: the move of %s names %s -> %s, not both upstreams of the configuration", table.ErrMove, m.Queue, rec.from, rec.to)
 	}
 	// Copying and held copy again (deleting the target's keys first) or
 	// release the queue to the source; copied and flipping flip it to the
@@ -496,8 +491,8 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		return rep, err
 	}
 	rep.Held = time.Since(time.UnixMilli(rec.held))
-	for _, n := range []*Node{src, dst} {
-		rep.Slowest = append(rep.Slowest, slowest(ctx, n, n.Opts.ClientName, time.UnixMilli(rec.started)))
+	for _, n := range []*table.Node{src, dst} {
+		rep.Slowest = append(rep.Slowest, keycopy.Slowest(ctx, n, n.Opts.ClientName, time.UnixMilli(rec.started)))
 	}
 	if err := m.stop(FailFlipped); err != nil {
 		return rep, err
@@ -506,7 +501,7 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 		// Each batch is fenced: a mover that was superseded after its
 		// flip (its record removed as stale by --resume or --abort, see
 		// stale.go) leaves the keys; the operator deletes them.
-		keys, err := scanQueue(ctx, src, m.Queue, 0)
+		keys, err := keycopy.ScanQueue(ctx, src, m.Queue, 0)
 		for lo := 0; err == nil && lo < len(keys); lo += 512 {
 			part := keys[lo:min(lo+512, len(keys))]
 			err = m.fenced(ctx, src, own(rec, StepFlipping), nil, func() valkey.Commands {
@@ -525,15 +520,15 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 	if err := m.fenced(ctx, src, own(rec, StepFlipping), nil, func() valkey.Commands { return deleteRecordCmds(src.C, m.Queue) }); err != nil {
 		return rep, stepErr(err, "the move is done, removing its record on %s failed", src.Name)
 	}
-	if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
-		return rep, fmt.Errorf("%w: the move is done; %v", ErrMove, err)
+	if _, err := tail.ReleaseNotify(ctx, src, m.Queue); err != nil {
+		return rep, fmt.Errorf("%w: the move is done; %v", table.ErrMove, err)
 	}
 	return rep, nil
 }
 
 // holdCopyAll copies every key under the hold (HoldCopy): every proxy
 // acknowledges the hold, then one DUMP/RESTORE per key, each verified.
-func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
+func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *record, rep *Report) error {
 	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
 		return err
 	}
@@ -541,12 +536,12 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, re
 	if err := m.checkRecord(ctx, src, rec); err != nil {
 		return err // superseded while waiting: the target is not this mover's to wipe
 	}
-	cp := newCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
-	if err := cp.wipeTarget(ctx); err != nil {
+	cp := keycopy.NewCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
+	if err := cp.WipeTarget(ctx); err != nil {
 		return err
 	}
-	err := scanEach(ctx, src, m.Queue, func(keys []string, _ float64) error {
-		_, err := cp.copyKeys(ctx, keys, false)
+	err := keycopy.ScanEach(ctx, src, m.Queue, func(keys []string, _ float64) error {
+		_, err := cp.CopyKeys(ctx, keys, false)
 		return err
 	})
 	if err != nil {
@@ -562,8 +557,8 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *Node, rec *record, re
 }
 
 // jobCounts are the sizes of the queue's job-core sets on n.
-func jobCounts(ctx context.Context, n *Node, queue string) (map[string]int64, error) {
-	sets := jobCore[:5]
+func jobCounts(ctx context.Context, n *table.Node, queue string) (map[string]int64, error) {
+	sets := keycopy.JobCore[:5]
 	cmds := make(valkey.Commands, len(sets))
 	for i, s := range sets {
 		cmds[i] = n.C.B().Zcard().Key("emq:{" + queue + "}:" + s).Build()
@@ -572,7 +567,7 @@ func jobCounts(ctx context.Context, n *Node, queue string) (map[string]int64, er
 	for i, r := range n.C.DoMulti(ctx, cmds...) {
 		v, err := r.AsInt64()
 		if err != nil {
-			return nil, fmt.Errorf("%w: ZCARD %s on %s: %v", ErrMove, sets[i], n.Name, err)
+			return nil, fmt.Errorf("%w: ZCARD %s on %s: %v", table.ErrMove, sets[i], n.Name, err)
 		}
 		if v > 0 {
 			out[sets[i]] = v
@@ -584,7 +579,7 @@ func jobCounts(ctx context.Context, n *Node, queue string) (map[string]int64, er
 // waitAcks waits until every proxy registered on src acknowledged epoch or
 // lost its lease, then closes the data connections of those that lost it
 // (latewriters.go).
-func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Report) error {
+func (m *Mover) waitAcks(ctx context.Context, src *table.Node, epoch int64, rep *Report) error {
 	wait := m.Wait
 	if wait <= 0 {
 		wait = 10 * time.Second
@@ -593,7 +588,7 @@ func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Repor
 	for {
 		regs, err := src.Proxies(ctx)
 		if err != nil {
-			return fmt.Errorf("%w: reading the proxies on %s: %v", ErrMove, src.Name, err)
+			return fmt.Errorf("%w: reading the proxies on %s: %v", table.ErrMove, src.Name, err)
 		}
 		var pending []string
 		rep.Acked, rep.WaitedOut = nil, nil
@@ -614,7 +609,7 @@ func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Repor
 		if time.Now().After(deadline) {
 			slices.Sort(pending)
 			return fmt.Errorf("%w: proxies %s did not acknowledge epoch %d within %v: the queue stays held; --resume waits again, --abort releases it",
-				ErrMove, strings.Join(pending, ", "), epoch, wait)
+				table.ErrMove, strings.Join(pending, ", "), epoch, wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -623,9 +618,6 @@ func (m *Mover) waitAcks(ctx context.Context, src *Node, epoch int64, rep *Repor
 		}
 	}
 }
-
-// jobCore are the suffixes of job-core keys under emq:{q}: (job-core.md).
-var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 
 // flip gives the queue to the target at a new epoch: recorded as flipping
 // on the source, written on the target, then on the source.
@@ -641,16 +633,16 @@ var jobCore = []string{"pending", "delayed", "active", "done", "dead", "paused"}
 // stalled mover's write on the target then finds a newer entry and stops,
 // or the very entry it was writing (rewriting it changes nothing) and
 // stops at its write on the source, fenced on the record again.
-func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Report) error {
+func (m *Mover) flip(ctx context.Context, src, dst *table.Node, rec *record, rep *Report) error {
 	top, err := m.maxEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("%w (nothing flipped: --resume)", err)
 	}
 	ep := top + 1
-	e := Entry{Epoch: ep, State: Owned, Owner: rec.to}
+	e := table.Entry{Epoch: ep, State: table.Owned, Owner: rec.to}
 	c := src.C
 	if err := m.fenced(ctx, src, own(rec, StepCopied, StepFlipping), nil, func() valkey.Commands {
-		return valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()}
+		return valkey.Commands{c.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()}
 	}); err != nil {
 		return stepErr(err, "recording the flip on %s", src.Name)
 	}
@@ -658,7 +650,7 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	if err := m.stop(StepFlipping); err != nil {
 		return err
 	}
-	for _, n := range []*Node{dst, src} {
+	for _, n := range []*table.Node{dst, src} {
 		var f *fence
 		if n == src {
 			f = own(rec, StepFlipping)
@@ -683,31 +675,8 @@ func (m *Mover) flip(ctx context.Context, src, dst *Node, rec *record, rep *Repo
 	return nil
 }
 
-// scanQueue returns the keys under the queue's hashtag on n (at most limit
-// when limit > 0).
-func scanQueue(ctx context.Context, n *Node, queue string, limit int) ([]string, error) {
-	pattern := "emq:{" + rewrite.GlobEscape(queue) + "}:*"
-	var out []string
-	var cursor uint64
-	for {
-		e, err := n.C.Do(ctx, n.C.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e.Elements...)
-		if limit > 0 && len(out) >= limit {
-			return out[:limit], nil
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
-
 // unlink deletes keys on n, pipelined.
-func unlink(ctx context.Context, n *Node, keys []string) error {
+func unlink(ctx context.Context, n *table.Node, keys []string) error {
 	for lo := 0; lo < len(keys); lo += 512 {
 		part := keys[lo:min(lo+512, len(keys))]
 		if err := n.C.Do(ctx, n.C.B().Unlink().Key(part...).Build()).Error(); err != nil {

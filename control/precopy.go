@@ -11,6 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
+
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -35,13 +39,9 @@ const (
 	maxAllRounds = 20 * maxRounds
 	// maxHolds is how many holds a move tries before it gives up.
 	maxHolds = 3
-	// cutHold marks a large key whose comparison the hold's deadline cut.
-	cutHold = time.Duration(1<<63 - 1)
 	// maxOver is how many rounds may end with large keys too slow to
 	// compare under the hold before the move gives up.
 	maxOver = 5
-	// largeParallel is how many large keys the hold copies at once.
-	largeParallel = 4
 	// tailPasses bounds the passes under one hold (each copies what
 	// changed during the previous one: writers that bypass the proxies).
 	tailPasses = 4
@@ -51,8 +51,8 @@ const (
 // (the first reads every key, the next ones the keys that changed), then
 // the hold for what changed last. It returns with the record at step
 // copied and the report's copy figures.
-func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Report) (err error) {
-	tr, err := startTracker(ctx, src, m.Queue, m.Track)
+func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, rep *Report) (err error) {
+	tr, err := tail.StartTracker(ctx, src, m.Queue, m.Track)
 	if err != nil {
 		return err
 	}
@@ -62,14 +62,14 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 		if errors.Is(err, ErrStopped) {
 			return // as if killed: --resume or --abort restores the node's setting
 		}
-		if serr := tr.stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
-			err = fmt.Errorf("%w: %v", ErrMove, serr)
+		if serr := tr.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			err = fmt.Errorf("%w: %v", table.ErrMove, serr)
 		}
 	}()
-	m.say("tracking changes of %s on %s: %s", m.Queue, src.Name, tr.source())
-	cp := newCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
-	pr := m.startProgress(ctx, src, cp, tr)
-	defer pr.stop()
+	m.say("tracking changes of %s on %s: %s", m.Queue, src.Name, tr.Source())
+	cp := keycopy.NewCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
+	pr := keycopy.StartProgress(ctx, src, m.Queue, m.ProgressEvery, m.say, cp, tr)
+	defer pr.Stop()
 	t0 := time.Now()
 	for holds := 0; ; holds++ {
 		if err := m.rounds(ctx, cp, tr, pr, rep, rec); err != nil {
@@ -80,7 +80,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 		}
 		if holds == maxHolds {
 			return fmt.Errorf("%w: %d holds of %s could not copy what changed within --max-hold %v: the queue is served by %s again; "+
-				"--resume tries again, --abort drops the move", ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
+				"--resume tries again, --abort drops the move", table.ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
 		}
 		rep.PreCopy = time.Since(t0)
 		top, err := m.maxEpoch(ctx)
@@ -92,7 +92,7 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 		if err := m.hold(ctx, src, rec); err != nil {
 			return err
 		}
-		pr.phase("held")
+		pr.Phase("held")
 		if err := m.stop(StepHeld); err != nil {
 			return err
 		}
@@ -103,19 +103,19 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 		if err != nil || !done {
 			if rerr := m.release(ctx, src, rec); rerr != nil {
 				if err == nil {
-					return fmt.Errorf("%w: %s; %v", ErrMove, why, rerr)
+					return fmt.Errorf("%w: %s; %v", table.ErrMove, why, rerr)
 				}
-				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue may stay held: --resume or --abort)", ErrMove, err, rerr)
+				return fmt.Errorf("%w: %v; releasing the hold failed too: %v (the queue may stay held: --resume or --abort)", table.ErrMove, err, rerr)
 			}
 			if err != nil {
 				return fmt.Errorf("%w (the queue is served by %s again; --resume tries again, --abort drops the move)", err, src.Name)
 			}
 			rep.Released++
 			m.say("released %s: %s; copying again while it is served", m.Queue, why)
-			if err := cp.recountTarget(ctx); err != nil {
+			if err := cp.RecountTarget(ctx); err != nil {
 				return err
 			}
-			pr.phase("copying")
+			pr.Phase("copying")
 			continue
 		}
 		break
@@ -145,29 +145,29 @@ func (m *Mover) online(ctx context.Context, src, dst *Node, rec *record, rep *Re
 // for. When the queue's keys change faster than the target takes them,
 // the mover says so with both rates and does not hold, and it stops after
 // maxBehind of that, the queue served as before.
-func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progress, rep *Report, rec *record) error {
+func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker, pr *keycopy.Reporter, rep *Report, rec *record) error {
 	prev, over, inStage := -1, 0, 0
 	withLarge, compared := true, false // the first round copies every key, large ones too
 	var behind time.Time               // since when the rounds converge to a tail the hold cannot take (zero: they do not)
 	for round := 1; ; round++ {
 		if round > maxAllRounds {
-			_, restarts := tr.counts()
+			_, restarts := tr.Counts()
 			return fmt.Errorf("%w: the copy of %s did not converge in %d rounds (the tracking restarted %d times). Nothing is held; "+
-				"%s serves the queue as before; --resume tries again, --abort drops the copy", ErrMove, m.Queue, maxAllRounds, restarts, cp.src.Name)
+				"%s serves the queue as before; --resume tries again, --abort drops the copy", table.ErrMove, m.Queue, maxAllRounds, restarts, cp.Src.Name)
 		}
-		if _, lost := tr.pending(); lost {
-			if err := tr.settle(ctx); err != nil {
+		if _, lost := tr.Pending(); lost {
+			if err := tr.Settle(ctx); err != nil {
 				m.say("%v: tracking again, every key is read again", err)
-				if err := tr.restart(ctx, err); err != nil {
+				if err := tr.Restart(ctx, err); err != nil {
 					return err
 				}
 			}
 		}
 		rep.Rounds++
-		pr.round(rep.Rounds)
+		pr.Round(rep.Rounds)
 		t0 := time.Now()
-		k0, b0 := cp.st.snapshot()
-		chs, full := tr.takeChanges()
+		k0, b0 := cp.St.Snapshot()
+		chs, full := tr.TakeChanges()
 		thisLarge := withLarge || full
 		var err error
 		if full {
@@ -178,9 +178,9 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if err != nil {
 			return err
 		}
-		if err := tr.settle(ctx); err != nil {
+		if err := tr.Settle(ctx); err != nil {
 			m.say("%v: tracking again, every key is read again", err)
-			if err := tr.restart(ctx, err); err != nil {
+			if err := tr.Restart(ctx, err); err != nil {
 				return err
 			}
 			prev, inStage, withLarge, compared, behind = -1, 0, true, false, time.Time{}
@@ -189,11 +189,11 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if err := m.verifyChunked(ctx, cp, tr); err != nil {
 			return err
 		}
-		if err := m.checkRecord(ctx, cp.src, rec); err != nil {
+		if err := m.checkRecord(ctx, cp.Src, rec); err != nil {
 			return err
 		}
-		n := tr.pendingWhere(func(k string) bool { return !cp.isLarge(k) })
-		k1, b1 := cp.st.snapshot()
+		n := tr.PendingWhere(func(k string) bool { return !cp.IsLarge(k) })
+		k1, b1 := cp.St.Snapshot()
 		d := time.Since(t0)
 		what, pace := "keys", "unpaced"
 		if thisLarge {
@@ -202,11 +202,11 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 		if full {
 			pace = "every key"
 			if m.Rate > 0 {
-				pace += " at --rate " + byteSize(m.Rate) + "/s"
+				pace += " at --rate " + keycopy.ByteSize(m.Rate) + "/s"
 			}
 		}
 		changing := float64(n) / max(d.Seconds(), 1e-6) // the keys the clients changed per second of the round
-		m.say("round %d (%s): %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile (%.0f keys/s)", rep.Rounds, pace, k1-k0, what, byteSize(b1-b0),
+		m.say("round %d (%s): %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile (%.0f keys/s)", rep.Rounds, pace, k1-k0, what, keycopy.ByteSize(b1-b0),
 			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n, changing)
 		inStage++
 		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4) || inStage >= maxRounds
@@ -223,57 +223,57 @@ func (m *Mover) rounds(ctx context.Context, cp *copier, tr *tracker, pr *progres
 			withLarge, prev, inStage = true, -1, 0
 			continue
 		}
-		plan := cp.holdEstimate(tr, n)
-		if plan.fits(m.maxHold()) {
-			m.say("holding: %s, within --max-hold %v", plan.work(), m.maxHold())
+		plan := cp.HoldEstimate(tr, n)
+		if plan.Fits(m.maxHold()) {
+			m.say("holding: %s, within --max-hold %v", plan.Work(), m.maxHold())
 			return nil
 		}
-		if plan.smallOver(m.maxHold()) {
+		if plan.SmallOver(m.maxHold()) {
 			if behind.IsZero() {
 				behind = time.Now()
 			}
-			if plan.rate > 0 && changing >= plan.rate*9/10 {
+			if plan.Rate > 0 && changing >= plan.Rate*9/10 {
 				// The rounds cannot shrink: the clients change the queue's
 				// keys about as fast as the target takes them, or faster.
 				if time.Since(behind) >= maxBehind {
 					return fmt.Errorf("%w: the queue's keys change faster than %s takes them (%.0f keys/s changed, %.0f keys/s copied) for %v: "+
 						"a hold would not fit within --max-hold %v. Nothing is held; %s serves the queue as before. Move it when it is quieter, "+
 						"or with a larger --max-hold (calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
-						ErrMove, cp.dst.Name, changing, plan.rate, maxBehind, m.maxHold(), cp.src.Name)
+						table.ErrMove, cp.Dst.Name, changing, plan.Rate, maxBehind, m.maxHold(), cp.Src.Name)
 				}
 				m.say("not holding: the queue's keys change faster than %s takes them (%.0f keys/s changed, %.0f keys/s copied); %s, past --max-hold %v: copying again",
-					cp.dst.Name, changing, plan.rate, plan.work(), m.maxHold())
+					cp.Dst.Name, changing, plan.Rate, plan.Work(), m.maxHold())
 			} else {
 				if time.Since(behind) >= maxBehind {
 					return fmt.Errorf("%w: for %v the changed keys of %s would take longer to copy under a hold than --max-hold %v allows (%s). "+
 						"Nothing is held; %s serves the queue as before; --resume tries again, --abort drops the copy",
-						ErrMove, maxBehind, m.Queue, m.maxHold(), plan.work(), cp.src.Name)
+						table.ErrMove, maxBehind, m.Queue, m.maxHold(), plan.Work(), cp.Src.Name)
 				}
-				m.say("not holding yet: %s, past --max-hold %v: copying again while served", plan.work(), m.maxHold())
+				m.say("not holding yet: %s, past --max-hold %v: copying again while served", plan.Work(), m.maxHold())
 			}
 			prev, inStage = -1, 0
 			continue
 		}
-		took := "about " + plan.large.Round(time.Millisecond).String()
-		if plan.large >= cutHold {
+		took := "about " + plan.Large.Round(time.Millisecond).String()
+		if plan.Large >= keycopy.CutHold {
 			took = "longer than that (a hold was released before they were compared)"
 		}
 		if over++; over >= maxOver {
 			return fmt.Errorf("%w: the large keys %s changed in every round; comparing them under the hold takes %s, past --max-hold %v. "+
 				"Nothing is held; %s serves the queue as before. Move it when they are quieter, or with a larger --max-hold "+
 				"(calls on the queue wait up to timeouts.hold, then get TRYAGAIN); --resume tries again, --abort drops the copy",
-				ErrMove, strings.Join(plan.largeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.src.Name)
+				table.ErrMove, strings.Join(plan.LargeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold(), cp.Src.Name)
 		}
 		m.say("the large keys %s changed during the round; comparing them under the hold takes %s, past --max-hold %v: copying again",
-			strings.Join(plan.largeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
+			strings.Join(plan.LargeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
 		withLarge, prev, inStage = true, -1, 0
 	}
 }
 
 // fullRound empties the target's keys of the queue and copies every key of
 // the source.
-func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
-	if err := cp.wipeTarget(ctx); err != nil {
+func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.Reporter) error {
+	if err := cp.WipeTarget(ctx); err != nil {
 		return err
 	}
 	pages := make(chan []string, 4)
@@ -282,17 +282,17 @@ func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
 	defer cancel()
 	go func() {
 		defer close(pages)
-		scanErr <- scanEach(sctx, cp.src, m.Queue, func(keys []string, frac float64) error {
+		scanErr <- keycopy.ScanEach(sctx, cp.Src, m.Queue, func(keys []string, frac float64) error {
 			select {
 			case pages <- keys:
-				pr.scanned(frac)
+				pr.Scanned(frac)
 				return nil
 			case <-sctx.Done():
 				return sctx.Err()
 			}
 		})
 	}()
-	large, err := cp.copyStream(ctx, pages, true)
+	large, err := cp.CopyStream(ctx, pages, true)
 	cancel()
 	for range pages {
 	}
@@ -306,10 +306,10 @@ func (m *Mover) fullRound(ctx context.Context, cp *copier, pr *progress) error {
 }
 
 // wholeChanges is keys, each changed whole.
-func wholeChanges(keys []string) map[string]*change {
-	out := make(map[string]*change, len(keys))
+func wholeChanges(keys []string) map[string]*tail.Change {
+	out := make(map[string]*tail.Change, len(keys))
 	for _, k := range keys {
-		out[k] = wholeChange()
+		out[k] = tail.WholeChange()
 	}
 	return out
 }
@@ -324,36 +324,36 @@ func wholeChanges(keys []string) map[string]*change {
 // While served, a large key read whole (a comparison, or a copy in chunks)
 // is paced by --rate, one at a time, and the small keys' copy is timed:
 // the rate the hold is planned with.
-func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*change, served, withLarge bool) error {
+func (m *Mover) changedRound(ctx context.Context, cp *keycopy.Copier, chs map[string]*tail.Change, served, withLarge bool) error {
 	var small []string
-	large := map[string]*change{}
-	later := map[string]*change{}
+	large := map[string]*tail.Change{}
+	later := map[string]*tail.Change{}
 	for k, ch := range chs {
 		switch {
-		case !cp.isLarge(k):
+		case !cp.IsLarge(k):
 			small = append(small, k)
-		case withLarge || cp.patchable(k, ch):
+		case withLarge || cp.Patchable(k, ch):
 			large[k] = ch
 		default:
 			later[k] = ch
 		}
 	}
 	t0 := time.Now()
-	found, err := cp.copyKeys(ctx, small, false)
+	found, err := cp.CopyKeys(ctx, small, false)
 	if err != nil {
 		return err
 	}
 	if served && len(small) > 0 {
-		cp.st.measureTail(len(small), time.Since(t0))
+		cp.St.MeasureTail(len(small), time.Since(t0))
 	}
 	for _, k := range found { // small keys that grew large: copied in chunks
 		if withLarge {
-			large[k] = wholeChange()
+			large[k] = tail.WholeChange()
 		} else {
-			later[k] = wholeChange()
+			later[k] = tail.WholeChange()
 		}
 	}
-	cp.tr.requeue(later)
+	cp.Tr.Requeue(later)
 	return m.copyLarge(ctx, cp, large, served)
 }
 
@@ -362,11 +362,11 @@ func (m *Mover) changedRound(ctx context.Context, cp *copier, chs map[string]*ch
 // (their cost follows the change). While served (paced) a key read whole
 // is paced by --rate, one key at a time; under the hold, up to
 // largeParallel keys at once, unpaced.
-func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*change, paced bool) error {
+func (m *Mover) copyLarge(ctx context.Context, cp *keycopy.Copier, chs map[string]*tail.Change, paced bool) error {
 	large := slices.Sorted(maps.Keys(chs))
 	par := 1
-	if !paced || cp.lim == nil {
-		par = largeParallel
+	if !paced || cp.Lim == nil {
+		par = keycopy.LargeParallel
 	}
 	sem := make(chan struct{}, par)
 	var mu sync.Mutex
@@ -378,17 +378,17 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*chang
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
-			var res largeResult
+			var res keycopy.LargeResult
 			var err error
 			ch := chs[k]
-			patched := cp.patchable(k, ch)
+			patched := cp.Patchable(k, ch)
 			if patched {
-				res, err = cp.patch(ctx, k, ch, paced)
+				res, err = cp.Patch(ctx, k, ch, paced)
 			} else {
 				// While served with member-level changes, a rebuild: it
 				// leaves a base for the patches that follow.
-				done := cp.busy("copying " + k)
-				res, err = cp.syncLarge(ctx, k, paced, paced && cp.tr != nil && cp.tr.memberLevel())
+				done := cp.Busy("copying " + k)
+				res, err = cp.SyncLarge(ctx, k, paced, paced && cp.Tr != nil && cp.Tr.MemberLevel())
 				done()
 			}
 			if !paced && !patched {
@@ -396,21 +396,21 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*chang
 				// hold (past --max-hold when the hold's deadline cut it).
 				d := time.Since(t0)
 				if ctx.Err() != nil {
-					d = cutHold
+					d = keycopy.CutHold
 				}
-				cp.mu.Lock()
-				cp.lastSync[k] = d
-				cp.mu.Unlock()
+				cp.Mu.Lock()
+				cp.LastSync[k] = d
+				cp.Mu.Unlock()
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
 				first = err
 			}
-			if err == nil && res.copied {
-				cp.mu.Lock()
-				cp.unverified = append(cp.unverified, k)
-				cp.mu.Unlock()
+			if err == nil && res.Copied {
+				cp.Mu.Lock()
+				cp.Unverified = append(cp.Unverified, k)
+				cp.Mu.Unlock()
 			}
 		}()
 	}
@@ -421,38 +421,38 @@ func (m *Mover) copyLarge(ctx context.Context, cp *copier, chs map[string]*chang
 // verifyChunked compares each key copied in chunks that has not changed
 // since (the tracker is settled): a difference found while the key did not
 // change is an error. Keys that changed are compared when copied again.
-func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) error {
-	cp.mu.Lock()
-	keys := cp.unverified
-	cp.unverified = nil
-	cp.mu.Unlock()
+func (m *Mover) verifyChunked(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker) error {
+	cp.Mu.Lock()
+	keys := cp.Unverified
+	cp.Unverified = nil
+	cp.Mu.Unlock()
 	for _, k := range keys {
-		if tr.memberLevel() && cp.based(k) {
-			done := cp.busy("verifying " + k)
-			err := cp.scanVerify(ctx, k)
+		if tr.MemberLevel() && cp.Based(k) {
+			done := cp.Busy("verifying " + k)
+			err := cp.ScanVerify(ctx, k)
 			done()
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		if tr.changed(k) {
+		if tr.Changed(k) {
 			continue
 		}
-		done := cp.busy("verifying " + k)
-		res, err := cp.syncLarge(ctx, k, false, false)
+		done := cp.Busy("verifying " + k)
+		res, err := cp.SyncLarge(ctx, k, false, false)
 		done()
 		if err != nil {
 			return err
 		}
-		if res.diffs == 0 {
+		if res.Diffs == 0 {
 			continue
 		}
-		if err := tr.barrier(ctx); err != nil {
+		if err := tr.Barrier(ctx); err != nil {
 			return err
 		}
-		if !tr.changed(k) {
-			return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", ErrMove, k, cp.dst.Name, res.diffs)
+		if !tr.Changed(k) {
+			return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", table.ErrMove, k, cp.Dst.Name, res.Diffs)
 		}
 	}
 	return nil
@@ -463,7 +463,7 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *copier, tr *tracker) erro
 // the proxies), until nothing did. It returns false (and why) when the
 // hold must be released: the tracking was lost, or the hold's work passed
 // --max-hold.
-func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, rep *Report, rec *record) (done bool, why string, err error) {
+func (m *Mover) tail(ctx context.Context, src *table.Node, cp *keycopy.Copier, tr *tail.Tracker, rep *Report, rec *record) (done bool, why string, err error) {
 	if err := m.waitAcks(ctx, src, rec.epoch, rep); err != nil {
 		return false, "", err
 	}
@@ -473,10 +473,10 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 	// again (it may be half written on the target).
 	hctx, cancel := context.WithDeadline(ctx, t0.Add(m.maxHold()))
 	defer cancel()
-	taken := map[string]*change{}
+	taken := map[string]*tail.Change{}
 	defer func() {
 		if !done {
-			tr.requeue(taken)
+			tr.Requeue(taken)
 		}
 	}()
 	late := func(err error) (bool, string, error) {
@@ -486,13 +486,13 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 		return false, "", err
 	}
 	for pass := 0; pass < tailPasses; pass++ {
-		if err := tr.settle(ctx); err != nil {
-			if rerr := tr.restart(ctx, err); rerr != nil {
+		if err := tr.Settle(ctx); err != nil {
+			if rerr := tr.Restart(ctx, err); rerr != nil {
 				return false, "", rerr
 			}
 			return false, err.Error(), nil
 		}
-		chs, full := tr.takeChanges()
+		chs, full := tr.TakeChanges()
 		if full {
 			return false, "the tracking restarted", nil
 		}
@@ -501,17 +501,17 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 			// both nodes. One that has not is compared whole (the source
 			// is held: that comparison is exact), and the passes go on.
 			// (Two pipelines of O(1) commands: not cut by --max-hold.)
-			bad, err := cp.sameSize(ctx, cp.largeKeys())
+			bad, err := cp.SameSize(ctx, cp.LargeKeys())
 			if err != nil {
 				return late(err)
 			}
 			if len(bad) > 0 {
-				cp.st.mu.Lock()
-				cp.st.whole += int64(len(bad))
-				cp.st.mu.Unlock()
-				m.say("under the hold, %s differ in size on %s after the patches: comparing them whole", strings.Join(bad, ", "), cp.dst.Name)
+				cp.St.Mu.Lock()
+				cp.St.Whole += int64(len(bad))
+				cp.St.Mu.Unlock()
+				m.say("under the hold, %s differ in size on %s after the patches: comparing them whole", strings.Join(bad, ", "), cp.Dst.Name)
 				for _, k := range bad {
-					cp.setBased(k, false)
+					cp.SetBased(k, false)
 				}
 				chs = wholeChanges(bad)
 			}
@@ -526,7 +526,7 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 		}
 		for k, ch := range chs {
 			if t, ok := taken[k]; ok {
-				t.merge(ch)
+				t.Merge(ch)
 			} else {
 				taken[k] = ch
 			}
@@ -552,37 +552,37 @@ func (m *Mover) tail(ctx context.Context, src *Node, cp *copier, tr *tracker, re
 }
 
 // inventoryFields are the record fields of the verified copy's counts.
-func (m *Mover) inventoryFields(cp *copier) []string {
-	cp.inv.mu.Lock()
-	defer cp.inv.mu.Unlock()
+func (m *Mover) inventoryFields(cp *keycopy.Copier) []string {
+	cp.Inv.Mu.Lock()
+	defer cp.Inv.Mu.Unlock()
 	var other []string
-	for k := range cp.inv.other {
+	for k := range cp.Inv.Other {
 		other = append(other, k)
 	}
-	return []string{"keys", strconv.FormatInt(cp.inv.keys, 10), "rows", strconv.FormatInt(cp.inv.rows, 10), "other", strings.Join(sortedCap(other, 100), "\n")}
+	return []string{"keys", strconv.FormatInt(cp.Inv.Keys, 10), "rows", strconv.FormatInt(cp.Inv.Rows, 10), "other", strings.Join(sortedCap(other, 100), "\n")}
 }
 
 // fill puts the copy's figures into the report.
-func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
-	cp.inv.mu.Lock()
-	rep.Keys = int(cp.inv.keys)
-	rep.Rows = cp.inv.rows
-	for k := range cp.inv.other {
+func (m *Mover) fill(cp *keycopy.Copier, tr *tail.Tracker, rep *Report) {
+	cp.Inv.Mu.Lock()
+	rep.Keys = int(cp.Inv.Keys)
+	rep.Rows = cp.Inv.Rows
+	for k := range cp.Inv.Other {
 		rep.Other = append(rep.Other, k)
 	}
-	cp.inv.mu.Unlock()
+	cp.Inv.Mu.Unlock()
 	rep.Other = sortedCap(rep.Other, 100)
-	keys, bytes := cp.st.snapshot()
+	keys, bytes := cp.St.Snapshot()
 	rep.Copied, rep.Bytes = keys, bytes
-	rep.Chunked = cp.st.chunked
-	rep.Longest = cp.st.roundTrips()
+	rep.Chunked = cp.St.Chunked
+	rep.Longest = cp.St.RoundTrips()
 	if tr != nil {
-		rep.Events, rep.Restarts = tr.counts()
-		rep.Tracking = tr.source()
+		rep.Events, rep.Restarts = tr.Counts()
+		rep.Tracking = tr.Source()
 	}
-	cp.st.mu.Lock()
-	rep.Patched = cp.st.patched
-	cp.st.mu.Unlock()
+	cp.St.Mu.Lock()
+	rep.Patched = cp.St.Patched
+	cp.St.Mu.Unlock()
 }
 
 // release gives a held queue back to its source (at a new epoch) and puts
@@ -594,7 +594,7 @@ func (m *Mover) fill(cp *copier, tr *tracker, rep *Report) {
 // and the mover stops (--resume releases again, --abort drops the move).
 // The release is fenced: written only while the record is the mover's, at
 // step held, and the queue's entry older than the release's.
-func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
+func (m *Mover) release(ctx context.Context, src *table.Node, rec *record) error {
 	ctx = context.WithoutCancel(ctx)
 	top, err := m.maxEpoch(ctx)
 	if err != nil {
@@ -602,11 +602,11 @@ func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 	}
 	ep := top + 1
 	c := src.C
-	err = m.fenced(ctx, src, own(rec, StepHeld), &Entry{Epoch: ep, State: Owned, Owner: rec.from}, func() valkey.Commands {
+	err = m.fenced(ctx, src, own(rec, StepHeld), &table.Entry{Epoch: ep, State: table.Owned, Owner: rec.from}, func() valkey.Commands {
 		if rec.holdCopy {
 			return deleteRecordCmds(c, m.Queue)
 		}
-		return valkey.Commands{c.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build()}
+		return valkey.Commands{c.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().FieldValue("step", StepCopying).FieldValue("epoch", "0").Build()}
 	})
 	if errors.Is(err, ErrSuperseded) {
 		return err
@@ -625,10 +625,10 @@ func (m *Mover) release(ctx context.Context, src *Node, rec *record) error {
 // checkRecord stops the mover when its record is gone (aborted elsewhere)
 // or no longer its own (taken over by --resume or --abort): a read, for the
 // copy's rounds to stop early; the writes are fenced on their own.
-func (m *Mover) checkRecord(ctx context.Context, src *Node, rec *record) error {
-	cur, err := src.C.Do(ctx, src.C.B().Hgetall().Key(MoveKey(m.Queue)).Build()).AsStrMap()
+func (m *Mover) checkRecord(ctx context.Context, src *table.Node, rec *record) error {
+	cur, err := src.C.Do(ctx, src.C.B().Hgetall().Key(table.MoveKey(m.Queue)).Build()).AsStrMap()
 	if err != nil {
-		return fmt.Errorf("%w: reading the move record on %s: %v", ErrMove, src.Name, err)
+		return fmt.Errorf("%w: reading the move record on %s: %v", table.ErrMove, src.Name, err)
 	}
 	if why := own(rec).check(cur); why != "" {
 		return &supersededError{queue: m.Queue, node: src.Name, why: why}

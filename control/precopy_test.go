@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/internal/controltest"
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
+
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -52,9 +57,9 @@ func TestHoldReleasedAtMaxHold(t *testing.T) {
 }
 
 func testHoldReleased(t *testing.T, srv node.Server) {
-	src, dst := pair(t, srv)
+	src, dst := controltest.Pair(t, srv)
 	ctx := context.Background()
-	keys := fillLarge(t, src, "q", 3000)
+	keys := controltest.FillLarge(t, src, "q", 3000)
 	stop := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -87,7 +92,7 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 					for i := lo; i < lo+1000; i++ {
 						cmds = append(cmds, b.Hset().Key(fmt.Sprintf("emq:{q}:job:X%06d", i)).FieldValue().FieldValue("state", "pending").Build())
 					}
-					must(t, src.C, cmds...)
+					controltest.Must(t, src.C, cmds...)
 				}
 			})
 		}
@@ -95,7 +100,7 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 			once.Do(func() { close(stop) })
 		}
 	}}
-	nodes := map[string]*Node{"src": src, "dst": dst}
+	nodes := map[string]*table.Node{"src": src, "dst": dst}
 	rep, err := (&Mover{Queue: "q", To: "dst", Nodes: nodes, FileRoute: func(string) string { return "src" },
 		LargeKey: 4 << 10, Chunk: 200, MaxHold: 200 * time.Millisecond, Wait: time.Second, Out: out}).Run(ctx)
 	once.Do(func() { close(stop) })
@@ -107,30 +112,29 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 	if !strings.Contains(out.String(), "released q: the copy under the hold passed --max-hold") || rep.Released < 1 {
 		t.Errorf("no hold was released for --max-hold (%d released)", rep.Released)
 	}
-	srcKeys, _ := scanQueue(ctx, src, "q", 0)
-	dstKeys, _ := scanQueue(ctx, dst, "q", 0)
+	srcKeys, _ := keycopy.ScanQueue(ctx, src, "q", 0)
+	dstKeys, _ := keycopy.ScanQueue(ctx, dst, "q", 0)
 	if len(srcKeys) != len(dstKeys) || rep.Keys != len(srcKeys) {
 		t.Errorf("source %d keys, target %d, report %d", len(srcKeys), len(dstKeys), rep.Keys)
 	}
-	cp := newCopier(src, dst, "q", 0, 4<<10, 200, nil)
-	equalKeys(t, cp, append(keys, srcKeys...))
-	if v, _ := getNotify(ctx, src.C); v != "" {
+	equalKeys(t, src, dst, append(keys, srcKeys...))
+	if v, _ := tail.GetNotify(ctx, src.C); v != "" {
 		t.Errorf("notify-keyspace-events after the move: %q", v)
 	}
 
 	// A stopped move is aborted: the setting comes back.
 	out = &lineWriter{}
 	if _, err := (&Mover{Queue: "q", To: "src", Nodes: nodes, FileRoute: func(string) string { return "src" },
-		Replace: true, MaxHold: time.Nanosecond, Wait: time.Second, StopAfter: StepCopying, Track: TrackKeyspace, Out: out}).Run(ctx); err != ErrStopped {
+		Replace: true, MaxHold: time.Nanosecond, Wait: time.Second, StopAfter: StepCopying, Track: tail.TrackKeyspace, Out: out}).Run(ctx); err != ErrStopped {
 		t.Fatalf("stop after copying: %v", err)
 	}
-	if v, _ := getNotify(ctx, dst.C); !notifyCovers(v) {
+	if v, _ := tail.GetNotify(ctx, dst.C); !tail.NotifyCovers(v) {
 		t.Errorf("the stopped mover's source has notifications %q", v)
 	}
 	if err := (&Mover{Queue: "q", Nodes: nodes, FileRoute: func(string) string { return "src" }, Out: out}).Abort(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := getNotify(ctx, dst.C); v != "" {
+	if v, _ := tail.GetNotify(ctx, dst.C); v != "" {
 		t.Errorf("notify-keyspace-events after --abort: %q", v)
 	}
 }
@@ -144,12 +148,12 @@ func testHoldReleased(t *testing.T, srv node.Server) {
 func TestChangedRoundsAreNotPaced(t *testing.T) {
 	node.Long(t)
 	srv := node.Redis()
-	src, dst := pair(t, srv)
+	src, dst := controltest.Pair(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := src.C.B()
 	for i := range 600 {
-		must(t, src.C, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%05d", i)).FieldValue().FieldValue("state", "pending").Build())
+		controltest.Must(t, src.C, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%05d", i)).FieldValue().FieldValue("state", "pending").Build())
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -176,7 +180,7 @@ func TestChangedRoundsAreNotPaced(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
+		_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*table.Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
 			Rate: rate, TailKeys: 100, Wait: time.Second, Out: out}).Run(ctx)
 		done <- err
 	}()
@@ -213,4 +217,11 @@ func TestChangedRoundsAreNotPaced(t *testing.T) {
 	if !fast {
 		t.Errorf("no round of changed keys copied faster than the pace:\n%s", strings.Join(unpaced, ""))
 	}
+}
+
+// equalKeys fails the test unless every key has the same content on both
+// nodes.
+func equalKeys(t *testing.T, src, dst *table.Node, keys []string) {
+	t.Helper()
+	controltest.EqualKeys(t, keycopy.Content, src, dst, keys)
 }

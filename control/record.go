@@ -2,31 +2,18 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
-
-	"github.com/emqproxy/emqproxy/rewrite"
 )
-
-// KeyMoves is the hash, on a move's source, of the queues with a move
-// record (queue -> unix ms of the start): queue status finds moves that
-// hold nothing yet (step copying) without scanning.
-const KeyMoves = rewrite.ControlKeyPrefix + ":moves"
-
-// keyProgress is the prefix of a move's progress, beside its record (a
-// string with a short expiry, rewritten while the mover runs).
-const keyProgress = rewrite.ControlKeyPrefix + ":progress:"
-
-// ProgressKey is the key of the progress of the move of queue.
-func ProgressKey(queue string) string { return keyProgress + queue }
 
 // record is a move in progress.
 type record struct {
@@ -54,8 +41,8 @@ func (r *record) fields() []string {
 }
 
 // readRecord reads the move record of the queue on n (nil: none).
-func readRecord(ctx context.Context, n *Node, queue string) (*record, error) {
-	f, err := n.C.Do(ctx, n.C.B().Hgetall().Key(MoveKey(queue)).Build()).AsStrMap()
+func readRecord(ctx context.Context, n *table.Node, queue string) (*record, error) {
+	f, err := n.C.Do(ctx, n.C.B().Hgetall().Key(table.MoveKey(queue)).Build()).AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", n.Name, err)
 	}
@@ -80,28 +67,28 @@ func readRecord(ctx context.Context, n *Node, queue string) (*record, error) {
 
 // recordCmds are the commands that write the whole record (and its index).
 func recordCmds(c valkey.Client, queue string, r *record) valkey.Commands {
-	hs := c.B().Hset().Key(MoveKey(queue)).FieldValue()
+	hs := c.B().Hset().Key(table.MoveKey(queue)).FieldValue()
 	f := r.fields()
 	for i := 0; i < len(f); i += 2 {
 		hs = hs.FieldValue(f[i], f[i+1])
 	}
-	return valkey.Commands{hs.Build(), c.B().Hset().Key(KeyMoves).FieldValue().FieldValue(queue, strconv.FormatInt(r.started, 10)).Build()}
+	return valkey.Commands{hs.Build(), c.B().Hset().Key(table.KeyMoves).FieldValue().FieldValue(queue, strconv.FormatInt(r.started, 10)).Build()}
 }
 
 // begin writes the record of a new move at step copying, with a new
 // token, in one transaction, unless the queue has one already (two movers
 // started at once: the second is refused).
-func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
+func (m *Mover) begin(ctx context.Context, src *table.Node, rec *record) error {
 	rec.step = StepCopying
 	rec.token, rec.by = newToken(), moverID("move")
 	m.token = rec.token
 	err := m.fenced(ctx, src, &fence{absent: true}, nil, func() valkey.Commands { return recordCmds(src.C, m.Queue, rec) })
 	var se *supersededError
 	if errors.As(err, &se) {
-		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", ErrMove, m.Queue, se.why)
+		return fmt.Errorf("%w: queue %s is already moving (a mover began at the same time: %s)", table.ErrMove, m.Queue, se.why)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: recording the move on %s: %v", ErrMove, src.Name, err)
+		return fmt.Errorf("%w: recording the move on %s: %v", table.ErrMove, src.Name, err)
 	}
 	m.say("moving %s from %s to %s: copying while it is served", m.Queue, rec.from, rec.to)
 	return nil
@@ -110,7 +97,7 @@ func (m *Mover) begin(ctx context.Context, src *Node, rec *record) error {
 // setStep records the move's step (and extra fields), conditional on the
 // record being the mover's at step from (fenced): a record deleted by
 // --abort, or taken over by --resume, from elsewhere stops the mover.
-func (m *Mover) setStep(ctx context.Context, src *Node, rec *record, from, step string, extra ...string) error {
+func (m *Mover) setStep(ctx context.Context, src *table.Node, rec *record, from, step string, extra ...string) error {
 	if err := m.checkRecord(ctx, src, rec); err != nil {
 		return err
 	}
@@ -120,12 +107,12 @@ func (m *Mover) setStep(ctx context.Context, src *Node, rec *record, from, step 
 		// after the flip would serve the queue without it.
 		if dst := m.Nodes[m.To]; dst != nil {
 			if err := dst.Confirm(ctx); err != nil {
-				return fmt.Errorf("%w: the copy of %s: %v", ErrMove, m.Queue, err)
+				return fmt.Errorf("%w: the copy of %s: %v", table.ErrMove, m.Queue, err)
 			}
 		}
 	}
 	err := m.fenced(ctx, src, own(rec, from), nil, func() valkey.Commands {
-		hs := src.C.B().Hset().Key(MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
+		hs := src.C.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().FieldValue("step", step)
 		for i := 0; i+1 < len(extra); i += 2 {
 			hs = hs.FieldValue(extra[i], extra[i+1])
 		}
@@ -140,81 +127,17 @@ func (m *Mover) setStep(ctx context.Context, src *Node, rec *record, from, step 
 
 // deleteRecordCmds remove the move's record, its index entry and its progress.
 func deleteRecordCmds(c valkey.Client, queue string) valkey.Commands {
-	return valkey.Commands{c.B().Del().Key(MoveKey(queue), ProgressKey(queue)).Build(), c.B().Hdel().Key(KeyMoves).Field(queue).Build()}
-}
-
-// Progress is a running move's progress, stored beside its record.
-type Progress struct {
-	Phase    string  `json:"phase"` // copying, held
-	Round    int     `json:"round"`
-	Keys     int64   `json:"keys"`    // keys written so far (a key copied again counts again)
-	Bytes    int64   `json:"bytes"`   // bytes written so far
-	Rate     float64 `json:"rate"`    // keys per second, lately
-	ByteRate float64 `json:"brate"`   // bytes per second, lately
-	Scanned  float64 `json:"scanned"` // the part of a full round's scan done (0..1)
-	Pending  int     `json:"pending"` // changed keys waiting for the next round
-	ETA      int64   `json:"eta_ms"`  // the estimated time left in this round, ms (-1: unknown)
-	Restarts int     `json:"restarts"`
-	Updated  int64   `json:"updated"` // unix ms
-}
-
-// String is the progress as one line.
-func (p Progress) String() string {
-	eta := "unknown"
-	if p.ETA >= 0 {
-		eta = (time.Duration(p.ETA) * time.Millisecond).Round(100 * time.Millisecond).String()
-	}
-	s := fmt.Sprintf("%s, round %d: %d keys (%s) copied, %.0f keys/s (%s/s)", p.Phase, p.Round, p.Keys, byteSize(p.Bytes), p.Rate, byteSize(int64(p.ByteRate)))
-	if p.Scanned > 0 && p.Scanned < 1 {
-		s += fmt.Sprintf(", scanned %.0f%%", 100*p.Scanned)
-	}
-	s += fmt.Sprintf(", %d changed keys waiting, round time left %s", p.Pending, eta)
-	if p.Restarts > 0 {
-		s += fmt.Sprintf(", tracking restarted %d times", p.Restarts)
-	}
-	return s
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// storeProgress writes p beside the record (expiring a minute after the
-// last write: a killed mover's progress does not linger).
-func storeProgress(ctx context.Context, n *Node, queue string, p Progress) error {
-	b, _ := json.Marshal(p)
-	return n.C.Do(ctx, n.C.B().Set().Key(ProgressKey(queue)).Value(string(b)).Px(time.Minute).Build()).Error()
-}
-
-// readProgress reads a move's progress (nil: none).
-func readProgress(ctx context.Context, n *Node, queue string) *Progress {
-	s, err := n.C.Do(ctx, n.C.B().Get().Key(ProgressKey(queue)).Build()).ToString()
-	if err != nil {
-		return nil
-	}
-	var p Progress
-	if json.Unmarshal([]byte(s), &p) != nil {
-		return nil
-	}
-	return &p
+	return valkey.Commands{c.B().Del().Key(table.MoveKey(queue), keycopy.ProgressKey(queue)).Build(), c.B().Hdel().Key(table.KeyMoves).Field(queue).Build()}
 }
 
 // movesOn lists the queues with a move record on n: the index and the
 // queues of its table.
-func movesOn(ctx context.Context, n *Node, t Table) []string {
+func movesOn(ctx context.Context, n *table.Node, t table.Table) []string {
 	set := map[string]bool{}
 	for q := range t.Queues {
 		set[q] = true
 	}
-	if m, err := n.C.Do(ctx, n.C.B().Hkeys().Key(KeyMoves).Build()).AsStrSlice(); err == nil {
+	if m, err := n.C.Do(ctx, n.C.B().Hkeys().Key(table.KeyMoves).Build()).AsStrSlice(); err == nil {
 		for _, q := range m {
 			set[q] = true
 		}

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
+
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -40,21 +43,21 @@ import (
 // the source) means the record outlived its move. The target must be
 // reachable: without its table a flip cannot be told from a move in
 // progress.
-func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
+func (m *Mover) stale(ctx context.Context, rec *record) (bool, *table.Entry, error) {
 	if m.Nodes[rec.to] == nil {
-		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is %w: whether the move was flipped cannot be told; try again when it is back", ErrMove, rec.to, m.Queue, ErrUnreachable)
+		return false, nil, fmt.Errorf("%w: the target %s of the move of %s is %w: whether the move was flipped cannot be told; try again when it is back", table.ErrMove, rec.to, m.Queue, ErrUnreachable)
 	}
 	owner, e, err := m.owner(ctx)
 	if err != nil {
 		return false, nil, err
 	}
 	if e == nil {
-		e = &Entry{State: Owned, Owner: owner}
+		e = &table.Entry{State: table.Owned, Owner: owner}
 	}
 	switch {
 	case rec.step == StepCopying:
-		return e.State != Owned || e.Owner != rec.from, e, nil
-	case e.State == Held:
+		return e.State != table.Owned || e.Owner != rec.from, e, nil
+	case e.State == table.Held:
 		return e.Owner != rec.from || e.Epoch != rec.epoch, e, nil
 	case rec.step == StepHeld:
 		return e.Owner != rec.from || e.Epoch > rec.epoch, e, nil
@@ -78,11 +81,11 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *Entry, error) {
 // that cannot reach it, a mover before reachable) would find the queue
 // held on the source with no move record, and an abort would give it
 // back to the source's copy of before the flip.
-func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
-	if src := m.Nodes[rec.from]; src != nil && e.State == Owned && e.Epoch > 0 {
+func (m *Mover) dropStale(ctx context.Context, rec *record, e *table.Entry) error {
+	if src := m.Nodes[rec.from]; src != nil && e.State == table.Owned && e.Epoch > 0 {
 		if err := settleEntry(ctx, src, m.Queue, *e); err != nil {
 			return fmt.Errorf("%w: the move of %s from %s to %s is over (the queue is %s %s at epoch %d), but writing that on %s failed: %v (the record stays: run --resume or --abort again)",
-				ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, src.Name, err)
+				table.ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, src.Name, err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
@@ -96,17 +99,17 @@ func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
 		// still running finds its record gone at its next write.
 		err = m.fenced(ctx, n, own(r, r.step), nil, func() valkey.Commands { return deleteRecordCmds(n.C, m.Queue) })
 		if err != nil {
-			return fmt.Errorf("%w: removing the stale record of the move of %s on %s: %v", ErrMove, m.Queue, name, err)
+			return fmt.Errorf("%w: removing the stale record of the move of %s on %s: %v", table.ErrMove, m.Queue, name, err)
 		}
 	}
 	if src := m.Nodes[rec.from]; src != nil {
-		if _, err := releaseNotify(ctx, src, m.Queue); err != nil {
-			return fmt.Errorf("%w: removed the stale record of the move of %s, but %v", ErrMove, m.Queue, err)
+		if _, err := tail.ReleaseNotify(ctx, src, m.Queue); err != nil {
+			return fmt.Errorf("%w: removed the stale record of the move of %s, but %v", table.ErrMove, m.Queue, err)
 		}
 	}
 	m.say("the move of %s from %s to %s is over: the queue is %s %s at epoch %d (the record: step %s, epoch %d); removed its stale record", m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step, rec.epoch)
 	return fmt.Errorf("%w: the move of %s from %s to %s is over, already flipped or superseded (the queue is %s %s at epoch %d): its stale record (step %s) is removed, nothing was resumed or rolled back",
-		ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step)
+		table.ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step)
 }
 
 // settleEntry writes the queue's entry e on n, raising n's epoch to e's,
@@ -114,20 +117,20 @@ func (m *Mover) dropStale(ctx context.Context, rec *record, e *Entry) error {
 // confirms it on n's replicas. It never outranks anything: e is already
 // the merged table's entry, at its own epoch. The node's epoch and table
 // are watched, so a mover that changes them meanwhile is never undone.
-func settleEntry(ctx context.Context, n *Node, queue string, e Entry) error {
+func settleEntry(ctx context.Context, n *table.Node, queue string, e table.Entry) error {
 	err := n.C.Dedicated(func(dc valkey.DedicatedClient) error {
 		for range 5 {
-			if err := dc.Do(ctx, dc.B().Watch().Key(KeyEpoch, KeyQueues).Build()).Error(); err != nil {
+			if err := dc.Do(ctx, dc.B().Watch().Key(table.KeyEpoch, table.KeyQueues).Build()).Error(); err != nil {
 				return err
 			}
-			rs := dc.DoMulti(ctx, dc.B().Hget().Key(KeyQueues).Field(queue).Build(), dc.B().Get().Key(KeyEpoch).Build())
+			rs := dc.DoMulti(ctx, dc.B().Hget().Key(table.KeyQueues).Field(queue).Build(), dc.B().Get().Key(table.KeyEpoch).Build())
 			for _, r := range rs {
 				if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
 					return err
 				}
 			}
 			if s, err := rs[0].ToString(); err == nil {
-				if cur, err := ParseEntry(s); err == nil && cur.Epoch >= e.Epoch {
+				if cur, err := table.ParseEntry(s); err == nil && cur.Epoch >= e.Epoch {
 					return dc.Do(ctx, dc.B().Unwatch().Build()).Error()
 				}
 			}
@@ -136,9 +139,9 @@ func settleEntry(ctx context.Context, n *Node, queue string, e Entry) error {
 				top, _ = strconv.ParseInt(s, 10, 64)
 			}
 			cmds := valkey.Commands{dc.B().Multi().Build(),
-				dc.B().Hset().Key(KeyQueues).FieldValue().FieldValue(queue, e.String()).Build()}
+				dc.B().Hset().Key(table.KeyQueues).FieldValue().FieldValue(queue, e.String()).Build()}
 			if e.Epoch > top {
-				cmds = append(cmds, dc.B().Set().Key(KeyEpoch).Value(strconv.FormatInt(e.Epoch, 10)).Build())
+				cmds = append(cmds, dc.B().Set().Key(table.KeyEpoch).Value(strconv.FormatInt(e.Epoch, 10)).Build())
 			}
 			rs = dc.DoMulti(ctx, append(cmds, dc.B().Exec().Build())...)
 			for _, r := range rs[:len(rs)-1] {

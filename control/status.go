@@ -8,6 +8,10 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
 )
 
 // Status prints, for every node: its epoch and table, the entries the
@@ -15,8 +19,8 @@ import (
 // proxies registered there with the epoch each applied and the age of its
 // lease, and the moves in progress; then the merged table the proxies
 // apply. Unreachable nodes are named. It returns the merged table.
-func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, error) {
-	var tables []Table
+func Status(ctx context.Context, w io.Writer, nodes map[string]*table.Node) (table.Table, error) {
+	var tables []table.Table
 	now := time.Now().UnixMilli()
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		n := nodes[name]
@@ -42,7 +46,7 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 			fmt.Fprintf(tw, "  proxies: %v\n", err)
 		}
 		if len(regs) > 0 {
-			slices.SortFunc(regs, func(a, b Registration) int { return cmpString(a.ID, b.ID) })
+			slices.SortFunc(regs, func(a, b table.Registration) int { return cmpString(a.ID, b.ID) })
 			fmt.Fprintln(tw, "  PROXY\tAPPLIED\tLEASE AGE\tLEASE")
 			for _, r := range regs {
 				live := "expired"
@@ -56,7 +60,7 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 			fmt.Fprintf(tw, "  SKIPPED %q: %s\n", q, t.Skipped[q])
 		}
 		for _, q := range slices.Sorted(maps.Keys(t.Queues)) {
-			if e := t.Queues[q]; e.State == Owned && nodes[e.Owner] == nil {
+			if e := t.Queues[q]; e.State == table.Owned && nodes[e.Owner] == nil {
 				fmt.Fprintf(tw, "  SKIPPED %q: owner %q is not an upstream of this configuration\n", q, e.Owner)
 			}
 		}
@@ -74,17 +78,17 @@ func Status(ctx context.Context, w io.Writer, nodes map[string]*Node) (Table, er
 				line += ", by " + rec.by
 			}
 			fmt.Fprintln(tw, line)
-			if p := readProgress(ctx, n, q); p != nil {
+			if p := keycopy.ReadProgress(ctx, n, q); p != nil {
 				fmt.Fprintf(tw, "    progress (%v ago): %s\n", (time.Duration(now-p.Updated) * time.Millisecond).Round(time.Millisecond), p)
 			}
 		}
-		if s := notifyStatus(ctx, n); s != "" {
+		if s := tail.NotifyStatus(ctx, n); s != "" {
 			fmt.Fprintf(tw, "  %s\n", s)
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
 	}
-	m := Merge(tables...)
+	m := table.Merge(tables...)
 	fmt.Fprintf(w, "table: epoch %d, %d moved or moving queue(s)\n", m.Epoch, len(m.Queues))
 	for _, q := range slices.Sorted(maps.Keys(m.Queues)) {
 		e := m.Queues[q]

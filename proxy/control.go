@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -25,11 +25,12 @@ import (
 // The control loop: routes of moved queues read from the nodes.
 //
 // With Options.Control set, the proxy keeps a lease on every upstream node
-// and reads that node's control table (package control) with each renewal,
-// every ControlOptions.Poll. The tables of all nodes are merged (per queue,
-// the highest epoch wins) into a plan.ControlState: the queues that are
-// held, and the owner of every moved queue, which overrides the routes of
-// the file (plan.Router.WithOwners). A new state is applied in this order:
+// and reads that node's control table (package control/table) with each
+// renewal, every ControlOptions.Poll. The tables of all nodes are merged
+// (per queue, the highest epoch wins) into a plan.ControlState: the queues
+// that are held, and the owner of every moved queue, which overrides the
+// routes of the file (plan.Router.WithOwners). A new state is applied in
+// this order:
 //
 //  1. the router with the new owners is stored (s.routes), then the state
 //     (install): from then on every command is admitted under it, and a
@@ -163,12 +164,12 @@ type controller struct {
 // ctlNode is the control loop's view of one upstream node.
 type ctlNode struct {
 	up      *upstream.Upstream
-	cn      *control.Node // nil until dialed
-	valid   atomic.Int64  // the lease is valid until start+valid (ns); 0: no lease
-	table   control.Table // the table its last successful renewal read (under umu)
-	have    bool          // table was read at least once (under umu)
-	renewed time.Time     // when the last successful renewal was sent (under umu)
-	applied atomic.Int64  // the node epoch acknowledged (written by ackLoop, read by renewals)
+	cn      *table.Node  // nil until dialed
+	valid   atomic.Int64 // the lease is valid until start+valid (ns); 0: no lease
+	table   table.Table  // the table its last successful renewal read (under umu)
+	have    bool         // table was read at least once (under umu)
+	renewed time.Time    // when the last successful renewal was sent (under umu)
+	applied atomic.Int64 // the node epoch acknowledged (written by ackLoop, read by renewals)
 	// seen is the epoch of the node's table in the state in force (set
 	// once it is installed). caught is when (since start) a new data
 	// connection last read a newer epoch than seen: only a renewal sent
@@ -303,7 +304,7 @@ func (c *controller) renewal(ctx context.Context, i int) {
 		if ctx.Err() == nil {
 			c.log.Warn("control lease renewal failed", zap.String("upstream", n.up.Name()), zap.Error(err))
 		}
-		c.update(i, false, sent, control.Table{})
+		c.update(i, false, sent, table.Table{})
 		return
 	}
 	c.update(i, true, sent, t)
@@ -315,14 +316,14 @@ func (c *controller) renewal(ctx context.Context, i int) {
 // node i's lease is validated (every node's, the first time every table
 // has been read: allRead). A node whose renewal failed keeps its last
 // table in the merge. Updates run one at a time (umu).
-func (c *controller) update(i int, ok bool, sent time.Time, t control.Table) {
+func (c *controller) update(i int, ok bool, sent time.Time, t table.Table) {
 	c.umu.Lock()
 	defer c.umu.Unlock()
 	if n := c.nodes[i]; ok {
 		c.adopt(n, t) // never an older table than n's (control_forward.go)
 		n.renewed = sent
 	}
-	var tables []control.Table
+	var tables []table.Table
 	var unread []string
 	skipped := map[skipKey]string{}
 	for _, n := range c.nodes {
@@ -335,7 +336,7 @@ func (c *controller) update(i int, ok bool, sent time.Time, t control.Table) {
 			unread = append(unread, n.up.Name())
 		}
 	}
-	st := c.apply(control.Merge(tables...), skipped)
+	st := c.apply(table.Merge(tables...), skipped)
 	c.report(skipped)
 	wasAllRead := c.allRead
 	c.checkAllRead(unread)
@@ -495,17 +496,17 @@ func (c *controller) caughtUp(ctx context.Context, name string, conn fence.Conn)
 	if n == nil {
 		return nil
 	}
-	r, err := conn.Do(ctx, "GET", control.KeyEpoch)
+	r, err := conn.Do(ctx, "GET", table.KeyEpoch)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", control.KeyEpoch, err)
+		return fmt.Errorf("reading %s: %w", table.KeyEpoch, err)
 	}
 	var ep int64
 	switch {
 	case r.IsError():
-		return fmt.Errorf("reading %s: %s", control.KeyEpoch, r.Str)
+		return fmt.Errorf("reading %s: %s", table.KeyEpoch, r.Str)
 	case !r.Null && r.Type == '$':
 		if ep, err = strconv.ParseInt(r.Str, 10, 64); err != nil {
-			return fmt.Errorf("%s is %q, not an integer", control.KeyEpoch, r.Str)
+			return fmt.Errorf("%s is %q, not an integer", table.KeyEpoch, r.Str)
 		}
 	}
 	if n.seen.Load() < ep {
@@ -534,14 +535,14 @@ func (c *controller) checkAllRead(unread []string) {
 }
 
 // renew renews the lease on n and reads its table, dialing first if needed.
-func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, error) {
+func (c *controller) renew(ctx context.Context, n *ctlNode) (table.Table, error) {
 	if n.cn == nil {
 		o := n.up.Options()
-		cn, err := control.Dial(control.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
+		cn, err := table.Dial(table.NodeOptions{Name: o.Name, Address: o.Address, Sentinel: o.Sentinel,
 			Username: o.Username, Password: o.Password, DB: o.DB, TLS: o.TLSConfig, Timeout: c.opts.Lease / 2,
 			ReplyTimeout: c.opts.Lease / 2})
 		if err != nil {
-			return control.Table{}, err
+			return table.Table{}, err
 		}
 		n.cn = cn
 	}
@@ -551,8 +552,8 @@ func (c *controller) renew(ctx context.Context, n *ctlNode) (control.Table, erro
 }
 
 // registration is the proxy's line on n.
-func (c *controller) registration(n *ctlNode) control.Registration {
-	return control.Registration{ID: c.opts.ID, Applied: n.applied.Load(), Renewed: time.Now().UnixMilli(),
+func (c *controller) registration(n *ctlNode) table.Registration {
+	return table.Registration{ID: c.opts.ID, Applied: n.applied.Load(), Renewed: time.Now().UnixMilli(),
 		LeaseMs: c.opts.Lease.Milliseconds(), Host: c.host, PID: os.Getpid()}
 }
 
@@ -587,11 +588,11 @@ func (c *controller) report(skipped map[skipKey]string) {
 // force, and returns the state in force. It never waits for the commands
 // in flight: the acknowledger does (ackLoop). An owner this proxy does not
 // have is added to skipped (the file's route stays for that queue).
-func (c *controller) apply(t control.Table, skipped map[skipKey]string) *plan.ControlState {
+func (c *controller) apply(t table.Table, skipped map[skipKey]string) *plan.ControlState {
 	cur := c.state.Load()
 	st := plan.NewControlState(t.Epoch, map[string]bool{}, map[string]*upstream.Upstream{})
 	for q, e := range t.Queues {
-		if e.State == control.Held {
+		if e.State == table.Held {
 			st.Held[q] = true
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 )
 
 // Tables only move forward. Every write of a node's control table raises
@@ -51,7 +51,7 @@ func (c *controller) initForward(reg prometheus.Registerer) error {
 
 // adopt makes t, just read from n, n's table, unless it is older than the
 // table n has (backwards): then it is an alarm and n keeps its table.
-func (c *controller) adopt(n *ctlNode, t control.Table) {
+func (c *controller) adopt(n *ctlNode, t table.Table) {
 	if n.have {
 		if why := backwards(n.table, t); why != "" {
 			c.fwd.backwards.WithLabelValues(n.up.Name()).Inc()
@@ -72,7 +72,7 @@ func (c *controller) adopt(n *ctlNode, t control.Table) {
 
 // backwards says why t is older than prev, both read from one node ("":
 // it is not).
-func backwards(prev, t control.Table) string {
+func backwards(prev, t table.Table) string {
 	if t.Epoch < prev.Epoch {
 		return fmt.Sprintf("epoch %d after epoch %d", t.Epoch, prev.Epoch)
 	}

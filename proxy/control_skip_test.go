@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -111,9 +112,9 @@ func testHostileControlEntries(t *testing.T, srv node.Server) {
 	}
 
 	// queue status lists them.
-	nodes := map[string]*control.Node{}
+	nodes := map[string]*table.Node{}
 	for name, n := range map[string]*node.Node{"module-a": mn, "scripts-b": scr} {
-		cn, err := control.Dial(control.NodeOptions{Name: name, Address: n.Addr})
+		cn, err := table.Dial(table.NodeOptions{Name: name, Address: n.Addr})
 		if err != nil {
 			t.Fatal(err)
 		}

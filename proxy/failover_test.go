@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -380,7 +380,7 @@ func testControlLeaseAcrossFailover(t *testing.T, srv node.Server) {
 	})
 	id := hs.srv.ControlID()
 	renewedOn := func(n *node.Node, after int64) bool {
-		cn, err := control.Dial(control.NodeOptions{Name: "direct", Address: n.Addr})
+		cn, err := table.Dial(table.NodeOptions{Name: "direct", Address: n.Addr})
 		if err != nil {
 			return false
 		}

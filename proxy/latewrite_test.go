@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -22,7 +22,7 @@ func killDataConns(n *node.Node) (int, error) {
 	}
 	killed := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if !strings.Contains(line, " name="+control.DataClientName("p1")+" ") {
+		if !strings.Contains(line, " name="+table.DataClientName("p1")+" ") {
 			continue
 		}
 		for f := range strings.FieldsSeq(line) {

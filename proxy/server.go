@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
@@ -149,7 +149,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 			// a node epoch the proxy has not applied lapses the lease on the
 			// node until it has (control.go's caughtUp; package control's
 			// latewriters.go).
-			uo.ClientName = control.DataClientName(ctlOpts.ID)
+			uo.ClientName = table.DataClientName(ctlOpts.ID)
 			hook = s.caughtUpHook(uo.WithDefaults().Name, hook)
 		}
 		// Every upstream loads its command table, even alone: key

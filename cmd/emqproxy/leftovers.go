@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/leftovers"
 )
 
 // Exit statuses of `queue leftovers`.
@@ -22,7 +22,7 @@ const (
 const leftoverSample = 3
 
 // newLeftoversCmd is `emqproxy queue leftovers`: the keys of queues on
-// nodes that do not own them (control.Leftovers), removed with --remove.
+// nodes that do not own them (leftovers.Find), removed with --remove.
 func newLeftoversCmd() *cobra.Command {
 	var (
 		path         string
@@ -49,7 +49,7 @@ func newLeftoversCmd() *cobra.Command {
 				return err
 			}
 			defer closeNodes(nodes)
-			scan, err := control.Leftovers(cmd.Context(), control.LeftoverOptions{
+			scan, err := leftovers.Find(cmd.Context(), leftovers.Options{
 				Nodes: nodes, Down: down, FileRoute: fileRoute(cfg), Remove: remove})
 			if err != nil {
 				return err
@@ -75,7 +75,7 @@ func newLeftoversCmd() *cobra.Command {
 // removed. The last line sums it up:
 //
 //	leftovers: <keys> keys of <n> queue(s) on <m> upstream(s), removed <r>, skipped <s> queue(s)
-func printLeftovers(w io.Writer, s *control.LeftoverScan, remove, list bool) (failed int) {
+func printLeftovers(w io.Writer, s *leftovers.Scan, remove, list bool) (failed int) {
 	nodes, queues := map[string]bool{}, map[string]bool{}
 	for _, l := range s.Leftovers {
 		nodes[l.Node], queues[l.Queue] = true, true

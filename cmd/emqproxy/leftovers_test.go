@@ -12,6 +12,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/legacy"
 )
 
@@ -56,7 +57,7 @@ func TestQueueLeftovers(t *testing.T) {
 	// ledger: a move in progress (its record on the source), with keys of
 	// it on the target already.
 	writeJob(t, s.dst, "ledger", "L0")
-	if err := s.src.Do(ctx, s.src.B().Hset().Key(control.MoveKey("ledger")).FieldValue().
+	if err := s.src.Do(ctx, s.src.B().Hset().Key(table.MoveKey("ledger")).FieldValue().
 		FieldValue("from", "scripts-b").FieldValue("to", "module-a").FieldValue("step", control.StepCopying).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +110,12 @@ func TestQueueLeftovers(t *testing.T) {
 		}
 	}
 	// The control table is not a queue's: it stays.
-	if n, _ := s.src.Do(ctx, s.src.B().Exists().Key(control.KeyQueues).Build()).AsInt64(); n != 1 {
+	if n, _ := s.src.Do(ctx, s.src.B().Exists().Key(table.KeyQueues).Build()).AsInt64(); n != 1 {
 		t.Errorf("--remove deleted scripts-b's control table")
 	}
 
 	// The move ends (aborted): ledger's keys on module-a are leftovers now.
-	if err := s.src.Do(ctx, s.src.B().Del().Key(control.MoveKey("ledger")).Build()).Error(); err != nil {
+	if err := s.src.Do(ctx, s.src.B().Del().Key(table.MoveKey("ledger")).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	out, err = s.run(t, "leftovers", "--remove", "--list")

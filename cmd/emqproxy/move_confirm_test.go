@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -80,7 +80,7 @@ func TestQueueMoveToAMasterSetConfirmsTheCopyOnItsReplica(t *testing.T) {
 			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
 		}
 	}
-	if n, _ := rc.Do(ctx, rc.B().Hget().Key(control.KeyQueues).Field("billing").Build()).ToString(); !strings.HasSuffix(n, "owned module-a") {
+	if n, _ := rc.Do(ctx, rc.B().Hget().Key(table.KeyQueues).Field("billing").Build()).ToString(); !strings.HasSuffix(n, "owned module-a") {
 		t.Errorf("module-a's replica has billing's entry %q, want it owned by module-a", n)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -67,7 +67,7 @@ func notFlipped(t *testing.T, s *moveStand) {
 	if got := entryOn(t, s.dst, "billing"); got != "" {
 		t.Errorf("module-a has billing's entry %q: the move went on past a write its source's replicas never confirmed", got)
 	}
-	if e, err := control.ParseEntry(entryOn(t, s.src, "billing")); err != nil || e.State != control.Owned || e.Owner != "scripts-b" {
+	if e, err := table.ParseEntry(entryOn(t, s.src, "billing")); err != nil || e.State != table.Owned || e.Owner != "scripts-b" {
 		t.Errorf("scripts-b's primary has billing's entry %+v (%v), want it owned by scripts-b (given back)", e, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/legacy"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -47,7 +47,7 @@ func writeJob(t *testing.T, c valkey.Client, q, id string) {
 // entryOn is q's entry in c's own control table ("" when none).
 func entryOn(t *testing.T, c valkey.Client, q string) string {
 	t.Helper()
-	s, err := c.Do(context.Background(), c.B().Hget().Key(control.KeyQueues).Field(q).Build()).ToString()
+	s, err := c.Do(context.Background(), c.B().Hget().Key(table.KeyQueues).Field(q).Build()).ToString()
 	if err != nil && !valkey.IsValkeyNil(err) {
 		t.Fatal(err)
 	}
@@ -70,17 +70,17 @@ func TestQueueMoveResumeOfAFlipDoneOnTheTargetOnlyCompletesItOnTheSource(t *test
 	ctx := context.Background()
 	ids := fillQueue(t, s.src, "billing", 20)
 	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
-	hold, err := control.ParseEntry(entryOn(t, s.src, "billing"))
-	if err != nil || hold.State != control.Held {
+	hold, err := table.ParseEntry(entryOn(t, s.src, "billing"))
+	if err != nil || hold.State != table.Held {
 		t.Fatalf("after the copy scripts-b has billing's entry %+v (%v), want it held", hold, err)
 	}
 
 	// The flip's first write, on the target; its second, on the source,
 	// lost.
-	flip := control.Entry{Epoch: hold.Epoch + 1, State: control.Owned, Owner: "module-a"}
+	flip := table.Entry{Epoch: hold.Epoch + 1, State: table.Owned, Owner: "module-a"}
 	for _, r := range s.dst.DoMulti(ctx, s.dst.B().Multi().Build(),
-		s.dst.B().Hset().Key(control.KeyQueues).FieldValue().FieldValue("billing", flip.String()).Build(),
-		s.dst.B().Set().Key(control.KeyEpoch).Value(strconv.FormatInt(flip.Epoch, 10)).Build(),
+		s.dst.B().Hset().Key(table.KeyQueues).FieldValue().FieldValue("billing", flip.String()).Build(),
+		s.dst.B().Set().Key(table.KeyEpoch).Value(strconv.FormatInt(flip.Epoch, 10)).Build(),
 		s.dst.B().Exec().Build()) {
 		if err := r.Error(); err != nil {
 			t.Fatal(err)
@@ -131,13 +131,13 @@ func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
 		t.Fatalf("the move: %v", err)
 	}
 	writeJob(t, s.dst, "billing", "AFTER")
-	flip, err := control.ParseEntry(entryOn(t, s.dst, "billing"))
+	flip, err := table.ParseEntry(entryOn(t, s.dst, "billing"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// scripts-b's own entry: the move's hold, below the flip.
-	old := control.Entry{Epoch: flip.Epoch - 1, State: control.Held, Owner: "scripts-b"}
-	if err := s.src.Do(ctx, s.src.B().Hset().Key(control.KeyQueues).FieldValue().FieldValue("billing", old.String()).Build()).Error(); err != nil {
+	old := table.Entry{Epoch: flip.Epoch - 1, State: table.Held, Owner: "scripts-b"}
+	if err := s.src.Do(ctx, s.src.B().Hset().Key(table.KeyQueues).FieldValue().FieldValue("billing", old.String()).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	// Another queue's move raises the epochs of scripts-b and module-c

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/stand/legacy"
 )
 
@@ -47,13 +48,13 @@ func TestQueueMoveAbortOfAStaleRecordKeepsTheLiveQueue(t *testing.T) {
 	// A failover on the source brings back the record the move had deleted.
 	restore := func(step string) {
 		t.Helper()
-		if err := s.src.Do(ctx, s.src.B().Restore().Key(control.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Restore().Key(table.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
 			t.Fatalf("RESTORE the record: %v", err)
 		}
-		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(table.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(table.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,13 +128,13 @@ func TestQueueMoveResumeOfAStaleCopiedRecordKeepsTheLiveQueue(t *testing.T) {
 
 	for _, step := range []string{control.StepCopied, control.StepFlipping} {
 		// The first move's record comes back, at step copied or flipping.
-		if err := s.src.Do(ctx, s.src.B().Restore().Key(control.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Restore().Key(table.MoveKey("billing")).Ttl(0).SerializedValue(rec).Replace().Build()).Error(); err != nil {
 			t.Fatalf("RESTORE the record: %v", err)
 		}
-		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(table.MoveKey("billing")).FieldValue().FieldValue("step", step).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.src.Do(ctx, s.src.B().Hset().Key(control.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
+		if err := s.src.Do(ctx, s.src.B().Hset().Key(table.KeyMoves).FieldValue().FieldValue("billing", started).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 		out, err := s.run(t, "move", "billing", "--resume", "--delete-source")
@@ -165,13 +166,13 @@ func (s *moveStand) copiedThenResumed(t *testing.T) (rec, started string) {
 	t.Helper()
 	ctx := context.Background()
 	s.killAfter(t, "copied", "move", "billing", "--to", "module-a")
-	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(control.MoveKey("billing")).Build()).ToString()
+	rec, err := s.src.Do(ctx, s.src.B().Dump().Key(table.MoveKey("billing")).Build()).ToString()
 	if err != nil {
 		t.Fatalf("DUMP the record: %v", err)
 	}
-	started, err = s.src.Do(ctx, s.src.B().Hget().Key(control.KeyMoves).Field("billing").Build()).ToString()
+	started, err = s.src.Do(ctx, s.src.B().Hget().Key(table.KeyMoves).Field("billing").Build()).ToString()
 	if err != nil {
-		t.Fatalf("HGET %s billing: %v", control.KeyMoves, err)
+		t.Fatalf("HGET %s billing: %v", table.KeyMoves, err)
 	}
 	if out, err := s.run(t, "move", "billing", "--resume"); err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
 		t.Fatalf("resume: %v", err)

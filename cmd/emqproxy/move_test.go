@@ -125,14 +125,14 @@ func (s *moveStand) proxy(t *testing.T, name string) *proc {
 		_, _ = p.cmd.Process.Wait()
 		if t.Failed() {
 			b, _ := os.ReadFile(p.stderr.Name())
-			t.Logf("%s log (last 4k):\n%s", name, tail(b, 4096))
+			t.Logf("%s log (last 4k):\n%s", name, lastBytes(b, 4096))
 		}
 	})
 	p.waitReady(t, true)
 	return p
 }
 
-func tail(b []byte, n int) []byte {
+func lastBytes(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
 	}

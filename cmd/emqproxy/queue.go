@@ -16,6 +16,9 @@ import (
 
 	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/control"
+	"github.com/emqproxy/emqproxy/control/keycopy"
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -74,17 +77,17 @@ func newQueueCmd() *cobra.Command {
 			if maxHold == 0 {
 				maxHold = cfg.Timeouts.Hold / 2
 			}
-			bps, err := control.ParseRate(rate)
+			bps, err := keycopy.ParseRate(rate)
 			if err != nil {
 				return err
 			}
-			tracking, err := control.ParseTrack(track)
+			tracking, err := tail.ParseTrack(track)
 			if err != nil {
 				return err
 			}
 			mv := &control.Mover{
 				Queue: args[0], To: to, Nodes: nodes, Down: down, FileRoute: fileRoute(cfg),
-				CheckTarget: func(ctx context.Context, n *control.Node) error { return checkRole(ctx, cfg, m, n) },
+				CheckTarget: func(ctx context.Context, n *table.Node) error { return checkRole(ctx, cfg, m, n) },
 				Replace:     replace, DeleteSource: deleteSource, Wait: wait, StopAfter: stopAfter, Out: cmd.OutOrStdout(),
 				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,
 			}
@@ -126,10 +129,10 @@ func newQueueCmd() *cobra.Command {
 	mf.DurationVar(&deadline, "deadline", control.DefaultDeadline, "how long to go on resuming a move that stopped on a fault it can wait out "+
 		"(a replica down or resyncing, a failover, a proxy that did not acknowledge, a hold released at --max-hold); 0: stop at the first")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
-	mf.StringVar(&rate, "rate", strconv.Itoa(control.DefaultRate), "pace of the bulk copy while the queue is served (the round that reads every key, large keys read whole), bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the rounds of changed keys and the copy under the hold are never paced")
+	mf.StringVar(&rate, "rate", strconv.Itoa(keycopy.DefaultRate), "pace of the bulk copy while the queue is served (the round that reads every key, large keys read whole), bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the rounds of changed keys and the copy under the hold are never paced")
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
 	mf.BoolVar(&holdCopy, "hold-copy", false, "hold the queue for the whole copy (no tracking: for small queues, or a source that refuses both PSYNC and CONFIG SET)")
-	mf.StringVar(&track, "track", control.TrackAuto, "how the copy while served learns what changes on the source: replication (its replication stream, member by member), keyspace (keyspace notifications, key by key) or auto (replication where the source allows it)")
+	mf.StringVar(&track, "track", tail.TrackAuto, "how the copy while served learns what changes on the source: replication (its replication stream, member by member), keyspace (keyspace notifications, key by key) or auto (replication where the source allows it)")
 	mf.StringVar(&stopAfter, "stop-after", "", "stop after a step (copying, held, copied, flipping, target-flipped, flipped, deleted) and wait to be killed")
 	_ = mf.MarkHidden("stop-after")
 	mf.StringVar(&pauseAfter, "pause-after", "", "pause after a step (copying, held, copied, flipping, target-flipped, flipped, deleted) until a line on the standard input")
@@ -162,7 +165,7 @@ func newQueueCmd() *cobra.Command {
 
 // controlNodes loads the configuration and dials every upstream (a node
 // that cannot be dialed is left out; the mover names it when it needs it).
-func controlNodes(path string) (*config.Config, map[string]*control.Node, map[string]error, error) {
+func controlNodes(path string) (*config.Config, map[string]*table.Node, map[string]error, error) {
 	if path == "" {
 		return nil, nil, nil, fmt.Errorf("--config FILE is required: the proxies' configuration names the upstreams")
 	}
@@ -170,7 +173,7 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	nodes := map[string]*control.Node{}
+	nodes := map[string]*table.Node{}
 	down := map[string]error{}
 	var unreachable []string
 	for _, name := range cfg.UpstreamNames() {
@@ -179,7 +182,7 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 			closeNodes(nodes)
 			return nil, nil, nil, err
 		}
-		n, err := control.Dial(o)
+		n, err := table.Dial(o)
 		if err != nil {
 			unreachable = append(unreachable, err.Error())
 			down[name] = err
@@ -194,15 +197,15 @@ func controlNodes(path string) (*config.Config, map[string]*control.Node, map[st
 }
 
 // nodeOptions is how the control commands reach upstream name.
-func nodeOptions(cfg *config.Config, name string) (control.NodeOptions, error) {
+func nodeOptions(cfg *config.Config, name string) (table.NodeOptions, error) {
 	u := cfg.Upstreams[name]
 	t, err := upstreamTLS(name, u.TLS)
 	if err != nil {
-		return control.NodeOptions{}, err
+		return table.NodeOptions{}, err
 	}
 	so, err := sentinelOptions(name, u, cfg.Timeouts.Dial)
 	if err != nil {
-		return control.NodeOptions{}, err
+		return table.NodeOptions{}, err
 	}
 	// A master set under Sentinel is reached through valkey-go's Sentinel
 	// client: the mover finds the primary as the proxies do. Its replies
@@ -210,20 +213,20 @@ func nodeOptions(cfg *config.Config, name string) (control.NodeOptions, error) {
 	// (timeouts.upstream), not the dial timeout: a loaded node answers the
 	// mover's pipelines and its replication stream's handshake in seconds,
 	// and that must not fail a move.
-	return control.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
+	return table.NodeOptions{Name: name, Address: u.Address, Sentinel: so, Username: u.Username,
 		Password: u.Password, DB: u.DB, TLS: t, Timeout: cfg.Timeouts.Dial, ReplyTimeout: cfg.Timeouts.Upstream,
-		ClientName: control.MoverClientName, RESP2: true,
+		ClientName: table.MoverClientName, RESP2: true,
 		AckReplicas: u.AckReplicas, AckTimeout: u.AckTimeout}, nil
 }
 
 // redial dials again the upstreams that were unreachable (down), moving
 // those it reaches now into nodes.
-func redial(cfg *config.Config, nodes map[string]*control.Node, down map[string]error) {
+func redial(cfg *config.Config, nodes map[string]*table.Node, down map[string]error) {
 	for _, name := range slices.Sorted(maps.Keys(down)) {
 		o, err := nodeOptions(cfg, name)
 		if err == nil {
-			var n *control.Node
-			if n, err = control.Dial(o); err == nil {
+			var n *table.Node
+			if n, err = table.Dial(o); err == nil {
 				nodes[name] = n
 				delete(down, name)
 				continue
@@ -233,7 +236,7 @@ func redial(cfg *config.Config, nodes map[string]*control.Node, down map[string]
 	}
 }
 
-func closeNodes(nodes map[string]*control.Node) {
+func closeNodes(nodes map[string]*table.Node) {
 	for _, n := range nodes {
 		n.Close()
 	}
@@ -242,7 +245,7 @@ func closeNodes(nodes map[string]*control.Node) {
 // checkRole runs the fence of the role the configuration names for n,
 // writing nothing: the wire-6 check on a module node, the legacy brand on a
 // scripts node.
-func checkRole(ctx context.Context, cfg *config.Config, m *shamap.Map, n *control.Node) error {
+func checkRole(ctx context.Context, cfg *config.Config, m *shamap.Map, n *table.Node) error {
 	role := cfg.Upstreams[n.Name].Role
 	var err error
 	if role == config.RoleScripts {
@@ -283,7 +286,7 @@ func printReport(w io.Writer, r *control.Report) {
 	if len(r.Other) > 0 {
 		fmt.Fprintf(w, "other keys (not job-core, copied too): %s\n", strings.Join(r.Other, ", "))
 	}
-	slices.SortFunc(r.Longest, func(a, b control.RoundTrip) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(r.Longest, func(a, b keycopy.RoundTrip) int { return strings.Compare(a.Node, b.Node) })
 	for _, rt := range r.Longest {
 		fmt.Fprintf(w, "longest round trip to %s: %v (%s, %d commands)\n", rt.Node, rt.Took.Round(10*time.Microsecond), rt.What, rt.Commands)
 	}

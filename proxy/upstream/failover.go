@@ -55,7 +55,7 @@ import (
 // byte on connections of its own (package pipe), so it needs the primary's
 // address, not a client; valkey-go's Sentinel support is used where the
 // proxy speaks as a client (the control loop, proxy's control.go, and the queue
-// mover: control.Dial with NodeOptions.Sentinel).
+// mover: package control/table's Dial with NodeOptions.Sentinel).
 
 // follower ties a Sentinel upstream's connections to its resolver.
 type follower struct {

@@ -1,4 +1,4 @@
-package control
+package keycopy
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -102,13 +104,13 @@ type RoundTrip struct {
 
 // copyStats are the counters of a copy, shared by its goroutines.
 type copyStats struct {
-	mu      sync.Mutex
+	Mu      sync.Mutex
 	keys    int64 // keys written to the target (a key copied again counts again)
 	bytes   int64 // bytes of values written
 	deleted int64 // keys deleted on the target (gone from the source)
-	chunked int64 // keys copied in chunks
-	patched int64 // elements of large keys written by member patches
-	whole   int64 // large keys compared whole under the hold after a size check
+	Chunked int64 // keys copied in chunks
+	Patched int64 // elements of large keys written by member patches
+	Whole   int64 // large keys compared whole under the hold after a size check
 	read    int64 // bytes of the source read by comparisons and verifications (nothing written)
 	longest map[string]RoundTrip
 	started time.Time
@@ -124,35 +126,35 @@ func newCopyStats() *copyStats {
 }
 
 func (s *copyStats) add(keys, bytes int) {
-	s.mu.Lock()
+	s.Mu.Lock()
 	s.keys += int64(keys)
 	s.bytes += int64(bytes)
-	s.mu.Unlock()
+	s.Mu.Unlock()
 }
 
 // addRead counts bytes of the source read without a write: a
 // comparison's or a verification's progress.
 func (s *copyStats) addRead(n int) {
-	s.mu.Lock()
+	s.Mu.Lock()
 	s.read += int64(n)
-	s.mu.Unlock()
+	s.Mu.Unlock()
 }
 
-// measureTail records an unpaced copy of keys changed small keys that took
+// MeasureTail records an unpaced copy of keys changed small keys that took
 // d.
-func (s *copyStats) measureTail(keys int, d time.Duration) {
-	s.mu.Lock()
+func (s *copyStats) MeasureTail(keys int, d time.Duration) {
+	s.Mu.Lock()
 	s.tailKeys += int64(keys)
 	s.tailTime += d
-	s.mu.Unlock()
+	s.Mu.Unlock()
 }
 
 // tailRate is the changed small keys the copy took per second, unpaced,
 // while the queue was served (0: none measured yet). Copies of fewer than
 // tailSample keys are too short to time on their own: they count together.
 func (s *copyStats) tailRate() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	if s.tailKeys < tailSample || s.tailTime <= 0 {
 		return 0
 	}
@@ -164,21 +166,21 @@ const tailSample = 200
 
 // readBytes is the bytes read by comparisons and verifications so far.
 func (s *copyStats) readBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.read
 }
 
-func (s *copyStats) snapshot() (keys, bytes int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *copyStats) Snapshot() (keys, bytes int64) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.keys, s.bytes
 }
 
-// roundTrips returns the longest round trip to each node.
-func (s *copyStats) roundTrips() []RoundTrip {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// RoundTrips returns the longest round trip to each node.
+func (s *copyStats) RoundTrips() []RoundTrip {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	var out []RoundTrip
 	for _, r := range s.longest {
 		out = append(out, r)
@@ -187,7 +189,7 @@ func (s *copyStats) roundTrips() []RoundTrip {
 }
 
 // do sends cmds to n in one round trip and records how long it took.
-func (s *copyStats) do(ctx context.Context, n *Node, cmds ...valkey.Completed) []valkey.ValkeyResult {
+func (s *copyStats) do(ctx context.Context, n *table.Node, cmds ...valkey.Completed) []valkey.ValkeyResult {
 	var names []string
 	for _, c := range cmds {
 		if name := c.Commands()[0]; !slices.Contains(names, name) {
@@ -198,15 +200,15 @@ func (s *copyStats) do(ctx context.Context, n *Node, cmds ...valkey.Completed) [
 	t0 := time.Now()
 	rs := n.C.DoMulti(ctx, cmds...)
 	d := time.Since(t0)
-	s.mu.Lock()
+	s.Mu.Lock()
 	if d > s.longest[n.Name].Took {
 		s.longest[n.Name] = RoundTrip{Node: n.Name, Took: d, What: what, Commands: len(cmds)}
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	return rs
 }
 
 // do1 is do for one command.
-func (s *copyStats) do1(ctx context.Context, n *Node, cmd valkey.Completed) valkey.ValkeyResult {
+func (s *copyStats) do1(ctx context.Context, n *table.Node, cmd valkey.Completed) valkey.ValkeyResult {
 	return s.do(ctx, n, cmd)[0]
 }

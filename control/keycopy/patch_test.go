@@ -1,4 +1,4 @@
-package control
+package keycopy
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/internal/controltest"
+	"github.com/emqproxy/emqproxy/control/tail"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -27,21 +30,21 @@ func TestPatchesFollowConcurrentWrites(t *testing.T) {
 }
 
 func testPatches(t *testing.T, srv node.Server) {
-	src, dst := pair(t, srv)
+	src, dst := controltest.Pair(t, srv)
 	ctx := context.Background()
 	const q, size = "pq", 20000
 	p := "emq:{" + q + "}:"
-	keys := fillLarge(t, src, q, size)
-	tr, err := startTracker(ctx, src, q, TrackReplication)
+	keys := controltest.FillLarge(t, src, q, size)
+	tr, err := tail.StartTracker(ctx, src, q, tail.TrackReplication)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tr.stop(ctx) }()
-	if !tr.memberLevel() {
-		t.Fatalf("the tracker does not read the replication stream: %s", tr.source())
+	defer func() { _ = tr.Stop(ctx) }()
+	if !tr.MemberLevel() {
+		t.Fatalf("the tracker does not read the replication stream: %s", tr.Source())
 	}
-	t.Logf("tracking: %s", tr.source())
-	cp := newCopier(src, dst, q, 0, 4<<10, 200, tr)
+	t.Logf("tracking: %s", tr.Source())
+	cp := NewCopier(src, dst, q, 0, 4<<10, 200, tr)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -110,17 +113,17 @@ func testPatches(t *testing.T, srv node.Server) {
 	defer stopWriters()
 
 	// The first copy, in chunks, while written.
-	if _, full := tr.takeChanges(); !full {
+	if _, full := tr.TakeChanges(); !full {
 		t.Fatal("a new tracker does not ask for every key")
 	}
 	large := []string{p + "pending", p + "h", p + "s"}
 	for _, k := range large {
-		res, err := cp.syncLarge(ctx, k, true, true)
+		res, err := cp.SyncLarge(ctx, k, true, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.copied || !cp.based(k) {
-			t.Fatalf("%s: copied %v, a base %v", k, res.copied, cp.based(k))
+		if !res.Copied || !cp.Based(k) {
+			t.Fatalf("%s: copied %v, a base %v", k, res.Copied, cp.Based(k))
 		}
 	}
 	// Rounds of patches while written, each verified by a scan.
@@ -129,10 +132,10 @@ func testPatches(t *testing.T, srv node.Server) {
 		if time.Now().After(deadline) {
 			t.Fatal("the writers made too few writes")
 		}
-		if err := tr.settle(ctx); err != nil {
+		if err := tr.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		chs, full := tr.takeChanges()
+		chs, full := tr.TakeChanges()
 		if full {
 			t.Fatal("the tracking restarted")
 		}
@@ -141,39 +144,39 @@ func testPatches(t *testing.T, srv node.Server) {
 			if !ok {
 				continue
 			}
-			if !cp.patchable(k, ch) {
-				t.Fatalf("%s: change not patchable: whole %v", k, ch.whole)
+			if !cp.Patchable(k, ch) {
+				t.Fatalf("%s: change not patchable: whole %v", k, ch.Whole)
 			}
-			if _, err := cp.patch(ctx, k, ch, false); err != nil {
+			if _, err := cp.Patch(ctx, k, ch, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := cp.scanVerify(ctx, k); err != nil {
+			if err := cp.ScanVerify(ctx, k); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	stopWriters()
-	if err := tr.settle(ctx); err != nil {
+	if err := tr.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	chs, _ := tr.takeChanges()
-	before := cp.st.patched
+	chs, _ := tr.TakeChanges()
+	before := cp.St.Patched
 	work := 0
 	for _, k := range large {
 		if ch, ok := chs[k]; ok {
-			work += len(ch.members) + int(ch.head+ch.tail)
-			if _, err := cp.patch(ctx, k, ch, false); err != nil {
+			work += len(ch.Members) + int(ch.Head+ch.Tail)
+			if _, err := cp.Patch(ctx, k, ch, false); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	equalKeys(t, cp, large)
-	if bad, err := cp.sameSize(ctx, large); err != nil || len(bad) > 0 {
+	if bad, err := cp.SameSize(ctx, large); err != nil || len(bad) > 0 {
 		t.Errorf("sizes differ: %v %v", bad, err)
 	}
-	t.Logf("%d writes; the last patch wrote %d elements for a change of %d named or popped", writes, cp.st.patched-before, work)
-	if cp.st.patched-before > int64(2*work+10) {
-		t.Errorf("the last patch wrote %d elements for a change of %d", cp.st.patched-before, work)
+	t.Logf("%d writes; the last patch wrote %d elements for a change of %d named or popped", writes, cp.St.Patched-before, work)
+	if cp.St.Patched-before > int64(2*work+10) {
+		t.Errorf("the last patch wrote %d elements for a change of %d", cp.St.Patched-before, work)
 	}
 	_ = keys
 }

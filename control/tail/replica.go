@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/emqproxy/emqproxy/netaddr"
 )
@@ -149,19 +151,19 @@ func (c replConn) Read(p []byte) (int, error) {
 // fail a move; a node that stopped answering still fails the opening.
 // The PSYNC reply and the RDB payload are awaited as long as bytes keep
 // arriving (replIdle between two), as a replica waits.
-func openReplStream(ctx context.Context, o NodeOptions) (*replStream, replInfo, error) {
+func openReplStream(ctx context.Context, o table.NodeOptions) (*replStream, replInfo, error) {
 	return dialRepl(ctx, o, true)
 }
 
 // dialRepl is openReplStream; emptyRDB says whether a full synchronisation
 // asks for an empty RDB (false only to read a whole one, as from a node
 // without the filter).
-func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, replInfo, error) {
+func dialRepl(ctx context.Context, o table.NodeOptions, emptyRDB bool) (*replStream, replInfo, error) {
 	var info replInfo
 	if o.Sentinel != nil {
 		return nil, info, fmt.Errorf("%w: %s is master set %s under Sentinel: the reader reads one node's stream and follows no failover (sentinels would also list it as a replica)", ErrReplRefused, o.Name, o.Sentinel.Master)
 	}
-	to, rto := o.timeouts()
+	to, rto := o.Timeouts()
 	d := net.Dialer{Timeout: to}
 	nc, err := netaddr.DialContext(ctx, &d, o.Address) // host:port or unix:/path
 	if err != nil {
@@ -201,7 +203,7 @@ func dialRepl(ctx context.Context, o NodeOptions, emptyRDB bool) (*replStream, r
 // handshake checks the node, asks to synchronise (for an empty RDB when
 // emptyRDB), skips the RDB if one comes, and sends the first
 // acknowledgement.
-func (r *replStream) handshake(o NodeOptions, to time.Duration, emptyRDB bool) (replInfo, error) {
+func (r *replStream) handshake(o table.NodeOptions, to time.Duration, emptyRDB bool) (replInfo, error) {
 	var info replInfo
 	if o.Password != "" {
 		args := []string{"AUTH", o.Password}

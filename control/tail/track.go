@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -23,7 +25,7 @@ var ErrTracking = errors.New("change tracking lost")
 // barrierWait bounds the wait for the tracker's own barrier message.
 const barrierWait = 5 * time.Second
 
-// Tracking modes (Mover.Track).
+// Tracking modes (control.Mover.Track).
 const (
 	// TrackAuto reads the replication stream where the source allows it
 	// (openReplStream says when it does not) and keyspace notifications
@@ -45,18 +47,18 @@ func ParseTrack(s string) (string, error) {
 	case TrackReplication, TrackKeyspace:
 		return s, nil
 	}
-	return "", fmt.Errorf("%w: --track %q: want %s, %s or %s", ErrMove, s, TrackAuto, TrackReplication, TrackKeyspace)
+	return "", fmt.Errorf("%w: --track %q: want %s, %s or %s", table.ErrMove, s, TrackAuto, TrackReplication, TrackKeyspace)
 }
 
-// tracker follows the changes of one queue's keys on its source node, on
+// Tracker follows the changes of one queue's keys on its source node, on
 // a connection of its own: the node's replication stream (every write the
 // node executes, in order, member by member), or a pattern subscription to
 // the keyspace channels of the queue's hashtag (the key of every write).
 // Either way a barrier message the tracker publishes on a channel of its
 // own comes back on that connection after everything the node executed
 // before it: once it is back, every earlier change is recorded.
-type tracker struct {
-	n       *Node
+type Tracker struct {
+	n       *table.Node
 	queue   string
 	mode    string // TrackAuto, TrackReplication or TrackKeyspace
 	prefix  string // channel prefix of the node's database: "__keyspace@<db>__:"
@@ -68,7 +70,7 @@ type tracker struct {
 	gen      int  // subscription generation
 	full     bool // every key must be read again (started, or tracking was lost)
 	lost     error
-	dirty    map[string]*change
+	dirty    map[string]*Change
 	members  map[string]bool // keys whose changes are recorded member by member (large keys)
 	waits    map[string]chan struct{}
 	events   int64
@@ -78,32 +80,32 @@ type tracker struct {
 	joined   replInfo
 	fellBack string // why TrackAuto uses keyspace notifications
 
-	sub     *Node
+	sub     *table.Node
 	release func()
 	rs      *replStream
 }
 
-// startTracker starts tracking queue on n in the mode asked (TrackAuto
+// StartTracker starts tracking queue on n in the mode asked (TrackAuto
 // when empty). Keyspace notifications are turned on for it (the node's
 // previous setting recorded). Every key counts as changed until the first
 // round reads them all.
-func startTracker(ctx context.Context, n *Node, queue, mode string) (*tracker, error) {
+func StartTracker(ctx context.Context, n *table.Node, queue, mode string) (*Tracker, error) {
 	if mode == "" {
 		mode = TrackAuto
 	}
-	t := &tracker{
+	t := &Tracker{
 		n: n, queue: queue, mode: mode,
 		prefix:  "__keyspace@" + strconv.Itoa(n.Opts.DB) + "__:",
 		kprefix: []byte("emq:{" + queue + "}:"),
-		bchan:   keyMove + queue + ":barrier",
-		dirty:   map[string]*change{},
+		bchan:   table.MoveKey(queue) + ":barrier",
+		dirty:   map[string]*Change{},
 		members: map[string]bool{},
 		waits:   map[string]chan struct{}{},
 	}
 	t.pattern = rewrite.GlobEscape(t.prefix+"emq:{"+queue+"}:") + "*"
 	if err := t.subscribe(ctx); err != nil {
 		t.closeSub()
-		_, _ = releaseNotify(context.WithoutCancel(ctx), n, queue)
+		_, _ = ReleaseNotify(context.WithoutCancel(ctx), n, queue)
 		return nil, err
 	}
 	return t, nil
@@ -111,7 +113,7 @@ func startTracker(ctx context.Context, n *Node, queue, mode string) (*tracker, e
 
 // subscribe opens a new subscription (or stream) and marks every key
 // changed.
-func (t *tracker) subscribe(ctx context.Context) error {
+func (t *Tracker) subscribe(ctx context.Context) error {
 	t.closeSub()
 	if t.mode != TrackKeyspace {
 		err := t.openStream(ctx)
@@ -119,18 +121,18 @@ func (t *tracker) subscribe(ctx context.Context) error {
 			return t.began(ctx)
 		}
 		if t.mode == TrackReplication {
-			return fmt.Errorf("%w: --track %s: %v", ErrMove, TrackReplication, err)
+			return fmt.Errorf("%w: --track %s: %v", table.ErrMove, TrackReplication, err)
 		}
 		t.mu.Lock()
 		t.fellBack = err.Error()
 		t.mu.Unlock()
 	}
 	if _, err := acquireNotify(ctx, t.n, t.queue); err != nil {
-		return fmt.Errorf("%w: %v", ErrMove, err)
+		return fmt.Errorf("%w: %v", table.ErrMove, err)
 	}
-	sub, err := Dial(t.n.Opts)
+	sub, err := table.Dial(t.n.Opts)
 	if err != nil {
-		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
+		return fmt.Errorf("%w: subscribing on %s: %v", table.ErrMove, t.n.Name, err)
 	}
 	dc, release := sub.C.Dedicate()
 	gen := t.begin(false, func() { t.sub, t.release = sub, release })
@@ -147,7 +149,7 @@ func (t *tracker) subscribe(ctx context.Context) error {
 		t.mu.Unlock()
 	}()
 	if err := dc.Do(ctx, dc.B().Psubscribe().Pattern(t.pattern, rewrite.GlobEscape(t.bchan)).Build()).Error(); err != nil {
-		return fmt.Errorf("%w: subscribing on %s: %v", ErrMove, t.n.Name, err)
+		return fmt.Errorf("%w: subscribing on %s: %v", table.ErrMove, t.n.Name, err)
 	}
 	return t.began(ctx)
 }
@@ -155,30 +157,30 @@ func (t *tracker) subscribe(ctx context.Context) error {
 // begin starts a new generation of the tracking (stream: from the
 // replication stream), every key counted as changed; set runs under the
 // lock. It returns the generation.
-func (t *tracker) begin(stream bool, set func()) int {
+func (t *Tracker) begin(stream bool, set func()) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
 	t.full, t.lost, t.stream = true, nil, stream
-	t.dirty = map[string]*change{}
+	t.dirty = map[string]*Change{}
 	set()
 	return t.gen
 }
 
 // began records the node's fingerprint once the tracking runs, and waits
 // for its first barrier.
-func (t *tracker) began(ctx context.Context) error {
+func (t *Tracker) began(ctx context.Context) error {
 	fp, err := fingerprint(ctx, t.n)
 	if err != nil {
-		return fmt.Errorf("%w: reading %s: %v", ErrMove, t.n.Name, err)
+		return fmt.Errorf("%w: reading %s: %v", table.ErrMove, t.n.Name, err)
 	}
 	t.mu.Lock()
 	t.fp = fp
 	t.mu.Unlock()
-	return t.barrier(ctx)
+	return t.Barrier(ctx)
 }
 
-func (t *tracker) onMessage(gen int, m valkey.PubSubMessage) {
+func (t *Tracker) onMessage(gen int, m valkey.PubSubMessage) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if gen != t.gen {
@@ -192,14 +194,14 @@ func (t *tracker) onMessage(gen int, m valkey.PubSubMessage) {
 		return
 	}
 	if k, ok := strings.CutPrefix(m.Channel, t.prefix); ok {
-		t.dirty[k] = wholeChange()
+		t.dirty[k] = WholeChange()
 		t.events++
 	}
 }
 
-// barrier publishes a message on the tracker's channel and waits for it:
+// Barrier publishes a message on the tracker's channel and waits for it:
 // when it returns nil, every change the node made before is recorded.
-func (t *tracker) barrier(ctx context.Context) error {
+func (t *Tracker) Barrier(ctx context.Context) error {
 	t.mu.Lock()
 	if t.lost != nil {
 		err := t.lost
@@ -242,13 +244,13 @@ func (t *tracker) barrier(ctx context.Context) error {
 	return nil
 }
 
-// settle makes the recorded changes complete up to now: a barrier, then
+// Settle makes the recorded changes complete up to now: a barrier, then
 // the checks that nothing could have changed unseen (the node's
 // notification setting still covers the queue, and the node was neither
 // restarted, failed over nor flushed). An error means the tracking must
 // restart (restart).
-func (t *tracker) settle(ctx context.Context) error {
-	if err := t.barrier(ctx); err != nil {
+func (t *Tracker) Settle(ctx context.Context) error {
+	if err := t.Barrier(ctx); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -259,11 +261,11 @@ func (t *tracker) settle(ctx context.Context) error {
 			return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
 		}
 	} else {
-		v, err := getNotify(ctx, t.n.C)
+		v, err := GetNotify(ctx, t.n.C)
 		if err != nil {
 			return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
 		}
-		if !notifyCovers(v) {
+		if !NotifyCovers(v) {
 			return fmt.Errorf("%w on %s: notify-keyspace-events was changed to %q", ErrTracking, t.n.Name, v)
 		}
 	}
@@ -279,65 +281,65 @@ func (t *tracker) settle(ctx context.Context) error {
 	return nil
 }
 
-// restart subscribes again after a loss: the notifications turned back on
+// Restart subscribes again after a loss: the notifications turned back on
 // if they were turned off, every key counts as changed.
-func (t *tracker) restart(ctx context.Context, why error) error {
+func (t *Tracker) Restart(ctx context.Context, why error) error {
 	t.mu.Lock()
 	t.restarts++
 	t.mu.Unlock()
 	if err := t.subscribe(ctx); err != nil {
-		return fmt.Errorf("%w: restarting the tracking (%v): %v", ErrMove, why, err)
+		return fmt.Errorf("%w: restarting the tracking (%v): %v", table.ErrMove, why, err)
 	}
 	return nil
 }
 
 // take returns the keys changed since the last take (or that every key
 // must be read: full) and starts a new set.
-func (t *tracker) take() (keys []string, full bool) {
-	ch, full := t.takeChanges()
+func (t *Tracker) take() (keys []string, full bool) {
+	ch, full := t.TakeChanges()
 	for k := range ch {
 		keys = append(keys, k)
 	}
 	return keys, full
 }
 
-// takeChanges is take with what is known of each key's change.
-func (t *tracker) takeChanges() (map[string]*change, bool) {
+// TakeChanges is take with what is known of each key's change.
+func (t *Tracker) TakeChanges() (map[string]*Change, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	full := t.full
 	t.full = false
 	ch := t.dirty
-	t.dirty = map[string]*change{}
+	t.dirty = map[string]*Change{}
 	return ch, full
 }
 
-// forget drops what is recorded of key's changes: a copy of it that reads
+// Forget drops what is recorded of key's changes: a copy of it that reads
 // it whole starts now (every later change is recorded again), and its
 // changes are recorded member by member from now on (other keys' changes
 // are whole: they are copied whole).
-func (t *tracker) forget(key string) {
+func (t *Tracker) Forget(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.dirty, key)
 	t.members[key] = true
 }
 
-// requeue counts changes as not copied yet, merged with what changed since.
-func (t *tracker) requeue(ch map[string]*change) {
+// Requeue counts changes as not copied yet, merged with what changed since.
+func (t *Tracker) Requeue(ch map[string]*Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, c := range ch {
 		if d, ok := t.dirty[k]; ok {
-			c.merge(d)
+			c.Merge(d)
 		}
 		t.dirty[k] = c
 	}
 }
 
-// touched reports whether member of key may have changed since the last
+// Touched reports whether member of key may have changed since the last
 // take (the key changed whole, or a write named the member).
-func (t *tracker) touched(key, member string) bool {
+func (t *Tracker) Touched(key, member string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.full || t.lost != nil {
@@ -347,20 +349,20 @@ func (t *tracker) touched(key, member string) bool {
 	if !ok {
 		return false
 	}
-	if c.whole || c.head > 0 || c.tail > 0 {
+	if c.Whole || c.Head > 0 || c.Tail > 0 {
 		return true
 	}
-	_, ok = c.members[member]
+	_, ok = c.Members[member]
 	return ok
 }
 
-// changeOf is key's change since the last take (whole when the tracking
+// ChangeOf is key's change since the last take (whole when the tracking
 // must restart), and whether it changed.
-func (t *tracker) changeOf(key string) (*change, bool) {
+func (t *Tracker) ChangeOf(key string) (*Change, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.full || t.lost != nil {
-		return wholeChange(), true
+		return WholeChange(), true
 	}
 	c, ok := t.dirty[key]
 	if !ok {
@@ -370,16 +372,16 @@ func (t *tracker) changeOf(key string) (*change, bool) {
 	return &cp, true
 }
 
-// memberLevel reports whether the changes come member by member (the
+// MemberLevel reports whether the changes come member by member (the
 // replication stream).
-func (t *tracker) memberLevel() bool {
+func (t *Tracker) MemberLevel() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.stream
 }
 
-// source describes where the changes come from, for the mover's output.
-func (t *tracker) source() string {
+// Source describes where the changes come from, for the mover's output.
+func (t *Tracker) Source() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stream {
@@ -398,17 +400,17 @@ func (t *tracker) source() string {
 	return "keyspace notifications"
 }
 
-// pending is the number of keys changed since the last take, and whether
+// Pending is the number of keys changed since the last take, and whether
 // every key must be read again.
-func (t *tracker) pending() (int, bool) {
+func (t *Tracker) Pending() (int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.dirty), t.full || t.lost != nil
 }
 
-// pendingWhere is the number of keys changed since the last take for which
+// PendingWhere is the number of keys changed since the last take for which
 // keep holds.
-func (t *tracker) pendingWhere(keep func(string) bool) int {
+func (t *Tracker) PendingWhere(keep func(string) bool) int {
 	t.mu.Lock()
 	keys := make([]string, 0, len(t.dirty))
 	for k := range t.dirty {
@@ -424,22 +426,22 @@ func (t *tracker) pendingWhere(keep func(string) bool) int {
 	return n
 }
 
-// changed reports whether key changed since the last take.
-func (t *tracker) changed(key string) bool {
+// Changed reports whether key changed since the last take.
+func (t *Tracker) Changed(key string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, ok := t.dirty[key]
 	return ok || t.full || t.lost != nil
 }
 
-// counts are the notifications received and the restarts.
-func (t *tracker) counts() (events int64, restarts int) {
+// Counts are the notifications received and the restarts.
+func (t *Tracker) Counts() (events int64, restarts int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.events, t.restarts
 }
 
-func (t *tracker) closeSub() {
+func (t *Tracker) closeSub() {
 	t.mu.Lock()
 	sub, release, rs := t.sub, t.release, t.rs
 	t.sub, t.release, t.rs = nil, nil, nil
@@ -456,11 +458,11 @@ func (t *tracker) closeSub() {
 	}
 }
 
-// stop ends the subscription and gives the node's notification setting
+// Stop ends the subscription and gives the node's notification setting
 // back (when no other move needs it).
-func (t *tracker) stop(ctx context.Context) error {
+func (t *Tracker) Stop(ctx context.Context) error {
 	t.closeSub()
-	_, err := releaseNotify(ctx, t.n, t.queue)
+	_, err := ReleaseNotify(ctx, t.n, t.queue)
 	return err
 }
 
@@ -468,7 +470,7 @@ func (t *tracker) stop(ctx context.Context) error {
 // keyspace events: its run (a restart), its replication id (a failover or
 // a resynchronisation from a primary), and its counts of FLUSHALL, FLUSHDB
 // and SWAPDB.
-func fingerprint(ctx context.Context, n *Node) (string, error) {
+func fingerprint(ctx context.Context, n *table.Node) (string, error) {
 	txt, err := n.C.Do(ctx, n.C.B().Info().Section("server").Build()).ToString()
 	if err != nil {
 		return "", err
@@ -504,4 +506,17 @@ func infoFields(txt string) map[string]string {
 		}
 	}
 	return out
+}
+
+// byteSize is n bytes for a person (as keycopy.ByteSize).
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

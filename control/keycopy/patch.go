@@ -1,4 +1,4 @@
-package control
+package keycopy
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -19,16 +22,16 @@ import (
 // again. A comparison in rank order while the source is written is not:
 // elements shift between its reads.
 
-// based reports whether k's copy on the target is a base for patches.
-func (c *copier) based(k string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Based reports whether k's copy on the target is a base for patches.
+func (c *Copier) Based(k string) bool {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.base[k]
 }
 
-func (c *copier) setBased(k string, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Copier) SetBased(k string, ok bool) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if ok {
 		c.base[k] = true
 	} else {
@@ -36,12 +39,12 @@ func (c *copier) setBased(k string, ok bool) {
 	}
 }
 
-// patchable reports whether ch can be applied to k member by member.
-func (c *copier) patchable(k string, ch *change) bool {
-	return ch != nil && !ch.whole && c.based(k)
+// Patchable reports whether ch can be applied to k member by member.
+func (c *Copier) Patchable(k string, ch *tail.Change) bool {
+	return ch != nil && !ch.Whole && c.Based(k)
 }
 
-// patch applies a change known member by member to a large key whose copy
+// Patch applies a change known member by member to a large key whose copy
 // is a base: each member named, and for ZPOPMIN (ZPOPMAX) the target's
 // lowest (highest) elements that may have been popped, are read on both
 // nodes and written where they differ. The work follows the size of the
@@ -54,33 +57,33 @@ func (c *copier) patchable(k string, ch *change) bool {
 // most c-1 elements the source still held at that pop, the elements
 // popped before it (at most pops-c) and elements the writes named: m's
 // rank on the target is below pops + named.
-func (c *copier) patch(ctx context.Context, k string, ch *change, throttle bool) (largeResult, error) {
-	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
+func (c *Copier) Patch(ctx context.Context, k string, ch *tail.Change, throttle bool) (LargeResult, error) {
+	typ, err := c.St.do1(ctx, c.Src, c.Src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
-		return largeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
+		return LargeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 	}
-	res := largeResult{typ: typ}
-	ms := ch.memberList()
+	res := LargeResult{typ: typ}
+	ms := ch.MemberList()
 	switch typ {
 	case "none":
 		_, err = c.writeSmall(ctx, []dumped{{key: k, gone: true}})
-		c.setBased(k, false)
+		c.SetBased(k, false)
 		return res, err
 	case "zset":
-		if ch.head > 0 || ch.tail > 0 {
-			ms, err = c.popped(ctx, k, ms, ch.head, ch.tail)
+		if ch.Head > 0 || ch.Tail > 0 {
+			ms, err = c.popped(ctx, k, ms, ch.Head, ch.Tail)
 			if err != nil {
 				return res, err
 			}
 		}
-		res.diffs, res.written, err = c.zpatch(ctx, k, ms)
+		res.Diffs, res.written, err = c.zpatch(ctx, k, ms)
 	case "hash":
-		res.diffs, res.written, err = c.hpatch(ctx, k, ms)
+		res.Diffs, res.written, err = c.hpatch(ctx, k, ms)
 	case "set":
-		res.diffs, res.written, err = c.spatch(ctx, k, ms)
+		res.Diffs, res.written, err = c.spatch(ctx, k, ms)
 	default:
-		if len(ms) > 0 || ch.head > 0 || ch.tail > 0 {
-			return c.syncLarge(ctx, k, throttle, false)
+		if len(ms) > 0 || ch.Head > 0 || ch.Tail > 0 {
+			return c.SyncLarge(ctx, k, throttle, false)
 		}
 	}
 	if err != nil {
@@ -89,24 +92,24 @@ func (c *copier) patch(ctx context.Context, k string, ch *change, throttle bool)
 	if err := c.syncTTL(ctx, k); err != nil {
 		return res, err
 	}
-	c.st.add(0, res.written)
-	c.st.mu.Lock()
-	c.st.patched += int64(res.diffs)
-	c.st.mu.Unlock()
+	c.St.add(0, res.written)
+	c.St.Mu.Lock()
+	c.St.Patched += int64(res.Diffs)
+	c.St.Mu.Unlock()
 	return res, nil
 }
 
 // popped adds to ms the target's head lowest and tail highest elements
 // that the source may have popped (see patch).
-func (c *copier) popped(ctx context.Context, k string, ms []string, head, tail int64) ([]string, error) {
+func (c *Copier) popped(ctx context.Context, k string, ms []string, head, tail int64) ([]string, error) {
 	named := int64(len(ms))
-	d := c.dst.C.B()
+	d := c.Dst.C.B()
 	read := func(from, to int64) error { // ranks, inclusive (negative from the end)
 		for lo := from; lo <= to; lo += int64(c.chunk) {
 			hi := min(lo+int64(c.chunk)-1, to)
-			got, err := c.st.do1(ctx, c.dst, d.Zrange().Key(k).Min(strconv.FormatInt(lo, 10)).Max(strconv.FormatInt(hi, 10)).Build()).AsStrSlice()
+			got, err := c.St.do1(ctx, c.Dst, d.Zrange().Key(k).Min(strconv.FormatInt(lo, 10)).Max(strconv.FormatInt(hi, 10)).Build()).AsStrSlice()
 			if err != nil {
-				return fmt.Errorf("%w: ZRANGE %s on %s: %v", ErrMove, k, c.dst.Name, err)
+				return fmt.Errorf("%w: ZRANGE %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 			}
 			ms = append(ms, got...)
 			if int64(len(got)) < hi-lo+1 {
@@ -132,17 +135,17 @@ func (c *copier) popped(ctx context.Context, k string, ms []string, head, tail i
 // zpatch reads the scores of members on both nodes and writes the
 // source's on the target: ZADD where they differ, ZREM where the source
 // has none.
-func (c *copier) zpatch(ctx context.Context, k string, ms []string) (diffs, written int, err error) {
-	s, d := c.src.C.B(), c.dst.C.B()
+func (c *Copier) zpatch(ctx context.Context, k string, ms []string) (diffs, written int, err error) {
+	s, d := c.Src.C.B(), c.Dst.C.B()
 	for lo := 0; lo < len(ms); lo += c.chunk {
 		part := ms[lo:min(lo+c.chunk, len(ms))]
-		a, err := scores(c.st.do1(ctx, c.src, s.Zmscore().Key(k).Member(part...).Build()))
+		a, err := scores(c.St.do1(ctx, c.Src, s.Zmscore().Key(k).Member(part...).Build()))
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: ZMSCORE %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return diffs, written, fmt.Errorf("%w: ZMSCORE %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
-		b, err := scores(c.st.do1(ctx, c.dst, d.Zmscore().Key(k).Member(part...).Build()))
+		b, err := scores(c.St.do1(ctx, c.Dst, d.Zmscore().Key(k).Member(part...).Build()))
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: ZMSCORE %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return diffs, written, fmt.Errorf("%w: ZMSCORE %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		add := d.Zadd().Key(k).ScoreMember()
 		var rem []string
@@ -195,17 +198,17 @@ func scores(r valkey.ValkeyResult) ([]float64, error) {
 
 // hpatch reads fields on both nodes (HMGET) and writes the source's values
 // on the target: HSET where they differ, HDEL where the source has none.
-func (c *copier) hpatch(ctx context.Context, k string, fs []string) (diffs, written int, err error) {
-	s, d := c.src.C.B(), c.dst.C.B()
+func (c *Copier) hpatch(ctx context.Context, k string, fs []string) (diffs, written int, err error) {
+	s, d := c.Src.C.B(), c.Dst.C.B()
 	for lo := 0; lo < len(fs); lo += c.chunk {
 		part := fs[lo:min(lo+c.chunk, len(fs))]
-		a, err := c.st.do1(ctx, c.src, s.Hmget().Key(k).Field(part...).Build()).ToArray()
+		a, err := c.St.do1(ctx, c.Src, s.Hmget().Key(k).Field(part...).Build()).ToArray()
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: HMGET %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return diffs, written, fmt.Errorf("%w: HMGET %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
-		b, err := c.st.do1(ctx, c.dst, d.Hmget().Key(k).Field(part...).Build()).ToArray()
+		b, err := c.St.do1(ctx, c.Dst, d.Hmget().Key(k).Field(part...).Build()).ToArray()
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: HMGET %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return diffs, written, fmt.Errorf("%w: HMGET %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		set := d.Hset().Key(k).FieldValue()
 		var del []string
@@ -239,17 +242,17 @@ func (c *copier) hpatch(ctx context.Context, k string, fs []string) (diffs, writ
 
 // spatch reads members on both nodes (SMISMEMBER) and writes the source's
 // on the target.
-func (c *copier) spatch(ctx context.Context, k string, ms []string) (diffs, written int, err error) {
-	s, d := c.src.C.B(), c.dst.C.B()
+func (c *Copier) spatch(ctx context.Context, k string, ms []string) (diffs, written int, err error) {
+	s, d := c.Src.C.B(), c.Dst.C.B()
 	for lo := 0; lo < len(ms); lo += c.chunk {
 		part := ms[lo:min(lo+c.chunk, len(ms))]
-		a, err := c.st.do1(ctx, c.src, s.Smismember().Key(k).Member(part...).Build()).AsIntSlice()
+		a, err := c.St.do1(ctx, c.Src, s.Smismember().Key(k).Member(part...).Build()).AsIntSlice()
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return diffs, written, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
-		b, err := c.st.do1(ctx, c.dst, d.Smismember().Key(k).Member(part...).Build()).AsIntSlice()
+		b, err := c.St.do1(ctx, c.Dst, d.Smismember().Key(k).Member(part...).Build()).AsIntSlice()
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return diffs, written, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		var add, rem []string
 		for i, m := range part {
@@ -277,37 +280,37 @@ func (c *copier) spatch(ctx context.Context, k string, ms []string) (diffs, writ
 }
 
 // writeAll sends a patch's writes to the target.
-func (c *copier) writeAll(ctx context.Context, k string, cmds valkey.Commands) error {
+func (c *Copier) writeAll(ctx context.Context, k string, cmds valkey.Commands) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	for _, r := range c.st.do(ctx, c.dst, cmds...) {
+	for _, r := range c.St.do(ctx, c.Dst, cmds...) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("%w: patching %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return fmt.Errorf("%w: patching %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 	}
 	return nil
 }
 
-// sameSize compares the number of elements of large keys on both nodes
+// SameSize compares the number of elements of large keys on both nodes
 // (one pipeline each): under the hold, after the patches, a key whose
 // sizes differ is compared whole. It returns the keys that differ.
-func (c *copier) sameSize(ctx context.Context, keys []string) ([]string, error) {
+func (c *Copier) SameSize(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	size := func(n *Node) ([]string, error) {
+	size := func(n *table.Node) ([]string, error) {
 		var cmds valkey.Commands
 		for _, k := range keys {
 			cmds = append(cmds, n.C.B().Type().Key(k).Build())
 		}
 		out := make([]string, len(keys))
-		types := c.st.do(ctx, n, cmds...)
+		types := c.St.do(ctx, n, cmds...)
 		cmds = cmds[:0]
 		for i, r := range types {
 			t, err := r.ToString()
 			if err != nil {
-				return nil, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, keys[i], n.Name, err)
+				return nil, fmt.Errorf("%w: TYPE %s on %s: %v", table.ErrMove, keys[i], n.Name, err)
 			}
 			b := n.C.B()
 			switch t {
@@ -326,20 +329,20 @@ func (c *copier) sameSize(ctx context.Context, keys []string) ([]string, error) 
 			}
 			out[i] = t
 		}
-		for i, r := range c.st.do(ctx, n, cmds...) {
+		for i, r := range c.St.do(ctx, n, cmds...) {
 			v, err := r.AsInt64()
 			if err != nil {
-				return nil, fmt.Errorf("%w: the size of %s on %s: %v", ErrMove, keys[i], n.Name, err)
+				return nil, fmt.Errorf("%w: the size of %s on %s: %v", table.ErrMove, keys[i], n.Name, err)
 			}
 			out[i] += " " + strconv.FormatInt(v, 10)
 		}
 		return out, nil
 	}
-	a, err := size(c.src)
+	a, err := size(c.Src)
 	if err != nil {
 		return nil, err
 	}
-	b, err := size(c.dst)
+	b, err := size(c.Dst)
 	if err != nil {
 		return nil, err
 	}
@@ -352,17 +355,17 @@ func (c *copier) sameSize(ctx context.Context, keys []string) ([]string, error) 
 	return bad, nil
 }
 
-// scanVerify verifies a large key's copy while the source is served: a
+// ScanVerify verifies a large key's copy while the source is served: a
 // scan of the source (ZSCAN, HSCAN, SSCAN) read against the target
 // (ZMSCORE, HMGET, SMISMEMBER). An element that differs is an error unless
 // a write recorded since the last take may have touched it (it is patched
 // with that change). Elements only the target holds are found under the
 // hold, by the sizes (sameSize). Other types are verified as before, once
 // they did not change.
-func (c *copier) scanVerify(ctx context.Context, k string) error {
-	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
+func (c *Copier) ScanVerify(ctx context.Context, k string) error {
+	typ, err := c.St.do1(ctx, c.Src, c.Src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
-		return fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
+		return fmt.Errorf("%w: TYPE %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 	}
 	if typ != "zset" && typ != "hash" && typ != "set" {
 		return nil // gone (the change says so), or verified when unchanged
@@ -370,7 +373,7 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 	var differ []string
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages, scanErr := c.scanPages(sctx, c.src, k, typ)
+	pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
 	var err2 error
 	for els := range pages {
 		if err2 != nil {
@@ -385,8 +388,8 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 			// The target is read page by page behind the source: pacing
 			// the source's reads paces both.
 			differ = append(differ, got...)
-			c.st.addRead(read)
-			err = c.lim.wait(ctx, read)
+			c.St.addRead(read)
+			err = c.Lim.wait(ctx, read)
 		}
 		if err != nil {
 			err2 = err
@@ -402,12 +405,12 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 	if len(differ) == 0 {
 		return nil
 	}
-	if err := c.tr.barrier(ctx); err != nil {
+	if err := c.Tr.Barrier(ctx); err != nil {
 		return err
 	}
 	for _, m := range differ {
-		if !c.tr.touched(k, m) {
-			return fmt.Errorf("%w: verifying %s on %s: %q differs from the source's and no write touched it since", ErrMove, k, c.dst.Name, m)
+		if !c.Tr.Touched(k, m) {
+			return fmt.Errorf("%w: verifying %s on %s: %q differs from the source's and no write touched it since", table.ErrMove, k, c.Dst.Name, m)
 		}
 	}
 	return nil
@@ -415,8 +418,8 @@ func (c *copier) scanVerify(ctx context.Context, k string) error {
 
 // differing returns the members (fields) of one page of a scan of the
 // source whose value the target does not have.
-func (c *copier) differing(ctx context.Context, k, typ string, els []string) ([]string, error) {
-	d := c.dst.C.B()
+func (c *Copier) differing(ctx context.Context, k, typ string, els []string) ([]string, error) {
+	d := c.Dst.C.B()
 	var out []string
 	switch typ {
 	case "zset", "hash":
@@ -426,13 +429,13 @@ func (c *copier) differing(ctx context.Context, k, typ string, els []string) ([]
 		}
 		var r valkey.ValkeyResult
 		if typ == "zset" {
-			r = c.st.do1(ctx, c.dst, d.Zmscore().Key(k).Member(names...).Build())
+			r = c.St.do1(ctx, c.Dst, d.Zmscore().Key(k).Member(names...).Build())
 		} else {
-			r = c.st.do1(ctx, c.dst, d.Hmget().Key(k).Field(names...).Build())
+			r = c.St.do1(ctx, c.Dst, d.Hmget().Key(k).Field(names...).Build())
 		}
 		arr, err := r.ToArray()
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return nil, fmt.Errorf("%w: reading %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		for i, v := range arr {
 			want := els[2*i+1]
@@ -449,9 +452,9 @@ func (c *copier) differing(ctx context.Context, k, typ string, els []string) ([]
 			}
 		}
 	default:
-		in, err := c.st.do1(ctx, c.dst, d.Smismember().Key(k).Member(els...).Build()).AsIntSlice()
+		in, err := c.St.do1(ctx, c.Dst, d.Smismember().Key(k).Member(els...).Build()).AsIntSlice()
 		if err != nil {
-			return nil, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return nil, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		for i, v := range in {
 			if v == 0 {

@@ -1,4 +1,4 @@
-package control
+package table
 
 import (
 	"github.com/emqproxy/emqproxy/rewrite"

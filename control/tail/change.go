@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // bound).
 const maxMembers = 1 << 18
 
-// change is what the tracker knows of one key's writes since the last
+// Change is what the tracker knows of one key's writes since the last
 // take. With keyspace notifications every change is whole: they name the
 // key, not the member. From the replication stream, the writes that name
 // their members (ZADD, ZREM, ZINCRBY, HSET, HDEL, SADD, SREM, ...) record
@@ -19,54 +19,54 @@ const maxMembers = 1 << 18
 // without naming them, count them; the key's TTL commands record no
 // member. Anything else (DEL, RENAME, ZREMRANGEBYSCORE, a store, ...)
 // makes the change whole.
-type change struct {
-	whole   bool                // the value may differ anywhere: read it whole
-	members map[string]struct{} // members or fields named by the writes
-	head    int64               // elements popped from the low end (ZPOPMIN)
-	tail    int64               // elements popped from the high end (ZPOPMAX)
+type Change struct {
+	Whole   bool                // the value may differ anywhere: read it whole
+	Members map[string]struct{} // members or fields named by the writes
+	Head    int64               // elements popped from the low end (ZPOPMIN)
+	Tail    int64               // elements popped from the high end (ZPOPMAX)
 }
 
-// wholeChange is the change of a key that must be read whole.
-func wholeChange() *change { return &change{whole: true} }
+// WholeChange is the change of a key that must be read whole.
+func WholeChange() *Change { return &Change{Whole: true} }
 
 // setWhole makes the change whole (and forgets its members).
-func (c *change) setWhole() { c.whole, c.members, c.head, c.tail = true, nil, 0, 0 }
+func (c *Change) setWhole() { c.Whole, c.Members, c.Head, c.Tail = true, nil, 0, 0 }
 
 // add records members named by a write.
-func (c *change) add(ms ...[]byte) {
-	if c.whole {
+func (c *Change) add(ms ...[]byte) {
+	if c.Whole {
 		return
 	}
-	if c.members == nil {
-		c.members = make(map[string]struct{}, len(ms))
+	if c.Members == nil {
+		c.Members = make(map[string]struct{}, len(ms))
 	}
 	for _, m := range ms {
-		c.members[string(m)] = struct{}{}
+		c.Members[string(m)] = struct{}{}
 	}
-	if len(c.members) > maxMembers {
+	if len(c.Members) > maxMembers {
 		c.setWhole()
 	}
 }
 
-// merge adds o to c.
-func (c *change) merge(o *change) {
+// Merge adds o to c.
+func (c *Change) Merge(o *Change) {
 	switch {
-	case c.whole:
-	case o.whole:
+	case c.Whole:
+	case o.Whole:
 		c.setWhole()
 	default:
-		for m := range o.members {
+		for m := range o.Members {
 			c.add([]byte(m))
 		}
-		c.head += o.head
-		c.tail += o.tail
+		c.Head += o.Head
+		c.Tail += o.Tail
 	}
 }
 
-// memberList is the change's members.
-func (c *change) memberList() []string {
-	out := make([]string, 0, len(c.members))
-	for m := range c.members {
+// MemberList is the change's members.
+func (c *Change) MemberList() []string {
+	out := make([]string, 0, len(c.Members))
+	for m := range c.Members {
 		out = append(out, m)
 	}
 	return out
@@ -83,7 +83,7 @@ func (c *change) memberList() []string {
 // the server's plain write commands. A command not known here changes,
 // whole, every argument that names a key under prefix: more is read again
 // than needed, nothing is missed.
-func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []byte, fn func(*change))) (lost string) {
+func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []byte, fn func(*Change))) (lost string) {
 	if len(argv) == 0 {
 		return ""
 	}
@@ -106,7 +106,7 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 	whole := func(args [][]byte) {
 		for _, a := range args {
 			if bytes.HasPrefix(a, prefix) {
-				record(a, (*change).setWhole)
+				record(a, (*Change).setWhole)
 			}
 		}
 	}
@@ -122,7 +122,7 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 		return ""
 	}
 	key, args := argv[1], argv[2:]
-	members := func(ms ...[]byte) { record(key, func(c *change) { c.add(ms...) }) }
+	members := func(ms ...[]byte) { record(key, func(c *Change) { c.add(ms...) }) }
 	switch {
 	case is("ZADD"):
 		i := 0
@@ -131,7 +131,7 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 		}
 		pairs := args[i:]
 		if len(pairs) == 0 || len(pairs)%2 != 0 {
-			record(key, (*change).setWhole)
+			record(key, (*Change).setWhole)
 			return ""
 		}
 		var ms [][]byte
@@ -143,7 +143,7 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 		members(args...)
 	case is("ZINCRBY"), is("HINCRBY"), is("HINCRBYFLOAT"):
 		if len(args) != 2 {
-			record(key, (*change).setWhole)
+			record(key, (*Change).setWhole)
 			return ""
 		}
 		if is("ZINCRBY") {
@@ -153,7 +153,7 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 		}
 	case is("HSET"), is("HMSET"), is("HSETNX"):
 		if len(args) == 0 || len(args)%2 != 0 {
-			record(key, (*change).setWhole)
+			record(key, (*Change).setWhole)
 			return ""
 		}
 		var fs [][]byte
@@ -168,34 +168,34 @@ func streamEffect(db, ours int, argv [][]byte, prefix []byte, record func(key []
 		}
 		members(args[1])
 		if bytes.HasPrefix(args[0], prefix) {
-			record(args[0], func(c *change) { c.add(args[1]) })
+			record(args[0], func(c *Change) { c.add(args[1]) })
 		}
 	case is("ZPOPMIN"), is("ZPOPMAX"):
 		n := int64(1)
 		if len(args) == 1 {
 			v, err := strconv.ParseInt(string(args[0]), 10, 64)
 			if err != nil || v < 0 {
-				record(key, (*change).setWhole)
+				record(key, (*Change).setWhole)
 				return ""
 			}
 			n = v
 		} else if len(args) > 1 {
-			record(key, (*change).setWhole)
+			record(key, (*Change).setWhole)
 			return ""
 		}
 		low := is("ZPOPMIN")
-		record(key, func(c *change) {
-			if c.whole {
+		record(key, func(c *Change) {
+			if c.Whole {
 				return
 			}
 			if low {
-				c.head += n
+				c.Head += n
 			} else {
-				c.tail += n
+				c.Tail += n
 			}
 		})
 	case is("EXPIRE"), is("PEXPIRE"), is("EXPIREAT"), is("PEXPIREAT"), is("PERSIST"):
-		record(key, func(*change) {}) // changed, no member: the TTL is synced with the key
+		record(key, func(*Change) {}) // changed, no member: the TTL is synced with the key
 	default:
 		whole(argv[1:])
 	}

@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"context"
@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/control/internal/controltest"
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 // waitLost polls until the tracker has noticed that its subscription is
 // gone.
-func waitLost(t *testing.T, tr *tracker) {
+func waitLost(t *testing.T, tr *Tracker) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -39,31 +42,31 @@ func waitLost(t *testing.T, tr *tracker) {
 func TestTrackerSeesChangesAndRestarts(t *testing.T) { node.EachServer(t, testTracker) }
 
 func testTracker(t *testing.T, srv node.Server) {
-	src, _ := pair(t, srv)
+	src, _ := controltest.Pair(t, srv)
 	ctx := context.Background()
 	c := src.C
-	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "Ex").Build())
-	tr, err := startTracker(ctx, src, "a", TrackKeyspace)
+	controltest.Must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "Ex").Build())
+	tr, err := StartTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := startTracker(ctx, src, "b", TrackKeyspace)
+	other, err := StartTracker(ctx, src, "b", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := getNotify(ctx, c); !notifyCovers(v) {
+	if v, _ := GetNotify(ctx, c); !NotifyCovers(v) {
 		t.Fatalf("notify-keyspace-events while tracking: %q", v)
 	}
 	if _, full := tr.take(); !full {
 		t.Error("a new tracker does not ask for a full copy")
 	}
-	must(t, c, c.B().Hset().Key("emq:{a}:job:1").FieldValue().FieldValue("state", "pending").Build(),
+	controltest.Must(t, c, c.B().Hset().Key("emq:{a}:job:1").FieldValue().FieldValue("state", "pending").Build(),
 		c.B().Zadd().Key("emq:{a}:pending").ScoreMember().ScoreMember(0, "1").Build(),
 		c.B().Set().Key("emq:{ab}:x").Value("1").Build(),
 		c.B().Set().Key("emq:{b}:x").Value("1").Build(),
 		c.B().Eval().Script("redis.call('DEL', KEYS[1]) return 1").Numkeys(1).Key("emq:{a}:gone").Build(),
 		c.B().Eval().Script("redis.call('ZREM', KEYS[1], '1') return 1").Numkeys(1).Key("emq:{a}:pending").Build())
-	if err := tr.settle(ctx); err != nil {
+	if err := tr.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	keys, full := tr.take()
@@ -73,19 +76,19 @@ func testTracker(t *testing.T, srv node.Server) {
 	}
 
 	// A killed subscription.
-	must(t, c, c.B().ClientKill().TypePubsub().Build())
+	controltest.Must(t, c, c.B().ClientKill().TypePubsub().Build())
 	waitLost(t, tr)
-	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+	if err := tr.Settle(ctx); !errors.Is(err, ErrTracking) {
 		t.Fatalf("settle after the kill: %v", err)
 	}
-	if err := tr.restart(ctx, err); err != nil {
+	if err := tr.Restart(ctx, err); err != nil {
 		t.Fatal(err)
 	}
 	if _, full := tr.take(); !full {
 		t.Error("a restarted tracker does not ask for a full copy")
 	}
-	must(t, c, c.B().Set().Key("emq:{a}:paused").Value("1").Build())
-	if err := tr.settle(ctx); err != nil {
+	controltest.Must(t, c, c.B().Set().Key("emq:{a}:paused").Value("1").Build())
+	if err := tr.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := tr.take(); !slices.Equal(keys, []string{"emq:{a}:paused"}) {
@@ -93,28 +96,28 @@ func testTracker(t *testing.T, srv node.Server) {
 	}
 
 	// A setting changed under the tracker.
-	must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "").Build())
-	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+	controltest.Must(t, c, c.B().ConfigSet().ParameterValue().ParameterValue("notify-keyspace-events", "").Build())
+	if err := tr.Settle(ctx); !errors.Is(err, ErrTracking) {
 		t.Errorf("settle with notifications turned off: %v", err)
 	}
-	if err := tr.restart(ctx, err); err != nil {
+	if err := tr.Restart(ctx, err); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.settle(ctx); err != nil {
+	if err := tr.Settle(ctx); err != nil {
 		t.Errorf("settle after the restart turned them on again: %v", err)
 	}
 
 	// The previous setting comes back with the last tracker.
-	if err := tr.stop(ctx); err != nil {
+	if err := tr.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := getNotify(ctx, c); !notifyCovers(v) {
+	if v, _ := GetNotify(ctx, c); !NotifyCovers(v) {
 		t.Errorf("stopping one tracker turned notifications off under another: %q", v)
 	}
-	if err := other.stop(ctx); err != nil {
+	if err := other.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := getNotify(ctx, c); v != "xE" && v != "Ex" {
+	if v, _ := GetNotify(ctx, c); v != "xE" && v != "Ex" {
 		t.Errorf("notify-keyspace-events after the trackers: %q, want the operator's Ex", v)
 	}
 	if n, _ := c.Do(ctx, c.B().Exists().Key(KeyNotify).Build()).AsInt64(); n != 0 {
@@ -122,13 +125,13 @@ func testTracker(t *testing.T, srv node.Server) {
 	}
 
 	// A flush sends no event: the fingerprint sees it.
-	tr, err = startTracker(ctx, src, "a", TrackKeyspace)
+	tr, err = StartTracker(ctx, src, "a", TrackKeyspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tr.stop(ctx) }()
-	must(t, c, c.B().Flushdb().Build())
-	if err := tr.settle(ctx); !errors.Is(err, ErrTracking) {
+	defer func() { _ = tr.Stop(ctx) }()
+	controltest.Must(t, c, c.B().Flushdb().Build())
+	if err := tr.Settle(ctx); !errors.Is(err, ErrTracking) {
 		t.Errorf("settle after FLUSHDB: %v", err)
 	}
 }
@@ -140,33 +143,33 @@ func testTracker(t *testing.T, srv node.Server) {
 func TestTrackAutoFallsBack(t *testing.T) { node.EachServer(t, testTrackFallback) }
 
 func testTrackFallback(t *testing.T, srv node.Server) {
-	src, _ := pair(t, srv)
+	src, _ := controltest.Pair(t, srv)
 	ctx := context.Background()
-	must(t, src.C, src.C.B().AclSetuser().Username("mover").Rule("on", ">secret", "~*", "&*", "+@all", "-psync", "-sync").Build())
+	controltest.Must(t, src.C, src.C.B().AclSetuser().Username("mover").Rule("on", ">secret", "~*", "&*", "+@all", "-psync", "-sync").Build())
 	o := src.Opts
 	o.Username, o.Password = "mover", "secret"
-	n, err := Dial(o)
+	n, err := table.Dial(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := startTracker(ctx, n, "a", TrackReplication); err == nil || !strings.Contains(err.Error(), "PSYNC") {
+	if _, err := StartTracker(ctx, n, "a", TrackReplication); err == nil || !strings.Contains(err.Error(), "PSYNC") {
 		t.Errorf("--track replication without PSYNC: %v", err)
 	}
-	tr, err := startTracker(ctx, n, "a", TrackAuto)
+	tr, err := StartTracker(ctx, n, "a", TrackAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tr.stop(ctx) }()
-	if tr.memberLevel() || !strings.Contains(tr.source(), "keyspace notifications (not the replication stream: ") {
-		t.Errorf("auto without PSYNC tracks %q", tr.source())
+	defer func() { _ = tr.Stop(ctx) }()
+	if tr.MemberLevel() || !strings.Contains(tr.Source(), "keyspace notifications (not the replication stream: ") {
+		t.Errorf("auto without PSYNC tracks %q", tr.Source())
 	}
-	tr.takeChanges()
-	must(t, src.C, src.C.B().Zadd().Key("emq:{a}:pending").ScoreMember().ScoreMember(0, "1").Build())
-	if err := tr.settle(ctx); err != nil {
+	tr.TakeChanges()
+	controltest.Must(t, src.C, src.C.B().Zadd().Key("emq:{a}:pending").ScoreMember().ScoreMember(0, "1").Build())
+	if err := tr.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ch, ok := tr.changeOf("emq:{a}:pending"); !ok || !ch.whole {
+	if ch, ok := tr.ChangeOf("emq:{a}:pending"); !ok || !ch.Whole {
 		t.Errorf("a notification's change: %+v %v, want whole", ch, ok)
 	}
 }

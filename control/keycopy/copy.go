@@ -1,4 +1,4 @@
-package control
+package keycopy
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/control/tail"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -29,84 +32,88 @@ const (
 	copyBatch = 256
 	// batchBytes bounds the DUMP payloads of one round trip.
 	batchBytes = 1 << 20
+	// CutHold marks a large key whose comparison the hold's deadline cut.
+	CutHold = time.Duration(1<<63 - 1)
+	// LargeParallel is how many large keys the hold copies at once.
+	LargeParallel = 4
 )
 
-// copier copies keys of one queue from src to dst and verifies them.
-type copier struct {
-	src, dst   *Node
+// Copier copies keys of one queue from src to dst and verifies them.
+type Copier struct {
+	Src, Dst   *table.Node
 	queue      string
 	prefix     string // "emq:{q}:"
-	lim        *limiter
-	st         *copyStats
+	Lim        *limiter
+	St         *copyStats
 	large      int64 // MEMORY USAGE past which a key is copied in chunks (0: never)
 	chunk      int
-	tr         *tracker // the source's tracker (nil when copying under the hold only)
-	inv        *inventory
-	mu         sync.Mutex
+	Tr         *tail.Tracker // the source's tracker (nil when copying under the hold only)
+	Inv        *inventory
+	Mu         sync.Mutex
 	bigDst     map[string]bool // keys copied in chunks: large on the target
 	base       map[string]bool // large keys whose copy is a base for member patches (patch.go)
-	unverified []string        // keys copied in chunks, not compared yet
-	lastSync   map[string]time.Duration
+	Unverified []string        // keys copied in chunks, not compared yet
+	LastSync   map[string]time.Duration
 	doing      string // the large key being copied, compared or verified, for the progress line
 }
 
-// busy names the large key the copy works on (what its progress line
+// Busy names the large key the copy works on (what its progress line
 // shows while no key is written: a comparison or a verification reads);
 // the function returned clears it.
-func (c *copier) busy(what string) func() {
-	c.mu.Lock()
+func (c *Copier) Busy(what string) func() {
+	c.Mu.Lock()
 	c.doing = what
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return func() {
-		c.mu.Lock()
+		c.Mu.Lock()
 		if c.doing == what {
 			c.doing = ""
 		}
-		c.mu.Unlock()
+		c.Mu.Unlock()
 	}
 }
 
 // working is what busy named ("" when no large key is being worked on).
-func (c *copier) working() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Copier) working() string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.doing
 }
 
-func newCopier(src, dst *Node, queue string, rate, large int64, chunk int, tr *tracker) *copier {
+func NewCopier(src, dst *table.Node, queue string, rate, large int64, chunk int, tr *tail.Tracker) *Copier {
 	if chunk <= 0 {
 		chunk = DefaultChunk
 	}
-	return &copier{src: src, dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", lim: newLimiter(rate),
-		st: newCopyStats(), large: large, chunk: chunk, tr: tr, inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, lastSync: map[string]time.Duration{}}
+	return &Copier{Src: src, Dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", Lim: newLimiter(rate),
+		St: newCopyStats(), large: large, chunk: chunk, Tr: tr, Inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, LastSync: map[string]time.Duration{}}
 }
 
 // inventory counts the queue's keys on the target as the copy writes and
 // deletes them: the report's counts without a scan under the hold.
 type inventory struct {
-	mu    sync.Mutex
-	keys  int64
-	rows  int64
-	other map[string]bool
+	Mu    sync.Mutex
+	Keys  int64
+	Rows  int64
+	Other map[string]bool
 }
 
-func newInventory() *inventory { return &inventory{other: map[string]bool{}} }
+func newInventory() *inventory { return &inventory{Other: map[string]bool{}} }
 
 // kind classifies a key of the queue: a job row, a job-core set or flag, or
 // another key under the hashtag.
-func (c *copier) kind(k string) string {
+func (c *Copier) kind(k string) string {
 	suf := strings.TrimPrefix(k, c.prefix)
 	switch {
 	case strings.HasPrefix(suf, "job:"):
 		return "row"
-	case slices.Contains(jobCore, suf):
+	case slices.Contains(JobCore, suf):
 		return "core"
 	}
 	return "other"
 }
 
 // present records that k exists on the target now (existed: it did before).
-func (c *copier) present(k string, existed, exists bool) {
+func (c *Copier) present(k string, existed, exists bool) {
 	d := int64(0)
 	switch {
 	case exists && !existed:
@@ -117,17 +124,17 @@ func (c *copier) present(k string, existed, exists bool) {
 	if d == 0 {
 		return
 	}
-	c.inv.mu.Lock()
-	defer c.inv.mu.Unlock()
-	c.inv.keys += d
+	c.Inv.Mu.Lock()
+	defer c.Inv.Mu.Unlock()
+	c.Inv.Keys += d
 	switch c.kind(k) {
 	case "row":
-		c.inv.rows += d
+		c.Inv.Rows += d
 	case "other":
 		if d > 0 {
-			c.inv.other[k] = true
+			c.Inv.Other[k] = true
 		} else {
-			delete(c.inv.other, k)
+			delete(c.Inv.Other, k)
 		}
 	}
 }
@@ -140,21 +147,21 @@ type dumped struct {
 	gone    bool
 }
 
-// copyKeys copies keys (small ones pipelined: DUMP and PTTL on the source,
+// CopyKeys copies keys (small ones pipelined: DUMP and PTTL on the source,
 // UNLINK, RESTORE and DUMP on the target) and returns the large ones, left
 // for syncLarge. Each restored key is verified: its DUMP on the target
 // equals the payload read from the source.
-func (c *copier) copyKeys(ctx context.Context, keys []string, throttle bool) ([]string, error) {
+func (c *Copier) CopyKeys(ctx context.Context, keys []string, throttle bool) ([]string, error) {
 	pages := make(chan []string, 1)
 	pages <- keys
 	close(pages)
-	return c.copyStream(ctx, pages, throttle)
+	return c.CopyStream(ctx, pages, throttle)
 }
 
-// copyStream is copyKeys for keys arriving in pages (a scan). The source's
+// CopyStream is copyKeys for keys arriving in pages (a scan). The source's
 // round trips carry the DUMP and PTTL of one batch with the MEMORY USAGE
 // of the next, and run ahead of the target's.
-func (c *copier) copyStream(ctx context.Context, pages <-chan []string, throttle bool) ([]string, error) {
+func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle bool) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []dumped, 2)
@@ -206,7 +213,7 @@ func (c *copier) copyStream(ctx context.Context, pages <-chan []string, throttle
 			continue
 		}
 		if throttle {
-			if err := c.lim.wait(ctx, n); err != nil {
+			if err := c.Lim.wait(ctx, n); err != nil {
 				writeErr = err
 				cancel()
 			}
@@ -222,8 +229,8 @@ func (c *copier) copyStream(ctx context.Context, pages <-chan []string, throttle
 // known small), and MEMORY USAGE of probe. It returns what was dumped (keys
 // gone from the source included), the probed keys that are small (to dump
 // next) and the large ones. Without a size limit every probed key is small.
-func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dumped, small, large []string, err error) {
-	b := c.src.C.B()
+func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dumped, small, large []string, err error) {
+	b := c.Src.C.B()
 	cmds := make(valkey.Commands, 0, 2*len(dump)+len(probe))
 	for _, k := range dump {
 		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
@@ -247,7 +254,7 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 	if len(cmds) == 0 {
 		return nil, small, nil, nil
 	}
-	res := c.st.do(ctx, c.src, cmds...)
+	res := c.St.do(ctx, c.Src, cmds...)
 	for i, k := range dump {
 		p, err := res[2*i].ToString()
 		if valkey.IsValkeyNil(err) {
@@ -255,11 +262,11 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: DUMP %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return nil, nil, nil, fmt.Errorf("%w: DUMP %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		ttl, err := res[2*i+1].AsInt64()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return nil, nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		if ttl == -2 {
 			out = append(out, dumped{key: k, gone: true})
@@ -274,7 +281,7 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 			case valkey.IsValkeyNil(err):
 				out = append(out, dumped{key: probe[i], gone: true})
 			case err != nil:
-				return nil, nil, nil, fmt.Errorf("%w: MEMORY USAGE %s on %s: %v", ErrMove, probe[i], c.src.Name, err)
+				return nil, nil, nil, fmt.Errorf("%w: MEMORY USAGE %s on %s: %v", table.ErrMove, probe[i], c.Src.Name, err)
 			case sz > c.large:
 				large = append(large, probe[i])
 			default:
@@ -288,7 +295,7 @@ func (c *copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 // writeSmall writes one batch on the target (keys gone from the source are
 // unlinked; the others replaced) and verifies it. It returns the bytes
 // written.
-func (c *copier) writeSmall(ctx context.Context, b []dumped) (int, error) {
+func (c *Copier) writeSmall(ctx context.Context, b []dumped) (int, error) {
 	for lo := 0; lo < len(b); {
 		hi, size := lo, 0
 		for hi < len(b) && (hi == lo || size+len(b[hi].payload) <= batchBytes) {
@@ -307,39 +314,39 @@ func (c *copier) writeSmall(ctx context.Context, b []dumped) (int, error) {
 	return n, nil
 }
 
-func (c *copier) writePart(ctx context.Context, b []dumped) error {
+func (c *Copier) writePart(ctx context.Context, b []dumped) error {
 	cmds := make(valkey.Commands, 0, 3*len(b))
 	for _, d := range b {
-		cmds = append(cmds, c.dst.C.B().Unlink().Key(d.key).Build())
+		cmds = append(cmds, c.Dst.C.B().Unlink().Key(d.key).Build())
 		if !d.gone {
-			cmds = append(cmds, c.dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build(),
-				c.dst.C.B().Dump().Key(d.key).Build())
+			cmds = append(cmds, c.Dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build(),
+				c.Dst.C.B().Dump().Key(d.key).Build())
 		}
 	}
-	res := c.st.do(ctx, c.dst, cmds...)
+	res := c.St.do(ctx, c.Dst, cmds...)
 	i, keys, bytes := 0, 0, 0
 	var deleted int64
 	for _, d := range b {
 		existed, err := res[i].AsInt64()
 		if err != nil {
-			return fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, d.key, c.dst.Name, err)
+			return fmt.Errorf("%w: UNLINK %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
 		}
 		i++
-		c.mu.Lock()
+		c.Mu.Lock()
 		delete(c.bigDst, d.key)
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		if d.gone {
 			c.present(d.key, existed == 1, false)
 			deleted += existed
 			continue
 		}
 		if err := res[i].Error(); err != nil {
-			return fmt.Errorf("%w: RESTORE %s on %s: %v", ErrMove, d.key, c.dst.Name, err)
+			return fmt.Errorf("%w: RESTORE %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
 		}
 		c.present(d.key, existed == 1, true)
 		got, err := res[i+1].ToString()
 		if err != nil {
-			return fmt.Errorf("%w: verifying %s on %s: %v", ErrMove, d.key, c.dst.Name, err)
+			return fmt.Errorf("%w: verifying %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
 		}
 		i += 2
 		if !samePayload(got, d.payload) {
@@ -350,25 +357,25 @@ func (c *copier) writePart(ctx context.Context, b []dumped) error {
 		keys++
 		bytes += len(d.payload)
 	}
-	c.st.add(keys, bytes)
-	c.st.mu.Lock()
-	c.st.deleted += deleted
-	c.st.mu.Unlock()
+	c.St.add(keys, bytes)
+	c.St.Mu.Lock()
+	c.St.deleted += deleted
+	c.St.Mu.Unlock()
 	return nil
 }
 
-// isLarge reports whether k was copied in chunks (it is large on the
+// IsLarge reports whether k was copied in chunks (it is large on the
 // target).
-func (c *copier) isLarge(k string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Copier) IsLarge(k string) bool {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.bigDst[k]
 }
 
-// largeKeys are the keys copied in chunks.
-func (c *copier) largeKeys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// LargeKeys are the keys copied in chunks.
+func (c *Copier) LargeKeys() []string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return slices.Sorted(maps.Keys(c.bigDst))
 }
 
@@ -378,98 +385,98 @@ func (c *copier) largeKeys() []string {
 // long each took to compare under a previous hold.
 type holdPlan struct {
 	small     int           // changed small keys waiting
-	rate      float64       // changed small keys copied per second, unpaced, while served (0: not measured)
+	Rate      float64       // changed small keys copied per second, unpaced, while served (0: not measured)
 	smallTime time.Duration // their copy at rate
-	large     time.Duration // the large keys' comparisons, largeParallel at once (cutHold: a hold was cut before one was compared)
-	largeKeys []string      // their names
+	Large     time.Duration // the large keys' comparisons, largeParallel at once (cutHold: a hold was cut before one was compared)
+	LargeKeys []string      // their names
 }
 
-// fits reports whether the hold's work fits within maxHold: the large keys'
+// Fits reports whether the hold's work fits within maxHold: the large keys'
 // comparisons, and twice the small keys' copy (the changes made while the
 // proxies acknowledge the hold join the tail, and each pass under the hold
 // settles the tracking first).
-func (p holdPlan) fits(maxHold time.Duration) bool {
-	if p.large >= cutHold || p.large > maxHold || p.smallTime >= cutHold/4 {
+func (p holdPlan) Fits(maxHold time.Duration) bool {
+	if p.Large >= CutHold || p.Large > maxHold || p.smallTime >= CutHold/4 {
 		return false
 	}
-	return p.large+2*p.smallTime <= maxHold
+	return p.Large+2*p.smallTime <= maxHold
 }
 
-// work says what the hold would do, for the mover's output.
-func (p holdPlan) work() string {
+// Work says what the hold would do, for the mover's output.
+func (p holdPlan) Work() string {
 	var s string
 	switch {
 	case p.small == 0:
 		s = "no changed small key left"
-	case p.smallTime >= cutHold/4:
+	case p.smallTime >= CutHold/4:
 		s = fmt.Sprintf("%d changed keys, at a rate not measured yet", p.small)
-	case p.rate == 0:
+	case p.Rate == 0:
 		s = fmt.Sprintf("%d changed keys to copy in about %v (at the copy's rate so far)", p.small, p.smallTime.Round(time.Millisecond))
 	default:
-		s = fmt.Sprintf("%d changed keys to copy in about %v at %.0f keys/s", p.small, p.smallTime.Round(time.Millisecond), p.rate)
+		s = fmt.Sprintf("%d changed keys to copy in about %v at %.0f keys/s", p.small, p.smallTime.Round(time.Millisecond), p.Rate)
 	}
 	switch {
-	case len(p.largeKeys) == 0:
-	case p.large >= cutHold:
-		s += fmt.Sprintf(", and %d large keys to compare whole (one was cut by a previous hold)", len(p.largeKeys))
+	case len(p.LargeKeys) == 0:
+	case p.Large >= CutHold:
+		s += fmt.Sprintf(", and %d large keys to compare whole (one was cut by a previous hold)", len(p.LargeKeys))
 	default:
-		s += fmt.Sprintf(", and %d large keys to compare whole in about %v", len(p.largeKeys), p.large.Round(time.Millisecond))
+		s += fmt.Sprintf(", and %d large keys to compare whole in about %v", len(p.LargeKeys), p.Large.Round(time.Millisecond))
 	}
 	return s
 }
 
-// smallOver reports whether the small keys alone keep the hold from
+// SmallOver reports whether the small keys alone keep the hold from
 // fitting (else it is the large keys).
-func (p holdPlan) smallOver(maxHold time.Duration) bool {
-	return p.large < cutHold && p.large <= maxHold && !p.fits(maxHold)
+func (p holdPlan) SmallOver(maxHold time.Duration) bool {
+	return p.Large < CutHold && p.Large <= maxHold && !p.Fits(maxHold)
 }
 
-// holdEstimate plans the hold for small changed small keys: the large keys
+// HoldEstimate plans the hold for small changed small keys: the large keys
 // that changed since the last take (and cannot be patched member by
 // member) take as long as each took last time (cutHold when a hold was
 // released before one was compared), largeParallel at once; the small
 // keys at the rate the copy took changed keys while served (before any is
 // measured: the rate of the whole copy so far, paced, a lower bound).
-func (c *copier) holdEstimate(tr *tracker, small int) holdPlan {
-	c.mu.Lock()
-	last := maps.Clone(c.lastSync)
+func (c *Copier) HoldEstimate(tr *tail.Tracker, small int) holdPlan {
+	c.Mu.Lock()
+	last := maps.Clone(c.LastSync)
 	var big []string
 	for k := range c.bigDst {
 		big = append(big, k)
 	}
-	c.mu.Unlock()
-	p := holdPlan{small: small, rate: c.st.tailRate()}
-	rate := p.rate
+	c.Mu.Unlock()
+	p := holdPlan{small: small, Rate: c.St.tailRate()}
+	rate := p.Rate
 	if rate == 0 {
-		keys, _ := c.st.snapshot()
-		rate = float64(keys) / max(time.Since(c.st.started).Seconds(), 1e-3)
+		keys, _ := c.St.Snapshot()
+		rate = float64(keys) / max(time.Since(c.St.started).Seconds(), 1e-3)
 	}
 	switch {
 	case small == 0:
 	case rate <= 0:
-		p.smallTime = cutHold
+		p.smallTime = CutHold
 	default:
 		p.smallTime = time.Duration(float64(small) / rate * float64(time.Second))
 	}
 	var sum, top time.Duration
 	cut := false
 	for _, k := range big {
-		if ch, ok := tr.changeOf(k); !ok || c.patchable(k, ch) {
+		if ch, ok := tr.ChangeOf(k); !ok || c.Patchable(k, ch) {
 			continue // unchanged, or patched at the cost of its change
 		}
-		p.largeKeys = append(p.largeKeys, k)
+		p.LargeKeys = append(p.LargeKeys, k)
 		d := last[k]
-		if d == cutHold {
+		if d == CutHold {
 			cut = true
 			continue
 		}
 		sum += d
 		top = max(top, d)
 	}
-	slices.Sort(p.largeKeys)
-	p.large = max(top, sum/largeParallel)
+	slices.Sort(p.LargeKeys)
+	p.Large = max(top, sum/LargeParallel)
 	if cut {
-		p.large = cutHold
+		p.Large = CutHold
 	}
 	return p
 }
@@ -488,35 +495,35 @@ func samePayload(a, b string) bool {
 // whose DUMP differs from the source's (the target stores it in another
 // encoding). A difference is an error unless the key changed on the
 // source since it was read (it is copied again).
-func (c *copier) verifyContent(ctx context.Context, k string) error {
-	a, err := c.content(ctx, c.src, k)
+func (c *Copier) verifyContent(ctx context.Context, k string) error {
+	a, err := Content(ctx, c.Src, k)
 	if err != nil {
 		return err
 	}
-	b, err := c.content(ctx, c.dst, k)
+	b, err := Content(ctx, c.Dst, k)
 	if err != nil {
 		return err
 	}
 	if a == b {
 		return nil
 	}
-	if c.tr != nil {
-		if err := c.tr.barrier(ctx); err != nil {
+	if c.Tr != nil {
+		if err := c.Tr.Barrier(ctx); err != nil {
 			return err
 		}
-		if c.tr.changed(k) {
+		if c.Tr.Changed(k) {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: verifying %s on %s: its value differs from the source's", ErrMove, k, c.dst.Name)
+	return fmt.Errorf("%w: verifying %s on %s: its value differs from the source's", table.ErrMove, k, c.Dst.Name)
 }
 
-// content is a small key's value in a canonical form (members of sets and
+// Content is a small key's value in a canonical form (members of sets and
 // fields of hashes sorted), read with one command.
-func (c *copier) content(ctx context.Context, n *Node, k string) (string, error) {
+func Content(ctx context.Context, n *table.Node, k string) (string, error) {
 	typ, err := n.C.Do(ctx, n.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
-		return "", fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, n.Name, err)
+		return "", fmt.Errorf("%w: TYPE %s on %s: %v", table.ErrMove, k, n.Name, err)
 	}
 	b := n.C.B()
 	var cmd valkey.Completed
@@ -534,7 +541,7 @@ func (c *copier) content(ctx context.Context, n *Node, k string) (string, error)
 	case "list":
 		cmd = b.Lrange().Key(k).Start(0).Stop(-1).Build()
 	default:
-		return "", fmt.Errorf("%w: verifying %s on %s: a %s whose DUMP differs between the nodes cannot be compared", ErrMove, k, n.Name, typ)
+		return "", fmt.Errorf("%w: verifying %s on %s: a %s whose DUMP differs between the nodes cannot be compared", table.ErrMove, k, n.Name, typ)
 	}
 	r := n.C.Do(ctx, cmd)
 	switch typ {
@@ -568,15 +575,15 @@ func (c *copier) content(ctx context.Context, n *Node, k string) (string, error)
 	}
 }
 
-// scanEach calls fn with each page of the queue's keys on n (SCAN MATCH,
+// ScanEach calls fn with each page of the queue's keys on n (SCAN MATCH,
 // COUNT 1000), and with the fraction of the keyspace scanned so far.
-func scanEach(ctx context.Context, n *Node, queue string, fn func(keys []string, frac float64) error) error {
+func ScanEach(ctx context.Context, n *table.Node, queue string, fn func(keys []string, frac float64) error) error {
 	pattern := "emq:{" + rewrite.GlobEscape(queue) + "}:*"
 	var cursor uint64
 	for {
 		e, err := n.C.Do(ctx, n.C.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return fmt.Errorf("%w: scanning %s: %v", ErrMove, n.Name, err)
+			return fmt.Errorf("%w: scanning %s: %v", table.ErrMove, n.Name, err)
 		}
 		cursor = e.Cursor
 		frac := 1.0
@@ -596,52 +603,52 @@ func scanEach(ctx context.Context, n *Node, queue string, fn func(keys []string,
 	}
 }
 
-// recountTarget counts the queue's keys on the target again (the
+// RecountTarget counts the queue's keys on the target again (the
 // inventory), after a copy whose writes were cut: a pipeline cut by the
 // hold's deadline may have been applied without its replies read, so the
 // inventory no longer knows which of its keys exist. Only the mover writes
 // the queue's keys on the target, and nothing copies meanwhile: the count
 // is exact. Temporary keys of chunked copies are not counted.
-func (c *copier) recountTarget(ctx context.Context) error {
-	keys, err := scanQueue(ctx, c.dst, c.queue, 0)
+func (c *Copier) RecountTarget(ctx context.Context) error {
+	keys, err := ScanQueue(ctx, c.Dst, c.queue, 0)
 	if err != nil {
-		return fmt.Errorf("%w: counting the copied keys on %s: %v", ErrMove, c.dst.Name, err)
+		return fmt.Errorf("%w: counting the copied keys on %s: %v", table.ErrMove, c.Dst.Name, err)
 	}
 	inv := newInventory()
 	for _, k := range keys {
-		if strings.HasSuffix(k, tmpSuffix) {
+		if strings.HasSuffix(k, TmpSuffix) {
 			continue
 		}
-		inv.keys++
+		inv.Keys++
 		switch c.kind(k) {
 		case "row":
-			inv.rows++
+			inv.Rows++
 		case "other":
-			inv.other[k] = true
+			inv.Other[k] = true
 		}
 	}
-	c.inv.mu.Lock()
-	c.inv.keys, c.inv.rows, c.inv.other = inv.keys, inv.rows, inv.other
-	c.inv.mu.Unlock()
+	c.Inv.Mu.Lock()
+	c.Inv.Keys, c.Inv.Rows, c.Inv.Other = inv.Keys, inv.Rows, inv.Other
+	c.Inv.Mu.Unlock()
 	return nil
 }
 
-// wipeTarget deletes every key of the queue on the target (before a
+// WipeTarget deletes every key of the queue on the target (before a
 // round that copies every key: left by a move that was stopped, an older
 // copy, or a copy whose tracking was lost) and empties the inventory.
-func (c *copier) wipeTarget(ctx context.Context) error {
-	err := scanEach(ctx, c.dst, c.queue, func(keys []string, _ float64) error {
+func (c *Copier) WipeTarget(ctx context.Context) error {
+	err := ScanEach(ctx, c.Dst, c.queue, func(keys []string, _ float64) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		if err := c.st.do1(ctx, c.dst, c.dst.C.B().Unlink().Key(keys...).Build()).Error(); err != nil {
-			return fmt.Errorf("%w: UNLINK on %s: %v", ErrMove, c.dst.Name, err)
+		if err := c.St.do1(ctx, c.Dst, c.Dst.C.B().Unlink().Key(keys...).Build()).Error(); err != nil {
+			return fmt.Errorf("%w: UNLINK on %s: %v", table.ErrMove, c.Dst.Name, err)
 		}
 		return nil
 	})
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.bigDst = map[string]bool{}
-	c.mu.Unlock()
-	c.inv = newInventory()
+	c.Mu.Unlock()
+	c.Inv = newInventory()
 	return err
 }

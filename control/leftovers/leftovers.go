@@ -1,4 +1,4 @@
-package control
+package leftovers
 
 import (
 	"context"
@@ -7,36 +7,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/emqproxy/emqproxy/control/table"
 )
 
-// Leftovers of queues on nodes that do not own them (`emqproxy queue
-// leftovers`): the keys a move left behind, on its source (a move finished
-// without --delete-source, a deletion that failed) or on its target (a copy
-// given up and not deleted, an abort that could not delete it), and any
-// other key of a queue written where the queue is not served.
-//
-// A queue's owner is the one the proxies apply: the merged control table's
-// entry when the queue was moved, else the configuration's route. Every
-// upstream's table is read, and an unreachable upstream refuses the whole
-// listing, for the reason the mover gives (needAll): the entry that decides
-// a queue's owner may be on that node alone, and deciding without it could
-// call the owner's own keys leftovers.
-//
-// A queue is never touched while a move of it is in progress (a record
-// {emqproxy}:move:<queue> or a line of {emqproxy}:moves on any node), while
-// its merged entry is held, while any node's entry for it is skipped (it
-// does not parse: the owner is not known), or while its owner is not an
-// upstream of the configuration. Those are listed as skipped, with why.
-//
-// Removing re-reads the tables and the records of the queue right before
-// it deletes, and deletes in batches (UNLINK, 512 keys a command). What
-// remains is a window between that re-read and the deletion in which a
-// move of the queue could start and copy its first keys to the node:
-// run it when no move is being started (the campaign runs it after its
-// moves ended).
-
-// LeftoverBatch is how many keys one UNLINK of a leftover removal names.
-const LeftoverBatch = 512
+// Batch is how many keys one UNLINK of a leftover removal names.
+const Batch = 512
 
 // Leftover is one queue's keys on a node that does not own the queue.
 type Leftover struct {
@@ -55,15 +31,15 @@ type Skipped struct {
 	Keys             int
 }
 
-// LeftoverScan is what Leftovers found.
-type LeftoverScan struct {
+// Scan is what Find found.
+type Scan struct {
 	Leftovers []Leftover // by node, then queue
 	Skipped   []Skipped  // by node, then queue
 	Owned     int        // queues found on their owner (not leftovers)
 }
 
 // Keys is the number of leftover keys found.
-func (s *LeftoverScan) Keys() int {
+func (s *Scan) Keys() int {
 	n := 0
 	for _, l := range s.Leftovers {
 		n += len(l.Keys)
@@ -72,7 +48,7 @@ func (s *LeftoverScan) Keys() int {
 }
 
 // Removed is the number of leftover keys deleted.
-func (s *LeftoverScan) Removed() int {
+func (s *Scan) Removed() int {
 	n := 0
 	for _, l := range s.Leftovers {
 		n += l.Removed
@@ -80,40 +56,40 @@ func (s *LeftoverScan) Removed() int {
 	return n
 }
 
-// LeftoverOptions says where to look and whether to delete.
-type LeftoverOptions struct {
-	Nodes     map[string]*Node    // every reachable upstream of the configuration
-	Down      map[string]error    // the upstreams that could not be dialed: the listing is refused
-	FileRoute func(string) string // the configuration's route of a queue
-	Remove    bool                // delete the leftovers found
+// Options says where to look and whether to delete.
+type Options struct {
+	Nodes     map[string]*table.Node // every reachable upstream of the configuration
+	Down      map[string]error       // the upstreams that could not be dialed: the listing is refused
+	FileRoute func(string) string    // the configuration's route of a queue
+	Remove    bool                   // delete the leftovers found
 }
 
 // leftoverView is the owners as every node's table says them.
 type leftoverView struct {
-	table   Table           // merged
+	table   table.Table     // merged
 	skipped map[string]bool // queues with an entry skipped on some node
 }
 
-func readView(ctx context.Context, nodes map[string]*Node) (leftoverView, error) {
+func readView(ctx context.Context, nodes map[string]*table.Node) (leftoverView, error) {
 	v := leftoverView{skipped: map[string]bool{}}
-	var tables []Table
+	var tables []table.Table
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		t, err := nodes[name].ReadTable(ctx)
-		if err != nil && !errors.Is(err, ErrTable) {
-			return v, fmt.Errorf("upstream %s is unreachable (reading its control table: %v): %s", name, err, needAll)
+		if err != nil && !errors.Is(err, table.ErrTable) {
+			return v, fmt.Errorf("upstream %s is unreachable (reading its control table: %v): %s", name, err, table.NeedAll)
 		}
 		for q := range t.Skipped {
 			v.skipped[q] = true
 		}
 		tables = append(tables, t)
 	}
-	v.table = Merge(tables...)
+	v.table = table.Merge(tables...)
 	return v, nil
 }
 
 // owner is who owns queue in v, and where that was read ("table" or
 // "route"), or why the queue is left alone.
-func (v leftoverView) owner(nodes map[string]*Node, route func(string) string, queue string) (owner, from, skip string) {
+func (v leftoverView) owner(nodes map[string]*table.Node, route func(string) string, queue string) (owner, from, skip string) {
 	if v.skipped[queue] {
 		return "", "", "an entry of its control table is skipped (it does not parse): its owner is not known"
 	}
@@ -121,7 +97,7 @@ func (v leftoverView) owner(nodes map[string]*Node, route func(string) string, q
 	if !ok {
 		owner, from = route(queue), "route"
 	} else {
-		if e.State != Owned {
+		if e.State != table.Owned {
 			return "", "", fmt.Sprintf("held on %s at epoch %d (a move in progress)", e.Owner, e.Epoch)
 		}
 		owner, from = e.Owner, "table"
@@ -133,16 +109,16 @@ func (v leftoverView) owner(nodes map[string]*Node, route func(string) string, q
 }
 
 // moving says whether a move of queue has a record on any node, and where.
-func moving(ctx context.Context, nodes map[string]*Node, queue string) (string, error) {
+func moving(ctx context.Context, nodes map[string]*table.Node, queue string) (string, error) {
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		n := nodes[name]
 		r := n.C.DoMulti(ctx,
-			n.C.B().Exists().Key(MoveKey(queue)).Build(),
-			n.C.B().Hexists().Key(KeyMoves).Field(queue).Build())
+			n.C.B().Exists().Key(table.MoveKey(queue)).Build(),
+			n.C.B().Hexists().Key(table.KeyMoves).Field(queue).Build())
 		for _, x := range r {
 			k, err := x.AsInt64()
 			if err != nil {
-				return "", fmt.Errorf("upstream %s: reading the move record of %s: %v: %s", name, queue, err, needAll)
+				return "", fmt.Errorf("upstream %s: reading the move record of %s: %v: %s", name, queue, err, table.NeedAll)
 			}
 			if k > 0 {
 				return fmt.Sprintf("a move is in progress (its record is on %s)", name), nil
@@ -165,19 +141,19 @@ func QueueOfKey(key string) (string, bool) {
 	return q, true
 }
 
-// Leftovers lists, on every node, the keys of the queues that node does
+// Find lists, on every node, the keys of the queues that node does
 // not own, and deletes them with Remove. Per queue and node, an error of
 // the deletion is in the Leftover (the others go on); an error reading a
 // table, a record or a node's keys ends the listing.
-func Leftovers(ctx context.Context, o LeftoverOptions) (*LeftoverScan, error) {
+func Find(ctx context.Context, o Options) (*Scan, error) {
 	for _, name := range slices.Sorted(maps.Keys(o.Down)) {
-		return nil, fmt.Errorf("upstream %s is unreachable (%v): %s", name, o.Down[name], needAll)
+		return nil, fmt.Errorf("upstream %s is unreachable (%v): %s", name, o.Down[name], table.NeedAll)
 	}
 	view, err := readView(ctx, o.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	scan := &LeftoverScan{}
+	scan := &Scan{}
 	moves := map[string]string{} // queue -> why it is left alone ("" when not)
 	for _, name := range slices.Sorted(maps.Keys(o.Nodes)) {
 		n := o.Nodes[name]
@@ -222,7 +198,7 @@ func Leftovers(ctx context.Context, o LeftoverOptions) (*LeftoverScan, error) {
 
 // foreignKeys scans n's keys of every queue: counts has every queue seen
 // (its keys counted), found the keys of those foreign says n does not own.
-func foreignKeys(ctx context.Context, n *Node, foreign func(queue string) bool) (found map[string][]string, counts map[string]int, err error) {
+func foreignKeys(ctx context.Context, n *table.Node, foreign func(queue string) bool) (found map[string][]string, counts map[string]int, err error) {
 	found, counts = map[string][]string{}, map[string]int{}
 	verdict := map[string]bool{}
 	var cursor uint64
@@ -259,7 +235,7 @@ func foreignKeys(ctx context.Context, n *Node, foreign func(queue string) bool) 
 
 // removeLeftover deletes queue's keys on n after checking again, on every
 // node, that n does not own the queue and that no move of it started.
-func removeLeftover(ctx context.Context, o LeftoverOptions, n *Node, queue, owner string, keys []string) (int, error) {
+func removeLeftover(ctx context.Context, o Options, n *table.Node, queue, owner string, keys []string) (int, error) {
 	view, err := readView(ctx, o.Nodes)
 	if err != nil {
 		return 0, err
@@ -277,8 +253,8 @@ func removeLeftover(ctx context.Context, o LeftoverOptions, n *Node, queue, owne
 		return 0, fmt.Errorf("not removed: its owner changed to %s meanwhile", now)
 	}
 	done := 0
-	for lo := 0; lo < len(keys); lo += LeftoverBatch {
-		part := keys[lo:min(lo+LeftoverBatch, len(keys))]
+	for lo := 0; lo < len(keys); lo += Batch {
+		part := keys[lo:min(lo+Batch, len(keys))]
 		k, err := n.C.Do(ctx, n.C.B().Unlink().Key(part...).Build()).AsInt64()
 		if err != nil {
 			return done, err

@@ -1,15 +1,17 @@
-package control
+package tail
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/emqproxy/emqproxy/control/table"
 )
 
 // openStream joins the source's replication stream for the tracker and
 // starts reading it. Every key counts as changed.
-func (t *tracker) openStream(ctx context.Context) error {
+func (t *Tracker) openStream(ctx context.Context) error {
 	rs, info, err := openReplStream(ctx, t.n.Opts)
 	if err != nil {
 		return err
@@ -21,7 +23,7 @@ func (t *tracker) openStream(ctx context.Context) error {
 
 // readStream records the changes of every command of the stream until it
 // ends (a loss, unless the tracker closed it).
-func (t *tracker) readStream(gen int, rs *replStream) {
+func (t *Tracker) readStream(gen int, rs *replStream) {
 	db := t.n.Opts.DB
 	bchan := []byte(t.bchan)
 	for {
@@ -58,14 +60,14 @@ func (t *tracker) readStream(gen int, rs *replStream) {
 			return
 		}
 		counted := false
-		lost := streamEffect(cdb, db, argv, t.kprefix, func(key []byte, fn func(*change)) {
+		lost := streamEffect(cdb, db, argv, t.kprefix, func(key []byte, fn func(*Change)) {
 			c, ok := t.dirty[string(key)]
 			if !ok {
-				c = &change{}
+				c = &Change{}
 				if !t.members[string(key)] {
 					// Copied whole when it changes (a small key): its
 					// members would only cost memory.
-					c.whole = true
+					c.Whole = true
 				}
 				t.dirty[string(key)] = c
 			}
@@ -84,7 +86,7 @@ func (t *tracker) readStream(gen int, rs *replStream) {
 
 // streamAllowed checks what must stay true while the mover reads the
 // source's replication stream (minReplicas).
-func streamAllowed(ctx context.Context, n *Node) error {
+func streamAllowed(ctx context.Context, n *table.Node) error {
 	m, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("min-replicas-to-write").Build()).AsStrMap()
 	if err != nil {
 		return fmt.Errorf("CONFIG GET min-replicas-to-write: %v", err)

@@ -1,9 +1,11 @@
-package control
+package keycopy
 
 import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -13,7 +15,7 @@ const zdepth = 8
 
 // zchunks reads a sorted set of n in rank order, zdepth chunks per round
 // trip, and hands each round trip's chunks to fn.
-func (c *copier) zchunks(ctx context.Context, n *Node, k string, fn func([][]valkey.ZScore) error) error {
+func (c *Copier) zchunks(ctx context.Context, n *table.Node, k string, fn func([][]valkey.ZScore) error) error {
 	step := int64(c.chunk)
 	for lo := int64(0); ; lo += zdepth * step {
 		cmds := make(valkey.Commands, zdepth)
@@ -23,10 +25,10 @@ func (c *copier) zchunks(ctx context.Context, n *Node, k string, fn func([][]val
 		}
 		var batch [][]valkey.ZScore
 		end := false
-		for _, r := range c.st.do(ctx, n, cmds...) {
+		for _, r := range c.St.do(ctx, n, cmds...) {
 			zs, err := r.AsZScores()
 			if err != nil {
-				return fmt.Errorf("%w: ZRANGE %s on %s: %v", ErrMove, k, n.Name, err)
+				return fmt.Errorf("%w: ZRANGE %s on %s: %v", table.ErrMove, k, n.Name, err)
 			}
 			if end {
 				continue
@@ -55,12 +57,12 @@ type zstream struct {
 	eof bool
 }
 
-func (c *copier) newZstream(ctx context.Context, n *Node, k string, throttle bool) *zstream {
+func (c *Copier) newZstream(ctx context.Context, n *table.Node, k string, throttle bool) *zstream {
 	z := &zstream{ch: make(chan []valkey.ZScore, 4)}
 	go func() {
 		defer close(z.ch)
 		z.err = c.zchunks(ctx, n, k, func(batch [][]valkey.ZScore) error {
-			if n == c.src {
+			if n == c.Src {
 				// Reading both nodes whole is most of a comparison's load.
 				// The merge reads the target in step with the source:
 				// pacing the source's reads paces both.
@@ -70,9 +72,9 @@ func (c *copier) newZstream(ctx context.Context, n *Node, k string, throttle boo
 						read += len(e.Member) + 8
 					}
 				}
-				c.st.addRead(read)
+				c.St.addRead(read)
 				if throttle {
-					if err := c.lim.wait(ctx, read); err != nil {
+					if err := c.Lim.wait(ctx, read); err != nil {
 						return err
 					}
 				}
@@ -84,7 +86,7 @@ func (c *copier) newZstream(ctx context.Context, n *Node, k string, throttle boo
 }
 
 // send hands a round trip's chunks to the stream's consumer.
-func (c *copier) send(ctx context.Context, z *zstream, batch [][]valkey.ZScore) error {
+func (c *Copier) send(ctx context.Context, z *zstream, batch [][]valkey.ZScore) error {
 	for _, zs := range batch {
 		select {
 		case z.ch <- zs:
@@ -133,10 +135,10 @@ func zcmp(a, b *valkey.ZScore) int {
 // once (a merge), and patches the target: ZADD for what the source has
 // that the target lacks or scores otherwise, ZREM for what only the target
 // has. It returns the elements that differed.
-func (c *copier) zsync(ctx context.Context, k string, throttle bool) (diffs, written int, err error) {
+func (c *Copier) zsync(ctx context.Context, k string, throttle bool) (diffs, written int, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a, b := c.newZstream(ctx, c.src, k, throttle), c.newZstream(ctx, c.dst, k, throttle)
+	a, b := c.newZstream(ctx, c.Src, k, throttle), c.newZstream(ctx, c.Dst, k, throttle)
 	srcOnly := map[string]float64{}
 	dstOnly := map[string]bool{}
 	for {
@@ -169,7 +171,7 @@ func (c *copier) zsync(ctx context.Context, k string, throttle bool) (diffs, wri
 		}
 	}
 	diffs = len(srcOnly) + len(rem)
-	d := c.dst.C.B()
+	d := c.Dst.C.B()
 	var add []valkey.ZScore
 	for m, s := range srcOnly {
 		add = append(add, valkey.ZScore{Member: m, Score: s})
@@ -181,24 +183,24 @@ func (c *copier) zsync(ctx context.Context, k string, throttle bool) (diffs, wri
 			cmd = cmd.ScoreMember(z.Score, z.Member)
 			n += len(z.Member) + 8
 		}
-		if err := c.st.do1(ctx, c.dst, cmd.Build()).Error(); err != nil {
-			return diffs, written, fmt.Errorf("%w: ZADD %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		if err := c.St.do1(ctx, c.Dst, cmd.Build()).Error(); err != nil {
+			return diffs, written, fmt.Errorf("%w: ZADD %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		written += n
 		if throttle {
-			if err := c.lim.wait(ctx, n); err != nil {
+			if err := c.Lim.wait(ctx, n); err != nil {
 				return diffs, written, err
 			}
 		}
 	}
 	for lo := 0; lo < len(rem); lo += c.chunk {
-		if err := c.st.do1(ctx, c.dst, d.Zrem().Key(k).Member(rem[lo:min(lo+c.chunk, len(rem))]...).Build()).Error(); err != nil {
-			return diffs, written, fmt.Errorf("%w: ZREM %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		if err := c.St.do1(ctx, c.Dst, d.Zrem().Key(k).Member(rem[lo:min(lo+c.chunk, len(rem))]...).Build()).Error(); err != nil {
+			return diffs, written, fmt.Errorf("%w: ZREM %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 	}
 	if err := c.syncTTL(ctx, k); err != nil {
 		return diffs, written, err
 	}
-	c.st.add(0, written)
+	c.St.add(0, written)
 	return diffs, written, nil
 }

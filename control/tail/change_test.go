@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"maps"
@@ -59,11 +59,11 @@ func TestStreamEffect(t *testing.T) {
 		for _, w := range strings.Fields(tc.cmd) {
 			argv = append(argv, []byte(w))
 		}
-		got := map[string]*change{}
-		lost := streamEffect(tc.db, 0, argv, []byte(p), func(key []byte, fn func(*change)) {
+		got := map[string]*Change{}
+		lost := streamEffect(tc.db, 0, argv, []byte(p), func(key []byte, fn func(*Change)) {
 			c, ok := got[string(key)]
 			if !ok {
-				c = &change{}
+				c = &Change{}
 				got[string(key)] = c
 			}
 			fn(c)
@@ -81,9 +81,9 @@ func TestStreamEffect(t *testing.T) {
 		}
 		for k, w := range tc.want {
 			c := got[k]
-			ms := slices.Sorted(maps.Keys(c.members))
-			if c.whole != w.whole || c.head != w.head || c.tail != w.tail || !slices.Equal(ms, slices.Sorted(slices.Values(w.members))) {
-				t.Errorf("%s: %s recorded whole %v members %v head %d tail %d, want %+v", tc.cmd, k, c.whole, ms, c.head, c.tail, w)
+			ms := slices.Sorted(maps.Keys(c.Members))
+			if c.Whole != w.whole || c.Head != w.head || c.Tail != w.tail || !slices.Equal(ms, slices.Sorted(slices.Values(w.members))) {
+				t.Errorf("%s: %s recorded whole %v members %v head %d tail %d, want %+v", tc.cmd, k, c.Whole, ms, c.Head, c.Tail, w)
 			}
 		}
 	}
@@ -92,23 +92,23 @@ func TestStreamEffect(t *testing.T) {
 // TestChangeBoundsItsMembers: a change that names more members than
 // maxMembers becomes whole, and merging keeps the larger knowledge.
 func TestChangeBoundsItsMembers(t *testing.T) {
-	c := &change{}
+	c := &Change{}
 	for i := range maxMembers + 1 {
 		c.add([]byte(strconv.Itoa(i)))
 	}
-	if !c.whole || c.members != nil {
-		t.Fatalf("a change past %d members: whole %v, %d members", maxMembers, c.whole, len(c.members))
+	if !c.Whole || c.Members != nil {
+		t.Fatalf("a change past %d members: whole %v, %d members", maxMembers, c.Whole, len(c.Members))
 	}
-	a := &change{head: 2}
+	a := &Change{Head: 2}
 	a.add([]byte("m"))
-	b := &change{tail: 1}
+	b := &Change{Tail: 1}
 	b.add([]byte("n"))
-	a.merge(b)
-	if a.whole || a.head != 2 || a.tail != 1 || len(a.members) != 2 {
+	a.Merge(b)
+	if a.Whole || a.Head != 2 || a.Tail != 1 || len(a.Members) != 2 {
 		t.Errorf("merged: %+v", a)
 	}
-	a.merge(wholeChange())
-	if !a.whole {
+	a.Merge(WholeChange())
+	if !a.Whole {
 		t.Error("merging a whole change is not whole")
 	}
 }

@@ -1,4 +1,4 @@
-package control
+package table
 
 import (
 	"context"
@@ -32,6 +32,11 @@ func LeaseKey(id string) string { return keyLease + id }
 
 // MoveKey is the key of the record of a move of queue in progress.
 func MoveKey(queue string) string { return keyMove + queue }
+
+// KeyMoves is the hash, on a move's source, of the queues with a move
+// record (queue -> unix ms of the start): queue status finds moves that
+// hold nothing yet (step copying) without scanning.
+const KeyMoves = rewrite.ControlKeyPrefix + ":moves"
 
 // ErrTable is wrapped by errors about a node's control table that cannot be
 // read (a malformed entry).
@@ -88,9 +93,10 @@ type Table struct {
 // stay skipped (the result's Skipped is empty).
 //
 // Two different entries of one queue at one epoch cannot be written (the
-// mover's writes are fenced, fence.go), but a node restored from an old
-// copy could show one; whatever the order of the tables, the tie goes to
-// the same entry (tieWins), so every proxy and every mover decide alike
+// mover's writes are fenced: package control's fence.go), but a node
+// restored from an old copy could show one; whatever the order of the
+// tables, the tie goes to the same entry (tieWins), so every proxy and
+// every mover decide alike
 // (before, the first table in the configuration's order won a tie).
 func Merge(tables ...Table) Table {
 	out := Table{Queues: map[string]Entry{}}
@@ -181,8 +187,8 @@ const (
 	DefaultReplyTimeout = 10 * time.Second
 )
 
-// timeouts returns o's dial and reply timeouts, defaults applied.
-func (o NodeOptions) timeouts() (dial, reply time.Duration) {
+// Timeouts returns o's dial and reply timeouts, defaults applied.
+func (o NodeOptions) Timeouts() (dial, reply time.Duration) {
 	dial, reply = o.Timeout, o.ReplyTimeout
 	if dial <= 0 {
 		dial = DefaultDialTimeout
@@ -198,7 +204,7 @@ func (o NodeOptions) timeouts() (dial, reply time.Duration) {
 // and never retries a command. A command's replies are awaited
 // o.ReplyTimeout (a pipeline's as a whole).
 func Dial(o NodeOptions) (*Node, error) {
-	to, rto := o.timeouts()
+	to, rto := o.Timeouts()
 	co := valkey.ClientOption{InitAddress: []string{o.Address}, ForceSingleClient: true, DialCtxFn: netaddr.DialValkey}
 	where := o.Address
 	if o.Sentinel != nil {

@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -35,8 +37,8 @@ func replNode(t *testing.T, srv node.Server, role node.Role, config ...string) (
 	return n, c
 }
 
-func replOpts(n *node.Node) NodeOptions {
-	return NodeOptions{Name: "src", Address: n.Addr, Password: n.Opts.Password}
+func replOpts(n *node.Node) table.NodeOptions {
+	return table.NodeOptions{Name: "src", Address: n.Addr, Password: n.Opts.Password}
 }
 
 // replOpen opens a stream, closed at cleanup.

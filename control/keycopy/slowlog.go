@@ -1,14 +1,13 @@
-package control
+package keycopy
 
 import (
 	"context"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// MoverClientName is the client name of the mover's connections.
-const MoverClientName = "emqproxy-mover"
+	"github.com/emqproxy/emqproxy/control/table"
+)
 
 // SlowCommand is the slowest command of the mover that a node's SLOWLOG
 // kept (the server's own measure of its execution, without the network).
@@ -19,9 +18,9 @@ type SlowCommand struct {
 	Threshold time.Duration // the node's slowlog-log-slower-than (-1: the slowlog is off)
 }
 
-// slowest reads n's SLOWLOG for the slowest entry of a connection named
+// Slowest reads n's SLOWLOG for the slowest entry of a connection named
 // name since since.
-func slowest(ctx context.Context, n *Node, name string, since time.Time) SlowCommand {
+func Slowest(ctx context.Context, n *table.Node, name string, since time.Time) SlowCommand {
 	out := SlowCommand{Node: n.Name, Threshold: -1}
 	if name == "" {
 		return out // unnamed: the entries cannot be told from other clients'

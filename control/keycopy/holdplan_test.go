@@ -1,4 +1,4 @@
-package control
+package keycopy
 
 import (
 	"strings"
@@ -18,20 +18,20 @@ func TestHoldPlan(t *testing.T) {
 		says       string
 	}{
 		{"nothing left", holdPlan{}, true, false, "no changed small key left"},
-		{"a short tail", holdPlan{small: 1000, rate: 50000, smallTime: 20 * time.Millisecond}, true, false, "1000 changed keys to copy in about 20ms at 50000 keys/s"},
-		{"a tail of half the hold", holdPlan{small: 30000, rate: 50000, smallTime: 600 * time.Millisecond}, false, true, "30000 changed keys"},
-		{"not measured", holdPlan{small: 10, smallTime: cutHold}, false, true, "at a rate not measured yet"},
-		{"large keys too slow", holdPlan{large: 2 * time.Second, largeKeys: []string{"k"}}, false, false, "1 large keys to compare whole in about 2s"},
-		{"a large key cut before", holdPlan{large: cutHold, largeKeys: []string{"k"}}, false, false, "one was cut by a previous hold"},
-		{"both, the small keys over", holdPlan{small: 100, rate: 1000, smallTime: 100 * time.Millisecond, large: 900 * time.Millisecond, largeKeys: []string{"k"}}, false, true, "and 1 large keys"},
+		{"a short tail", holdPlan{small: 1000, Rate: 50000, smallTime: 20 * time.Millisecond}, true, false, "1000 changed keys to copy in about 20ms at 50000 keys/s"},
+		{"a tail of half the hold", holdPlan{small: 30000, Rate: 50000, smallTime: 600 * time.Millisecond}, false, true, "30000 changed keys"},
+		{"not measured", holdPlan{small: 10, smallTime: CutHold}, false, true, "at a rate not measured yet"},
+		{"large keys too slow", holdPlan{Large: 2 * time.Second, LargeKeys: []string{"k"}}, false, false, "1 large keys to compare whole in about 2s"},
+		{"a large key cut before", holdPlan{Large: CutHold, LargeKeys: []string{"k"}}, false, false, "one was cut by a previous hold"},
+		{"both, the small keys over", holdPlan{small: 100, Rate: 1000, smallTime: 100 * time.Millisecond, Large: 900 * time.Millisecond, LargeKeys: []string{"k"}}, false, true, "and 1 large keys"},
 	} {
-		if got := tc.p.fits(maxHold); got != tc.fits {
+		if got := tc.p.Fits(maxHold); got != tc.fits {
 			t.Errorf("%s: fits %v, want %v", tc.name, got, tc.fits)
 		}
-		if got := tc.p.smallOver(maxHold); got != tc.over {
+		if got := tc.p.SmallOver(maxHold); got != tc.over {
 			t.Errorf("%s: the small keys over %v, want %v", tc.name, got, tc.over)
 		}
-		if got := tc.p.work(); !strings.Contains(got, tc.says) {
+		if got := tc.p.Work(); !strings.Contains(got, tc.says) {
 			t.Errorf("%s: says %q, want %q in it", tc.name, got, tc.says)
 		}
 	}
@@ -41,11 +41,11 @@ func TestHoldPlan(t *testing.T) {
 // of them, once they are enough to time.
 func TestTailRate(t *testing.T) {
 	s := newCopyStats()
-	s.measureTail(100, 10*time.Millisecond)
+	s.MeasureTail(100, 10*time.Millisecond)
 	if r := s.tailRate(); r != 0 {
 		t.Errorf("100 keys measured: rate %v, want none yet", r)
 	}
-	s.measureTail(900, 10*time.Millisecond)
+	s.MeasureTail(900, 10*time.Millisecond)
 	if r := s.tailRate(); r < 49000 || r > 51000 {
 		t.Errorf("1000 keys in 20ms: rate %v, want 50000", r)
 	}

@@ -1,4 +1,4 @@
-package control
+package tail
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -35,9 +37,9 @@ func expandNotify(s string) string {
 	return strings.ReplaceAll(s, "A", "g$lshzxetd")
 }
 
-// notifyCovers reports whether the setting v delivers every event the
+// NotifyCovers reports whether the setting v delivers every event the
 // tracking needs.
-func notifyCovers(v string) bool {
+func NotifyCovers(v string) bool {
 	v = expandNotify(v)
 	for _, c := range notifyNeeded {
 		if !strings.ContainsRune(v, c) {
@@ -58,8 +60,8 @@ func notifyUnion(v string) string {
 	return string(out)
 }
 
-// getNotify reads the node's notify-keyspace-events.
-func getNotify(ctx context.Context, c valkey.CoreClient) (string, error) {
+// GetNotify reads the node's notify-keyspace-events.
+func GetNotify(ctx context.Context, c valkey.CoreClient) (string, error) {
 	m, err := c.Do(ctx, c.B().ConfigGet().Parameter("notify-keyspace-events").Build()).AsStrMap()
 	if err != nil {
 		return "", err
@@ -75,10 +77,10 @@ func getNotify(ctx context.Context, c valkey.CoreClient) (string, error) {
 // needs on n, recording the node's previous setting (once, for every
 // mover) and the queue among the movers that need them. It returns the
 // setting in force.
-func acquireNotify(ctx context.Context, n *Node, queue string) (string, error) {
+func acquireNotify(ctx context.Context, n *table.Node, queue string) (string, error) {
 	var out string
 	err := watched(ctx, n, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
-		cur, err := getNotify(ctx, dc)
+		cur, err := GetNotify(ctx, dc)
 		if err != nil {
 			return nil, err
 		}
@@ -100,10 +102,10 @@ func acquireNotify(ctx context.Context, n *Node, queue string) (string, error) {
 	return out, nil
 }
 
-// releaseNotify removes queue from the movers that need keyspace
+// ReleaseNotify removes queue from the movers that need keyspace
 // notifications on n; the last one writes the node's saved setting back.
 // A queue that is not among them changes nothing.
-func releaseNotify(ctx context.Context, n *Node, queue string) (restored bool, err error) {
+func ReleaseNotify(ctx context.Context, n *table.Node, queue string) (restored bool, err error) {
 	err = watched(ctx, n, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
 		restored = false
 		if _, ok := m["queue:"+queue]; !ok {
@@ -132,7 +134,7 @@ func releaseNotify(ctx context.Context, n *Node, queue string) (restored bool, e
 
 // watched runs build under WATCH {emqproxy}:notify with the hash's
 // content, then its commands in MULTI/EXEC; a concurrent change retries.
-func watched(ctx context.Context, n *Node, build func(valkey.DedicatedClient, map[string]string) (valkey.Commands, error)) error {
+func watched(ctx context.Context, n *table.Node, build func(valkey.DedicatedClient, map[string]string) (valkey.Commands, error)) error {
 	for range 20 {
 		var again bool
 		err := n.C.Dedicated(func(dc valkey.DedicatedClient) error {
@@ -182,9 +184,9 @@ func watched(ctx context.Context, n *Node, build func(valkey.DedicatedClient, ma
 	return errors.New("the notification record kept changing under WATCH")
 }
 
-// notifyStatus describes who holds a node's keyspace notifications on (for
+// NotifyStatus describes who holds a node's keyspace notifications on (for
 // queue status): "" when no mover does.
-func notifyStatus(ctx context.Context, n *Node) string {
+func NotifyStatus(ctx context.Context, n *table.Node) string {
 	m, err := n.C.Do(ctx, n.C.B().Hgetall().Key(KeyNotify).Build()).AsStrMap()
 	if err != nil || len(m) == 0 {
 		return ""

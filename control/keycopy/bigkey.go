@@ -1,30 +1,32 @@
-package control
+package keycopy
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 
+	"github.com/emqproxy/emqproxy/control/table"
+
 	"github.com/valkey-io/valkey-go"
 )
 
-// tmpSuffix names the key a chunked copy builds on the target before it
+// TmpSuffix names the key a chunked copy builds on the target before it
 // is renamed into place; it keeps the key's hashtag (and slot).
-const tmpSuffix = "~emqproxy-move"
+const TmpSuffix = "~emqproxy-move"
 
 // stringChunk is the number of bytes one GETRANGE of a chunked string
 // copy reads.
 const stringChunk = 64 << 10
 
-// largeResult is what a large key's copy or comparison did.
-type largeResult struct {
+// LargeResult is what a large key's copy or comparison did.
+type LargeResult struct {
 	typ     string
-	copied  bool // rebuilt on the target in chunks
-	diffs   int  // elements that differed (patched), or 1 when rebuilt after a difference
+	Copied  bool // rebuilt on the target in chunks
+	Diffs   int  // elements that differed (patched), or 1 when rebuilt after a difference
 	written int  // bytes written
 }
 
-// syncLarge brings one large key of the source onto the target: a chunked
+// SyncLarge brings one large key of the source onto the target: a chunked
 // copy when the target does not have it from this copy yet, else a
 // comparison that patches what differs (a sorted set element by element;
 // a hash or set field by field, rebuilt when the target has extra ones; a
@@ -34,15 +36,15 @@ type largeResult struct {
 // rebuild copies in chunks even a key the target has: while the source is
 // served and its changes come member by member, that copy is a base for
 // the patches that follow (patch.go), which a comparison is not.
-func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool) (largeResult, error) {
-	typ, err := c.st.do1(ctx, c.src, c.src.C.B().Type().Key(k).Build()).ToString()
+func (c *Copier) SyncLarge(ctx context.Context, k string, throttle, rebuild bool) (LargeResult, error) {
+	typ, err := c.St.do1(ctx, c.Src, c.Src.C.B().Type().Key(k).Build()).ToString()
 	if err != nil {
-		return largeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", ErrMove, k, c.src.Name, err)
+		return LargeResult{}, fmt.Errorf("%w: TYPE %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 	}
-	res := largeResult{typ: typ}
-	c.mu.Lock()
+	res := LargeResult{typ: typ}
+	c.Mu.Lock()
 	onDst := c.bigDst[k]
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	switch {
 	case typ == "none":
 		_, err = c.writeSmall(ctx, []dumped{{key: k, gone: true}})
@@ -56,21 +58,21 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool
 		res.written = n
 		return res, err
 	case !onDst || rebuild:
-		res.copied = true
+		res.Copied = true
 		res.written, err = c.chunkCopy(ctx, k, typ, throttle)
 		return res, err
 	}
-	c.setBased(k, false)
+	c.SetBased(k, false)
 	switch typ {
 	case "zset":
-		res.diffs, res.written, err = c.zsync(ctx, k, throttle)
+		res.Diffs, res.written, err = c.zsync(ctx, k, throttle)
 	case "hash", "set":
-		res.diffs, res.written, err = c.fieldSync(ctx, k, typ, throttle)
+		res.Diffs, res.written, err = c.fieldSync(ctx, k, typ, throttle)
 	default:
 		var same bool
 		same, err = c.sameSequence(ctx, k, typ)
 		if err == nil && !same {
-			res.diffs, res.copied = 1, true
+			res.Diffs, res.Copied = 1, true
 			res.written, err = c.chunkCopy(ctx, k, typ, throttle)
 		}
 	}
@@ -81,35 +83,35 @@ func (c *copier) syncLarge(ctx context.Context, k string, throttle, rebuild bool
 // source's remaining TTL set on it) and renames it into place, unlinking
 // the target's old value first (UNLINK frees a large value off the main
 // thread; RENAME over it would free it inline).
-func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (int, error) {
-	tmp := k + tmpSuffix
-	s, d := c.src.C.B(), c.dst.C.B()
-	if c.tr != nil {
+func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (int, error) {
+	tmp := k + TmpSuffix
+	s, d := c.Src.C.B(), c.Dst.C.B()
+	if c.Tr != nil {
 		// What changed before the copy begins is in the copy: only the
 		// changes from now on are patched after it (patch.go).
-		c.tr.forget(k)
+		c.Tr.Forget(k)
 	}
-	if err := c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error(); err != nil {
-		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", ErrMove, tmp, c.dst.Name, err)
+	if err := c.St.do1(ctx, c.Dst, d.Unlink().Key(tmp).Build()).Error(); err != nil {
+		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", table.ErrMove, tmp, c.Dst.Name, err)
 	}
 	written := 0
 	put := func(n int, cmds ...valkey.Completed) error {
-		for _, r := range c.st.do(ctx, c.dst, cmds...) {
+		for _, r := range c.St.do(ctx, c.Dst, cmds...) {
 			if err := r.Error(); err != nil {
-				return fmt.Errorf("%w: copying %s in chunks to %s: %v", ErrMove, k, c.dst.Name, err)
+				return fmt.Errorf("%w: copying %s in chunks to %s: %v", table.ErrMove, k, c.Dst.Name, err)
 			}
 		}
 		written += n
-		c.st.add(0, n)
+		c.St.add(0, n)
 		if throttle {
-			return c.lim.wait(ctx, n)
+			return c.Lim.wait(ctx, n)
 		}
 		return nil
 	}
 	get := func(cmd valkey.Completed) (valkey.ValkeyResult, error) {
-		r := c.st.do1(ctx, c.src, cmd)
+		r := c.St.do1(ctx, c.Src, cmd)
 		if err := r.Error(); err != nil {
-			return r, fmt.Errorf("%w: reading %s in chunks on %s: %v", ErrMove, k, c.src.Name, err)
+			return r, fmt.Errorf("%w: reading %s in chunks on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		return r, nil
 	}
@@ -120,7 +122,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		// whole length while the key is written (patch.go). The scan runs
 		// ahead of the writes, which go zdepth chunks a round trip.
 		sctx, cancel := context.WithCancel(ctx)
-		pages, scanErr := c.scanPages(sctx, c.src, k, typ)
+		pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
 		var cmds valkey.Commands
 		n := 0
 		for els := range pages {
@@ -136,7 +138,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				for i := 0; i+1 < len(els); i += 2 {
 					f, perr := strconv.ParseFloat(els[i+1], 64)
 					if perr != nil {
-						err = fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", ErrMove, k, c.src.Name, els[i+1], perr)
+						err = fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", table.ErrMove, k, c.Src.Name, els[i+1], perr)
 						break
 					}
 					cmd = cmd.ScoreMember(f, els[i])
@@ -214,14 +216,14 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	if err != nil {
 		return written, err
 	}
-	ttl, err := c.st.do1(ctx, c.src, s.Pttl().Key(k).Build()).AsInt64()
+	ttl, err := c.St.do1(ctx, c.Src, s.Pttl().Key(k).Build()).AsInt64()
 	if err != nil {
-		return written, fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+		return written, fmt.Errorf("%w: PTTL %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 	}
 	if written == 0 || ttl == -2 {
 		// Gone (or emptied) on the source while it was read.
 		_, err := c.writeSmall(ctx, []dumped{{key: k, gone: true}})
-		_ = c.st.do1(ctx, c.dst, d.Unlink().Key(tmp).Build()).Error()
+		_ = c.St.do1(ctx, c.Dst, d.Unlink().Key(tmp).Build()).Error()
 		return written, err
 	}
 	cmds := valkey.Commands{d.Multi().Build()}
@@ -229,31 +231,31 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		cmds = append(cmds, d.Pexpire().Key(tmp).Milliseconds(ttl).Build())
 	}
 	cmds = append(cmds, d.Unlink().Key(k).Build(), d.Rename().Key(tmp).Newkey(k).Build(), d.Exec().Build())
-	rs := c.st.do(ctx, c.dst, cmds...)
+	rs := c.St.do(ctx, c.Dst, cmds...)
 	for _, r := range rs {
 		if err := r.Error(); err != nil {
-			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", table.ErrMove, tmp, c.Dst.Name, err)
 		}
 	}
 	arr, err := rs[len(rs)-1].ToArray()
 	if err != nil {
-		return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+		return written, fmt.Errorf("%w: renaming %s into place on %s: %v", table.ErrMove, tmp, c.Dst.Name, err)
 	}
 	for _, r := range arr {
 		if err := r.Error(); err != nil {
-			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", ErrMove, tmp, c.dst.Name, err)
+			return written, fmt.Errorf("%w: renaming %s into place on %s: %v", table.ErrMove, tmp, c.Dst.Name, err)
 		}
 	}
 	existed, _ := arr[len(arr)-2].AsInt64()
 	c.present(k, existed == 1, true)
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.bigDst[k] = true
 	c.base[k] = true
-	c.mu.Unlock()
-	c.st.mu.Lock()
-	c.st.keys++
-	c.st.chunked++
-	c.st.mu.Unlock()
+	c.Mu.Unlock()
+	c.St.Mu.Lock()
+	c.St.keys++
+	c.St.Chunked++
+	c.St.Mu.Unlock()
 	return written, nil
 }
 
@@ -261,7 +263,7 @@ func (c *copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 // field, value pairs) or set (SSCAN) of n, c.chunk elements a command,
 // ahead of its consumer. The channel closes at the end of the scan, or when
 // ctx ends; then the function returns the scan's error.
-func (c *copier) scanPages(ctx context.Context, n *Node, k, typ string) (<-chan []string, func() error) {
+func (c *Copier) scanPages(ctx context.Context, n *table.Node, k, typ string) (<-chan []string, func() error) {
 	pages := make(chan []string, zdepth)
 	var err error
 	go func() {
@@ -278,10 +280,10 @@ func (c *copier) scanPages(ctx context.Context, n *Node, k, typ string) (<-chan 
 			default:
 				cmd = b.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
 			}
-			e, rerr := c.st.do1(ctx, n, cmd).AsScanEntry()
+			e, rerr := c.St.do1(ctx, n, cmd).AsScanEntry()
 			if rerr != nil {
 				if ctx.Err() == nil {
-					err = fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, n.Name, rerr)
+					err = fmt.Errorf("%w: scanning %s on %s: %v", table.ErrMove, k, n.Name, rerr)
 				}
 				return
 			}
@@ -307,8 +309,8 @@ func (c *copier) scanPages(ctx context.Context, n *Node, k, typ string) (<-chan 
 // fieldSync compares a hash (field by field, HSCAN on the source, HMGET on
 // the target) or a set (SSCAN, SMISMEMBER) and patches the target; when the
 // target then has more fields or members than the source, it is rebuilt.
-func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (diffs, written int, err error) {
-	s, d := c.src.C.B(), c.dst.C.B()
+func (c *Copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (diffs, written int, err error) {
+	s, d := c.Src.C.B(), c.Dst.C.B()
 	var cursor uint64
 	for {
 		var cmd valkey.Completed
@@ -317,16 +319,16 @@ func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (d
 		} else {
 			cmd = s.Sscan().Key(k).Cursor(cursor).Count(int64(c.chunk)).Build()
 		}
-		e, err := c.st.do1(ctx, c.src, cmd).AsScanEntry()
+		e, err := c.St.do1(ctx, c.Src, cmd).AsScanEntry()
 		if err != nil {
-			return diffs, written, fmt.Errorf("%w: scanning %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return diffs, written, fmt.Errorf("%w: scanning %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		if len(e.Elements) > 0 {
 			read := 0
 			for _, el := range e.Elements {
 				read += len(el)
 			}
-			c.st.addRead(read)
+			c.St.addRead(read)
 			n, w, err := c.fieldPatch(ctx, k, typ, e.Elements)
 			if err != nil {
 				return diffs, written, err
@@ -334,7 +336,7 @@ func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (d
 			diffs += n
 			written += w
 			if throttle {
-				if err := c.lim.wait(ctx, w); err != nil {
+				if err := c.Lim.wait(ctx, w); err != nil {
 					return diffs, written, err
 				}
 			}
@@ -349,10 +351,10 @@ func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (d
 	} else {
 		a, b = s.Scard().Key(k).Build(), d.Scard().Key(k).Build()
 	}
-	na, err1 := c.st.do1(ctx, c.src, a).AsInt64()
-	nb, err2 := c.st.do1(ctx, c.dst, b).AsInt64()
+	na, err1 := c.St.do1(ctx, c.Src, a).AsInt64()
+	nb, err2 := c.St.do1(ctx, c.Dst, b).AsInt64()
 	if err1 != nil || err2 != nil {
-		return diffs, written, fmt.Errorf("%w: counting %s: %v %v", ErrMove, k, err1, err2)
+		return diffs, written, fmt.Errorf("%w: counting %s: %v %v", table.ErrMove, k, err1, err2)
 	}
 	if nb != na {
 		w, err := c.chunkCopy(ctx, k, typ, throttle)
@@ -361,22 +363,22 @@ func (c *copier) fieldSync(ctx context.Context, k, typ string, throttle bool) (d
 	if err := c.syncTTL(ctx, k); err != nil {
 		return diffs, written, err
 	}
-	c.st.add(0, written)
+	c.St.add(0, written)
 	return diffs, written, nil
 }
 
 // fieldPatch checks one page of a hash's fields (field, value pairs) or a
 // set's members on the target and writes the ones that differ.
-func (c *copier) fieldPatch(ctx context.Context, k, typ string, els []string) (diffs, written int, err error) {
-	d := c.dst.C.B()
+func (c *Copier) fieldPatch(ctx context.Context, k, typ string, els []string) (diffs, written int, err error) {
+	d := c.Dst.C.B()
 	if typ == "hash" {
 		var fields []string
 		for i := 0; i+1 < len(els); i += 2 {
 			fields = append(fields, els[i])
 		}
-		vals, err := c.st.do1(ctx, c.dst, d.Hmget().Key(k).Field(fields...).Build()).ToArray()
+		vals, err := c.St.do1(ctx, c.Dst, d.Hmget().Key(k).Field(fields...).Build()).ToArray()
 		if err != nil {
-			return 0, 0, fmt.Errorf("%w: HMGET %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			return 0, 0, fmt.Errorf("%w: HMGET %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 		cmd := d.Hset().Key(k).FieldValue()
 		for i, v := range vals {
@@ -388,15 +390,15 @@ func (c *copier) fieldPatch(ctx context.Context, k, typ string, els []string) (d
 			}
 		}
 		if diffs > 0 {
-			if err := c.st.do1(ctx, c.dst, cmd.Build()).Error(); err != nil {
-				return diffs, written, fmt.Errorf("%w: HSET %s on %s: %v", ErrMove, k, c.dst.Name, err)
+			if err := c.St.do1(ctx, c.Dst, cmd.Build()).Error(); err != nil {
+				return diffs, written, fmt.Errorf("%w: HSET %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 			}
 		}
 		return diffs, written, nil
 	}
-	in, err := c.st.do1(ctx, c.dst, d.Smismember().Key(k).Member(els...).Build()).ToArray()
+	in, err := c.St.do1(ctx, c.Dst, d.Smismember().Key(k).Member(els...).Build()).ToArray()
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		return 0, 0, fmt.Errorf("%w: SMISMEMBER %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 	}
 	var missing []string
 	for i, v := range in {
@@ -406,8 +408,8 @@ func (c *copier) fieldPatch(ctx context.Context, k, typ string, els []string) (d
 		}
 	}
 	if len(missing) > 0 {
-		if err := c.st.do1(ctx, c.dst, d.Sadd().Key(k).Member(missing...).Build()).Error(); err != nil {
-			return 0, 0, fmt.Errorf("%w: SADD %s on %s: %v", ErrMove, k, c.dst.Name, err)
+		if err := c.St.do1(ctx, c.Dst, d.Sadd().Key(k).Member(missing...).Build()).Error(); err != nil {
+			return 0, 0, fmt.Errorf("%w: SADD %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 		}
 	}
 	return len(missing), written, nil
@@ -415,8 +417,8 @@ func (c *copier) fieldPatch(ctx context.Context, k, typ string, els []string) (d
 
 // sameSequence compares a list (LRANGE) or a string (GETRANGE) chunk by
 // chunk on both nodes.
-func (c *copier) sameSequence(ctx context.Context, k, typ string) (bool, error) {
-	s, d := c.src.C.B(), c.dst.C.B()
+func (c *Copier) sameSequence(ctx context.Context, k, typ string) (bool, error) {
+	s, d := c.Src.C.B(), c.Dst.C.B()
 	for lo := int64(0); ; {
 		var a, b valkey.Completed
 		step := int64(c.chunk)
@@ -426,9 +428,9 @@ func (c *copier) sameSequence(ctx context.Context, k, typ string) (bool, error) 
 			step = stringChunk
 			a, b = s.Getrange().Key(k).Start(lo).End(lo+step-1).Build(), d.Getrange().Key(k).Start(lo).End(lo+step-1).Build()
 		}
-		ra, rb := c.st.do1(ctx, c.src, a), c.st.do1(ctx, c.dst, b)
+		ra, rb := c.St.do1(ctx, c.Src, a), c.St.do1(ctx, c.Dst, b)
 		if err := ra.Error(); err != nil {
-			return false, fmt.Errorf("%w: reading %s on %s: %v", ErrMove, k, c.src.Name, err)
+			return false, fmt.Errorf("%w: reading %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		if err := rb.Error(); err != nil {
 			return false, nil // another type on the target: rebuild it
@@ -462,12 +464,12 @@ func (c *copier) sameSequence(ctx context.Context, k, typ string) (bool, error) 
 }
 
 // syncTTL gives the target's key the source's remaining TTL (or none).
-func (c *copier) syncTTL(ctx context.Context, k string) error {
-	ttl, err := c.st.do1(ctx, c.src, c.src.C.B().Pttl().Key(k).Build()).AsInt64()
+func (c *Copier) syncTTL(ctx context.Context, k string) error {
+	ttl, err := c.St.do1(ctx, c.Src, c.Src.C.B().Pttl().Key(k).Build()).AsInt64()
 	if err != nil {
-		return fmt.Errorf("%w: PTTL %s on %s: %v", ErrMove, k, c.src.Name, err)
+		return fmt.Errorf("%w: PTTL %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 	}
-	d := c.dst.C.B()
+	d := c.Dst.C.B()
 	var cmd valkey.Completed
 	switch {
 	case ttl > 0:
@@ -477,8 +479,8 @@ func (c *copier) syncTTL(ctx context.Context, k string) error {
 	default:
 		return nil
 	}
-	if err := c.st.do1(ctx, c.dst, cmd).Error(); err != nil {
-		return fmt.Errorf("%w: setting the TTL of %s on %s: %v", ErrMove, k, c.dst.Name, err)
+	if err := c.St.do1(ctx, c.Dst, cmd).Error(); err != nil {
+		return fmt.Errorf("%w: setting the TTL of %s on %s: %v", table.ErrMove, k, c.Dst.Name, err)
 	}
 	return nil
 }

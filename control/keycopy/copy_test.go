@@ -1,0 +1,143 @@
+package keycopy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/emqproxy/emqproxy/control/internal/controltest"
+
+	"github.com/emqproxy/emqproxy/stand/node"
+)
+
+// equalKeys fails the test unless every key has the same content on both
+// nodes.
+func equalKeys(t *testing.T, cp *Copier, keys []string) {
+	t.Helper()
+	controltest.EqualKeys(t, Content, cp.Src, cp.Dst, keys)
+}
+
+// TestChunkedCopyEqualsSource copies a large sorted set, hash, set, list and
+// string in chunks, then changes each on the source and brings the target
+// level again by comparison: each time the target equals the source, no
+// temporary key is left, the TTL came along, and no command carried more
+// than a chunk.
+func TestChunkedCopyEqualsSource(t *testing.T) { node.EachServer(t, testChunkedCopy) }
+
+func testChunkedCopy(t *testing.T, srv node.Server) {
+	src, dst := controltest.Pair(t, srv)
+	ctx := context.Background()
+	keys := controltest.FillLarge(t, src, "big", 6000)
+	cp := NewCopier(src, dst, "big", 0, 4<<10, 200, nil)
+	large, err := cp.CopyKeys(ctx, keys, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(large) != len(keys) {
+		t.Fatalf("large keys %v, want all of %v", large, keys)
+	}
+	for _, k := range large {
+		res, err := cp.SyncLarge(ctx, k, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Copied {
+			t.Errorf("%s was not copied in chunks: %+v", k, res)
+		}
+	}
+	equalKeys(t, cp, keys)
+	if cp.St.Chunked != int64(len(keys)) {
+		t.Errorf("%d keys copied in chunks, want %d", cp.St.Chunked, len(keys))
+	}
+	if ttl, _ := dst.C.Do(ctx, dst.C.B().Pttl().Key("emq:{big}:h").Build()).AsInt64(); ttl < 500_000 || ttl > 600_000 {
+		t.Errorf("the hash's TTL on the target is %dms", ttl)
+	}
+	if left, _ := ScanQueue(ctx, dst, "big", 0); len(left) != len(keys) {
+		t.Errorf("target keys %v, want exactly %v", left, keys)
+	}
+
+	// Change every key on the source; the comparison patches the target.
+	p := "emq:{big}:"
+	b := src.C.B()
+	z := b.Zadd().Key(p + "pending").ScoreMember()
+	for i := 0; i < 300; i++ {
+		z = z.ScoreMember(float64(i)*1.5, fmt.Sprintf("J%07d", i*7)) // new scores
+	}
+	controltest.Must(t, src.C, z.Build(),
+		b.Zadd().Key(p+"pending").ScoreMember().ScoreMember(-1, "NEW-1").ScoreMember(1e9, "NEW-2").Build(),
+		b.Zrem().Key(p+"pending").Member("J0000001", "J0005999", "J0003000").Build(),
+		b.Hset().Key(p+"h").FieldValue().FieldValue("f10", "changed").FieldValue("fnew", "x").Build(),
+		b.Hdel().Key(p+"h").Field("f11", "f12").Build(),
+		b.Sadd().Key(p+"s").Member("m-new").Build(),
+		b.Srem().Key(p+"s").Member("m5").Build(),
+		b.Lset().Key(p+"l").Index(4000).Element("changed").Build(),
+		b.Setrange().Key(p+"str").Offset(700_000).Value("CHANGED").Build())
+	for _, k := range keys {
+		res, err := cp.SyncLarge(ctx, k, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Diffs == 0 {
+			t.Errorf("%s: the comparison found no difference", k)
+		}
+	}
+	equalKeys(t, cp, keys)
+	for _, k := range keys {
+		if res, err := cp.SyncLarge(ctx, k, false, false); err != nil || res.Diffs != 0 || res.Copied {
+			t.Errorf("%s compared again: %+v %v", k, res, err)
+		}
+	}
+	for _, rt := range cp.St.RoundTrips() {
+		t.Logf("longest round trip to %s: %v (%s, %d commands)", rt.Node, rt.Took, rt.What, rt.Commands)
+		if rt.Commands > 8 {
+			t.Errorf("a chunked copy pipelined %d commands to %s", rt.Commands, rt.Node)
+		}
+	}
+	if left, _ := ScanQueue(ctx, dst, "big", 0); len(left) != len(keys) {
+		t.Errorf("target keys after the comparisons %v", left)
+	}
+}
+
+// TestSmallKeysCopyAndVerify copies small keys of every type pipelined
+// (with a TTL), deletes on the target the keys gone from the source, and
+// counts the queue's keys as it goes.
+func TestSmallKeysCopyAndVerify(t *testing.T) { node.EachServer(t, testSmallKeys) }
+
+func testSmallKeys(t *testing.T, srv node.Server) {
+	src, dst := controltest.Pair(t, srv)
+	ctx := context.Background()
+	p := "emq:{q}:"
+	b := src.C.B()
+	controltest.Must(t, src.C,
+		b.Hset().Key(p+"job:1").FieldValue().FieldValue("state", "pending").FieldValue("payload", "x").Build(),
+		b.Hset().Key(p+"job:2").FieldValue().FieldValue("state", "done").Build(),
+		b.Zadd().Key(p+"pending").ScoreMember().ScoreMember(0, "1").Build(),
+		b.Set().Key(p+"paused").Value("1").Px(90*time.Second).Build(),
+		b.Sadd().Key(p+"tags").Member("a", "b").Build(),
+		b.Rpush().Key(p+"log").Element("x", "y").Build())
+	keys := []string{p + "job:1", p + "job:2", p + "pending", p + "paused", p + "tags", p + "log"}
+	cp := NewCopier(src, dst, "q", 0, DefaultLargeKey, 0, nil)
+	large, err := cp.CopyKeys(ctx, keys, false)
+	if err != nil || len(large) != 0 {
+		t.Fatal(large, err)
+	}
+	equalKeys(t, cp, keys)
+	if cp.Inv.Keys != 6 || cp.Inv.Rows != 2 || len(cp.Inv.Other) != 2 {
+		t.Errorf("inventory %d keys, %d rows, other %v", cp.Inv.Keys, cp.Inv.Rows, cp.Inv.Other)
+	}
+	// A key deleted on the source is deleted on the target when copied again.
+	controltest.Must(t, src.C, b.Del().Key(p+"job:2").Build())
+	if _, err := cp.CopyKeys(ctx, []string{p + "job:2", p + "job:2"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, _ := dst.C.Do(ctx, dst.C.B().Pttl().Key(p+"paused").Build()).AsInt64(); ttl < 60_000 || ttl > 90_000 {
+		t.Errorf("paused's TTL on the target: %dms", ttl)
+	}
+	if n, _ := dst.C.Do(ctx, dst.C.B().Exists().Key(p+"job:2").Build()).AsInt64(); n != 0 {
+		t.Errorf("a key deleted on the source stayed on the target")
+	}
+	if cp.Inv.Keys != 5 || cp.Inv.Rows != 1 || len(cp.Inv.Other) != 2 {
+		t.Errorf("inventory %d keys, %d rows, other %v", cp.Inv.Keys, cp.Inv.Rows, cp.Inv.Other)
+	}
+}
