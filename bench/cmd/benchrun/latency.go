@@ -102,7 +102,7 @@ func (r *runner) latGet(ctx context.Context, t target, c int, args ...string) (l
 	} else {
 		argv = append(argv, args...)
 	}
-	out, _, err := r.run(ctx, r.latDur*20, argv...)
+	out, _, err := r.run(ctx, r.latDur*20, r.loadArgv(argv)...)
 	if err != nil {
 		return latPoint{}, err
 	}

@@ -37,6 +37,7 @@ func (r *runner) startProc(name, addr string, ready func(addr string) bool, env 
 	if err != nil {
 		return nil, err
 	}
+	argv = r.proxyArgv(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
