@@ -62,6 +62,9 @@ func TestPinArgv(t *testing.T) {
 	if got := strings.Join(r.proxyArgv([]string{"bin/goforward"}), " "); got != "taskset -c 0 bin/goforward" {
 		t.Errorf("a proxy started in the deployment layout: %q", got)
 	}
+	if got := r.program(r.loadArgv(argv)); got != argv[0] {
+		t.Errorf("the program of a pinned argv: %q", got)
+	}
 	r.cur = r.shared()
 	if got := r.loadArgv(argv); !slices.Equal(got, argv) {
 		t.Errorf("load generator in the shared layout: %q", got)
