@@ -238,7 +238,7 @@ func (r *runner) writeLayouts(w func(string, ...any)) {
 	if len(r.layouts) == 0 {
 		return
 	}
-	w("Layouts: sections 1, 1c and 2 are measured in each layout below, in this run, the layouts interleaved by repetition, %d repetitions in each (none reduced); every other section runs in the shared layout only. The nodes and the proxies are started once and moved between the layouts with sched_setaffinity on each of their threads (as `taskset -a -p` does); the load generators start under `taskset -c` in a pinned layout. `Gn` keeps GOMAXPROCS at the machine's %d cores in both layouts, on its one CPU in a pinned one.\n\n", r.reps, runtime.NumCPU())
+	w("Layouts: sections 1, 1c and 2 are measured in each layout below, in this run, the layouts interleaved by repetition, with the same repetitions in each (--reps %d; none reduced); every other section runs in the shared layout only. The nodes and the proxies are started once and moved between the layouts with sched_setaffinity on each of their threads (as `taskset -a -p` does); the load generators start under `taskset -c` in a pinned layout. `Gn` keeps GOMAXPROCS at the machine's %d cores in both layouts, on its one CPU in a pinned one.\n\n", r.reps, runtime.NumCPU())
 	for _, l := range r.layouts {
 		w("- **%s**: %s.\n", l.name, l.how(r.cpus))
 	}
