@@ -5,7 +5,10 @@
 # benchmark side by side in one run. Results: bench/results/<date>-<sha>.md
 # and bench/results/latest.md. Extra arguments go to the runner, e.g.
 #   ./bench/run.sh --reps 1 --mix-duration 2s      # a quick look, not a result
-# Takes about 7-11 minutes on a 2-core machine.
+# Sections 1, 1c and 2 run in two layouts, the node pinned to a core of its
+# own (taskset, util-linux) and everything shared (bench/README.md,
+# "Layouts"): 7-11 minutes on a 2-core machine with one layout, about 7 more
+# with both (estimated; each report records its run's time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -28,7 +28,7 @@ func TestMedian(t *testing.T) {
 
 // fakeRun fills a runner with results as a run would.
 func fakeRun(direct, proxied, twem, lua, viaProxy, auditOn, auditOff float64, idleBytes int64) *runner {
-	r := &runner{pt: map[string][]ptResult{}, mixRes: map[string][]mixResult{}, pipelines: []int{16}}
+	r := &runner{results: newResults(), pipelines: []int{16}}
 	r.variants = []ptVariant{{name: "P1", pipeline: 1}}
 	r.ptTargets = []target{{name: "direct"}, {name: "emqproxy"}, {name: "g1"}, {name: "twemproxy"}}
 	for name, v := range map[string]float64{"direct": direct, "emqproxy": proxied, "g1": proxied, "twemproxy": twem} {

@@ -46,6 +46,7 @@ func (r *runner) machineInfo() [][2]string {
 		{"go", cmdOut("go", "version")},
 		{"emqproxy", cmdOut(r.proxyBin, "version")},
 		{"load average before / after", r.loadBefore + " / " + loadAvg()},
+		{"run time (to the report)", time.Since(r.started).Round(time.Second).String()},
 	}
 }
 

@@ -40,10 +40,6 @@ type runner struct {
 	tagSeq                              int
 	started                             time.Time
 	loadBefore                          string
-	pt                                  map[string][]ptResult
-	ptEvidence                          map[string]evidence
-	mixRes                              map[string][]mixResult
-	latency                             map[string]mixResult
 	latGets                             map[string][]latPoint  // by clients and target (latency.go)
 	latEnq                              map[string][]latPoint  // by clients and target
 	latLoops                            map[string][]mixResult // by clients and target
@@ -59,9 +55,19 @@ type runner struct {
 	floodWarmup, floodDur               time.Duration
 	flood                               floodResult // section 8 (floods.go)
 	goforwardBin                        string
-	one                                 oneClientResult // section 1c (oneclient.go)
 	epollforwardBin                     string
 	fl                                  floorResult // section 1d (floor.go)
+	// results are the shared layout's results of sections 1, 1c and 2
+	// (every other section runs in that layout only); layouts are the
+	// layouts of those sections, the deployment one first when the
+	// machine has one, the shared one last; cur is the layout the run's
+	// processes are in now (nil: none applied, nothing pinned); cpus are
+	// the CPUs the run may use; taskset pins the load generators.
+	results
+	layouts []*layout
+	cur     *layout
+	cpus    []int
+	taskset string
 }
 
 type namedText struct{ name, text string }
@@ -84,8 +90,7 @@ func main() {
 }
 
 func run() error {
-	r := &runner{started: time.Now(), admin: map[string]string{}, pt: map[string][]ptResult{},
-		ptEvidence: map[string]evidence{}, mixRes: map[string][]mixResult{}, latency: map[string]mixResult{},
+	r := &runner{started: time.Now(), admin: map[string]string{}, results: newResults(),
 		latGets: map[string][]latPoint{}, latEnq: map[string][]latPoint{}, latLoops: map[string][]mixResult{}}
 	flag.StringVar(&r.root, "root", ".", "repository root")
 	flag.StringVar(&r.out, "out", "bench/results", "results folder")
@@ -137,6 +142,16 @@ func run() error {
 		r.perf = p
 	} else {
 		r.notes = append(r.notes, "perf is missing or not allowed here: no system call counts.")
+	}
+	if r.cpus, err = allowedCPUs(); err != nil {
+		return fmt.Errorf("this process's CPU affinity: %w", err)
+	}
+	if p, err := exec.LookPath("taskset"); err == nil {
+		r.taskset = p
+	}
+	var skipped string
+	if r.layouts, skipped = layoutsFor(r.cpus, r.taskset, &r.results); skipped != "" {
+		r.notes = append(r.notes, skipped)
 	}
 	if r.tmp, err = os.MkdirTemp("", "emqbench-"); err != nil {
 		return err
@@ -208,7 +223,13 @@ func run() error {
 	// emqproxy runs with its defaults (runtime.gomaxprocs 1); the second
 	// instance with Go's own choice, a P per core, for comparison.
 	const nProxy, nProxy1, nTwem = "emqproxy", "emqproxy GOMAXPROCS=cores", "twemproxy"
-	px, err := r.startProxy(proxySpec{name: nProxy, kind: kind, audit: auditFile(nProxy), pprof: true})
+	// It listens on a Unix socket too, for section 1c (as twemproxy's
+	// second pool does).
+	pxSpec := proxySpec{name: nProxy, kind: kind, audit: auditFile(nProxy), pprof: true}
+	if kind == kindBinary {
+		pxSpec.unix = filepath.Join(r.tmp, "emqproxy.sock")
+	}
+	px, err := r.startProxy(pxSpec)
 	if err != nil {
 		return err
 	}
@@ -231,7 +252,10 @@ func run() error {
 		{name: "direct", addr: r.module.Addr},
 		{name: nProxy, addr: px.addr, pid: px.pid(), admin: r.admin[nProxy]},
 		{name: nProxy1, addr: px1.addr, pid: px1.pid(), admin: r.admin[nProxy1]},
-		{name: nTwem, addr: tw.addr, pid: tw.pid()},
+		{name: nTwem, addr: tw.addr, pid: tw.pid(), unix: "unix:" + r.twemUnixSocket()},
+	}
+	if pxSpec.unix != "" {
+		r.ptTargets[1].unix = "unix:" + pxSpec.unix
 	}
 	if err := r.passthrough(ctx, r.variants, r.ptTargets); err != nil {
 		return err

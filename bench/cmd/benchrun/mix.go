@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -57,7 +58,7 @@ func (r *runner) jobmixOnce(ctx context.Context, t mixTarget, clients, pipeline 
 	srvPID := t.server.PID()
 	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Now()
-	out, load, err := r.run(ctx, warmup+dur+2*time.Minute, argv...)
+	out, load, err := r.run(ctx, warmup+dur+2*time.Minute, r.loadArgv(argv)...)
 	c1, s1, st1, wall := cpuOf(t.pid), cpuOf(srvPID), statsOf(t.server.Addr), time.Since(t0)
 	m1, hasM1 := mallocsOf(t.admin)
 	if !t.keepGoing {
@@ -107,31 +108,62 @@ func (r *runner) resetNode(n *node.Node) error {
 	return nil
 }
 
-// mix runs the job mix at each pipeline against every target, reps times,
-// interleaved; then one single-client run per target for latency.
+// mix runs the job mix at each pipeline against every target, reps
+// times, interleaved (rep, layout, pipeline, target); then one
+// single-client run per target for latency in each layout. The shared
+// layout runs every target; a pinned one only those of pinnedTargets
+// (the ratios; the audit log's and the capture's costs are the shared
+// layout's). It leaves the run in the shared layout.
 func (r *runner) mix(ctx context.Context, pipelines []int, targets []mixTarget) error {
 	for rep := range r.reps {
-		for _, p := range pipelines {
-			for _, t := range targets {
-				res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
-				if err != nil {
-					return err
+		for _, l := range r.layouts {
+			if err := r.inLayout(l); err != nil {
+				return err
+			}
+			for _, p := range pipelines {
+				for _, t := range layoutMixTargets(l, targets) {
+					res, err := r.jobmixOnce(ctx, t, 50, p, r.mixWarmup, r.mixDur)
+					if err != nil {
+						return err
+					}
+					r.logf("job mix rep %d %s P%-2d %-26s %9.0f ops/s", rep+1, shortLayout(l), p, t.name, res.OpsPerSec)
+					k := key2(strconv.Itoa(p), t.name)
+					l.res.mixRes[k] = append(l.res.mixRes[k], res)
 				}
-				r.logf("job mix rep %d P%-2d %-26s %9.0f ops/s", rep+1, p, t.name, res.OpsPerSec)
-				k := key2(strconv.Itoa(p), t.name)
-				r.mixRes[k] = append(r.mixRes[k], res)
 			}
 		}
 	}
-	for _, t := range targets {
-		res, err := r.jobmixOnce(ctx, t, 1, 1, r.mixWarmup/2, r.latDur)
-		if err != nil {
+	for _, l := range r.layouts {
+		if err := r.inLayout(l); err != nil {
 			return err
 		}
-		r.logf("latency 1 client P1 %-26s p50 %.0f us p99 %.0f us", t.name, res.P50us, res.P99us)
-		r.latency[t.name] = res
+		for _, t := range layoutMixTargets(l, targets) {
+			res, err := r.jobmixOnce(ctx, t, 1, 1, r.mixWarmup/2, r.latDur)
+			if err != nil {
+				return err
+			}
+			r.logf("latency %s 1 client P1 %-26s p50 %.0f us p99 %.0f us", shortLayout(l), t.name, res.P50us, res.P99us)
+			l.res.latency[t.name] = res
+		}
 	}
-	return nil
+	return r.inLayout(r.shared())
+}
+
+// pinnedTargets are the job mix's targets measured in a pinned layout too.
+var pinnedTargets = []string{mixLua, mixProxy, mixProxy1, mixNative}
+
+// layoutMixTargets are the targets of targets that l measures.
+func layoutMixTargets(l *layout, targets []mixTarget) []mixTarget {
+	if !l.pinned() {
+		return targets
+	}
+	var out []mixTarget
+	for _, t := range targets {
+		if slices.Contains(pinnedTargets, t.name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // profile drives the job mix through a proxy with pprof and saves a

@@ -30,26 +30,34 @@ type oneClientResult struct {
 	p50   map[string][]float64
 }
 
-// oneClient runs the rounds over paths (the direct path first).
+// oneClient runs the rounds over paths (the direct path first), each
+// round in every layout in turn. It leaves the run in the shared layout.
 func (r *runner) oneClient(ctx context.Context, paths []target) error {
-	res := oneClientResult{p50: map[string][]float64{}}
-	for _, t := range paths {
-		res.paths = append(res.paths, t.name)
+	for _, l := range r.layouts {
+		l.res.one = oneClientResult{p50: map[string][]float64{}}
+		for _, t := range paths {
+			l.res.one.paths = append(l.res.one.paths, t.name)
+		}
 	}
 	rounds := oneClientRoundsPerRep * r.reps
 	for round := range rounds {
-		for i := range paths {
-			t := paths[(round+i)%len(paths)]
-			p, err := r.latGet(ctx, t, 1)
-			if err != nil {
+		for _, l := range r.layouts {
+			if err := r.inLayout(l); err != nil {
 				return err
 			}
-			res.p50[t.name] = append(res.p50[t.name], p.p50)
+			res := &l.res.one
+			for i := range paths {
+				t := paths[(round+i)%len(paths)]
+				p, err := r.latGet(ctx, t, 1)
+				if err != nil {
+					return err
+				}
+				res.p50[t.name] = append(res.p50[t.name], p.p50)
+			}
+			r.logf("one client %s round %d/%d: %s", shortLayout(l), round+1, rounds, res.roundText(round))
 		}
-		r.logf("one client round %d/%d: %s", round+1, rounds, res.roundText(round))
 	}
-	r.one = res
-	return nil
+	return r.inLayout(r.shared())
 }
 
 func (o oneClientResult) roundText(round int) string {
@@ -81,16 +89,31 @@ func spreadPrec(xs []float64, prec int) string {
 	return fmt.Sprintf("%.*f (%.*f to %.*f)", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
 }
 
-// writeOneClient writes section 1c; twem names twemproxy's path.
+// writeOneClient writes section 1c, each layout's rounds in turn; twem
+// names twemproxy's path.
 func (r *runner) writeOneClient(w func(string, ...any), twem string) {
-	o := r.one
-	if len(o.paths) == 0 {
+	var measured []*layout
+	for _, l := range r.layouts {
+		if len(l.res.one.paths) > 0 {
+			measured = append(measured, l)
+		}
+	}
+	if len(measured) == 0 {
 		return
 	}
-	direct := o.paths[0]
+	first := measured[0].res.one
 	w("\n## 1c. One client at pipeline 1, in paired rounds (issue 32's latency target)\n\n")
-	w("%d rounds. Each round runs redis-benchmark `-c 1 -P 1 -t get -n %d` against every path in turn, the order rotated each round, so a round's figures are taken within seconds of each other; \"added\" is a path's p50 minus the direct path's in the same round, and the last column is a path's p50 minus twemproxy's in the same round. Medians over the rounds, with their range: one client's p50 moves between levels tens of microseconds apart as the machine's other work comes and goes, and a round's own differences cancel that. `goforward` (bench/cmd/goforward) is the floor of emqproxy's design: the same runtime with GOMAXPROCS 1, a goroutine per client and the network poller, a read and a write on each side per call and nothing else. A path marked `(unix)` is the same process reached over its Unix socket (redis-benchmark `-s`), the hop a sidecar's application makes; the proxy reaches the node over TCP as on every path.\n\n",
-		len(o.p50[direct]), latGetRequests(1))
+	w("%d rounds in each layout, a round in one layout then the same round in the next. Each round runs redis-benchmark `-c 1 -P 1 -t get -n %d` against every path in turn, the order rotated each round, so a round's figures are taken within seconds of each other; \"added\" is a path's p50 minus the direct path's in the same round, and the last column is a path's p50 minus twemproxy's in the same round. Medians over the rounds, with their range: one client's p50 moves between levels tens of microseconds apart as the machine's other work comes and goes, and a round's own differences cancel that. `goforward` (bench/cmd/goforward) is the floor of emqproxy's design: the same runtime with GOMAXPROCS 1, a goroutine per client and the network poller, a read and a write on each side per call and nothing else. A path marked `(unix)` is the same process reached over its Unix socket (redis-benchmark `-s`), the hop a sidecar's application makes; the proxy reaches the node over TCP as on every path.\n",
+		len(first.p50[first.paths[0]]), latGetRequests(1))
+	for _, l := range measured {
+		w("\n### 1c, %s\n\nHow: %s.\n\n", l.name, l.how(r.cpus))
+		writeOneClientTable(w, l.res.one, twem)
+	}
+}
+
+// writeOneClientTable writes one layout's rounds of section 1c.
+func writeOneClientTable(w func(string, ...any), o oneClientResult, twem string) {
+	direct := o.paths[0]
 	w("| path | p50 µs | added p50 µs | p50 minus twemproxy's, µs |\n|---|---|---|---|\n")
 	for _, p := range o.paths {
 		add, vsTwem := "-", "-"

@@ -46,8 +46,8 @@ type ptResult struct {
 // the server counters around it.
 func (r *runner) redisBenchmark(ctx context.Context, v ptVariant, t target) (ptResult, error) {
 	host, port, _ := strings.Cut(t.addr, ":")
-	argv := []string{r.redisBenchmarkBin, "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(v.n),
-		"-P", strconv.Itoa(v.pipeline), "-d", strconv.Itoa(v.size), "-t", "set,get", "--csv"}
+	argv := r.loadArgv([]string{r.redisBenchmarkBin, "-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(v.n),
+		"-P", strconv.Itoa(v.pipeline), "-d", strconv.Itoa(v.size), "-t", "set,get", "--csv"})
 	srvPID := r.module.PID()
 	m0, hasM0 := mallocsOf(t.admin)
 	c0, s0, st0, t0 := cpuOf(t.pid), cpuOf(srvPID), statsOf(r.module.Addr), time.Now()
@@ -86,49 +86,62 @@ func (r *runner) redisBenchmark(ctx context.Context, v ptVariant, t target) (ptR
 	return res, nil
 }
 
-// passthrough runs every variant against every target, reps times,
-// interleaved (rep, variant, target), then one evidence pass with perf.
+// passthrough runs every variant against every target in every layout,
+// reps times, interleaved (rep, layout, variant, target), then one
+// evidence pass with perf in each layout. It leaves the run in the shared
+// layout.
 func (r *runner) passthrough(ctx context.Context, variants []ptVariant, targets []target) error {
 	for rep := range r.reps {
-		for _, v := range variants {
-			for _, t := range targets {
-				res, err := r.redisBenchmark(ctx, v, t)
-				if err != nil {
-					return err
+		for _, l := range r.layouts {
+			if err := r.inLayout(l); err != nil {
+				return err
+			}
+			for _, v := range variants {
+				for _, t := range targets {
+					res, err := r.redisBenchmark(ctx, v, t)
+					if err != nil {
+						return err
+					}
+					r.logf("passthrough rep %d %-8s %-9s %-22s SET %9.0f GET %9.0f", rep+1, shortLayout(l), v.name, t.name, res.rps["SET"], res.rps["GET"])
+					k := key2(v.name, t.name)
+					l.res.pt[k] = append(l.res.pt[k], res)
 				}
-				r.logf("passthrough rep %d %-9s %-22s SET %9.0f GET %9.0f", rep+1, v.name, t.name, res.rps["SET"], res.rps["GET"])
-				r.pt[key2(v.name, t.name)] = append(r.pt[key2(v.name, t.name)], res)
 			}
 		}
 	}
 	if r.perf == "" {
-		return nil
+		return r.inLayout(r.shared())
 	}
-	for _, v := range variants {
-		ev := v
-		ev.n = max(v.n/4, 1000)
-		for _, t := range targets {
-			pids := []int{r.module.PID()}
-			if t.pid != 0 {
-				pids = append(pids, t.pid)
+	for _, l := range r.layouts {
+		if err := r.inLayout(l); err != nil {
+			return err
+		}
+		for _, v := range variants {
+			ev := v
+			ev.n = max(v.n/4, 1000)
+			for _, t := range targets {
+				pids := []int{r.module.PID()}
+				if t.pid != 0 {
+					pids = append(pids, t.pid)
+				}
+				sc := r.countSyscalls(pids...)
+				res, err := r.redisBenchmark(ctx, ev, t)
+				counts := sc.stop()
+				if err != nil {
+					return err
+				}
+				e := evidence{ops: res.ops, srvSyscalls: -1, syscalls: -1}
+				if len(counts) > 0 {
+					e.srvSyscalls = counts[0]
+				}
+				if len(counts) > 1 {
+					e.syscalls = counts[1]
+				}
+				l.res.ptEvidence[key2(v.name, t.name)] = e
 			}
-			sc := r.countSyscalls(pids...)
-			res, err := r.redisBenchmark(ctx, ev, t)
-			counts := sc.stop()
-			if err != nil {
-				return err
-			}
-			e := evidence{ops: res.ops, srvSyscalls: -1, syscalls: -1}
-			if len(counts) > 0 {
-				e.srvSyscalls = counts[0]
-			}
-			if len(counts) > 1 {
-				e.syscalls = counts[1]
-			}
-			r.ptEvidence[key2(v.name, t.name)] = e
 		}
 	}
-	return nil
+	return r.inLayout(r.shared())
 }
 
 // evidence is one perf pass: system calls over ops.

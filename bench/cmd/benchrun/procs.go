@@ -37,6 +37,7 @@ func (r *runner) startProc(name, addr string, ready func(addr string) bool, env 
 	if err != nil {
 		return nil, err
 	}
+	argv = r.proxyArgv(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -113,9 +114,18 @@ func (r *runner) run(ctx context.Context, timeout time.Duration, argv ...string)
 		used = cpu{user: ps.UserTime(), sys: ps.SystemTime()}
 	}
 	if err != nil {
-		return out, used, fmt.Errorf("%s: %w: %s", argv[0], err, tail(stderr.Bytes(), 1000))
+		return out, used, fmt.Errorf("%s: %w: %s", r.program(argv), err, tail(stderr.Bytes(), 1000))
 	}
 	return out, used, nil
+}
+
+// program names the program argv runs: argv[0], or the program taskset
+// starts when argv pins it (pinArgv).
+func (r *runner) program(argv []string) string {
+	if r.taskset != "" && len(argv) > 3 && argv[0] == r.taskset && argv[1] == "-c" {
+		return argv[3]
+	}
+	return argv[0]
 }
 
 // cpu is a process's CPU time so far.

@@ -35,17 +35,18 @@ func ratio(a, b float64) string {
 func kops(x float64) string { return fmt.Sprintf("%.0f", x) }
 
 // ptMedian is the median ops/s of one test over the reps.
-func (r *runner) ptMedian(variant, tgt, test string) float64 {
+func (s *results) ptMedian(variant, tgt, test string) float64 {
 	var xs []float64
-	for _, res := range r.pt[key2(variant, tgt)] {
+	for _, res := range s.pt[key2(variant, tgt)] {
 		xs = append(xs, res.rps[test])
 	}
 	return median(xs)
 }
 
-func (r *runner) mixMedian(p int, tgt string) float64 {
+// mixMedian is the median ops/s of the job mix at pipeline p over the reps.
+func (s *results) mixMedian(p int, tgt string) float64 {
 	var xs []float64
-	for _, res := range r.mixRes[key2(itoa(p), tgt)] {
+	for _, res := range s.mixRes[key2(itoa(p), tgt)] {
 		xs = append(xs, res.OpsPerSec)
 	}
 	return median(xs)
@@ -129,10 +130,15 @@ func (r *runner) writeReport(stem string) error {
 	if len(r.notes) > 0 {
 		w("\n")
 	}
+	r.writeLayouts(w)
 	summary := b.Len()
 
-	writeChecks(w, "## Targets (issue 15)", "measured", r.checks())
-	writeChecks(w, "\n## Targets (issue 32: the cost of a call)", "measured, against its anchor in this run", r.checks32())
+	r.writeLayoutRatios(w)
+	if cs := r.checks49(); len(cs) > 0 {
+		writeChecks(w, "\n## Targets (issue 49: laid out like a deployment)", "measured", cs)
+	}
+	writeChecks(w, "\n## Targets (issue 15; shared layout)", "measured", r.checks())
+	writeChecks(w, "\n## Targets (issue 32: the cost of a call; shared layout)", "measured, against its anchor in this run", r.checks32())
 	r.writePassthrough(w)
 	r.writeLatency(w)
 	if len(r.ptTargets) == 4 {
@@ -186,15 +192,26 @@ func (r *runner) writeReport(stem string) error {
 }
 
 func (r *runner) writePassthrough(w func(string, ...any)) {
+	w("\n## 1. Passthrough (redis-benchmark, 50 clients, SET and GET, ops/s)\n\n")
+	w("`emqproxy` runs with its defaults (GOMAXPROCS 1); `Gn` is emqproxy with GOMAXPROCS set to the number of cores (Go's own default). Ratios: emqproxy over direct, twemproxy over direct, emqproxy over twemproxy. Measured in each layout, the layouts interleaved by repetition (rep → layout → variant → path).\n")
+	for _, l := range r.layouts {
+		if len(l.res.pt) == 0 {
+			continue
+		}
+		w("\n### 1, %s\n\nHow: %s.\n\n", l.name, l.how(r.cpus))
+		r.writePassthroughTables(w, l.res)
+	}
+}
+
+// writePassthroughTables writes one layout's passthrough tables.
+func (r *runner) writePassthroughTables(w func(string, ...any), res *results) {
 	t := r.ptTargets
 	d, p, p1, tw := t[0].name, t[1].name, t[2].name, t[3].name
-	w("\n## 1. Passthrough (redis-benchmark, 50 clients, SET and GET, ops/s)\n\n")
-	w("`emqproxy` runs with its defaults (GOMAXPROCS 1); `Gn` is emqproxy with GOMAXPROCS set to the number of cores (Go's own default). Ratios: emqproxy over direct, twemproxy over direct, emqproxy over twemproxy.\n\n")
 	w("| variant | test | direct | emqproxy | Gn | twemproxy | proxy/direct | Gn/direct | twem/direct | proxy/twem | Gn/twem |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, v := range r.variants {
 		for _, test := range []string{"SET", "GET"} {
-			vd, vp, v1, vt := r.ptMedian(v.name, d, test), r.ptMedian(v.name, p, test), r.ptMedian(v.name, p1, test), r.ptMedian(v.name, tw, test)
+			vd, vp, v1, vt := res.ptMedian(v.name, d, test), res.ptMedian(v.name, p, test), res.ptMedian(v.name, p1, test), res.ptMedian(v.name, tw, test)
 			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v.name, test, kops(vd), kops(vp), kops(v1), kops(vt),
 				ratio(vp, vd), ratio(v1, vd), ratio(vt, vd), ratio(vp, vt), ratio(v1, vt))
 		}
@@ -206,18 +223,18 @@ func (r *runner) writePassthrough(w func(string, ...any)) {
 			var c, s cpu
 			var ops, cmds, reads, allocOps int64
 			allocs := 0.0
-			for _, res := range r.pt[key2(v.name, tg.name)] {
-				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
-				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
-				ops += res.ops
-				cmds += res.srv.cmds
-				reads += res.srv.reads
-				if res.allocs >= 0 {
-					allocs += res.allocs
-					allocOps += res.ops
+			for _, pr := range res.pt[key2(v.name, tg.name)] {
+				c.user, c.sys = c.user+pr.cpu.user, c.sys+pr.cpu.sys
+				s.user, s.sys = s.user+pr.srvCPU.user, s.sys+pr.srvCPU.sys
+				ops += pr.ops
+				cmds += pr.srv.cmds
+				reads += pr.srv.reads
+				if pr.allocs >= 0 {
+					allocs += pr.allocs
+					allocOps += pr.ops
 				}
 			}
-			e, hasE := r.ptEvidence[key2(v.name, tg.name)]
+			e, hasE := res.ptEvidence[key2(v.name, tg.name)]
 			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", v.name, tg.name, cpuPerOp(c, ops, tg.pid != 0), cpuPerOp(s, ops, true),
 				ratio(float64(cmds), float64(reads)), perOp(e.syscalls, e.ops, hasE), perOp(e.srvSyscalls, e.ops, hasE),
 				perOp(int64(allocs), allocOps, allocOps > 0))
@@ -246,42 +263,17 @@ func perOp(n, ops int64, has bool) string {
 
 func (r *runner) writeMix(w func(string, ...any)) {
 	w("\n## 2. Legacy job mix (50 clients, each on its own queue: enqueue → claim → complete; ops/s = script calls per second)\n\n")
-	w("Lua: the legacy client directly on a scripts node. emqproxy: the same client through the proxy to a module node (its defaults; Gn: GOMAXPROCS set to the number of cores). native: EMQ.* sent directly to the module node (the limit). Window %v after %v warmup.\n\n", r.mixDur, r.mixWarmup)
-	w("| pipeline | Lua | emqproxy | Gn | native | proxy/Lua | Gn/Lua | proxy/native | Gn/native | Lua/native |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, p := range r.pipelines {
-		l, x, x1, n := r.mixMedian(p, mixLua), r.mixMedian(p, mixProxy), r.mixMedian(p, mixProxy1), r.mixMedian(p, mixNative)
-		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, kops(l), kops(x), kops(x1), kops(n),
-			ratio(x, l), ratio(x1, l), ratio(x, n), ratio(x1, n), ratio(l, n))
-	}
-	w("\nWhere the time goes (all reps summed; ops estimated as ops/s × (warmup + window), so CPU per op is approximate; `calls/server read` is script calls per read of the server's sockets (the legacy client's pause reads are reads too): how many calls each read carried; allocs/call from the emqproxy process's go_memstats_mallocs_total, as in section 1):\n\n")
-	w("| pipeline | path | proxy CPU µs/op (sys share) | server CPU µs/op | calls/server read | proxy allocs/call |\n|---|---|---|---|---|---|\n")
-	for _, p := range r.pipelines {
-		for _, t := range r.mixTargets {
-			var c, s cpu
-			var ops, allocs, allocOps float64
-			var reads int64
-			for _, res := range r.mixRes[key2(itoa(p), t.name)] {
-				c.user, c.sys = c.user+res.cpu.user, c.sys+res.cpu.sys
-				s.user, s.sys = s.user+res.srvCPU.user, s.sys+res.srvCPU.sys
-				n := res.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
-				ops += n
-				reads += res.srv.reads
-				if res.allocs >= 0 {
-					allocs += res.allocs
-					allocOps += n
-				}
-			}
-			w("| %d | %s | %s | %s | %s | %s |\n", p, t.name, cpuPerOp(c, int64(ops), t.pid != 0), cpuPerOp(s, int64(ops), true),
-				ratio(ops, float64(reads)), perOp(int64(allocs), int64(allocOps), allocOps > 0))
+	w("Lua: the legacy client directly on a scripts node. emqproxy: the same client through the proxy to a module node (its defaults; Gn: GOMAXPROCS set to the number of cores). native: EMQ.* sent directly to the module node (the limit). Window %v after %v warmup. Measured in each layout, the layouts interleaved by repetition (rep → layout → pipeline → path); a pinned layout runs these four paths, the shared one every path of sections 2, 4 and 6.\n\n", r.mixDur, r.mixWarmup)
+	w("The mix reports one rate over its three calls (each client makes one enqueue, one claim and one complete per cycle, so the rate of each verb is a third of it and its ratio is the mix's), and the round trip of the enqueue and of a worker's claim + complete apart; extend, fail and retry are not in the mix.\n")
+	for _, l := range r.layouts {
+		if len(l.res.mixRes) == 0 {
+			continue
 		}
-	}
-	w("\nSingle client, pipeline 1 (latency of one script call; a legacy claim includes its pause read):\n\n")
-	w("| path | ops/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
-	for _, t := range r.mixTargets {
-		l := r.latency[t.name]
-		w("| %s | %.0f | %.0f | %.0f |\n", t.name, l.OpsPerSec, l.P50us, l.P99us)
+		w("\n### 2, %s\n\nHow: %s.\n\n", l.name, l.how(r.cpus))
+		r.writeMixTables(w, l.res)
 	}
 	w("\n## 4. The audit log's cost (job mix, 50 clients)\n\n")
+	w("How: %s (%s).\n\n", r.shared().name, r.shared().how(r.cpus))
 	w("Both sides run bench/cmd/proxyd, the same data path: \"on\" writes every rewrite record as JSON to a buffered file, as the binary's file sink does; \"off\" passes no audit logger at all, so no record is built or encoded. The binary has no off switch (its sinks are stderr, stdout or a file), hence proxyd.\n\n")
 	w("Throughput is the target's measure; the proxy's CPU per call beside it is the steadier one (the same figures as in the job mix's CPU table): what writing one record costs the proxy, whatever else the machine was doing.\n\n")
 	w("| pipeline | audit on | audit off | cost | proxy CPU µs/call on | off | per record |\n|---|---|---|---|---|---|---|\n")
@@ -298,9 +290,79 @@ func (r *runner) writeMix(w func(string, ...any)) {
 	r.writeCapture(w)
 }
 
+// writeMixTables writes one layout's job mix tables: the rates and their
+// ratios, the CPU per call, each call's round trip, one client's latency.
+func (r *runner) writeMixTables(w func(string, ...any), res *results) {
+	w("| pipeline | Lua | emqproxy | Gn | native | proxy/Lua | Gn/Lua | proxy/native | Gn/native | Lua/native |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		l, x, x1, n := res.mixMedian(p, mixLua), res.mixMedian(p, mixProxy), res.mixMedian(p, mixProxy1), res.mixMedian(p, mixNative)
+		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p, kops(l), kops(x), kops(x1), kops(n),
+			ratio(x, l), ratio(x1, l), ratio(x, n), ratio(x1, n), ratio(l, n))
+	}
+	w("\nEach call's round trip, 50 clients (medians over the repetitions of each run's p50 and p99, µs; at pipeline 16 a round trip carries 16 calls; a legacy claim includes its pause read; `Lua/proxy` over 1 means the call is quicker through the proxy than on Lua):\n\n")
+	w("| pipeline | path | enqueue p50 | p99 | claim + complete p50 | p99 | enqueue Lua/path | claim + complete Lua/path |\n|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		le, ll := res.mixRoundTrips(p, mixLua)
+		for _, t := range r.mixTargets {
+			if len(res.mixRes[key2(itoa(p), t.name)]) == 0 || !slices.Contains(pinnedTargets, t.name) {
+				continue
+			}
+			e, l := res.mixRoundTrips(p, t.name)
+			w("| %d | %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n", p, t.name, e.p50, e.p99, l.p50, l.p99, ratio(le.p50, e.p50), ratio(ll.p50, l.p50))
+		}
+	}
+	w("\nWhere the time goes (all reps summed; ops estimated as ops/s × (warmup + window), so CPU per op is approximate; `calls/server read` is script calls per read of the server's sockets (the legacy client's pause reads are reads too): how many calls each read carried; allocs/call from the emqproxy process's go_memstats_mallocs_total, as in section 1):\n\n")
+	w("| pipeline | path | proxy CPU µs/op (sys share) | server CPU µs/op | calls/server read | proxy allocs/call |\n|---|---|---|---|---|---|\n")
+	for _, p := range r.pipelines {
+		for _, t := range r.mixTargets {
+			runs := res.mixRes[key2(itoa(p), t.name)]
+			if len(runs) == 0 {
+				continue
+			}
+			var c, s cpu
+			var ops, allocs, allocOps float64
+			var reads int64
+			for _, mr := range runs {
+				c.user, c.sys = c.user+mr.cpu.user, c.sys+mr.cpu.sys
+				s.user, s.sys = s.user+mr.srvCPU.user, s.sys+mr.srvCPU.sys
+				n := mr.OpsPerSec * (r.mixWarmup + r.mixDur).Seconds()
+				ops += n
+				reads += mr.srv.reads
+				if mr.allocs >= 0 {
+					allocs += mr.allocs
+					allocOps += n
+				}
+			}
+			w("| %d | %s | %s | %s | %s | %s |\n", p, t.name, cpuPerOp(c, int64(ops), t.pid != 0), cpuPerOp(s, int64(ops), true),
+				ratio(ops, float64(reads)), perOp(int64(allocs), int64(allocOps), allocOps > 0))
+		}
+	}
+	w("\nSingle client, pipeline 1 (latency of one script call; a legacy claim includes its pause read):\n\n")
+	w("| path | ops/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
+	for _, t := range r.mixTargets {
+		l, ok := res.latency[t.name]
+		if !ok {
+			continue
+		}
+		w("| %s | %.0f | %.0f | %.0f |\n", t.name, l.OpsPerSec, l.P50us, l.P99us)
+	}
+}
+
+// mixRoundTrips is the median over the repetitions of the job mix's
+// enqueue and claim + complete round trips at pipeline p through tgt.
+func (s *results) mixRoundTrips(p int, tgt string) (enq, loop latPoint) {
+	var e50, e99, l50, l99 []float64
+	for _, res := range s.mixRes[key2(itoa(p), tgt)] {
+		e50, e99 = append(e50, res.EnqueueP50us), append(e99, res.EnqueueP99us)
+		l50, l99 = append(l50, res.LoopP50us), append(l99, res.LoopP99us)
+	}
+	return latPoint{median(e50), median(e99)}, latPoint{median(l50), median(l99)}
+}
+
 // writeCapture writes section 6: capture on against off, and the replay.
 func (r *runner) writeCapture(w func(string, ...any)) {
 	w("\n## 6. Capture and replay (job mix, 50 clients)\n\n")
+	w("How: %s (%s).\n\n", r.shared().name, r.shared().how(r.cpus))
 	w("\"on\" is the binary with `capture.queues: [\"*\"]` (redaction on, a buffered file per 64 MiB), \"off\" the same binary without a capture (%s). The replay runs the capture's first file with `verify --replay` on two fresh nodes (a scripts node and a module node), queues in parallel.\n\n", mixProxy)
 	w("Throughput is the target's measure; the proxy's CPU per call beside it (summed over the repetitions, as in the audit log's table) is the steadier one when other work shares the machine.\n\n")
 	w("| pipeline | capture on | capture off | cost | proxy CPU µs/call on | off | per record |\n|---|---|---|---|---|---|---|\n")
