@@ -202,11 +202,11 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 		if full {
 			pace = "every key"
 			if m.Rate > 0 {
-				pace += " at --rate " + keycopy.ByteSize(m.Rate) + "/s"
+				pace += " at --rate " + tail.ByteSize(m.Rate) + "/s"
 			}
 		}
 		changing := float64(n) / max(d.Seconds(), 1e-6) // the keys the clients changed per second of the round
-		m.say("round %d (%s): %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile (%.0f keys/s)", rep.Rounds, pace, k1-k0, what, keycopy.ByteSize(b1-b0),
+		m.say("round %d (%s): %d %s (%s) in %v, %.0f keys/s; %d small keys changed meanwhile (%.0f keys/s)", rep.Rounds, pace, k1-k0, what, tail.ByteSize(b1-b0),
 			d.Round(time.Millisecond), float64(k1-k0)/max(d.Seconds(), 1e-6), n, changing)
 		inStage++
 		converged := n <= m.tailKeys() || (prev >= 0 && inStage >= 2 && n*5 > prev*4) || inStage >= maxRounds

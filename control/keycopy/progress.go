@@ -97,7 +97,7 @@ func (pr *Reporter) reading(cp *Copier) string {
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return fmt.Sprintf("; %s, reading %s/s", what, ByteSize(int64(pr.rRate)))
+	return fmt.Sprintf("; %s, reading %s/s", what, tail.ByteSize(int64(pr.rRate)))
 }
 
 func (pr *Reporter) Round(r int) {
@@ -151,7 +151,7 @@ func (p Progress) String() string {
 	if p.ETA >= 0 {
 		eta = (time.Duration(p.ETA) * time.Millisecond).Round(100 * time.Millisecond).String()
 	}
-	s := fmt.Sprintf("%s, round %d: %d keys (%s) copied, %.0f keys/s (%s/s)", p.Phase, p.Round, p.Keys, ByteSize(p.Bytes), p.Rate, ByteSize(int64(p.ByteRate)))
+	s := fmt.Sprintf("%s, round %d: %d keys (%s) copied, %.0f keys/s (%s/s)", p.Phase, p.Round, p.Keys, tail.ByteSize(p.Bytes), p.Rate, tail.ByteSize(int64(p.ByteRate)))
 	if p.Scanned > 0 && p.Scanned < 1 {
 		s += fmt.Sprintf(", scanned %.0f%%", 100*p.Scanned)
 	}
@@ -160,18 +160,6 @@ func (p Progress) String() string {
 		s += fmt.Sprintf(", tracking restarted %d times", p.Restarts)
 	}
 	return s
-}
-
-func ByteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // storeProgress writes p beside the record (expiring a minute after the

@@ -388,9 +388,9 @@ func (t *Tracker) Source() string {
 		how := "joined from its replication backlog"
 		switch {
 		case t.joined.Full && t.joined.Empty:
-			how = fmt.Sprintf("joined by a full synchronisation: the node forked for an empty RDB (%s)", byteSize(t.joined.Skipped))
+			how = fmt.Sprintf("joined by a full synchronisation: the node forked for an empty RDB (%s)", ByteSize(t.joined.Skipped))
 		case t.joined.Full:
-			how = fmt.Sprintf("joined by a full synchronisation: the node forked, %s of RDB skipped", byteSize(t.joined.Skipped))
+			how = fmt.Sprintf("joined by a full synchronisation: the node forked, %s of RDB skipped", ByteSize(t.joined.Skipped))
 		}
 		return "the replication stream, " + how
 	}
@@ -508,8 +508,9 @@ func infoFields(txt string) map[string]string {
 	return out
 }
 
-// byteSize is n bytes for a person (as keycopy.ByteSize).
-func byteSize(n int64) string {
+// ByteSize is n bytes for a person ("1.2 MiB"), as the mover and the copy
+// print them.
+func ByteSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
