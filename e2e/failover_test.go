@@ -373,18 +373,29 @@ func testFailoverTwiceAck(t *testing.T, server node.Server) {
 					t.Fatal(err)
 				}
 			}
-			whole, err := waitWholeAt(h, target, haWait)
+			if how != "frozen at once" { // (which waited for it above)
+				if err := h.WaitNamed(target, haWait); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The set whole again. A loaded machine may have failed over
+			// once more since (down-after is a second on the stand): the
+			// last primary is the whole set's master, whichever node.
+			last, err := h.WaitWhole(haWait)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s: the sentinels failed over to %s; the set was whole %v after the second failover began",
-				server.Name, target.Addr, whole.Sub(began).Round(time.Millisecond))
+				server.Name, target.Addr, time.Since(began).Round(time.Millisecond))
+			if last != target {
+				t.Logf("%s: the sentinels failed over once more, to %s", server.Name, last.Addr)
+			}
 			after := reacked(t, l, "after the second failover", bound)
 			t.Logf("%s: an enqueue was acknowledged again %v after the set was whole", server.Name, after.Round(time.Millisecond))
 			l.waitCalls(t, 300)
 			l.finish()
 			loadInvariants(t, l, failoverWait+time.Second+2*ackTimeout)
-			once, missing := acknowledged(t, l, target)
+			once, missing := acknowledged(t, l, last)
 			t.Logf("%s: %d acknowledged enqueues on the last primary exactly once, %d lost", server.Name, once, missing)
 			if missing > 0 {
 				t.Errorf("%d acknowledged enqueues lost with ack_replicas 1", missing)
@@ -437,25 +448,6 @@ func failover(t *testing.T, h *node.HA) {
 			t.Fatalf("SENTINEL FAILOVER %s: %q", h.Master, r)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// waitWholeAt waits until the master set is whole with want as its master,
-// and returns when it was.
-func waitWholeAt(h *node.HA, want *node.Node, timeout time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		master, err := h.WaitWhole(time.Until(deadline))
-		if err != nil {
-			return time.Time{}, err
-		}
-		if master == want {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("master set %s whole with %s as master, not %s", h.Master, master.Addr, want.Addr)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
