@@ -271,11 +271,32 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 }
 
 // fullRound empties the target's keys of the queue and copies every key of
-// the source.
+// the source, at --rate: the bulk copy --rate protects the source from.
+//
+// What the clients write meanwhile is not read again at --rate; it reaches
+// the target unpaced, at the pace of the writes, so that a queue whose keys
+// change faster than --rate reads them still converges:
+//
+//   - the job-core sets (the keys written by every call) are copied first,
+//     and from then on their changes, known member by member from the
+//     replication stream, are patched every patchEvery while the rows are
+//     copied (patchWhile);
+//   - a row the tracker counts as changed since the round began is skipped
+//     here: the next round, unpaced, copies it (jobs enqueued during the
+//     round are all such rows).
 func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.Reporter) error {
 	if err := cp.WipeTarget(ctx); err != nil {
 		return err
 	}
+	core := cp.CoreKeys()
+	large, err := cp.CopyKeys(ctx, core, true)
+	if err != nil {
+		return err
+	}
+	if err := m.copyLarge(ctx, cp, wholeChanges(large), true); err != nil {
+		return err
+	}
+	stopPatch := m.patchWhile(ctx, cp)
 	pages := make(chan []string, 4)
 	scanErr := make(chan error, 1)
 	sctx, cancel := context.WithCancel(ctx)
@@ -283,6 +304,9 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	go func() {
 		defer close(pages)
 		scanErr <- keycopy.ScanEach(sctx, cp.Src, m.Queue, func(keys []string, frac float64) error {
+			keys = slices.DeleteFunc(keys, func(k string) bool {
+				return slices.Contains(core, k) || (cp.IsRow(k) && cp.Tr.Changed(k))
+			})
 			select {
 			case pages <- keys:
 				pr.Scanned(frac)
@@ -292,17 +316,70 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 			}
 		})
 	}()
-	large, err := cp.CopyStream(ctx, pages, true)
+	large, err = cp.CopyStream(ctx, pages, true)
 	cancel()
 	for range pages {
 	}
 	if serr := <-scanErr; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
 		err = serr
 	}
+	if perr := stopPatch(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
 	return m.copyLarge(ctx, cp, wholeChanges(large), true)
+}
+
+// patchEvery is how often patchWhile patches the large keys' changes.
+const patchEvery = 200 * time.Millisecond
+
+// patchWhile patches, every patchEvery until the function it returns is
+// called, the changes known member by member of the large keys whose copy
+// is a base (patch.go), unpaced: their cost follows the writes. A large
+// key written all the time (the pending set of a busy queue) then never
+// gathers more changes than a patch takes, nor becomes a change to read
+// whole again at --rate. The function returned waits for the patch under
+// way and returns the first error.
+//
+// Nothing else copies or patches these keys while it runs (fullRound
+// copies them before and leaves them out of its scan), so no two patches
+// of one key race.
+func (m *Mover) patchWhile(ctx context.Context, cp *keycopy.Copier) func() error {
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(patchEvery)
+		defer tick.Stop()
+		for {
+			var based []string
+			for _, k := range cp.LargeKeys() {
+				if cp.Based(k) {
+					based = append(based, k)
+				}
+			}
+			for k, ch := range cp.Tr.TakeMemberChanges(based) {
+				if _, err := cp.Patch(ctx, k, ch, false); err != nil {
+					done <- err
+					return
+				}
+			}
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-ctx.Done():
+				done <- nil
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() error {
+		close(stop)
+		return <-done
+	}
 }
 
 // wholeChanges is keys, each changed whole.

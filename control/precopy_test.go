@@ -225,3 +225,90 @@ func equalKeys(t *testing.T, src, dst *table.Node, keys []string) {
 	t.Helper()
 	controltest.EqualKeys(t, keycopy.Content, src, dst, keys)
 }
+
+// TestGrowingQueueConvergesAtALowRate: a writer enqueues (a row and its
+// member of the pending set) about five times faster than --rate copies.
+// The round at --rate reads only what was there when it began: the rows
+// enqueued meanwhile are left to the unpaced rounds, and the pending set,
+// large and copied first, is patched while the rows are copied, so its
+// change never grows into one read whole again at --rate. The rounds
+// converge and the mover holds; the writer stops there (it bypasses the
+// proxies, which the hold would stop), and the move completes with the
+// target equal to the source.
+func TestGrowingQueueConvergesAtALowRate(t *testing.T) {
+	node.Long(t)
+	srv := node.Redis()
+	src, dst := controltest.Pair(t, srv)
+	ctx := context.Background()
+	b := src.C.B()
+	const rows = 1000
+	payload := strings.Repeat("p", 40)
+	for lo := 0; lo < rows; lo += 100 {
+		var cmds valkey.Commands
+		for i := lo; i < lo+100; i++ {
+			id := fmt.Sprintf("J%06d", i)
+			cmds = append(cmds, b.Hset().Key("emq:{q}:job:"+id).FieldValue().FieldValue("state", "pending").FieldValue("payload", payload).Build(),
+				b.Zadd().Key("emq:{q}:pending").ScoreMember().ScoreMember(0, id).Build())
+		}
+		controltest.Must(t, src.C, cmds...)
+	}
+	start, stop := make(chan struct{}), make(chan struct{})
+	var started, once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // about 1,000 enqueues a second, 5 times what 16 KiB/s reads
+		defer wg.Done()
+		select { // from when the tracking began, just before round 1
+		case <-start:
+		case <-stop:
+			return
+		}
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			id := fmt.Sprintf("W%06d", i)
+			_ = src.C.Do(ctx, b.Hset().Key("emq:{q}:job:"+id).FieldValue().FieldValue("state", "pending").FieldValue("payload", payload).Build()).Error()
+			_ = src.C.Do(ctx, b.Zadd().Key("emq:{q}:pending").ScoreMember().ScoreMember(float64(i), id).Build()).Error()
+		}
+	}()
+	defer once.Do(func() { close(stop) })
+	out := &lineWriter{onLine: func(l string) {
+		if strings.HasPrefix(l, "tracking changes of q") {
+			started.Do(func() { close(start) })
+		}
+		if strings.HasPrefix(l, "holding: ") {
+			once.Do(func() { close(stop) })
+		}
+	}}
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	rep, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*table.Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
+		Rate: 16 << 10, LargeKey: 4 << 10, Chunk: 200, Wait: time.Second, Out: out}).Run(mctx)
+	once.Do(func() { close(stop) })
+	wg.Wait()
+	t.Logf("mover:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Round 1 reads the rows there when it began (with the few enqueued
+	// between the tracking's start and the round's), not the thousands
+	// enqueued during it.
+	m := regexp.MustCompile(`round 1 \(every key at --rate [^)]*\): (\d+) keys`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no paced first round in the mover's output")
+	}
+	if n, _ := strconv.Atoi(m[1]); n > rows+rows/4 {
+		t.Errorf("round 1 copied %d keys at --rate: the rows enqueued during it were read at the pace too (%d were there)", n, rows)
+	}
+	srcKeys, _ := keycopy.ScanQueue(ctx, src, "q", 0)
+	dstKeys, _ := keycopy.ScanQueue(ctx, dst, "q", 0)
+	if len(srcKeys) != len(dstKeys) || rep.Keys != len(srcKeys) {
+		t.Errorf("source %d keys, target %d, report %d", len(srcKeys), len(dstKeys), rep.Keys)
+	}
+	equalKeys(t, src, dst, srcKeys)
+}

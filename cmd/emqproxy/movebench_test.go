@@ -26,7 +26,10 @@ import (
 // (--rate 0), and at the default rate tracking keyspace notifications
 // (--track keyspace), each on fresh nodes, in one run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
 // test. (The variables are not EMQPROXY_-prefixed: the proxies the test
-// starts inherit them, and refuse a variable that names no key.) It prints the hold, the calls that got TRYAGAIN, the slowest call
+// starts inherit them, and refuse a variable that names no key.)
+// EMQ_MOVE_EVERY=2ms makes the moving queue's four clients enqueue only,
+// one call every 2 ms each, instead of looping enqueue, claim and complete
+// as fast as they can. It prints the hold, the calls that got TRYAGAIN, the slowest call
 // on the moving queue, the p99 of the other queues' calls before and
 // during the move, the copy rate and the longest command.
 func TestQueueMoveBench(t *testing.T) {
@@ -115,6 +118,7 @@ func (p p99pair) holdRatio() float64 { return p.hold.Seconds() / max(p.before.Se
 // timedLoad loops enqueue, claim and complete on one queue through one
 // proxy, recording when each call ended and how long it took.
 type timedLoad struct {
+	every    time.Duration // when set: enqueues only, one every this long (a ticker)
 	mu       sync.Mutex
 	at       []time.Time
 	took     []time.Duration
@@ -148,7 +152,20 @@ func (l *timedLoad) run(ctx context.Context, t *testing.T, s *moveStand, addr, q
 		}
 		return false
 	}
+	var tick <-chan time.Time
+	if l.every > 0 {
+		tk := time.NewTicker(l.every)
+		defer tk.Stop()
+		tick = tk.C
+	}
 	for i := 0; ; i++ {
+		if tick != nil {
+			select {
+			case <-stop:
+				return
+			case <-tick:
+			}
+		}
 		select {
 		case <-stop:
 			return
@@ -160,6 +177,9 @@ func (l *timedLoad) run(ctx context.Context, t *testing.T, s *moveStand, addr, q
 			l.mu.Lock()
 			l.acked = append(l.acked, id)
 			l.mu.Unlock()
+		}
+		if tick != nil {
+			continue
 		}
 		var job legacy.Job
 		var empty bool
@@ -241,6 +261,13 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	waitRegistered(t, s.dst, 2)
 
 	moving, other := &timedLoad{}, [2]*timedLoad{{}, {}}
+	if v := os.Getenv("EMQ_MOVE_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("EMQ_MOVE_EVERY=%q: want a duration, e.g. 2ms", v)
+		}
+		moving.every = d
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	noLoad := os.Getenv("EMQ_MOVE_NOLOAD") != "" // the copy rate alone: no client on the moving queue

@@ -112,6 +112,20 @@ func (c *Copier) kind(k string) string {
 	return "other"
 }
 
+// IsRow reports whether k is a job row (a hash of a few fields: always
+// small).
+func (c *Copier) IsRow(k string) bool { return c.kind(k) == "row" }
+
+// CoreKeys are the names of the queue's job-core keys (JobCore), whether
+// or not they exist.
+func (c *Copier) CoreKeys() []string {
+	out := make([]string, len(JobCore))
+	for i, s := range JobCore {
+		out[i] = c.prefix + s
+	}
+	return out
+}
+
 // present records that k exists on the target now (existed: it did before).
 func (c *Copier) present(k string, existed, exists bool) {
 	d := int64(0)

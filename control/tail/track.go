@@ -314,6 +314,31 @@ func (t *Tracker) TakeChanges() (map[string]*Change, bool) {
 	return ch, full
 }
 
+// TakeMemberChanges takes, of keys, the changes known member by member,
+// leaving every other change pending (and nothing when every key must be
+// read again). The mover patches them while a paced copy runs, so that a
+// large key written all the time never gathers a change past maxMembers.
+func (t *Tracker) TakeMemberChanges(keys []string) map[string]*Change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.full || t.lost != nil {
+		return nil
+	}
+	var out map[string]*Change
+	for _, k := range keys {
+		c, ok := t.dirty[k]
+		if !ok || c.Whole {
+			continue
+		}
+		if out == nil {
+			out = map[string]*Change{}
+		}
+		out[k] = c
+		delete(t.dirty, k)
+	}
+	return out
+}
+
 // Forget drops what is recorded of key's changes: a copy of it that reads
 // it whole starts now (every later change is recorded again), and its
 // changes are recorded member by member from now on (other keys' changes
