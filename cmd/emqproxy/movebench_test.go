@@ -46,18 +46,28 @@ func TestQueueMoveBench(t *testing.T) {
 		{"online, default --rate", ""},
 		{"online, --rate 0", "--rate 0"},
 		{"online, keyspace", "--track keyspace"},
+		{clusterRow, clusterVariant},
 	}
 	if v := os.Getenv("EMQ_MOVE_ARGS"); v != "" {
 		// One variant by hand, e.g. EMQ_MOVE_ARGS="--rate 0 --max-hold 20s".
 		variants = variants[:0]
 		for _, args := range strings.Split(v, ";") {
-			variants = append(variants, struct{ name, args string }{"online " + strings.TrimSpace(args), args})
+			name := "online " + strings.TrimSpace(args)
+			if strings.TrimSpace(args) == clusterVariant {
+				name, args = clusterRow, clusterVariant
+			}
+			variants = append(variants, struct{ name, args string }{name, args})
 		}
 	}
 	var rows []benchResult
 	for _, v := range variants {
 		t.Run(strings.ReplaceAll(v.name, " ", "_"), func(t *testing.T) {
-			r := benchMove(t, jobs, strings.Fields(v.args))
+			var r benchResult
+			if v.args == clusterVariant {
+				r = benchClusterReshard(t, jobs)
+			} else {
+				r = benchMove(t, jobs, strings.Fields(v.args))
+			}
 			r.name = v.name
 			rows = append(rows, r)
 		})
@@ -71,13 +81,24 @@ func TestQueueMoveBench(t *testing.T) {
 			fmt.Fprintf(&b, "%-24s failed after %v: %s\n", r.name, r.move.Round(time.Millisecond), r.failed)
 			continue
 		}
+		if r.cluster {
+			fmt.Fprintf(&b, "%-24s %9v %9s %9s %8d %9v %8.0f %22s %22s %6d\n", r.name, r.move.Round(time.Millisecond), r.hold, r.holdWork,
+				r.tryagain, r.slowestCall.Round(time.Millisecond), r.rate, r.p99[0].clusterString(), r.p99[1].clusterString(), r.rounds)
+			continue
+		}
 		fmt.Fprintf(&b, "%-24s %9v %9v %9v %8d %9v %8.0f %22s %22s %6d\n", r.name, r.move.Round(time.Millisecond), r.hold, r.holdWork,
 			r.tryagain, r.slowestCall.Round(time.Millisecond), r.rate, r.p99[0].String(), r.p99[1].String(), r.rounds)
 	}
 	for _, r := range rows {
+		if r.cluster && r.failed == "" {
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			fmt.Fprintf(&b, "%s: other slots' calls during the move: on A p99 %.1fms max %.1fms, on B p99 %.1fms max %.1fms; longest MIGRATE on A %s; ids popped by a failed claim, in no set: %d; slowest in the slowlog %s\n",
+				r.name, ms(r.p99[0].during), ms(r.max[0]), ms(r.p99[1].during), ms(r.max[1]), r.longestMigrate, r.lostIDs, r.slowlog)
+			continue
+		}
 		fmt.Fprintf(&b, "%s: longest round trip %s; slowest in the slowlog %s\n", r.name, r.longest, r.slowlog)
 	}
-	if len(rows) >= 3 && rows[0].failed == "" && rows[1].failed == "" {
+	if len(rows) >= 3 && rows[0].failed == "" && rows[1].failed == "" && !rows[1].cluster {
 		fmt.Fprintf(&b, "hold: online at the default rate %.2fx today's; p99 of other calls during the copy while served / before: source %.2fx, target %.2fx; during the hold: %.2fx, %.2fx\n",
 			rows[1].holdD.Seconds()/rows[0].holdD.Seconds(), rows[1].p99[0].ratio(), rows[1].p99[1].ratio(),
 			rows[1].p99[0].holdRatio(), rows[1].p99[1].holdRatio())
@@ -98,6 +119,13 @@ type benchResult struct {
 	acked                     int
 	callsMoving, errorsMoving int
 	failed                    string
+	// The Redis Cluster row: no hold; the slowest call of each other
+	// queue during the move, the longest MIGRATE, and the ids a claim
+	// popped and lost while it failed.
+	cluster        bool
+	max            [2]time.Duration
+	longestMigrate string
+	lostIDs        int64
 }
 
 // p99pair is the p99 of a queue's calls before the move, during its copy
@@ -107,6 +135,11 @@ type p99pair struct{ before, during, hold time.Duration }
 func (p p99pair) String() string {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return fmt.Sprintf("%.1f/%.1f/%.1fms", ms(p.before), ms(p.during), ms(p.hold))
+}
+
+// clusterString is String without the hold: a reshard has none.
+func (p p99pair) clusterString() string {
+	return fmt.Sprintf("%.1f/%.1f/-ms", float64(p.before.Microseconds())/1000, float64(p.during.Microseconds())/1000)
 }
 
 func (p p99pair) ratio() float64     { return p.during.Seconds() / max(p.before.Seconds(), 1e-9) }
@@ -131,6 +164,19 @@ func (l *timedLoad) run(ctx context.Context, t *testing.T, s *moveStand, addr, q
 		return
 	}
 	defer c.Close()
+	l.loop(ctx, c, q, prefix, stop)
+}
+
+// queueOps are the three calls of the load: the legacy client's, or the
+// same scripts sent through a cluster client (clusterQueue).
+type queueOps interface {
+	Enqueue(ctx context.Context, q, id, payload string) (bool, error)
+	Claim(ctx context.Context, q string, leaseMs int64) (job legacy.Job, empty bool, err error)
+	Complete(ctx context.Context, q, id string) (bool, error)
+}
+
+// loop runs enqueue, claim and complete on q through c until stop closes.
+func (l *timedLoad) loop(ctx context.Context, c queueOps, q, prefix string, stop <-chan struct{}) {
 	call := func(f func() error) bool {
 		t0 := time.Now()
 		err := f()
