@@ -24,11 +24,25 @@ import (
 // mover (--hold-copy: the whole copy under the hold), the online mover at
 // its default --rate (tracking the source's replication stream), unpaced
 // (--rate 0), and at the default rate tracking keyspace notifications
-// (--track keyspace), each on fresh nodes, in one run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
+// (--track keyspace), each on fresh nodes, in one run; and beside them
+// Redis Cluster's own resharding of the same data under the same load
+// (benchClusterReshard: redis-cli --cluster reshard of the queue's slot
+// between two cluster-mode nodes, the row "redis cluster reshard"). Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
 // test. (The variables are not EMQPROXY_-prefixed: the proxies the test
 // starts inherit them, and refuse a variable that names no key.) It prints the hold, the calls that got TRYAGAIN, the slowest call
 // on the moving queue, the p99 of the other queues' calls before and
-// during the move, the copy rate and the longest command.
+// during the move, the copy rate and the longest command; for the
+// reshard the other slots' p99 and slowest call during it, the MIGRATE
+// calls and the longest one in the slowlog.
+//
+// The variables: EMQ_MOVE_JOBS, the queue's jobs (default 1M, at least
+// 1000); EMQ_MOVE_ARGS, the variants instead of the default ones,
+// separated by ";", each the mover's arguments or "redis-cluster" for the
+// reshard (EMQ_MOVE_ARGS="--rate 0;redis-cluster": the unpaced mover and
+// the reshard); EMQ_MOVE_PIPELINE, the reshard's keys per MIGRATE
+// (redis-cli's --cluster-pipeline, default 10, as redis-cli's own);
+// EMQ_MOVE_NOLOAD=1, no client on the moving queue; EMQ_MOVE_TIMELINE=1,
+// the mover's other-queue p99 five seconds at a time.
 func TestQueueMoveBench(t *testing.T) {
 	if os.Getenv("EMQ_MOVE_BENCH") == "" {
 		t.Skip("set EMQ_MOVE_BENCH=1 to measure moves of a 1M-job queue under load")
