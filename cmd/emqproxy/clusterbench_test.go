@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -63,8 +62,11 @@ func (q clusterQueue) Claim(ctx context.Context, name string, leaseMs int64) (le
 	}
 	vs, err := clusterScripts.claim.Exec(ctx, q.c, []string{legacy.Key(name, "pending"), legacy.Key(name, "active")},
 		[]string{strconv.FormatInt(leaseMs, 10)}).ToArray()
-	if err != nil || len(vs) == 0 {
-		return legacy.Job{}, true, err
+	if err != nil {
+		return legacy.Job{}, false, err
+	}
+	if len(vs) == 0 {
+		return legacy.Job{}, true, nil
 	}
 	if len(vs) != 3 {
 		return legacy.Job{}, false, fmt.Errorf("claim answered %d elements", len(vs))
@@ -373,13 +375,10 @@ func owns(nodes, id string, slot int64) bool {
 	return false
 }
 
-// errKind is an error's first words, to count errors by kind.
+// errKind is an error's text up to its first colon, to count errors by
+// kind.
 func errKind(err error) string {
-	var ve *valkey.ValkeyError
 	s := err.Error()
-	if errors.As(err, &ve) {
-		s = ve.Error()
-	}
 	if i := strings.Index(s, ":"); i > 0 && i < 60 {
 		s = s[:i]
 	}
