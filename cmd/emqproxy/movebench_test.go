@@ -295,7 +295,7 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	}
 	t0 := time.Now()
 	fillStates(t, s.src, "billing", jobs)
-	t.Logf("filled %d jobs in %v", jobs, time.Since(t0))
+	t.Logf("filled %d jobs in %v; load average %s", jobs, time.Since(t0), loadAvg())
 	ps := []*proc{s.proxy(t, "proxy1"), s.proxy(t, "proxy2")}
 	waitRegistered(t, s.src, 2)
 	waitRegistered(t, s.dst, 2)
@@ -323,6 +323,7 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	began := time.Now()
 	out, err := s.run(t, append([]string{"move", "billing", "--to", "module-a"}, args...)...)
 	ended := time.Now()
+	t.Logf("load average after the move: %s", loadAvg())
 	if err != nil {
 		close(stop)
 		wg.Wait()
