@@ -24,14 +24,28 @@ import (
 // mover (--hold-copy: the whole copy under the hold), the online mover at
 // its default --rate (tracking the source's replication stream), unpaced
 // (--rate 0), and at the default rate tracking keyspace notifications
-// (--track keyspace), each on fresh nodes, in one run. Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
+// (--track keyspace), each on fresh nodes, in one run; and beside them
+// Redis Cluster's own resharding of the same data under the same load
+// (benchClusterReshard: redis-cli --cluster reshard of the queue's slot
+// between two cluster-mode nodes, the row "redis cluster reshard"). Opt-in: EMQ_MOVE_BENCH=1 (several minutes); not part of make
 // test. (The variables are not EMQPROXY_-prefixed: the proxies the test
 // starts inherit them, and refuse a variable that names no key.)
 // EMQ_MOVE_EVERY=2ms makes the moving queue's four clients enqueue only,
 // one call every 2 ms each, instead of looping enqueue, claim and complete
 // as fast as they can. It prints the hold, the calls that got TRYAGAIN, the slowest call
 // on the moving queue, the p99 of the other queues' calls before and
-// during the move, the copy rate and the longest command.
+// during the move, the copy rate and the longest command; for the
+// reshard the other slots' p99 and slowest call during it, the MIGRATE
+// calls and the longest one in the slowlog.
+//
+// The variables: EMQ_MOVE_JOBS, the queue's jobs (default 1M, at least
+// 1000); EMQ_MOVE_ARGS, the variants instead of the default ones,
+// separated by ";", each the mover's arguments or "redis-cluster" for the
+// reshard (EMQ_MOVE_ARGS="--rate 0;redis-cluster": the unpaced mover and
+// the reshard); EMQ_MOVE_PIPELINE, the reshard's keys per MIGRATE
+// (redis-cli's --cluster-pipeline, default 10, as redis-cli's own);
+// EMQ_MOVE_NOLOAD=1, no client on the moving queue; EMQ_MOVE_TIMELINE=1,
+// the mover's other-queue p99 five seconds at a time.
 func TestQueueMoveBench(t *testing.T) {
 	if os.Getenv("EMQ_MOVE_BENCH") == "" {
 		t.Skip("set EMQ_MOVE_BENCH=1 to measure moves of a 1M-job queue under load")
@@ -49,18 +63,28 @@ func TestQueueMoveBench(t *testing.T) {
 		{"online, default --rate", ""},
 		{"online, --rate 0", "--rate 0"},
 		{"online, keyspace", "--track keyspace"},
+		{clusterRow, clusterVariant},
 	}
 	if v := os.Getenv("EMQ_MOVE_ARGS"); v != "" {
 		// One variant by hand, e.g. EMQ_MOVE_ARGS="--rate 0 --max-hold 20s".
 		variants = variants[:0]
 		for _, args := range strings.Split(v, ";") {
-			variants = append(variants, struct{ name, args string }{"online " + strings.TrimSpace(args), args})
+			name := "online " + strings.TrimSpace(args)
+			if strings.TrimSpace(args) == clusterVariant {
+				name, args = clusterRow, clusterVariant
+			}
+			variants = append(variants, struct{ name, args string }{name, args})
 		}
 	}
 	var rows []benchResult
 	for _, v := range variants {
 		t.Run(strings.ReplaceAll(v.name, " ", "_"), func(t *testing.T) {
-			r := benchMove(t, jobs, strings.Fields(v.args))
+			var r benchResult
+			if v.args == clusterVariant {
+				r = benchClusterReshard(t, jobs)
+			} else {
+				r = benchMove(t, jobs, strings.Fields(v.args))
+			}
 			r.name = v.name
 			rows = append(rows, r)
 		})
@@ -74,13 +98,24 @@ func TestQueueMoveBench(t *testing.T) {
 			fmt.Fprintf(&b, "%-24s failed after %v: %s\n", r.name, r.move.Round(time.Millisecond), r.failed)
 			continue
 		}
+		if r.cluster {
+			fmt.Fprintf(&b, "%-24s %9v %9s %9s %8d %9v %8.0f %22s %22s %6d\n", r.name, r.move.Round(time.Millisecond), r.hold, r.holdWork,
+				r.tryagain, r.slowestCall.Round(time.Millisecond), r.rate, r.p99[0].clusterString(), r.p99[1].clusterString(), r.rounds)
+			continue
+		}
 		fmt.Fprintf(&b, "%-24s %9v %9v %9v %8d %9v %8.0f %22s %22s %6d\n", r.name, r.move.Round(time.Millisecond), r.hold, r.holdWork,
 			r.tryagain, r.slowestCall.Round(time.Millisecond), r.rate, r.p99[0].String(), r.p99[1].String(), r.rounds)
 	}
 	for _, r := range rows {
+		if r.cluster && r.failed == "" {
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			fmt.Fprintf(&b, "%s: other slots' calls during the move: on A p99 %.1fms max %.1fms, on B p99 %.1fms max %.1fms; longest MIGRATE on A %s; ids popped by a failed claim, in no set: %d; slowest in the slowlog %s\n",
+				r.name, ms(r.p99[0].during), ms(r.max[0]), ms(r.p99[1].during), ms(r.max[1]), r.longestMigrate, r.lostIDs, r.slowlog)
+			continue
+		}
 		fmt.Fprintf(&b, "%s: longest round trip %s; slowest in the slowlog %s\n", r.name, r.longest, r.slowlog)
 	}
-	if len(rows) >= 3 && rows[0].failed == "" && rows[1].failed == "" {
+	if len(rows) >= 3 && rows[0].failed == "" && rows[1].failed == "" && !rows[1].cluster {
 		fmt.Fprintf(&b, "hold: online at the default rate %.2fx today's; p99 of other calls during the copy while served / before: source %.2fx, target %.2fx; during the hold: %.2fx, %.2fx\n",
 			rows[1].holdD.Seconds()/rows[0].holdD.Seconds(), rows[1].p99[0].ratio(), rows[1].p99[1].ratio(),
 			rows[1].p99[0].holdRatio(), rows[1].p99[1].holdRatio())
@@ -101,6 +136,13 @@ type benchResult struct {
 	acked                     int
 	callsMoving, errorsMoving int
 	failed                    string
+	// The Redis Cluster row: no hold; the slowest call of each other
+	// queue during the move, the longest MIGRATE, and the ids a claim
+	// popped and lost while it failed.
+	cluster        bool
+	max            [2]time.Duration
+	longestMigrate string
+	lostIDs        int64
 }
 
 // p99pair is the p99 of a queue's calls before the move, during its copy
@@ -110,6 +152,11 @@ type p99pair struct{ before, during, hold time.Duration }
 func (p p99pair) String() string {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return fmt.Sprintf("%.1f/%.1f/%.1fms", ms(p.before), ms(p.during), ms(p.hold))
+}
+
+// clusterString is String without the hold: a reshard has none.
+func (p p99pair) clusterString() string {
+	return fmt.Sprintf("%.1f/%.1f/-ms", float64(p.before.Microseconds())/1000, float64(p.during.Microseconds())/1000)
 }
 
 func (p p99pair) ratio() float64     { return p.during.Seconds() / max(p.before.Seconds(), 1e-9) }
@@ -135,6 +182,19 @@ func (l *timedLoad) run(ctx context.Context, t *testing.T, s *moveStand, addr, q
 		return
 	}
 	defer c.Close()
+	l.loop(ctx, c, q, prefix, stop)
+}
+
+// queueOps are the three calls of the load: the legacy client's, or the
+// same scripts sent through a cluster client (clusterQueue).
+type queueOps interface {
+	Enqueue(ctx context.Context, q, id, payload string) (bool, error)
+	Claim(ctx context.Context, q string, leaseMs int64) (job legacy.Job, empty bool, err error)
+	Complete(ctx context.Context, q, id string) (bool, error)
+}
+
+// loop runs enqueue, claim and complete on q through c until stop closes.
+func (l *timedLoad) loop(ctx context.Context, c queueOps, q, prefix string, stop <-chan struct{}) {
 	call := func(f func() error) bool {
 		t0 := time.Now()
 		err := f()
@@ -255,7 +315,7 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	}
 	t0 := time.Now()
 	fillStates(t, s.src, "billing", jobs)
-	t.Logf("filled %d jobs in %v", jobs, time.Since(t0))
+	t.Logf("filled %d jobs in %v; load average %s", jobs, time.Since(t0), loadAvg())
 	ps := []*proc{s.proxy(t, "proxy1"), s.proxy(t, "proxy2")}
 	waitRegistered(t, s.src, 2)
 	waitRegistered(t, s.dst, 2)
@@ -290,6 +350,7 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	began := time.Now()
 	out, err := s.run(t, append([]string{"move", "billing", "--to", "module-a"}, args...)...)
 	ended := time.Now()
+	t.Logf("load average after the move: %s", loadAvg())
 	if err != nil {
 		close(stop)
 		wg.Wait()
