@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -56,4 +58,31 @@ func TestAppenders(t *testing.T) {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
+}
+
+// FuzzParse checks the parser against its encoder and against the
+// Reader: a reply Parse takes re-encodes to its own bytes, and when the
+// Reader frames the same bytes it frames all of them as one reply.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", ":-3\r\n", "$-1\r\n", "$3\r\nabc\r\n", "*2\r\n*1\r\n:1\r\n$3\r\na\r\n\r\n",
+		"_\r\n", "#t\r\n", ",1.5\r\n", "=15\r\ntxt:Some string\r\n", "!3\r\nERR\r\n", "%1\r\n$1\r\nf\r\n:1\r\n",
+		"~1\r\n+a\r\n", ">2\r\n$7\r\nmessage\r\n$1\r\nx\r\n", "|1\r\n+a\r\n:1\r\n+b\r\n", "*-1\r\n", ":01\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		v, err := Parse(in)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("Parse(%q): %v, not a protocol error", in, err)
+			}
+			return
+		}
+		if got := v.AppendRESP(nil); !bytes.Equal(got, in) {
+			t.Fatalf("Parse(%q) re-encodes as %q", in, got)
+		}
+		r := NewReader(bufio.NewReader(bytes.NewReader(in)))
+		if got, over, err := r.Read(nil, -1); err == nil && (over || !bytes.Equal(got, in)) {
+			t.Fatalf("Reader frames %q as %q (over %v)", in, got, over)
+		}
+	})
 }
