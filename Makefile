@@ -86,7 +86,7 @@ check: deps module
 	$(GO) test -short $(TEST_FLAGS) ./...
 
 fuzz:
-	$(GO) test ./proxy/resp -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $$((90000 * $(FUZZSCALE)))x $(FUZZFLAGS)
+	$(GO) test ./resp -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $$((90000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./rewrite -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $$((300000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./shamap -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $$((300000 * $(FUZZSCALE)))x $(FUZZFLAGS)
 	$(GO) test ./pin -run '^$$' -fuzz '^FuzzElixir$$' -fuzztime $$((180000 * $(FUZZSCALE)))x $(FUZZFLAGS)

@@ -247,29 +247,6 @@ func TestBadInputNamesFileAndOffset(t *testing.T) {
 	}
 }
 
-func TestParseReply(t *testing.T) {
-	for _, in := range []string{"+OK\r\n", "-ERR x y\r\n", ":-3\r\n", "$-1\r\n", "*-1\r\n", "$0\r\n\r\n", "*2\r\n*1\r\n:1\r\n$3\r\na\r\n\r\n", "*0\r\n",
-		// RESP3: null, booleans, double, big number, verbatim, blob error,
-		// map, set, push, attribute.
-		"_\r\n", "#t\r\n", "#f\r\n", ",1.5\r\n", "(3492890328409238509324850943850943825024385\r\n",
-		"=15\r\ntxt:Some string\r\n", "!21\r\nSYNTAX invalid syntax\r\n", "%1\r\n$1\r\nf\r\n$1\r\n1\r\n",
-		"~2\r\n$1\r\na\r\n:2\r\n", ">2\r\n$7\r\nmessage\r\n$1\r\nx\r\n", "|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n*1\r\n:1\r\n"} {
-		v, err := ParseReply([]byte(in))
-		if err != nil {
-			t.Errorf("%q: %v", in, err)
-			continue
-		}
-		if got := string(v.AppendRESP(nil)); got != in {
-			t.Errorf("%q re-encodes as %q", in, got)
-		}
-	}
-	for _, in := range []string{"", "+OK", "$3\r\nab\r\n", "*2\r\n:1\r\n", ":1\r\n:2\r\n", "?x\r\n", "_x\r\n", "#x\r\n", "=-1\r\n", "%1\r\n:1\r\n", "|1\r\n+a\r\n+b\r\n"} {
-		if _, err := ParseReply([]byte(in)); err == nil {
-			t.Errorf("%q parsed", in)
-		}
-	}
-}
-
 // MaxBytes is one budget over the directory: a second writer counts the
 // files of the first (and of any earlier run), the two together stay under
 // it, and a writer opened with the budget spent is refused.

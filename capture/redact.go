@@ -12,6 +12,8 @@ import (
 	"hash/maphash"
 	"strconv"
 	"strings"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Redaction (Options.Redact): what a redacted capture keeps in clear is
@@ -141,7 +143,7 @@ func (z *redactor) redactCall(r *Record) {
 	if plainReply(r.Reply) {
 		return // an integer or a status: nothing in it to replace
 	}
-	v, err := ParseReply(r.Reply)
+	v, err := resp.Parse(r.Reply)
 	if err != nil {
 		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
 		return
@@ -160,7 +162,7 @@ func (z *redactor) redactCall(r *Record) {
 }
 
 // plainReply reports whether b is one well-formed integer or simple string
-// reply (as ParseReply would take it): a call's reply with no payload and
+// reply (as resp.Parse would take it): a call's reply with no payload and
 // no error in it, the most common ones, known without parsing them.
 func plainReply(b []byte) bool {
 	if len(b) < 3 || (b[0] != ':' && b[0] != '+') || bytes.Index(b, []byte("\r\n")) != len(b)-2 {
@@ -169,8 +171,8 @@ func plainReply(b []byte) bool {
 	if b[0] == '+' {
 		return true
 	}
-	_, err := strconv.ParseInt(string(b[1:len(b)-2]), 10, 64)
-	return err == nil
+	_, ok := resp.ParseInt(b[1 : len(b)-2])
+	return ok
 }
 
 // redactPlain redacts a plain command: every argument but its structure
@@ -182,7 +184,7 @@ func (z *redactor) redactPlain(r *Record) {
 			z.standIn(r.Args[i])
 		}
 	}
-	v, err := ParseReply(r.Reply)
+	v, err := resp.Parse(r.Reply)
 	if err != nil {
 		r.Reply, r.Flags = []byte(unparsed), r.Flags|FlagShapeOnly
 		return
@@ -283,7 +285,7 @@ func structuralField(f []byte) bool {
 // length, so the reply keeps its framing), and reports whether it changed
 // anything. Simple strings,
 // integers, booleans and nulls are kept: they are statuses and counts.
-func (z *redactor) standInValue(v *Value, errorsOnly bool) bool {
+func (z *redactor) standInValue(v *resp.Value, errorsOnly bool) bool {
 	changed := false
 	switch v.Type {
 	case '-', '!':

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -123,20 +124,20 @@ func TestRedactionOfPlainCommands(t *testing.T) {
 	if want := "$13\r\n" + string(hset[3]) + "\r\n"; string(rs[3].Reply) != want {
 		t.Errorf("HGET reply %q, want %q", rs[3].Reply, want)
 	}
-	m, err := ParseReply(rs[4].Reply)
+	m, err := resp.Parse(rs[4].Reply)
 	if err != nil || m.Type != '%' || len(m.Elems) != 4 || bytes.Contains(rs[4].Reply, []byte("pending")) || string(m.Elems[1].Str) != string(hset[3]) || string(rs[4].Args[1]) != "emq:{q}:job:J9" {
 		t.Errorf("HGETALL reply %q (%v), args %q", rs[4].Reply, err, rs[4].Args)
 	}
-	if v, _ := ParseReply(rs[5].Reply); v.Type != '=' || !strings.HasPrefix(string(v.Str), "txt:") || len(v.Str) != 15 {
+	if v, _ := resp.Parse(rs[5].Reply); v.Type != '=' || !strings.HasPrefix(string(v.Str), "txt:") || len(v.Str) != 15 {
 		t.Errorf("verbatim reply %q", rs[5].Reply)
 	}
-	if v, _ := ParseReply(rs[6].Reply); v.Type != ',' || len(v.Str) != len("3.14159") || string(rs[6].Args[2]) == "J9" {
+	if v, _ := resp.Parse(rs[6].Reply); v.Type != ',' || len(v.Str) != len("3.14159") || string(rs[6].Args[2]) == "J9" {
 		t.Errorf("ZSCORE %q reply %q", rs[6].Args, rs[6].Reply)
 	}
-	if v, _ := ParseReply(rs[7].Reply); v.Type != '-' || !strings.HasPrefix(string(v.Str), "WRONGTYPE ") || !rs[7].ShapeOnly() {
+	if v, _ := resp.Parse(rs[7].Reply); v.Type != '-' || !strings.HasPrefix(string(v.Str), "WRONGTYPE ") || !rs[7].ShapeOnly() {
 		t.Errorf("error reply %q", rs[7].Reply)
 	}
-	if v, _ := ParseReply(rs[8].Reply); v.Type != '!' || !strings.HasPrefix(string(v.Str), "SYNTAX ") {
+	if v, _ := resp.Parse(rs[8].Reply); v.Type != '!' || !strings.HasPrefix(string(v.Str), "SYNTAX ") {
 		t.Errorf("blob error reply %q", rs[8].Reply)
 	}
 }
@@ -184,15 +185,15 @@ func TestStandInMemo(t *testing.T) {
 	}
 }
 
-// plainReply takes exactly the integer and simple string replies ParseReply
+// plainReply takes exactly the integer and simple string replies resp.Parse
 // takes.
-func TestPlainReplyAgreesWithParseReply(t *testing.T) {
+func TestPlainReplyAgreesWithParse(t *testing.T) {
 	for _, b := range []string{":1\r\n", ":-5\r\n", ":+5\r\n", ":x\r\n", ":\r\n", "+OK\r\n", "+\r\n", "+a\r\r\n",
 		":1\r\n:2\r\n", "+OK\r\n+OK\r\n", ":1", ":1\n", "$1\r\na\r\n", "-ERR x\r\n", ":99999999999999999999\r\n", "*0\r\n"} {
-		v, err := ParseReply([]byte(b))
+		v, err := resp.Parse([]byte(b))
 		want := err == nil && (v.Type == ':' || v.Type == '+')
 		if got := plainReply([]byte(b)); got != want {
-			t.Errorf("%q: plainReply %v, ParseReply %v (%v)", b, got, want, err)
+			t.Errorf("%q: plainReply %v, resp.Parse %v (%v)", b, got, want, err)
 		}
 	}
 }

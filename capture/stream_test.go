@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -139,7 +140,7 @@ func TestStreamRedactsAsAdd(t *testing.T) {
 	if bytes.Contains(got[0].Args[6], []byte("secret")) {
 		t.Errorf("payload kept: %q", got[0].Args[6])
 	}
-	v, err := ParseReply(got[1].Reply)
+	v, err := resp.Parse(got[1].Reply)
 	if err != nil || len(v.Elems) != 3 || !bytes.Equal(v.Elems[1].Str, got[0].Args[6]) || string(v.Elems[0].Str) != "J1" {
 		t.Errorf("claim reply %q (%v), enqueue payload %q: the stand-ins should agree", got[1].Reply, err, got[0].Args[6])
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/legacy"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -239,13 +240,13 @@ func firstSuccess(t *testing.T, addr string) time.Duration {
 	defer nc.Close()
 	br := bufio.NewReader(nc)
 	start := time.Now()
-	req := node.AppendCommand(nil, "EXISTS", "resume-probe")
+	req := resp.AppendCommand(nil, "EXISTS", "resume-probe")
 	for time.Since(start) < 10*time.Second {
 		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := nc.Write(req); err != nil {
 			t.Fatal(err)
 		}
-		r, err := node.ReadReply(br)
+		r, err := resp.ReadReply(br)
 		if err != nil {
 			t.Fatal(err)
 		}

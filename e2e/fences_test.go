@@ -13,6 +13,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/legacy"
@@ -207,16 +208,16 @@ func testWire6SessionReadsTheTrueBrand(t *testing.T, server node.Server) {
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	var b []byte
-	b = node.AppendCommand(b, "EMQ.VERSION")
-	b = node.AppendCommand(b, "GET", legacy.VersionKey)
+	b = resp.AppendCommand(b, "EMQ.VERSION")
+	b = resp.AppendCommand(b, "GET", legacy.VersionKey)
 	if _, err := nc.Write(b); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(nc)
-	if r, err := node.ReadReply(br); err != nil || !strings.HasPrefix(string(r), "*6\r\n$4\r\nwire\r\n$12\r\nechomq:6.0.0\r\n") {
+	if r, err := resp.ReadReply(br); err != nil || !strings.HasPrefix(string(r), "*6\r\n$4\r\nwire\r\n$12\r\nechomq:6.0.0\r\n") {
 		t.Fatalf("EMQ.VERSION: %q %v", r, err)
 	}
-	if r, err := node.ReadReply(br); err != nil || string(r) != "$12\r\nechomq:6.0.0\r\n" {
+	if r, err := resp.ReadReply(br); err != nil || string(r) != "$12\r\nechomq:6.0.0\r\n" {
 		t.Fatalf("wire-6 GET: %q %v, want the true brand", r, err)
 	}
 }

@@ -15,5 +15,7 @@
 // The package speaks through the small Conn interface (FromValkey adapts a
 // valkey-go client), so the proxy can run the fence on its own upstream
 // connections. It writes nothing but the brand, and only on request; it
-// keeps no state, does no retrying and no logging: callers decide.
+// keeps no state, does no retrying and no logging: callers decide. Decode
+// turns a reply's RESP bytes (package resp parses them) into the Reply the
+// checks read, for the proxy's own connections.
 package fence

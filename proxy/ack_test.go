@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -249,10 +250,10 @@ func incrs(addr, key string, n int) ([][]byte, error) {
 	br := bufio.NewReader(c)
 	var got [][]byte
 	for range n {
-		if _, err := c.Write(node.AppendCommand(nil, "INCR", key)); err != nil {
+		if _, err := c.Write(resp.AppendCommand(nil, "INCR", key)); err != nil {
 			return got, err
 		}
-		r, err := node.ReadReply(br)
+		r, err := resp.ReadReply(br)
 		if err != nil {
 			return got, err
 		}

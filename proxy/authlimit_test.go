@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/limits"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -92,7 +93,7 @@ func testAuthTimeout(t *testing.T, srv node.Server) {
 	}
 	for {
 		busy.send(cmd("PING"))
-		if _, err := node.ReadReply(busy.br); err != nil {
+		if _, err := resp.ReadReply(busy.br); err != nil {
 			break // closed at its deadline
 		}
 	}

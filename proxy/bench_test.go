@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -13,7 +14,7 @@ import (
 func benchPipelined(b *testing.B, addr string, depth int) {
 	var req []byte
 	for range depth {
-		req = node.AppendCommand(req, "GET", "bench")
+		req = resp.AppendCommand(req, "GET", "bench")
 	}
 	b.SetBytes(int64(len(req) / depth))
 	b.RunParallel(func(pb *testing.PB) {
@@ -30,7 +31,7 @@ func benchPipelined(b *testing.B, addr string, depth int) {
 				return
 			}
 			for range depth {
-				if _, err := node.ReadReply(br); err != nil {
+				if _, err := resp.ReadReply(br); err != nil {
 					b.Error(err)
 					return
 				}

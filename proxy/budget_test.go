@@ -16,6 +16,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -103,7 +104,7 @@ func sendBigSet(addr, key string, size int) (string, error) {
 	if _, err := nc.Write([]byte("\r\n")); err != nil {
 		return "", err
 	}
-	b, err := node.ReadReply(bufio.NewReader(nc))
+	b, err := resp.ReadReply(bufio.NewReader(nc))
 	return string(b), err
 }
 
@@ -190,7 +191,7 @@ func testBufferedBytesBoundTheProcess(t *testing.T, srv node.Server) {
 
 // bigCommand encodes a command whose last argument is size bytes of fill.
 func bigCommand(size int, fill byte, args ...string) []byte {
-	b := node.AppendCommand(nil, append(args, strings.Repeat(string(fill), size))...)
+	b := resp.AppendCommand(nil, append(args, strings.Repeat(string(fill), size))...)
 	return b
 }
 
@@ -285,8 +286,8 @@ func testBudgetCommandsOfSeveralLargeArguments(t *testing.T, srv node.Server) {
 			_ = nc.SetDeadline(time.Now().Add(floodTimeout))
 			val := strings.Repeat(string(rune('a'+i)), size)
 			k := "m:" + strconv.Itoa(i)
-			go func() { _, _ = nc.Write(node.AppendCommand(nil, "MSET", k+":a", val, k+":b", val)) }()
-			b, err := node.ReadReply(bufio.NewReader(nc))
+			go func() { _, _ = nc.Write(resp.AppendCommand(nil, "MSET", k+":a", val, k+":b", val)) }()
+			b, err := resp.ReadReply(bufio.NewReader(nc))
 			if err != nil {
 				replies[i] = err.Error()
 				return

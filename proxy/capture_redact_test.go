@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -94,7 +95,7 @@ func TestCaptureRedactsEveryProtocolAndCommandIntegration(t *testing.T) {
 				case "ENQUEUE":
 					enqueued = append(enqueued, r.Args[6])
 				case "CLAIM":
-					v, err := capture.ParseReply(r.Reply)
+					v, err := resp.Parse(r.Reply)
 					if err != nil || len(v.Elems) != 3 {
 						t.Fatalf("CLAIM reply %q: %v", r.Reply, err)
 					}

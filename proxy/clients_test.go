@@ -18,6 +18,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -314,13 +315,13 @@ func opsFor(t *testing.T, addr string, clients int, d time.Duration) float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := node.AppendCommand(nil, "INCR", key)
+			cmd := resp.AppendCommand(nil, "INCR", key)
 			for time.Now().Before(stop) {
 				if _, err := c.nc.Write(cmd); err != nil {
 					errs <- err
 					return
 				}
-				r, err := node.ReadReply(c.br)
+				r, err := resp.ReadReply(c.br)
 				if err != nil || r[0] != ':' {
 					errs <- errors.Join(err, errors.New(string(r)))
 					return

@@ -7,7 +7,7 @@
 //
 // # The way of one command
 //
-// The data path is sixteen packages, each with its job in its doc
+// The data path is fifteen packages, each with its job in its doc
 // comment:
 //
 //   - proxy (this one): the Server, its Options, the routes, the control
@@ -39,8 +39,13 @@
 //   - proxy/limits: the memory budget, the failed-AUTH table and a
 //     client's fair share of the shared connections;
 //   - proxy/cmdtable: the servers' command tables;
-//   - proxy/resp: framing, both ways;
 //   - proxy/deadline: lazily set connection deadlines.
+//
+// Below them all is package resp, the module's one reader and writer of
+// RESP (the client input framer, the reply reader, the writers), which
+// imports nothing of the module; it is not under proxy/ because the
+// capture, the rewrite, the fence, the queue mover and the test stand use
+// it too.
 //
 // Each imports only packages below it in that list, never one above (a
 // cycle cannot compile, and TestLayers keeps the order): proxy imports
@@ -52,7 +57,7 @@
 // too); pubsub imports upstream, pipe, observe, limits and resp; plan
 // imports upstream, cmdtable and resp; upstream imports pipe, cmdtable and
 // resp; pipe imports resp and deadline; observe imports cmdtable; cmdtable
-// imports resp; resp, limits and deadline import none of them. What a
+// imports resp; limits and deadline import none of them. What a
 // lower package needs of a higher one it is given as a value or asks
 // through a small interface the higher one implements (plan.Control,
 // plan.Auth, pubsub.Session, clients.Client). A command in normal service:
@@ -62,7 +67,7 @@
 //	  │ buffer (proxy/conn's Conn.Fill), round frames (Conn.Next) and decides
 //	  │ what it holds, up to MaxPipeline
 //	  ▼
-//	resp.Framer.Next ─────────────── proxy/resp: resp.Frame{Args, Raw}, sliced
+//	resp.Framer.Next ─────────────── package resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
 //	  ▼
 //	session.command (session.go) → decide, plan (plan.go): the inputs
@@ -103,7 +108,7 @@
 //	  ▼
 //	pipe.Pipe ───────────────────── proxy/pipe: batches of many clients
 //	  │ written together; its reader frames each reply with resp.Reader.Read
-//	  │ (proxy/resp), its bytes charged through the batch's resp.Account to
+//	  │ (package resp), its bytes charged through the batch's resp.Account to
 //	  │ the memory budget (limits.Budget; budget.go)
 //	  ▼
 //	session flush (segment.go): the capture records get their replies

@@ -16,6 +16,7 @@ import (
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -236,11 +237,11 @@ func testFailoverFollowed(t *testing.T, srv node.Server) {
 		}
 		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(2 * haTimeout))
-		if _, err := nc.Write(node.AppendCommand(nil, "BLPOP", "nolist", "0.05")); err != nil {
+		if _, err := nc.Write(resp.AppendCommand(nil, "BLPOP", "nolist", "0.05")); err != nil {
 			blocked <- err.Error()
 			return
 		}
-		r, err := node.ReadReply(bufio.NewReader(nc))
+		r, err := resp.ReadReply(bufio.NewReader(nc))
 		if err != nil {
 			blocked <- err.Error()
 			return

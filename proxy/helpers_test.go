@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
@@ -152,7 +153,7 @@ func (c *client) send(cmds ...[]string) {
 	c.t.Helper()
 	var b []byte
 	for _, args := range cmds {
-		b = node.AppendCommand(b, args...)
+		b = resp.AppendCommand(b, args...)
 	}
 	c.write(b)
 }
@@ -168,7 +169,7 @@ func (c *client) write(b []byte) {
 // read reads one reply.
 func (c *client) read() reply {
 	c.t.Helper()
-	b, err := node.ReadReply(c.br)
+	b, err := resp.ReadReply(c.br)
 	if err != nil {
 		c.t.Fatalf("read reply: %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/stand/node"
 	"github.com/emqproxy/emqproxy/stand/scripts"
 )
@@ -87,7 +87,7 @@ func testProtectedKeys(t *testing.T, srv node.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dump, _, err := resp.Decode(raw)
+	dump, _, err := fence.Decode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/emqproxy/emqproxy/proxy/conn"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -37,7 +38,7 @@ func TestPipelineLargerThanTheReadBufferIsOneBatch(t *testing.T) {
 	val := strings.Repeat("v", 2048)
 	var pipeline []byte
 	for i := range 16 {
-		pipeline = node.AppendCommand(pipeline, "SET", "big:"+string(rune('a'+i)), val)
+		pipeline = resp.AppendCommand(pipeline, "SET", "big:"+string(rune('a'+i)), val)
 	}
 	if len(pipeline) <= conn.InitialReadBuf*2 {
 		t.Fatalf("the pipeline (%d bytes) must overflow two initial buffers", len(pipeline))

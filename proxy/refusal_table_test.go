@@ -17,7 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -61,7 +62,7 @@ func snapshot(t testing.TB, n *node.Node) upstreamState {
 // bulkStrings decodes a RESP array of bulk strings.
 func bulkStrings(t testing.TB, raw []byte) []string {
 	t.Helper()
-	r, _, err := resp.Decode(raw)
+	r, _, err := fence.Decode(raw)
 	if err != nil {
 		t.Fatalf("decode %q: %v", raw, err)
 	}
@@ -98,7 +99,7 @@ type refusalRow struct {
 func commands(cmds ...[]string) []byte {
 	var b []byte
 	for _, c := range cmds {
-		b = node.AppendCommand(b, c...)
+		b = resp.AppendCommand(b, c...)
 	}
 	return b
 }
@@ -319,7 +320,7 @@ func TestClientThatNeverReadsIsClosed(t *testing.T) {
 	}
 	var b []byte
 	for range mibs {
-		b = node.AppendCommand(b, "GET", "big")
+		b = resp.AppendCommand(b, "GET", "big")
 	}
 	if _, err := nc.Write(b); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/emqproxy/emqproxy/proxy/limits"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -60,7 +61,7 @@ func startMonitor(t *testing.T, n *node.Node, match string) *monitor {
 	m := &monitor{nc: nc, done: make(chan struct{})}
 	t.Cleanup(func() { _ = nc.Close(); <-m.done })
 	br := bufio.NewReader(nc)
-	if _, err := nc.Write(node.AppendCommand(nil, "MONITOR")); err != nil {
+	if _, err := nc.Write(resp.AppendCommand(nil, "MONITOR")); err != nil {
 		t.Fatal(err)
 	}
 	if line, err := br.ReadString('\n'); err != nil || line != "+OK\r\n" {
@@ -118,7 +119,7 @@ func TestShareDeepPipelineIsIsolated(t *testing.T) {
 	const total = 200
 	var batch []byte
 	for range total {
-		batch = node.AppendCommand(batch, "INCR", "ctr")
+		batch = resp.AppendCommand(batch, "INCR", "ctr")
 	}
 	c.write(batch)
 	for i := 1; i <= total; i++ {
@@ -185,7 +186,7 @@ func TestShareReplyCapStopsTheBatch(t *testing.T) {
 	c := h.dial()
 	var batch []byte
 	for range 500 {
-		batch = node.AppendCommand(batch, "GET", "mib")
+		batch = resp.AppendCommand(batch, "GET", "mib")
 	}
 	c.write(batch)
 	c.closed()

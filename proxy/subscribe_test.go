@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -168,7 +169,7 @@ func TestSubscriberGetsTenThousandMessagesInOrder(t *testing.T) {
 	go func() { // the publisher pipelines everything; replies are read below
 		var b []byte
 		for i := range total {
-			b = node.AppendCommand(b, "PUBLISH", "stream", "m-"+strconv.Itoa(i))
+			b = resp.AppendCommand(b, "PUBLISH", "stream", "m-"+strconv.Itoa(i))
 		}
 		_, _ = pub.nc.Write(b)
 	}()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -31,10 +32,10 @@ func tlsDo(addr string, cfg *tls.Config) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(testTimeout))
-	if _, err := c.Write(node.AppendCommand(nil, "PING")); err != nil {
+	if _, err := c.Write(resp.AppendCommand(nil, "PING")); err != nil {
 		return "", err
 	}
-	r, err := node.ReadReply(bufio.NewReader(c))
+	r, err := resp.ReadReply(bufio.NewReader(c))
 	return string(r), err
 }
 
@@ -70,7 +71,7 @@ func TestTLSClientListener(t *testing.T) {
 	// A plain client gets no reply, only a closed connection.
 	plain := dial(t, h.addr)
 	plain.send(cmd("PING"))
-	if b, err := node.ReadReply(plain.br); err == nil {
+	if b, err := resp.ReadReply(plain.br); err == nil {
 		t.Errorf("a plain client got %q", b)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -343,7 +344,7 @@ func testSlowBigCommandIsAssembled(t *testing.T, srv node.Server) {
 	h := startProxy(t, n, nil)
 	c := h.dial()
 	val := strings.Repeat("x", 200_000)
-	raw := node.AppendCommand(nil, "SET", "slow", val)
+	raw := resp.AppendCommand(nil, "SET", "slow", val)
 	for len(raw) > 0 { // in pieces, so the buffer grows as the bytes arrive
 		k := min(len(raw), 7000)
 		c.write(raw[:k])

@@ -1,6 +1,10 @@
 package rewrite
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/emqproxy/emqproxy/resp"
+)
 
 // ClientInfo is one client's line of CLIENT INFO and CLIENT LIST: the
 // fields a proxy session can know; the server's other fields (argv-mem,
@@ -143,7 +147,7 @@ func decideClientList(args [][]byte, st *State, p *Policy) Decision {
 	case len(args) > 3 && EqualFold(args[2], "ID"):
 		f.IDs = make([]int64, 0, len(args)-3)
 		for _, a := range args[3:] {
-			id, ok := ParseInt(a)
+			id, ok := resp.ParseInt(a)
 			if !ok {
 				return refuse(errReply("ERR Invalid client ID"), ReasonProtocol)
 			}

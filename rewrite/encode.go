@@ -2,8 +2,8 @@ package rewrite
 
 import (
 	"errors"
-	"strconv"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -13,16 +13,10 @@ import (
 // encoding of a rewritten command.
 func AppendRewritten(dst []byte, args [][]byte, d Decision) []byte {
 	tail := args[min(d.Replace, len(args)):]
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(1+len(tail)), 10)
-	dst = append(dst, '\r', '\n')
-	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(d.Head)), 10)
-	dst = append(dst, '\r', '\n')
-	dst = append(dst, d.Head...)
-	dst = append(dst, '\r', '\n')
+	dst = resp.AppendArray(dst, 1+len(tail))
+	dst = resp.AppendBulkString(dst, d.Head)
 	for _, a := range tail {
-		dst = appendBulk(dst, a)
+		dst = resp.AppendBulk(dst, a)
 	}
 	return dst
 }
@@ -43,15 +37,12 @@ func PatchScriptExists(reply []byte, args [][]byte, m *shamap.Map) ([]byte, erro
 		return nil, ErrReply
 	}
 	shas := args[2:]
-	out := make([]byte, 0, len(reply))
-	out = append(out, '*')
-	out = strconv.AppendInt(out, int64(len(shas)), 10)
-	out = append(out, '\r', '\n')
+	out := resp.AppendArray(make([]byte, 0, len(reply)), len(shas))
 	rest, ok := cutLine(reply)
 	if !ok || len(rest.line) < 2 || rest.line[0] != '*' {
 		return nil, ErrReply
 	}
-	n, ok := ParseInt(rest.line[1:])
+	n, ok := resp.ParseInt(rest.line[1:])
 	if !ok || n != int64(len(shas)) {
 		return nil, ErrReply
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"testing"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Fuzz state bits: which session state and policy a fuzz input runs under.
@@ -133,7 +135,7 @@ func checkRewrite(t *testing.T, args [][]byte, d Decision, p *Policy) {
 		if d.Head != s.Command {
 			t.Fatalf("head %q for script %s", d.Head, s.Name)
 		}
-		n, ok := ParseInt(args[2])
+		n, ok := resp.ParseInt(args[2])
 		if !ok || n != int64(s.Keys) || len(args)-3-int(n) != s.Values {
 			t.Fatalf("rewrite of %s with shape numkeys=%q args=%d", s.Name, args[2], len(args))
 		}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"strconv"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // decideAuth answers AUTH [user] password.
@@ -56,7 +58,7 @@ func decideHello(args [][]byte, st *State, p *Policy) Decision {
 	}
 	proto := cur
 	if len(args) >= 2 {
-		ver, ok := ParseInt(args[1])
+		ver, ok := resp.ParseInt(args[1])
 		if !ok {
 			return refuse(replyProtoNotInt, ReasonProtocol)
 		}
@@ -121,11 +123,11 @@ func helloReply(st *State, p *Policy, proto int) []byte {
 		b = append(b, "*14\r\n"...)
 	}
 	b = append(b, "$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"...)
-	b = appendBulk(b, []byte(ver))
-	b = append(b, "$5\r\nproto\r\n:"...)
-	b = strconv.AppendInt(b, int64(proto), 10)
-	b = append(b, "\r\n$2\r\nid\r\n"...)
-	b = appendInt(b, st.ID)
+	b = resp.AppendBulk(b, []byte(ver))
+	b = append(b, "$5\r\nproto\r\n"...)
+	b = resp.AppendInt(b, int64(proto))
+	b = append(b, "$2\r\nid\r\n"...)
+	b = resp.AppendInt(b, st.ID)
 	b = append(b, "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"...)
 	return b
 }
@@ -179,7 +181,7 @@ func decideSelect(args [][]byte, st *State, p *Policy) Decision {
 	if len(args) != 2 {
 		return refuse(arityReply("select"), ReasonArity)
 	}
-	n, ok := ParseInt(args[1])
+	n, ok := resp.ParseInt(args[1])
 	if !ok || n < -1<<31 || n > 1<<31-1 {
 		return refuse(replyNotInt, ReasonSelect)
 	}
@@ -226,7 +228,7 @@ func decideClient(args [][]byte, st *State, p *Policy) (Decision, bool) {
 		if len(args) != 2 {
 			return refuse(arityReply("client|id"), ReasonArity), true
 		}
-		return local(appendInt(nil, st.ID), NoEffect), true
+		return local(resp.AppendInt(nil, st.ID), NoEffect), true
 	case EqualFold(sub, "INFO"):
 		if len(args) != 2 {
 			return refuse(arityReply("client|info"), ReasonArity), true
@@ -365,7 +367,7 @@ func decideUnblock(args [][]byte) Decision {
 			return refuse(errReply("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), ReasonProtocol)
 		}
 	}
-	id, ok := ParseInt(args[2])
+	id, ok := resp.ParseInt(args[2])
 	if !ok {
 		return refuse(replyNotInt, ReasonProtocol)
 	}
@@ -392,7 +394,7 @@ func decideKill(args [][]byte) (d Decision, ok bool) {
 	for i := 2; i < len(args); i += 2 {
 		v := args[i+1]
 		if EqualFold(args[i], "ID") {
-			id, ok := ParseInt(v)
+			id, ok := resp.ParseInt(v)
 			if !ok || id < 1 {
 				return refuse(errReply("ERR client-id should be greater than 0"), ReasonProtocol), true
 			}

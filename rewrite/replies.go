@@ -1,8 +1,9 @@
 package rewrite
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // VersionKey is the key whose value brands a node (job-core.md, "Brands and
@@ -81,34 +82,11 @@ func arityReply(name string) []byte {
 	return errReply("ERR wrong number of arguments for '" + name + "' command")
 }
 
-// appendBulk appends b as a RESP bulk string.
-func appendBulk(dst, b []byte) []byte {
-	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(b)), 10)
-	dst = append(dst, '\r', '\n')
-	dst = append(dst, b...)
-	return append(dst, '\r', '\n')
-}
-
-// appendInt appends n as a RESP integer.
-func appendInt(dst []byte, n int64) []byte {
-	dst = append(dst, ':')
-	dst = strconv.AppendInt(dst, n, 10)
-	return append(dst, '\r', '\n')
-}
-
 // bulkReply is b as a RESP bulk string.
-func bulkReply(b []byte) []byte { return appendBulk(make([]byte, 0, len(b)+16), b) }
+func bulkReply(b []byte) []byte { return resp.AppendBulk(make([]byte, 0, len(b)+16), b) }
 
 // verbatimReply is b as a RESP3 verbatim string of format "txt".
-func verbatimReply(b []byte) []byte {
-	out := make([]byte, 0, len(b)+24)
-	out = append(out, '=')
-	out = strconv.AppendInt(out, int64(len(b)+4), 10)
-	out = append(out, "\r\ntxt:"...)
-	out = append(out, b...)
-	return append(out, "\r\n"...)
-}
+func verbatimReply(b []byte) []byte { return resp.AppendVerbatim(make([]byte, 0, len(b)+24), b) }
 
 // refuse is a refusal decision.
 func refuse(reply []byte, r Reason) Decision {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 )
 
@@ -96,7 +97,7 @@ func parseScriptKeys(args [][]byte) scriptKeys {
 	if len(args) < 3 {
 		return scriptKeys{err: replyNotInt}
 	}
-	n, ok := ParseInt(args[2])
+	n, ok := resp.ParseInt(args[2])
 	switch {
 	case !ok:
 		return scriptKeys{err: replyNotInt}
@@ -215,10 +216,7 @@ func decideScriptCmd(args [][]byte, p *Policy) Decision {
 		case 0:
 			return Decision{Action: Pass}
 		case len(args) - 2:
-			b := make([]byte, 0, 8+4*verbs)
-			b = append(b, '*')
-			b = strconv.AppendInt(b, int64(verbs), 10)
-			b = append(b, '\r', '\n')
+			b := resp.AppendArray(make([]byte, 0, 8+4*verbs), verbs)
 			for range verbs {
 				b = append(b, ":1\r\n"...)
 			}

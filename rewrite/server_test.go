@@ -3,13 +3,13 @@ package rewrite
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -34,47 +34,21 @@ func dial(t *testing.T, addr string) *session {
 	return &session{t: t, nc: nc, br: bufio.NewReader(nc)}
 }
 
-// do sends one command and returns the exact bytes of its reply (simple,
-// error, integer, bulk, or a flat array of those).
+// do sends one command and returns the exact bytes of its reply.
 func (s *session) do(args [][]byte) []byte {
 	s.t.Helper()
-	var req []byte
-	req = append(req, '*')
-	req = strconv.AppendInt(req, int64(len(args)), 10)
-	req = append(req, '\r', '\n')
+	req := resp.AppendArray(nil, len(args))
 	for _, a := range args {
-		req = appendBulk(req, a)
+		req = resp.AppendBulk(req, a)
 	}
 	if _, err := s.nc.Write(req); err != nil {
 		s.t.Fatal(err)
 	}
-	return s.reply()
-}
-
-func (s *session) reply() []byte {
-	s.t.Helper()
-	line, err := s.br.ReadBytes('\n')
+	b, err := resp.ReadReply(s.br)
 	if err != nil {
 		s.t.Fatalf("read reply: %v", err)
 	}
-	out := append([]byte(nil), line...)
-	switch line[0] {
-	case '$':
-		n, _ := strconv.Atoi(string(bytes.TrimSpace(line[1:])))
-		if n >= 0 {
-			buf := make([]byte, n+2)
-			if _, err := io.ReadFull(s.br, buf); err != nil {
-				s.t.Fatal(err)
-			}
-			out = append(out, buf...)
-		}
-	case '*':
-		n, _ := strconv.Atoi(string(bytes.TrimSpace(line[1:])))
-		for range n {
-			out = append(out, s.reply()...)
-		}
-	}
-	return out
+	return b
 }
 
 // serverCase is one command whose local answer must equal the server's.

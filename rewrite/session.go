@@ -1,5 +1,7 @@
 package rewrite
 
+import "github.com/emqproxy/emqproxy/resp"
+
 // decideSession handles MULTI, EXEC, DISCARD, WATCH, UNWATCH and the
 // subscribe commands, with the server's texts.
 func decideSession(args [][]byte, k kind, st *State) Decision {
@@ -131,10 +133,10 @@ func decideUnsubscribe(args [][]byte, up []byte, st *State) Decision {
 	}
 	one := func(b []byte, ch []byte, nilCh bool) []byte {
 		b = append(b, head...)
-		b = appendBulk(b, []byte(name))
+		b = resp.AppendBulk(b, []byte(name))
 		switch {
 		case !nilCh:
-			b = appendBulk(b, ch)
+			b = resp.AppendBulk(b, ch)
 		case st.Proto == 3:
 			b = append(b, replyNull...)
 		default:

@@ -1,5 +1,7 @@
 package rewrite
 
+import "github.com/emqproxy/emqproxy/resp"
+
 // isVersionKey reports whether b is exactly the version key.
 func isVersionKey(b []byte) bool {
 	return len(b) == len(VersionKey) && string(b) == VersionKey
@@ -47,7 +49,7 @@ func decideVersionKey(args [][]byte, info cmdInfo, sk scriptKeys, st *State, p *
 		case !st.Fenced:
 			return refuse(replyNotFenced, ReasonVersionKey), true
 		case n == len(args)-1:
-			return local(appendInt(nil, int64(n)), NoEffect), true
+			return local(resp.AppendInt(nil, int64(n)), NoEffect), true
 		}
 		return Decision{Action: Pass}, true
 	case kEval, kEvalSha, kEvalRO, kEvalShaRO:
@@ -74,7 +76,7 @@ func versionRead(k kind, p *Policy) []byte {
 	case kType:
 		return replyString
 	case kStrlen:
-		return appendInt(nil, int64(len(brand)))
+		return resp.AppendInt(nil, int64(len(brand)))
 	case kTTL:
 		return replyMinus1
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/emqproxy/emqproxy/capture"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 	"github.com/emqproxy/emqproxy/shamap"
 )
@@ -295,7 +296,7 @@ func newReplayCall(m *shamap.Map, r capture.Record) (*replayCall, bool, error) {
 	if r.Queue == "" {
 		return nil, false, errors.New("no queue")
 	}
-	v, err := capture.ParseReply(r.Reply)
+	v, err := resp.Parse(r.Reply)
 	if err != nil {
 		return nil, false, fmt.Errorf("the recorded reply is not RESP: %v", err)
 	}
@@ -362,7 +363,7 @@ func cmpOr(a, b string) string {
 // a bulk (the verbatim's format prefix dropped), a blob error an error, a
 // map its keys and values in one array, a set or push an array; an
 // attribute is dropped for the reply it annotates.
-func replyOf(v capture.Value) Reply {
+func replyOf(v resp.Value) Reply {
 	switch {
 	case v.Nil:
 		return Reply{Kind: KindNil}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/e2e"
 	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -35,10 +36,10 @@ func TestReplayRedactedRESP3CaptureIntegration(t *testing.T) {
 	br := bufio.NewReader(nc)
 	do := func(wantPrefix string, args ...string) {
 		t.Helper()
-		if _, err := nc.Write(node.AppendCommand(nil, args...)); err != nil {
+		if _, err := nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 			t.Fatal(err)
 		}
-		r, err := node.ReadReply(br)
+		r, err := resp.ReadReply(br)
 		if err != nil || !strings.HasPrefix(string(r), wantPrefix) {
 			t.Fatalf("%q: %q %v, want prefix %q", args, r, err, wantPrefix)
 		}

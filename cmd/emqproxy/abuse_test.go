@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -71,7 +72,7 @@ func goodClientOf(addr string, d time.Duration, want string, args ...string) (fl
 	}
 	defer nc.Close()
 	br := bufio.NewReader(nc)
-	req := node.AppendCommand(nil, args...)
+	req := resp.AppendCommand(nil, args...)
 	n := 0
 	start := time.Now()
 	for time.Since(start) < d {
@@ -79,7 +80,7 @@ func goodClientOf(addr string, d time.Duration, want string, args ...string) (fl
 		if _, err := nc.Write(req); err != nil {
 			return 0, err
 		}
-		r, err := node.ReadReply(br)
+		r, err := resp.ReadReply(br)
 		if err != nil {
 			return 0, err
 		}
@@ -293,11 +294,11 @@ func TestFiveThousandConnectionsAtOnce(t *testing.T) {
 			}
 			conns[i] = nc
 			_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
-			if _, err := nc.Write(node.AppendCommand(nil, "GET", "good")); err != nil {
+			if _, err := nc.Write(resp.AppendCommand(nil, "GET", "good")); err != nil {
 				errs <- err
 				return
 			}
-			r, err := node.ReadReply(bufio.NewReader(nc))
+			r, err := resp.ReadReply(bufio.NewReader(nc))
 			if err != nil || string(r) != "$2\r\nok\r\n" {
 				errs <- fmt.Errorf("client %d: %q %v", i, r, err)
 			}
@@ -428,7 +429,7 @@ func TestConnectionChurnAndAHugePipelineThatIsNeverRead(t *testing.T) {
 	defer nc.Close()
 	var chunk []byte
 	for range 1000 {
-		chunk = node.AppendCommand(chunk, "GET", "mib")
+		chunk = resp.AppendCommand(chunk, "GET", "mib")
 	}
 	var during float64
 	done := make(chan error, 1)

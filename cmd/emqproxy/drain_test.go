@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -34,7 +35,7 @@ func (c *drainClient) run(addr string, batch int) {
 	br := bufio.NewReader(nc)
 	var req []byte
 	for range batch {
-		req = node.AppendCommand(req, "INCR", c.key)
+		req = resp.AppendCommand(req, "INCR", c.key)
 	}
 	for {
 		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
@@ -43,7 +44,7 @@ func (c *drainClient) run(addr string, batch int) {
 			return
 		}
 		for range batch {
-			r, err := node.ReadReply(br)
+			r, err := resp.ReadReply(br)
 			if err != nil {
 				c.end = err
 				return

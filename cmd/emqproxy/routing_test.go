@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -110,10 +111,10 @@ type rawConn struct {
 // do sends one command and returns its reply.
 func (c *rawConn) do(args ...string) rawReply {
 	c.t.Helper()
-	if _, err := c.nc.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := c.nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		c.t.Fatal(err)
 	}
-	b, err := node.ReadReply(c.br)
+	b, err := resp.ReadReply(c.br)
 	if err != nil {
 		c.t.Fatal(err)
 	}

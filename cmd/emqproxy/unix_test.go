@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -152,7 +153,7 @@ func unixOrTCPDo(t *testing.T, addr string, args ...string) string {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := nc.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 4096)

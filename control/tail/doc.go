@@ -11,5 +11,7 @@
 // or a restart restarts the tracking with a full copy, never a silent miss
 // (track.go, streamtrack.go; change.go is what is known of one key).
 //
-// It imports control/table only; control/keycopy applies what it records.
+// Under control/ it imports control/table only (package resp writes its
+// commands and reads the stream's lengths); control/keycopy applies what
+// it records.
 package tail

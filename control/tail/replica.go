@@ -19,6 +19,7 @@ import (
 	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The reader of a node's replication stream. The mover joins the stream of
@@ -324,8 +325,8 @@ func (r *replStream) skipRDB() (int64, error) {
 		r.rdbForm = "eof"
 		return r.skipToMark(bytes.Clone(mark))
 	}
-	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
-	if err != nil || n < 0 {
+	n, ok := resp.ParseInt(line[1:])
+	if !ok || n < 0 {
 		return 0, fmt.Errorf("%w: %s: protocol: the RDB header %q has no length", ErrReplStream, r.name, clip(line))
 	}
 	r.rdbForm = "len"

@@ -6,13 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The replication stream's wire: the reader's commands written as arrays
-// of bulk strings; the handshake's replies and the stream's commands
-// framed by hand, every length bounded (see replica.go).
+// of bulk strings (resp.AppendCommand), every length read as the server
+// writes it (resp.ParseInt). The handshake's replies and the stream's
+// commands are framed here rather than by resp.Reader, because a
+// replication stream is not a reply stream: a command may come inline (a
+// PING), a node sends bare newlines while it prepares the RDB, the RDB
+// payload is a `$<len>\r\n` with no CRLF after it (replica.go), and every
+// header is checked against its own bound before anything is read past
+// it, so that a broken or hostile stream fails at once instead of being
+// read through as resp.Reader reads a reply over its cap.
 
 // replReply is a handshake reply: a simple string, an error, an integer or
 // a bulk (str), or an array of bulks (arr).
@@ -25,12 +33,7 @@ type replReply struct {
 // send writes one command and gives its reply to (the connection's
 // deadline; no per-read allowance yet).
 func (r *replStream) send(to time.Duration, args ...string) error {
-	b := make([]byte, 0, 64)
-	b = append(strconv.AppendInt(append(b, '*'), int64(len(args)), 10), "\r\n"...)
-	for _, a := range args {
-		b = append(strconv.AppendInt(append(b, '$'), int64(len(a)), 10), "\r\n"...)
-		b = append(append(b, a...), "\r\n"...)
-	}
+	b := resp.AppendCommand(make([]byte, 0, 64), args...)
 	_ = r.conn.SetReadDeadline(time.Now().Add(to))
 	if err := r.write(b); err != nil {
 		return r.broken(args[0], err)
@@ -185,9 +188,9 @@ func (r *replStream) line(keepalive bool) ([]byte, error) {
 // length parses the length of a "*<n>" or "$<n>" header, -1 (nil) allowed,
 // up to max.
 func (r *replStream) length(line []byte, max int) (int, error) {
-	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	n, ok := resp.ParseInt(line[1:])
 	switch {
-	case err != nil || n < -1:
+	case !ok || n < -1:
 		return 0, fmt.Errorf("%w: %s: protocol: the header %q has no length", ErrReplStream, r.name, clip(line))
 	case n > int64(max):
 		return 0, fmt.Errorf("%w: %s: protocol: the header %q is past the bound of %d", ErrReplStream, r.name, clip(line), max)

@@ -5,10 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -90,12 +89,12 @@ func unblockOn(caller uint64, bc *BlockConn, withError bool) []byte {
 	if withError {
 		n = 4
 	}
-	b.Out = redcon.AppendArray(b.Out, n)
-	b.Out = redcon.AppendBulkString(b.Out, "CLIENT")
-	b.Out = redcon.AppendBulkString(b.Out, "UNBLOCK")
-	b.Out = redcon.AppendBulkString(b.Out, strconv.FormatInt(bc.ID, 10))
+	b.Out = resp.AppendArray(b.Out, n)
+	b.Out = resp.AppendBulkString(b.Out, "CLIENT")
+	b.Out = resp.AppendBulkString(b.Out, "UNBLOCK")
+	b.Out = resp.AppendBulkString(b.Out, strconv.FormatInt(bc.ID, 10))
 	if withError {
-		b.Out = redcon.AppendBulkString(b.Out, "ERROR")
+		b.Out = resp.AppendBulkString(b.Out, "ERROR")
 	}
 	b.N, b.Max = 1, 1<<16
 	if err := p.Send(b); err != nil {
@@ -131,5 +130,5 @@ func (r *Registry[C]) Kill(self C, t *rewrite.ClientTarget) (reply []byte, close
 	if closeSelf {
 		n++
 	}
-	return redcon.AppendInt(nil, int64(n)), closeSelf
+	return resp.AppendInt(nil, int64(n)), closeSelf
 }

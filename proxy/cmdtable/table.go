@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -257,7 +257,7 @@ func (sp *Spec) Positions(args [][]byte, dst []int) []int {
 		if at >= argc {
 			return dst
 		}
-		n, ok := rewrite.ParseInt(args[at])
+		n, ok := resp.ParseInt(args[at])
 		if !ok || n < 0 || n > int64(argc) {
 			return dst
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -30,14 +30,14 @@ func (c *setupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetDeadline(dl)
 	}
-	if _, err := c.nc.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := c.nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return fence.Reply{}, err
 	}
 	raw, _, err := c.rr.Read(nil, -1)
 	if err != nil {
 		return fence.Reply{}, err
 	}
-	r, _, err := resp.Decode(raw)
+	r, _, err := fence.Decode(raw)
 	return r, err
 }
 

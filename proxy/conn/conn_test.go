@@ -13,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/emqproxy/emqproxy/proxy/limits"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // pair returns a Conn over one end of a net.Pipe, the client's end, and

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The client's input: the read buffer, grown for what a command needs and

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The output: the replies ready to write (Out), the bytes of it past the

@@ -1,6 +1,6 @@
 package pipe
 
-import "github.com/emqproxy/emqproxy/proxy/resp"
+import "github.com/emqproxy/emqproxy/resp"
 
 // A batch is one client's forwarded commands on one upstream connection:
 // sent on a pipe, completed by whoever holds the pipe's reader role, and

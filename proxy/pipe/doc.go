@@ -14,6 +14,6 @@
 // primary, the replicas' confirmation of writes and which connection a
 // session gets are package upstream's, which makes every Pipe (New) and
 // reads what it needs of one through Addr, Dead, Failed and CheckIdle. The
-// package imports proxy/resp, proxy/deadline and rewrite (a Decision to
+// package imports resp, proxy/deadline and rewrite (a Decision to
 // encode).
 package pipe

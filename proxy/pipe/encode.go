@@ -3,9 +3,8 @@ package pipe
 import (
 	"net"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
-	"github.com/tidwall/redcon"
 )
 
 // Large commands go upstream from the client's read buffer, never copied.
@@ -84,6 +83,6 @@ func Encode(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 // its new name, which the client's tail bytes follow.
 func EncodeHead(out []byte, f resp.Frame, d *rewrite.Decision) []byte {
 	tail := max(len(f.Args)-d.Replace, 0)
-	out = redcon.AppendArray(out, 1+tail)
-	return redcon.AppendBulkString(out, d.Head)
+	out = resp.AppendArray(out, 1+tail)
+	return resp.AppendBulkString(out, d.Head)
 }

@@ -3,7 +3,7 @@ package pipe
 import (
 	"errors"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The failures of a Pipe (package upstream exports them as its own, and

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -51,7 +52,7 @@ func runLoad(t *testing.T, p *Pipe, fault func()) (res [][][][]byte, faulted tim
 				b.Reset()
 				b.N, b.Max = 1+rng.IntN(6), 1<<20
 				for range b.N {
-					b.Out = node.AppendCommand(b.Out, "INCR", "ctr")
+					b.Out = resp.AppendCommand(b.Out, "INCR", "ctr")
 				}
 				if err := p.Send(b); err != nil {
 					b.Fill(UnavailableReply(p.name, err.Error()))
@@ -170,7 +171,7 @@ func testPipeFaultsUnderLoad(t *testing.T, srv node.Server) {
 				e := &env{n: pipeNode(t, srv), fc: &faultConn{}}
 				e.p = dialPipe(t, e.n.Addr, e.fc, tc.timeout, bg)
 				id := NewBatch()
-				id.Out, id.N, id.Max = node.AppendCommand(nil, "CLIENT", "ID"), 1, 1<<10
+				id.Out, id.N, id.Max = resp.AppendCommand(nil, "CLIENT", "ID"), 1, 1<<10
 				if err := e.p.Send(id); err != nil {
 					t.Fatal(err)
 				}

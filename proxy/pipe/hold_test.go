@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -32,7 +33,7 @@ func TestPipeHoldsWritesBehindAWait(t *testing.T) {
 func testPipeHoldsWritesBehindAWait(t *testing.T, srv node.Server, bg bool) {
 	n := pipeNode(t, srv)
 	p := dialPipe(t, n.Addr, &faultConn{}, testTimeout, bg)
-	wait := node.AppendCommand(nil, "WAIT", "1", "10000") // below the pipe's reply timeout
+	wait := resp.AppendCommand(nil, "WAIT", "1", "10000") // below the pipe's reply timeout
 	// unblock waits for a WAIT to block on the server and ends it (it
 	// answers 0, as when it times out).
 	unblock := func() {
@@ -71,7 +72,7 @@ func testPipeHoldsWritesBehindAWait(t *testing.T, srv node.Server, bg bool) {
 	})
 
 	read := NewBatch()
-	read.Out = node.AppendCommand(nil, "GET", "ctr")
+	read.Out = resp.AppendCommand(nil, "GET", "ctr")
 	read.N, read.Max = 1, 1<<20
 	readDone := sendAwait(p, read)
 	pipeState(t, p, "the read written behind the WAIT", func() bool {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/deadline"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Pipe is one pipelined upstream connection. Batches are written in the

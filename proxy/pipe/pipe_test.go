@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -139,7 +139,7 @@ func goroutines() string {
 func incrBatch(n int) *Batch {
 	b := NewBatch()
 	for range n {
-		b.Out = node.AppendCommand(b.Out, "INCR", "ctr")
+		b.Out = resp.AppendCommand(b.Out, "INCR", "ctr")
 	}
 	b.N, b.Max = n, 1<<20
 	return b
@@ -345,7 +345,7 @@ func BenchmarkPipeRoundTrip(b *testing.B) {
 	if _, err := node.RawDo(n.Addr, "SET", "bench", "0123456789"); err != nil {
 		b.Fatal(err)
 	}
-	req := node.AppendCommand(nil, "GET", "bench")
+	req := resp.AppendCommand(nil, "GET", "bench")
 	for _, clients := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			nc := benchDial(b, n.Addr)

@@ -57,7 +57,7 @@
 // It must not: send or read anything, sleep or wait, keep anything of a
 // command past Decide but in the session's Bufs and the Step, decode a
 // reply, or import package proxy (it imports rewrite, proxy/cmdtable,
-// proxy/upstream for the upstreams it routes to, and proxy/resp).
+// proxy/upstream for the upstreams it routes to, and resp).
 // Everything after it (the reply's bytes of a local answer, forwarding,
 // the transaction's queue) leaves its decision as it is.
 package plan

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -159,7 +160,7 @@ func argumentCheck(args [][]byte, ck *cmdtable.Entry, db int) string {
 // otherDB is why a database argument is refused: it names a database other
 // than db. A value that is not an integer passes (the server refuses it).
 func otherDB(a []byte, db int) string {
-	n, ok := rewrite.ParseInt(a)
+	n, ok := resp.ParseInt(a)
 	if !ok || n == int64(db) {
 		return ""
 	}

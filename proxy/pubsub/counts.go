@@ -3,7 +3,7 @@ package pubsub
 import (
 	"sync/atomic"
 
-	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Counts are a client's subscriptions as the server's confirmations give
@@ -58,7 +58,7 @@ func (v *Counts) note(fr []byte, resp3 bool) {
 	if i < 0 || i+1 >= len(body) || body[i+1] != ':' {
 		return
 	}
-	n, ok := rewrite.ParseInt(body[i+2:])
+	n, ok := resp.ParseInt(body[i+2:])
 	if !ok || n < 0 || n > 1<<31-1 {
 		return
 	}

@@ -3,8 +3,8 @@ package pubsub
 import (
 	"go.uber.org/zap"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // The bridge's legs.

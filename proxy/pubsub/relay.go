@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 

@@ -2,10 +2,10 @@ package session
 
 import (
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
-	"github.com/emqproxy/emqproxy/proxy/resp"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -310,6 +310,6 @@ func isHello2(args [][]byte) bool {
 	if len(args) < 2 || !rewrite.EqualFold(args[0], "HELLO") {
 		return false
 	}
-	v, ok := rewrite.ParseInt(args[1])
+	v, ok := resp.ParseInt(args[1])
 	return ok && v == 2
 }

@@ -1,6 +1,9 @@
 package tracking
 
-import "github.com/emqproxy/emqproxy/rewrite"
+import (
+	"github.com/emqproxy/emqproxy/resp"
+	"github.com/emqproxy/emqproxy/rewrite"
+)
 
 // OnOff reports whether args is CLIENT TRACKING ON or OFF (ok), and which
 // (on). The RESP3 bridge and subscribe mode read it too: a subscribed or
@@ -31,7 +34,7 @@ func redirect(args [][]byte) (at int, target uint64) {
 	for j := 3; j+1 < len(args); j++ {
 		switch {
 		case rewrite.EqualFold(args[j], "REDIRECT"):
-			v, ok := rewrite.ParseInt(args[j+1])
+			v, ok := resp.ParseInt(args[j+1])
 			if !ok || v <= 0 {
 				return 0, 0
 			}

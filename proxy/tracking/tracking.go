@@ -6,11 +6,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // noSuchClient is a client id no server connection has: REDIRECT of a
@@ -81,7 +80,7 @@ func (t *Tracker) GetRedir() []byte {
 	if !t.On() {
 		return []byte(":-1\r\n")
 	}
-	return redcon.AppendInt(nil, int64(t.target))
+	return resp.AppendInt(nil, int64(t.target))
 }
 
 // alive reports whether session id is live: listed and not ending.
@@ -416,9 +415,9 @@ func oneOn(p *pipe.Pipe, cmd []byte) []byte {
 
 // encodeArgs is args as a RESP array of bulk strings.
 func encodeArgs(args [][]byte) []byte {
-	out := redcon.AppendArray(nil, len(args))
+	out := resp.AppendArray(nil, len(args))
 	for _, a := range args {
-		out = redcon.AppendBulk(out, a)
+		out = resp.AppendBulk(out, a)
 	}
 	return out
 }

@@ -1,10 +1,11 @@
 package txn
 
 import (
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -170,7 +171,7 @@ func (t *Tx) Release(all bool) int64 {
 // element for each is the script's sha. A transaction the server
 // discarded (EXECABORT, a WATCH that failed: not an array) ran none.
 func Ran(loads []Load, reply []byte) []Load {
-	rep, _, err := resp.Decode(reply)
+	rep, _, err := fence.Decode(reply)
 	if err != nil || rep.Type != '*' || rep.Null {
 		return loads[:0]
 	}

@@ -5,11 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/plan"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -17,9 +15,9 @@ import (
 func frame(t *testing.T, args ...string) resp.Frame {
 	t.Helper()
 	var raw []byte
-	raw = redcon.AppendArray(raw, len(args))
+	raw = resp.AppendArray(raw, len(args))
 	for _, a := range args {
-		raw = redcon.AppendBulkString(raw, a)
+		raw = resp.AppendBulkString(raw, a)
 	}
 	var fr resp.Framer
 	fr.Limits = resp.Limits{MaxMultibulk: 1 << 20, MaxBulk: 1 << 30, MaxInline: 1 << 16}

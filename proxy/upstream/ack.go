@@ -6,11 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
-	"github.com/emqproxy/emqproxy/rewrite"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Writes confirmed by replicas (Options.AckReplicas).
@@ -121,10 +118,10 @@ func newAckSpec(o Options) *ackSpec {
 	}
 	ms := max(o.AckTimeout.Milliseconds(), 1)
 	a := &ackSpec{name: o.Name, n: int64(o.AckReplicas), timeout: time.Duration(ms) * time.Millisecond}
-	a.cmd = redcon.AppendArray(nil, 3)
-	a.cmd = redcon.AppendBulkString(a.cmd, "WAIT")
-	a.cmd = redcon.AppendBulkString(a.cmd, strconv.Itoa(o.AckReplicas))
-	a.cmd = redcon.AppendBulkString(a.cmd, strconv.FormatInt(ms, 10))
+	a.cmd = resp.AppendArray(nil, 3)
+	a.cmd = resp.AppendBulkString(a.cmd, "WAIT")
+	a.cmd = resp.AppendBulkString(a.cmd, strconv.Itoa(o.AckReplicas))
+	a.cmd = resp.AppendBulkString(a.cmd, strconv.FormatInt(ms, 10))
 	return a
 }
 
@@ -264,7 +261,7 @@ func waitCount(r []byte) (int64, bool) {
 	if len(r) < 4 || r[0] != ':' {
 		return 0, false
 	}
-	return rewrite.ParseInt(r[1 : len(r)-2])
+	return resp.ParseInt(r[1 : len(r)-2])
 }
 
 // isErrorReply reports whether r is an error reply (RESP2 or a RESP3

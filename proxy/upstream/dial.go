@@ -12,13 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // SetupConn is the synchronous connection used before a connection joins
@@ -36,7 +34,7 @@ func (c *SetupConn) Do(ctx context.Context, args ...string) (fence.Reply, error)
 	if err != nil {
 		return fence.Reply{}, err
 	}
-	r, _, err := resp.Decode(raw)
+	r, _, err := fence.Decode(raw)
 	if err != nil {
 		return fence.Reply{}, err
 	}
@@ -49,9 +47,9 @@ func (c *SetupConn) Raw(ctx context.Context, args ...string) ([]byte, error) {
 		_ = c.Conn.SetDeadline(dl)
 		defer func() { _ = c.Conn.SetDeadline(time.Time{}) }()
 	}
-	c.buf = redcon.AppendArray(c.buf[:0], len(args))
+	c.buf = resp.AppendArray(c.buf[:0], len(args))
 	for _, a := range args {
-		c.buf = redcon.AppendBulkString(c.buf, a)
+		c.buf = resp.AppendBulkString(c.buf, a)
 	}
 	if _, err := c.Conn.Write(c.buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLost, err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 

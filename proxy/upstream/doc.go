@@ -14,7 +14,7 @@
 //
 // What the batches hold and in which order the client sees the replies is
 // the session's (package session): this package imports proxy/pipe,
-// proxy/resp, proxy/cmdtable, rewrite (NoSub, ParseInt), fence, discovery
-// and netaddr, never a package above it. It reports through the Metrics
+// proxy/cmdtable, resp, rewrite (NoSub), fence (its checks and Decode),
+// discovery and netaddr, never a package above it. It reports through the Metrics
 // interface, which package observe's Metrics implements.
 package upstream

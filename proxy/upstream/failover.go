@@ -12,7 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/discovery"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Following a primary under Sentinel.

@@ -1,10 +1,9 @@
 package upstream
 
 import (
-	"github.com/tidwall/redcon"
-
+	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // GetKeys asks the upstream for a command's keys (COMMAND GETKEYS) on the
@@ -17,18 +16,18 @@ func (u *Upstream) GetKeys(id uint64, args [][]byte) [][]byte {
 		return nil
 	}
 	b := pipe.NewBatch()
-	b.Out = redcon.AppendArray(b.Out, len(args)+2)
-	b.Out = redcon.AppendBulkString(b.Out, "COMMAND")
-	b.Out = redcon.AppendBulkString(b.Out, "GETKEYS")
+	b.Out = resp.AppendArray(b.Out, len(args)+2)
+	b.Out = resp.AppendBulkString(b.Out, "COMMAND")
+	b.Out = resp.AppendBulkString(b.Out, "GETKEYS")
 	for _, a := range args {
-		b.Out = redcon.AppendBulk(b.Out, a)
+		b.Out = resp.AppendBulk(b.Out, a)
 	}
 	b.N, b.Max = 1, 1<<20
 	if err := p.Send(b); err != nil {
 		return nil
 	}
 	p.Await(b)
-	rep, _, err := resp.Decode(b.Reply(0))
+	rep, _, err := fence.Decode(b.Reply(0))
 	if err != nil || rep.Type != '*' {
 		return nil
 	}

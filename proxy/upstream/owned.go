@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Owned connections.

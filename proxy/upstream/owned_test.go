@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/proxy/pipe"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -33,7 +34,7 @@ func testDedicatedConnectionWriteTimeout(t *testing.T, srv node.Server) {
 	defer p.Close()
 	node.FreezeT(t, n)
 	b := pipe.NewBatch()
-	b.Out = node.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
+	b.Out = resp.AppendCommand(nil, "SET", "big", strings.Repeat("x", 32<<20))
 	b.N, b.Max = 1, 1<<20
 	done := make(chan struct{})
 	go func() {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/proxy/resp"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Reconnect backoff bounds. The ceiling is kept well under a second so

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emqproxy/emqproxy/stand/node"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // dialConn is the valkey-go DialCtxFn: it connects, runs the boot commands
@@ -135,7 +135,7 @@ type rawConn struct {
 }
 
 func (rc *rawConn) do(args ...string) (Value, error) {
-	if _, err := rc.w.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := rc.w.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return Value{}, fmt.Errorf("%w: %s: %v", ErrProtocol, args[0], err)
 	}
 	v, err := rc.read()
@@ -145,45 +145,44 @@ func (rc *rawConn) do(args ...string) (Value, error) {
 	return v, nil
 }
 
+// read reads one reply (package resp frames and parses it) as the
+// boot's Value: RESP2 only, as the boot and the fence speak it.
 func (rc *rawConn) read() (Value, error) {
-	line, err := rc.r.ReadString('\n')
+	b, err := resp.ReadReply(rc.r)
 	if err != nil {
 		return Value{}, err
 	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return Value{}, fmt.Errorf("bad line %q", line)
+	v, err := resp.Parse(b)
+	if err != nil {
+		return Value{}, err
 	}
-	head, rest := line[0], line[1:len(line)-2]
-	switch head {
-	case '+':
-		return Value{Kind: KindString, Str: rest}, nil
-	case '-':
-		return Value{Kind: KindError, Str: strings.TrimPrefix(rest, "ERR ")}, nil
-	case ':':
-		n, err := strconv.ParseInt(rest, 10, 64)
-		return Value{Kind: KindInt, Int: n}, err
-	case '$':
-		n, err := strconv.Atoi(rest)
-		if err != nil || n < 0 {
-			return Value{Kind: KindNil}, err
-		}
-		body := make([]byte, n+2)
-		if _, err := io.ReadFull(rc.r, body); err != nil {
-			return Value{}, err
-		}
-		return Value{Kind: KindString, Str: string(body[:n])}, nil
-	case '*':
-		n, err := strconv.Atoi(rest)
-		if err != nil || n < 0 {
-			return Value{Kind: KindNil}, err
-		}
-		out := Value{Kind: KindArray, Array: make([]Value, n)}
-		for i := range out.Array {
-			if out.Array[i], err = rc.read(); err != nil {
+	return fromRESP(&v)
+}
+
+// fromRESP converts a parsed RESP2 reply: an error's text without its
+// "ERR " prefix, as read() has always given it.
+func fromRESP(v *resp.Value) (Value, error) {
+	switch {
+	case v.Type == '+':
+		return Value{Kind: KindString, Str: string(v.Str)}, nil
+	case v.Type == '-':
+		return Value{Kind: KindError, Str: strings.TrimPrefix(string(v.Str), "ERR ")}, nil
+	case v.Type == ':':
+		return Value{Kind: KindInt, Int: v.Int}, nil
+	case (v.Type == '$' || v.Type == '*') && v.Nil:
+		return Value{Kind: KindNil}, nil
+	case v.Type == '$':
+		return Value{Kind: KindString, Str: string(v.Str)}, nil
+	case v.Type == '*':
+		out := Value{Kind: KindArray, Array: make([]Value, len(v.Elems))}
+		for i := range v.Elems {
+			e, err := fromRESP(&v.Elems[i])
+			if err != nil {
 				return Value{}, err
 			}
+			out.Array[i] = e
 		}
 		return out, nil
 	}
-	return Value{}, fmt.Errorf("unexpected reply type %q", head)
+	return Value{}, fmt.Errorf("unexpected reply type %q", v.Type)
 }

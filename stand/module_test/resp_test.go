@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emqproxy/emqproxy/stand/node"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // conn is one plain TCP connection that sends commands and returns either
@@ -45,10 +45,10 @@ func (c *conn) do(args ...string) string {
 	if err := c.nc.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		c.t.Fatalf("deadline: %v", err)
 	}
-	if _, err := c.nc.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := c.nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		c.t.Fatalf("write %q: %v", args, err)
 	}
-	b, err := node.ReadReply(c.br)
+	b, err := resp.ReadReply(c.br)
 	if err != nil {
 		c.t.Fatalf("reply to %q: %v", args, err)
 	}

@@ -2,12 +2,11 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
 	"time"
+
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // rawTimeout bounds one RawDo exchange (dial, write, read).
@@ -68,98 +67,15 @@ func dialRaw(addr string, timeout time.Duration) (*rawConn, error) {
 
 func (c *rawConn) close() { _ = c.nc.Close() }
 
-// do writes one command and returns the raw bytes of its reply.
+// do writes one command and returns the raw bytes of its reply (package
+// resp frames and checks them; any failure to read one is ErrProtocol).
 func (c *rawConn) do(args ...string) ([]byte, error) {
-	if _, err := c.nc.Write(AppendCommand(nil, args...)); err != nil {
+	if _, err := c.nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return nil, fmt.Errorf("node: write: %w", err)
 	}
-	return ReadReply(c.br)
-}
-
-// AppendCommand appends the RESP array encoding of args to dst.
-func AppendCommand(dst []byte, args ...string) []byte {
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(len(args)), 10)
-	dst = append(dst, '\r', '\n')
-	for _, a := range args {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(a)), 10)
-		dst = append(dst, '\r', '\n')
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
-	}
-	return dst
-}
-
-// ReadReply reads exactly one RESP reply from r and returns its bytes.
-func ReadReply(r *bufio.Reader) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := readFrame(r, &buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func readLine(r *bufio.Reader, buf *bytes.Buffer) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
+	b, err := resp.ReadReply(c.br)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("%w: bad line %q", ErrProtocol, line)
-	}
-	buf.Write(line)
-	return line[1 : len(line)-2], nil
-}
-
-func readFrame(r *bufio.Reader, buf *bytes.Buffer) error {
-	kind, err := r.Peek(1)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrProtocol, err)
-	}
-	k := kind[0]
-	head, err := readLine(r, buf)
-	if err != nil {
-		return err
-	}
-	switch k {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return nil
-	case '$', '!', '=':
-		n, err := strconv.Atoi(string(head))
-		if err != nil {
-			return fmt.Errorf("%w: bad length %q", ErrProtocol, head)
-		}
-		if n < 0 {
-			return nil // null bulk
-		}
-		body := make([]byte, n+2)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return fmt.Errorf("%w: %v", ErrProtocol, err)
-		}
-		if body[n] != '\r' || body[n+1] != '\n' {
-			return fmt.Errorf("%w: bulk not terminated", ErrProtocol)
-		}
-		buf.Write(body)
-		return nil
-	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(string(head))
-		if err != nil {
-			return fmt.Errorf("%w: bad count %q", ErrProtocol, head)
-		}
-		if k == '%' || k == '|' {
-			n *= 2
-		}
-		for i := 0; i < n; i++ {
-			if err := readFrame(r, buf); err != nil {
-				return err
-			}
-		}
-		if k == '|' { // an attribute precedes the reply it annotates
-			return readFrame(r, buf)
-		}
-		return nil
-	default:
-		return fmt.Errorf("%w: unknown type %q", ErrProtocol, k)
-	}
+	return b, nil
 }

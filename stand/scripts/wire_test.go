@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/shamap"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
@@ -57,10 +58,10 @@ func (w *wire) do(args ...string) any {
 	if err := w.conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		w.t.Fatal(err)
 	}
-	if _, err := w.conn.Write(node.AppendCommand(nil, args...)); err != nil {
+	if _, err := w.conn.Write(resp.AppendCommand(nil, args...)); err != nil {
 		w.t.Fatal(err)
 	}
-	raw, err := node.ReadReply(w.r)
+	raw, err := resp.ReadReply(w.r)
 	if err != nil {
 		w.t.Fatal(err)
 	}

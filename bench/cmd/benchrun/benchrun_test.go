@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -255,7 +256,7 @@ func TestResetNodeKeepsTheBrand(t *testing.T) {
 			var reads int
 			go func() {
 				br := bufio.NewReader(nc)
-				get := node.AppendCommand(nil, "GET", node.VersionKey)
+				get := resp.AppendCommand(nil, "GET", node.VersionKey)
 				for {
 					select {
 					case <-stop:
@@ -267,7 +268,7 @@ func TestResetNodeKeepsTheBrand(t *testing.T) {
 						done <- err
 						return
 					}
-					reply, err := node.ReadReply(br)
+					reply, err := resp.ReadReply(br)
 					if err != nil {
 						done <- err
 						return

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/bench/jobmix"
+	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/stand/node"
 )
 
@@ -403,7 +404,7 @@ func endedBy(err error, bound string) string {
 func chunkOf(n int, args ...string) []byte {
 	var b []byte
 	for range n {
-		b = node.AppendCommand(b, args...)
+		b = resp.AppendCommand(b, args...)
 	}
 	return b
 }

@@ -1,12 +1,6 @@
 package resp
 
-import (
-	"bytes"
-
-	"github.com/tidwall/redcon"
-
-	"github.com/emqproxy/emqproxy/rewrite"
-)
+import "bytes"
 
 // The client input framer.
 //
@@ -202,9 +196,9 @@ func (fr *Framer) Next(buf []byte) (f Frame, status Status, n int, need int, err
 // headerInt returns the index of the '\r' that ends the header line at
 // the start of b ("*<count>" or "$<length>"), -1 when there is none (as
 // headerEnd), and the header's integer, ok false when it is not one (as
-// rewrite.ParseInt). Every command has such lines, so the common one, 1 to
+// ParseInt). Every command has such lines, so the common one, 1 to
 // 18 digits without a leading zero and then '\r', is read in one pass; any
-// other line takes headerEnd and rewrite.ParseInt, which carry redis's
+// other line takes headerEnd and ParseInt, which carry redis's
 // rules, and gets the same answer the one pass would have.
 func headerInt(b []byte) (nl int, v int64, ok bool) {
 	for i := 1; i < len(b) && i <= 19; i++ {
@@ -222,7 +216,7 @@ func headerInt(b []byte) (nl int, v int64, ok bool) {
 	if nl < 1 {
 		return nl, 0, false // none, or a line with no type byte
 	}
-	v, ok = rewrite.ParseInt(b[1:nl])
+	v, ok = ParseInt(b[1:nl])
 	return nl, v, ok
 }
 
@@ -267,11 +261,11 @@ func (fr *Framer) nextInline(buf []byte) (f Frame, status Status, n int, need in
 	}
 	// Re-encode as RESP so the upstream sees a multibulk command. Inline
 	// commands are rare (people typing), so this allocates.
-	enc := redcon.AppendArray(nil, len(words))
+	enc := AppendArray(nil, len(words))
 	starts := make([]int, len(words))
 	for i, w := range words {
 		starts[i] = len(enc)
-		enc = redcon.AppendBulk(enc, w)
+		enc = AppendBulk(enc, w)
 	}
 	return Frame{Args: words, Raw: enc, argStart: starts}, Framed, nl + 1, 0, nil
 }

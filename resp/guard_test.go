@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/emqproxy/emqproxy/rewrite"
-	"github.com/emqproxy/emqproxy/stand/node"
 )
 
 func testLimits() Limits {
@@ -232,14 +229,14 @@ func FuzzGuard(f *testing.F) {
 }
 
 // TestHeaderIntMatchesGeneralPath checks headerInt's one-pass reading
-// against headerEnd and rewrite.ParseInt, on edge cases and on many random lines.
+// against headerEnd and ParseInt, on edge cases and on many random lines.
 func TestHeaderIntMatchesGeneralPath(t *testing.T) {
 	ref := func(b []byte) (int, int64, bool) {
 		nl := headerEnd(b)
 		if nl < 1 {
 			return nl, 0, false
 		}
-		v, ok := rewrite.ParseInt(b[1:nl])
+		v, ok := ParseInt(b[1:nl])
 		return nl, v, ok
 	}
 	check := func(b []byte) {
@@ -278,7 +275,7 @@ func TestHeaderIntMatchesGeneralPath(t *testing.T) {
 func BenchmarkFramer(b *testing.B) {
 	var in []byte
 	for range 16 {
-		in = node.AppendCommand(in, "SET", "key:000001", "0123456789abcdef")
+		in = AppendCommand(in, "SET", "key:000001", "0123456789abcdef")
 	}
 	fr := Framer{Limits: testLimits()}
 	b.SetBytes(int64(len(in)))

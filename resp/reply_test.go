@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -59,16 +60,15 @@ func TestReplyReaderRejectsGarbage(t *testing.T) {
 	}
 }
 
-func TestDecodeReply(t *testing.T) {
-	r, rest, err := Decode([]byte("*3\r\n$-1\r\n:5\r\n*1\r\n+ok\r\n"))
-	if err != nil || len(rest) != 0 {
-		t.Fatalf("decode: %v, rest %q", err, rest)
+func TestReadReplyChecksTheBytes(t *testing.T) {
+	stream := "*2\r\n$1\r\na\r\n:1\r\n" + "$3\r\nabcde\r\n"
+	br := bufio.NewReaderSize(strings.NewReader(stream), 16)
+	if got, err := ReadReply(br); err != nil || string(got) != "*2\r\n$1\r\na\r\n:1\r\n" {
+		t.Fatalf("ReadReply = %q, %v", got, err)
 	}
-	if len(r.Elems) != 3 || !r.Elems[0].Null || r.Elems[1].Int != 5 || r.Elems[2].Elems[0].Str != "ok" {
-		t.Errorf("decoded %+v", r)
-	}
-	e, _, _ := Decode([]byte("-ERR nope\r\n"))
-	if !e.IsError() || e.Str != "ERR nope" {
-		t.Errorf("error reply %+v", e)
+	for _, in := range []string{"$3\r\nabcde\r\n", ":+1\r\n", "#x\r\n", "*1\r\n$2\r\nab\n\n"} {
+		if got, err := ReadReply(bufio.NewReader(strings.NewReader(in))); !errors.Is(err, ErrProtocol) {
+			t.Errorf("ReadReply(%q) = %q, %v; want a protocol error", in, got, err)
+		}
 	}
 }

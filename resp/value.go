@@ -1,10 +1,15 @@
-package capture
+package resp
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"strconv"
 )
+
+// The parser of a complete reply held in memory, for the readers off the
+// data path (the capture's redaction and replay, the fence and boot
+// replies of a new upstream connection): Reader frames the bytes, Parse
+// tells what they say.
 
 // Value is one RESP2 or RESP3 reply, parsed: Type is its first byte.
 //
@@ -18,41 +23,53 @@ import (
 type Value struct {
 	Type  byte
 	Nil   bool
-	Str   []byte // simple, error (without the type byte), bulk or line content
+	Str   []byte // simple, error (without the type byte), bulk or line content: a subslice of the parsed bytes
 	Int   int64
 	Elems []Value
 }
 
-// errRESP is a reply that is not well-formed RESP.
-var errRESP = errors.New("not a RESP reply")
-
 // maxDepth bounds the nesting of aggregates the parser follows.
 const maxDepth = 64
 
-// ParseReply parses one whole RESP2 or RESP3 reply; trailing bytes are an
-// error.
-func ParseReply(b []byte) (Value, error) {
-	v, n, err := parseValue(b, 0)
+// Parse parses one whole RESP2 or RESP3 reply; trailing bytes are an
+// error. The Strs of the Value are subslices of b, so a caller may change
+// a reply's contents in place through them (the capture's redaction
+// does). Every error wraps ErrProtocol.
+func Parse(b []byte) (Value, error) {
+	v, n, err := ParsePrefix(b)
 	if err != nil {
 		return v, err
 	}
 	if n != len(b) {
-		return v, errRESP
+		return v, fmt.Errorf("%w: %d bytes after the reply", ErrProtocol, len(b)-n)
 	}
 	return v, nil
 }
 
+// ParsePrefix parses the one reply at the start of b and returns it and
+// the number of bytes it takes. Numbers are read as the server writes them
+// (ParseInt), a bulk must end in CRLF, and aggregates nest at most 64
+// deep.
+func ParsePrefix(b []byte) (Value, int, error) {
+	return parseValue(b, 0)
+}
+
+// parseLine returns the content of the line at the start of b (after its
+// type byte, up to the first CRLF) and the length of the line.
 func parseLine(b []byte) ([]byte, int, error) {
 	i := bytes.Index(b, []byte("\r\n"))
 	if i < 1 {
-		return nil, 0, errRESP
+		return nil, 0, fmt.Errorf("%w: truncated reply", ErrProtocol)
 	}
 	return b[1:i], i + 2, nil
 }
 
 func parseValue(b []byte, depth int) (Value, int, error) {
-	if len(b) == 0 || depth > maxDepth {
-		return Value{}, 0, errRESP
+	if len(b) == 0 {
+		return Value{}, 0, fmt.Errorf("%w: truncated reply", ErrProtocol)
+	}
+	if depth > maxDepth {
+		return Value{}, 0, fmt.Errorf("%w: aggregates nested deeper than %d", ErrProtocol, maxDepth)
 	}
 	v := Value{Type: b[0]}
 	line, n, err := parseLine(b)
@@ -65,37 +82,42 @@ func parseValue(b []byte, depth int) (Value, int, error) {
 		return v, n, nil
 	case '#':
 		if len(line) != 1 || (line[0] != 't' && line[0] != 'f') {
-			return v, 0, errRESP
+			return v, 0, fmt.Errorf("%w: bad boolean %q", ErrProtocol, line)
 		}
 		v.Str = line
 		return v, n, nil
 	case '_':
 		if len(line) != 0 {
-			return v, 0, errRESP
+			return v, 0, fmt.Errorf("%w: bad null %q", ErrProtocol, line)
 		}
 		v.Nil = true
 		return v, n, nil
 	case ':':
-		v.Int, err = strconv.ParseInt(string(line), 10, 64)
-		return v, n, err
+		i, ok := ParseInt(line)
+		if !ok {
+			return v, 0, fmt.Errorf("%w: bad integer %q", ErrProtocol, line)
+		}
+		v.Int = i
+		return v, n, nil
 	case '$', '=', '!':
-		l, err := strconv.Atoi(string(line))
-		if err != nil || l < -1 || (l == -1 && v.Type != '$') {
-			return v, 0, errRESP
+		l, ok := ParseInt(line)
+		if !ok || l < -1 || (l == -1 && v.Type != '$') || l > int64(len(b)) {
+			return v, 0, fmt.Errorf("%w: bad bulk length %q", ErrProtocol, line)
 		}
 		if l == -1 {
 			v.Nil = true
 			return v, n, nil
 		}
-		if len(b) < n+l+2 || b[n+l] != '\r' || b[n+l+1] != '\n' {
-			return v, 0, errRESP
+		end := n + int(l)
+		if len(b) < end+2 || b[end] != '\r' || b[end+1] != '\n' {
+			return v, 0, fmt.Errorf("%w: a bulk of %d bytes not followed by CRLF", ErrProtocol, l)
 		}
-		v.Str = b[n : n+l]
-		return v, n + l + 2, nil
+		v.Str = b[n:end]
+		return v, end + 2, nil
 	case '*', '%', '~', '>', '|':
-		c, err := strconv.Atoi(string(line))
-		if err != nil || c < -1 || c > len(b) || (c == -1 && v.Type != '*') {
-			return v, 0, errRESP
+		c, ok := ParseInt(line)
+		if !ok || c < -1 || c > int64(len(b)) || (c == -1 && v.Type != '*') {
+			return v, 0, fmt.Errorf("%w: bad aggregate length %q", ErrProtocol, line)
 		}
 		if c == -1 {
 			v.Nil = true
@@ -107,8 +129,8 @@ func parseValue(b []byte, depth int) (Value, int, error) {
 		case '|':
 			c = 2*c + 1 // the attribute's pairs, then the reply it annotates
 		}
-		if c > len(b) {
-			return v, 0, errRESP
+		if c > int64(len(b)) {
+			return v, 0, fmt.Errorf("%w: bad aggregate length %q", ErrProtocol, line)
 		}
 		v.Elems = make([]Value, 0, c)
 		for range c {
@@ -121,7 +143,7 @@ func parseValue(b []byte, depth int) (Value, int, error) {
 		}
 		return v, n, nil
 	}
-	return v, 0, errRESP
+	return v, 0, fmt.Errorf("%w: unexpected reply type %q", ErrProtocol, v.Type)
 }
 
 // AppendRESP appends v's encoding (in its own protocol's form) to b.

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-
-	"github.com/emqproxy/emqproxy/fence"
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // The upstream reply framer. It copies each reply's exact bytes, never
@@ -25,8 +22,10 @@ import (
 // mistaken for a stalled connection.
 const bigChunk = 1 << 20
 
-// ErrProtocol means an upstream sent bytes that are not RESP. Every error
-// of the Reader and of Decode about the bytes themselves wraps it.
+// ErrProtocol means a server sent bytes that are not RESP. Every error of
+// the Reader, of ReadReply and of Parse about the bytes themselves wraps
+// it. Its text is the one the proxy's logs and UPSTREAM replies have
+// always shown for it.
 var ErrProtocol = errors.New("proxy: upstream protocol error")
 
 // Reader frames replies from an upstream connection.
@@ -43,6 +42,23 @@ type Reader struct {
 
 // NewReader returns a Reader of the replies br reads.
 func NewReader(br *bufio.Reader) Reader { return Reader{br: br} }
+
+// ReadReply reads one complete reply from br and returns its exact bytes,
+// uncapped, checked as Parse checks them (a bulk not followed by CRLF, a
+// number the server would not write, aggregates nested past 64 are
+// errors). It is the reader of the tools and tests that talk to a server
+// directly, off the data path.
+func ReadReply(br *bufio.Reader) ([]byte, error) {
+	r := NewReader(br)
+	b, _, err := r.Read(nil, -1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Parse(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // Budget is the memory budget replies are counted against.
 type Budget interface {
@@ -105,7 +121,7 @@ func (r *Reader) Read(dst []byte, max int) (out []byte, over bool, err error) {
 		switch line[0] {
 		case '+', '-', ':', '_', '#', ',', '(':
 		case '$', '!', '=':
-			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
+			n, ok := ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 {
 				return dst, over, fmt.Errorf("%w: bad bulk length %q", ErrProtocol, line)
 			}
@@ -120,7 +136,7 @@ func (r *Reader) Read(dst []byte, max int) (out []byte, over bool, err error) {
 				return dst, over, err
 			}
 		case '*', '~', '>', '%', '|':
-			n, ok := rewrite.ParseInt(line[1 : len(line)-2])
+			n, ok := ParseInt(line[1 : len(line)-2])
 			if !ok || n < -1 || (n < 0 && line[0] != '*') {
 				return dst, over, fmt.Errorf("%w: bad aggregate length %q", ErrProtocol, line)
 			}
@@ -188,7 +204,7 @@ func skipFrame(buf []byte, i int) (next int, ok bool) {
 		pending--
 		switch line[0] {
 		case '$', '!', '=', '*', '~', '>', '%', '|':
-			m, ok := rewrite.ParseInt(line[1 : len(line)-2])
+			m, ok := ParseInt(line[1 : len(line)-2])
 			if !ok || m > int64(len(buf)) {
 				return 0, false
 			}
@@ -266,66 +282,4 @@ func (r *Reader) bulk(dst []byte, n, max int, over bool) ([]byte, bool, error) {
 		}
 	}
 	return dst, over, nil
-}
-
-// Decode decodes one complete reply's bytes (as framed by Reader)
-// into the fence's reply type. It is used only on the synchronous setup path
-// of an upstream connection (boot commands and the fence hook), never on the
-// data path. A null keeps its RESP type byte ('$' or '*') with Null set.
-func Decode(b []byte) (fence.Reply, []byte, error) {
-	i := 0
-	for i+1 < len(b) && b[i] != '\r' {
-		i++
-	}
-	if i+1 >= len(b) || len(b) == 0 {
-		return fence.Reply{}, nil, fmt.Errorf("%w: truncated reply", ErrProtocol)
-	}
-	head, rest := b[1:i], b[i+2:]
-	r := fence.Reply{Type: b[0]}
-	switch b[0] {
-	case ':':
-		n, ok := rewrite.ParseInt(head)
-		if !ok {
-			return r, nil, fmt.Errorf("%w: bad integer %q", ErrProtocol, head)
-		}
-		r.Int = n
-		r.Str = string(head)
-	case '$', '!', '=':
-		n, ok := rewrite.ParseInt(head)
-		if ok && n == -1 {
-			r.Null = true
-			return r, rest, nil
-		}
-		if !ok || n < 0 || int(n)+2 > len(rest) {
-			return r, nil, fmt.Errorf("%w: bad bulk %q", ErrProtocol, head)
-		}
-		r.Str = string(rest[:n])
-		rest = rest[n+2:]
-	case '*', '~', '>', '%', '|':
-		n, ok := rewrite.ParseInt(head)
-		if !ok || n < -1 {
-			return r, nil, fmt.Errorf("%w: bad aggregate %q", ErrProtocol, head)
-		}
-		if n < 0 {
-			r.Null = true
-			return r, rest, nil
-		}
-		if b[0] == '%' || b[0] == '|' {
-			n *= 2
-		}
-		for range n {
-			var e fence.Reply
-			var err error
-			e, rest, err = Decode(rest)
-			if err != nil {
-				return r, nil, err
-			}
-			r.Elems = append(r.Elems, e)
-		}
-	case '_':
-		r.Null = true
-	default:
-		r.Str = string(head)
-	}
-	return r, rest, nil
 }
