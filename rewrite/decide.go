@@ -94,7 +94,10 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 	if info.kind == kEmqVersion {
 		return Decision{Action: Pass, Effect: Wire6}
 	}
-	sc := parseScriptCall(scriptKindOf(info.kind), args)
+	var sc ScriptCall // parsed only for a script call: a plain command pays nothing
+	if k := scriptKindOf(info.kind); k != NotScript {
+		sc = parseScriptCall(k, args)
+	}
 	if !st.Wire6 {
 		if d, ok := decideVersionKey(args, info, &sc, st, p); ok {
 			return d

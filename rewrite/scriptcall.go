@@ -150,8 +150,14 @@ func (c *ScriptCall) NumKeys() (int, bool) {
 	return len(c.Keys), true
 }
 
-// Queue is the queue the call belongs to: its first key's (QueueOf).
-func (c *ScriptCall) Queue() []byte { return QueueOf(c.Keys, FirstKey) }
+// Queue is the queue the call belongs to: its first key's (QueueOf's
+// FirstKey rule).
+func (c *ScriptCall) Queue() []byte {
+	if len(c.Keys) == 0 {
+		return nil
+	}
+	return Hashtag(c.Keys[0])
+}
 
 // QueueRule says which of a command's arguments QueueOf reads.
 type QueueRule uint8
@@ -171,7 +177,8 @@ const (
 )
 
 // QueueOf returns the queue that args name under rule: a hashtag's
-// content (Hashtag), pointing into args, or nil for none.
+// content (Hashtag, the queue one key names: the plan reads each key's
+// with it), pointing into args, or nil for none.
 func QueueOf(args [][]byte, rule QueueRule) []byte {
 	if rule == FirstKey {
 		if len(args) == 0 {

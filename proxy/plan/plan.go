@@ -102,7 +102,7 @@ type Step struct {
 	CmdKeys [][]byte
 	Keyed   bool
 	// Queues are the queues of CmdKeys, one per key, found with them
-	// (rewrite.QueueOf of each key; nil for a key without a hashtag): what
+	// (rewrite.Hashtag of each key; nil for a key without one): what
 	// routing, admission and a transaction's route read, so a command's
 	// queue is worked out once. Lent from the session's Bufs as CmdKeys is.
 	Queues [][]byte
@@ -187,10 +187,10 @@ func findKeys(in *Input, sp *Step) bool {
 		// Decide's keys, in the arguments: nothing to copy; the first
 		// one's queue is the decision's.
 		sp.CmdKeys = sp.Decision.Keys
-		for i := range sp.CmdKeys {
+		for i, k := range sp.CmdKeys {
 			q := sp.Decision.Queue
 			if i > 0 {
-				q = rewrite.QueueOf(sp.CmdKeys[i:], rewrite.FirstKey)
+				q = rewrite.Hashtag(k)
 			}
 			qs = append(qs, q)
 		}
@@ -214,8 +214,8 @@ func findKeys(in *Input, sp *Step) bool {
 			keys = append(keys, in.Args[i])
 		}
 	}
-	for i := range keys {
-		qs = append(qs, rewrite.QueueOf(keys[i:], rewrite.FirstKey))
+	for _, k := range keys {
+		qs = append(qs, rewrite.Hashtag(k))
 	}
 	bufs.keys, sp.CmdKeys = keys, keys
 	bufs.qs, sp.Queues = qs, qs
