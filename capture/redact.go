@@ -10,10 +10,10 @@ import (
 	"encoding/hex"
 	"hash"
 	"hash/maphash"
-	"strconv"
 	"strings"
 
 	"github.com/emqproxy/emqproxy/resp"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // Redaction (Options.Redact): what a redacted capture keeps in clear is
@@ -131,12 +131,14 @@ const unparsed = "-REDACTED the reply could not be parsed for redaction; it was 
 // keys... values..., the reply elements the script's shape names, and any
 // error in the reply.
 func (z *redactor) redactCall(r *Record) {
-	if len(r.Args) >= 3 {
-		if nk, err := strconv.Atoi(string(r.Args[2])); err == nil && nk >= 0 {
-			for _, j := range r.payload.Values {
-				if i := 3 + nk + j - 1; i < len(r.Args) {
-					z.standIn(r.Args[i])
-				}
+	// numkeys as the server reads it: the proxy forwards no pinned call
+	// whose numkeys the server refuses, so one that does not read has no
+	// values that can be told apart, and none is replaced.
+	sc := rewrite.ParseScriptCall(r.Args)
+	if nk, ok := sc.NumKeys(); ok {
+		for _, j := range r.payload.Values {
+			if i := 3 + nk + j - 1; i < len(r.Args) {
+				z.standIn(r.Args[i])
 			}
 		}
 	}
@@ -219,11 +221,12 @@ func (z *redactor) keepArgs(r *Record) []bool {
 		}
 	}
 	name := strings.ToUpper(string(r.Args[0]))
-	switch name {
-	case "EVALSHA", "EVALSHA_RO", "FCALL", "FCALL_RO":
-		keepAt(keep, 1, 2) // the sha or function name, numkeys
-	case "EVAL", "EVAL_RO":
+	switch k := rewrite.ScriptKindOf(r.Args[0]); {
+	case k == rewrite.NotScript:
+	case k.Body():
 		keepAt(keep, 2) // numkeys; the body may hold anything
+	default:
+		keepAt(keep, 1, 2) // the sha or function name, numkeys
 	}
 	if len(r.Args) > 2 && bytes.HasPrefix(r.Args[1], []byte("emq:{"+r.Queue+"}:job:")) {
 		keepRowFields(keep, name, r.Args)

@@ -261,45 +261,46 @@ type Runtime struct {
 }
 
 // Defaults returns every key's default value, the single source of the
-// defaults documented in the README.
+// defaults documented in the README (those the proxy library has too are
+// defaults.go's constants; durations as strings, as a file writes them).
 func Defaults() map[string]any {
 	return map[string]any{
-		"listen":                    "127.0.0.1:6380",
+		"listen":                    DefaultListen,
 		"listen_mode":               "0660",
 		"tls.min_version":           "1.2",
 		"map":                       "stand/map.yaml",
 		"policy.unknown_scripts":    UnknownRefuse,
 		"policy.allow":              []string{},
-		"limits.max_clients":        10000,
-		"limits.max_multibulk":      1024 * 1024,
-		"limits.max_bulk":           int64(512 << 20),
-		"limits.max_inline":         64 << 10,
-		"limits.max_pipeline":       1024,
-		"limits.max_reply_bytes":    int64(64 << 20),
-		"limits.max_queued_multi":   10000,
-		"limits.buffered_bytes":     int64(128 << 20),
-		"limits.share_commands":     64,
-		"limits.share_bytes":        int64(1 << 20),
-		"limits.isolate_for":        "30s",
-		"timeouts.dial":             "2s",
-		"timeouts.upstream":         "5s",
-		"timeouts.write":            "30s",
+		"limits.max_clients":        DefaultMaxClients,
+		"limits.max_multibulk":      DefaultMaxMultibulk,
+		"limits.max_bulk":           DefaultMaxBulk,
+		"limits.max_inline":         DefaultMaxInline,
+		"limits.max_pipeline":       DefaultMaxPipeline,
+		"limits.max_reply_bytes":    DefaultMaxReplyBytes,
+		"limits.max_queued_multi":   DefaultMaxQueuedMulti,
+		"limits.buffered_bytes":     DefaultMaxBuffered,
+		"limits.share_commands":     DefaultShareCommands,
+		"limits.share_bytes":        DefaultShareBytes,
+		"limits.isolate_for":        DefaultIsolateFor.String(),
+		"timeouts.dial":             DefaultDialTimeout.String(),
+		"timeouts.upstream":         DefaultUpstreamTimeout.String(),
+		"timeouts.write":            DefaultWriteTimeout.String(),
 		"timeouts.drain":            "10s",
-		"timeouts.probe":            "1s",
+		"timeouts.probe":            DefaultProbeInterval.String(),
 		"timeouts.idle":             "0s",
-		"timeouts.hold":             "5s",
+		"timeouts.hold":             DefaultHold.String(),
 		"control.enabled":           false,
-		"control.poll":              "250ms",
-		"control.lease":             "2s",
-		"auth.fail_delay":           "100ms",
-		"auth.max_failures":         10,
-		"auth.max_fail_delay":       "2s",
-		"auth.timeout":              "10s",
+		"control.poll":              DefaultControlPoll.String(),
+		"control.lease":             DefaultControlLease.String(),
+		"auth.fail_delay":           DefaultAuthFailDelay.String(),
+		"auth.max_failures":         DefaultMaxAuthFailures,
+		"auth.max_fail_delay":       DefaultMaxAuthFailDelay.String(),
+		"auth.timeout":              DefaultAuthTimeout.String(),
 		"audit.sink":                "stderr",
 		"audit.passthrough":         false,
 		"capture.queues":            []string{},
 		"capture.dir":               "",
-		"capture.max_bytes":         int64(1 << 30),
+		"capture.max_bytes":         DefaultCaptureMaxBytes,
 		"capture.redact":            true,
 		"log.level":                 "info",
 		"log.format":                "json",
@@ -520,16 +521,36 @@ func (c *Config) validateUpstreams(p *problems) {
 	}
 }
 
-// validateRoutes checks the routes against the upstreams: known names,
-// valid patterns, and a last route that matches every queue.
+// validateRoutes checks the routes against the upstreams (checkRoutes).
 func (c *Config) validateRoutes(p *problems) {
 	if len(c.Routes) == 0 {
 		p.bad("routes", "no route is configured; add one with queues: [\"*\"]")
+		return
 	}
-	for i, r := range c.Routes {
+	checkRoutes(p, c.Routes, c.UpstreamNames())
+}
+
+// CheckRoutes checks routes against the names of the upstreams there are:
+// the rule of the configuration's routes, which package proxy applies to
+// the routes it is given too (proxy.New, SwapRoutes). Every problem is
+// named in the error, which wraps ErrInvalid; nil when rs is usable.
+func CheckRoutes(rs []Route, upstreams []string) error {
+	var p problems
+	if len(rs) == 0 {
+		p.bad("routes", "no route; the last must match every queue (\"*\")")
+	}
+	checkRoutes(&p, rs, upstreams)
+	return errors.Join(p.errs...)
+}
+
+// checkRoutes checks the routes: each names one of upstreams and at least
+// one pattern, every pattern is valid, and the last route matches every
+// queue, so keyless commands have a default.
+func checkRoutes(p *problems, rs []Route, upstreams []string) {
+	for i, r := range rs {
 		key := fmt.Sprintf("routes[%d]", i)
-		if _, ok := c.Upstreams[r.Upstream]; !ok {
-			p.bad(key+".upstream", "%q is not a configured upstream", r.Upstream)
+		if !slices.Contains(upstreams, r.Upstream) {
+			p.bad(key+".upstream", "%q is not one of the upstreams (%s)", r.Upstream, strings.Join(upstreams, ", "))
 		}
 		if len(r.Queues) == 0 {
 			p.bad(key+".queues", "is empty")
@@ -540,7 +561,7 @@ func (c *Config) validateRoutes(p *problems) {
 			}
 		}
 	}
-	if len(c.Routes) > 0 && !slices.Contains(c.Routes[len(c.Routes)-1].Queues, "*") {
+	if len(rs) > 0 && !slices.Contains(rs[len(rs)-1].Queues, "*") {
 		p.bad("routes", "the last route must match every queue (queues: [\"*\"]) so keyless commands have a default")
 	}
 }

@@ -14,4 +14,10 @@
 // It parses and validates into plain structs and names the key of every bad
 // value. It does no wiring and opens no sockets: cmd/emqproxy turns a Config
 // into running parts.
+//
+// Its defaults (defaults.go) and its rules for routes and for the replica
+// acknowledgement of writes (CheckRoutes, CheckAck) are the only ones:
+// package proxy applies them to the Options it is given (proxy.Options
+// says how), so a proxy built without a file is held to the same. config
+// imports nothing of the proxy.
 package config

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -67,26 +68,45 @@ func validateSentinel(p *problems, key string, s Sentinel) {
 }
 
 // validateFailover checks how long new commands wait for a new primary
-// and the replica acknowledgement of writes.
+// and the replica acknowledgement of writes (checkAck).
 func validateFailover(p *problems, key string, u Upstream) {
 	if u.FailoverWait < 0 {
 		p.bad(key+".failover_wait", "%v is negative (0: new commands get the error at once)", u.FailoverWait)
 	}
-	if u.AckReplicas < 0 {
-		p.bad(key+".ack_replicas", "%d is negative", u.AckReplicas)
-	}
-	if u.AckTimeout < 0 {
-		p.bad(key+".ack_timeout", "%v is negative", u.AckTimeout)
-	} else if u.AckReplicas > 0 && u.AckTimeout == 0 {
-		p.bad(key+".ack_timeout", "must be positive when ack_replicas is %d: it bounds how long a write waits for its replicas", u.AckReplicas)
-	}
 }
 
-// validateAckTimeout checks that a WAIT for the replicas ends before the
-// upstream's reply timeout, which would otherwise break the connection as
-// a node that stopped answering.
+// validateAckTimeout checks the upstream's replica acknowledgement of
+// writes against the reply timeout, timeouts.upstream (checkAck).
 func validateAckTimeout(p *problems, key string, u Upstream, upstream time.Duration) {
-	if u.AckReplicas > 0 && u.AckTimeout > 0 && upstream > 0 && u.AckTimeout >= upstream {
-		p.bad(key+".ack_timeout", "%v must be shorter than timeouts.upstream (%v): a WAIT that long would break the connection as a node that stopped answering", u.AckTimeout, upstream)
+	checkAck(p, key, u.AckReplicas, u.AckTimeout, "timeouts.upstream", upstream)
+}
+
+// CheckAck checks an upstream's replica acknowledgement of writes: the
+// rule of the configuration's ack_replicas and ack_timeout, which package
+// proxy applies to the upstream options it is given too (proxy.New). key
+// names the upstream (its keys are key.ack_replicas and key.ack_timeout),
+// replyKey the reply timeout reply is the value of. Every problem is named
+// in the error, which wraps ErrInvalid; nil when the values are usable.
+func CheckAck(key string, replicas int, timeout time.Duration, replyKey string, reply time.Duration) error {
+	var p problems
+	checkAck(&p, key, replicas, timeout, replyKey, reply)
+	return errors.Join(p.errs...)
+}
+
+// checkAck: the number of replicas and the timeout are not negative, the
+// timeout is positive when replicas are waited for, and a WAIT for them
+// ends before the reply timeout (0: not checked), which would otherwise
+// break the connection as a node that stopped answering.
+func checkAck(p *problems, key string, replicas int, timeout time.Duration, replyKey string, reply time.Duration) {
+	if replicas < 0 {
+		p.bad(key+".ack_replicas", "%d is negative", replicas)
+	}
+	switch {
+	case timeout < 0:
+		p.bad(key+".ack_timeout", "%v is negative", timeout)
+	case replicas > 0 && timeout == 0:
+		p.bad(key+".ack_timeout", "must be positive when ack_replicas is %d: it bounds how long a write waits for its replicas", replicas)
+	case replicas > 0 && reply > 0 && timeout >= reply:
+		p.bad(key+".ack_timeout", "%v must be shorter than %s (%v): a WAIT that long would break the connection as a node that stopped answering", timeout, replyKey, reply)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/proxy/plan"
@@ -95,9 +96,9 @@ import (
 
 // Defaults of ControlOptions' zero durations.
 const (
-	DefaultControlPoll  = 250 * time.Millisecond
-	DefaultControlLease = 2 * time.Second
-	DefaultHold         = 5 * time.Second
+	DefaultControlPoll  = config.DefaultControlPoll
+	DefaultControlLease = config.DefaultControlLease
+	DefaultHold         = config.DefaultHold
 )
 
 // ControlOptions turns on the control table. Zero durations take the

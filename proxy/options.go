@@ -7,40 +7,44 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy/session"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
-// Defaults applied by New to zero-valued Options fields. They are the
-// configuration's defaults too (package config; a test in cmd/emqproxy
-// fails when the two differ).
+// Defaults applied by New to zero-valued Options fields: the
+// configuration's (package config's defaults.go, where they are defined
+// once), so a Server built from Options alone behaves as the daemon does
+// with an empty file.
 const (
 	// DefaultListen is the client listener address.
-	DefaultListen         = "127.0.0.1:6380"
-	DefaultMaxClients     = 10000
-	DefaultMaxPipeline    = 1024
-	DefaultMaxReplyBytes  = 64 * 1024 * 1024
-	DefaultMaxQueuedMulti = 10000
+	DefaultListen         = config.DefaultListen
+	DefaultMaxClients     = config.DefaultMaxClients
+	DefaultMaxPipeline    = config.DefaultMaxPipeline
+	DefaultMaxReplyBytes  = config.DefaultMaxReplyBytes
+	DefaultMaxQueuedMulti = config.DefaultMaxQueuedMulti
 	// DefaultShareCommands, DefaultShareBytes and DefaultIsolateFor bound
 	// one client's share of a shared upstream connection (share.go).
-	DefaultShareCommands = 64
-	DefaultShareBytes    = 1 << 20
-	DefaultIsolateFor    = 30 * time.Second
+	DefaultShareCommands = config.DefaultShareCommands
+	DefaultShareBytes    = config.DefaultShareBytes
+	DefaultIsolateFor    = config.DefaultIsolateFor
 	// DefaultMaxMultibulk, DefaultMaxBulk and DefaultMaxInline are the
 	// client input framer's limits (package resp).
-	DefaultMaxMultibulk = resp.DefaultMaxMultibulk
-	DefaultMaxBulk      = resp.DefaultMaxBulk
-	DefaultMaxInline    = resp.DefaultMaxInline
+	DefaultMaxMultibulk = config.DefaultMaxMultibulk
+	DefaultMaxBulk      = config.DefaultMaxBulk
+	DefaultMaxInline    = config.DefaultMaxInline
 	// DefaultMaxQueryBuffer is redis's client-query-buffer-limit (1 GiB):
-	// the most one incomplete command may make the proxy buffer.
-	DefaultMaxQueryBuffer  = 1024 * 1024 * 1024
-	DefaultWriteTimeout    = 30 * time.Second
-	DefaultDialTimeout     = upstream.DefaultDialTimeout
-	DefaultUpstreamTimeout = upstream.DefaultUpstreamTimeout
-	DefaultProbeInterval   = upstream.DefaultProbeInterval
+	// the most one incomplete command may make the proxy buffer. The
+	// configuration has no key for it.
+	DefaultMaxQueryBuffer = 1024 * 1024 * 1024
+	DefaultWriteTimeout   = config.DefaultWriteTimeout
+	// DefaultDialTimeout, DefaultUpstreamTimeout and DefaultProbeInterval
+	// are given to the upstreams whose options leave them zero.
+	DefaultDialTimeout     = config.DefaultDialTimeout
+	DefaultUpstreamTimeout = config.DefaultUpstreamTimeout
+	DefaultProbeInterval   = config.DefaultProbeInterval
 )
 
 // OnConnectFunc is an upstream's fence hook (package upstream).
@@ -49,20 +53,29 @@ type OnConnectFunc = upstream.OnConnectFunc
 // Defaults of the limits on authentication (package session's
 // authlimit.go).
 const (
-	DefaultAuthFailDelay   = 100 * time.Millisecond
-	DefaultMaxAuthFailures = 10
+	DefaultAuthFailDelay   = config.DefaultAuthFailDelay
+	DefaultMaxAuthFailures = config.DefaultMaxAuthFailures
 	// DefaultMaxAuthFailDelay is the default cap on the delay of one reply.
-	DefaultMaxAuthFailDelay = 2 * time.Second
+	DefaultMaxAuthFailDelay = config.DefaultMaxAuthFailDelay
 	// DefaultAuthTimeout is the default time a client has to authenticate.
-	DefaultAuthTimeout = 10 * time.Second
+	DefaultAuthTimeout = config.DefaultAuthTimeout
 )
 
-// DefaultMaxBuffered is the default process-wide budget: a quarter of the
-// shipped manifests' 512 Mi memory limit, so the budget plus one command
-// beyond it, with the runtime's garbage, stays under it.
-const DefaultMaxBuffered = 128 << 20
+// DefaultMaxBuffered is the default process-wide budget
+// (config.DefaultMaxBuffered says why it is what it is).
+const DefaultMaxBuffered = config.DefaultMaxBuffered
 
 // Options configures a Server. Zero values take the documented defaults.
+//
+// Defaults and validation are the configuration's (package config): New
+// applies config's defaults to the zero fields and checks the upstreams'
+// replica acknowledgement (config.CheckAck) and the routes
+// (config.CheckRoutes, SwapRoutes too) by the configuration's own rules,
+// so Options built by a test, bench/ or an embedder are held to what a
+// file is. What a file alone has (its keys, the syntax of addresses, TLS
+// files) config checks when it loads; what only a running server knows
+// (an upstream set fixed until a restart, unique upstream names, a
+// policy) New and SwapRoutes check.
 type Options struct {
 	// Listen is the client listener address for ListenAndServe
 	// (default DefaultListen, "127.0.0.1:6380"), or several separated by
@@ -225,7 +238,13 @@ func (o Options) withDefaults() Options {
 		o.Upstreams = append([]UpstreamOptions(nil), o.Upstreams...)
 	}
 	for i := range o.Upstreams {
-		o.Upstreams[i] = o.Upstreams[i].WithDefaults()
+		u := &o.Upstreams[i]
+		positiveOr(&u.DialTimeout, DefaultDialTimeout)
+		positiveOr(&u.Timeout, DefaultUpstreamTimeout)
+		if u.ProbeInterval == 0 {
+			u.ProbeInterval = DefaultProbeInterval
+		}
+		*u = u.WithDefaults()
 	}
 	o.Upstream = o.Upstreams[0]
 	return o

@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"go.uber.org/zap"
@@ -61,31 +61,20 @@ func defaultRoutes(up *upstream.Upstream) []Route {
 	return []Route{{Queues: []string{"*"}, Upstream: up.Name()}}
 }
 
-// compileRoutes checks rs against the server's upstreams and builds a
-// router. Every problem is named in the error, which wraps ErrRoutes.
+// compileRoutes checks rs against the server's upstreams, by the
+// configuration's rule (config.CheckRoutes), and builds a router. Every
+// problem is named in the error, which wraps ErrRoutes.
 func (s *Server) compileRoutes(rs []Route) (*plan.Router, error) {
-	if len(rs) == 0 {
-		return nil, fmt.Errorf("%w: no route; the last must match every queue (\"*\")", ErrRoutes)
+	crs := make([]config.Route, len(rs))
+	for i, rt := range rs {
+		crs[i] = config.Route(rt)
+	}
+	if err := config.CheckRoutes(crs, s.upstreamNames()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRoutes, err)
 	}
 	ups := make([]*upstream.Upstream, len(rs))
 	for i, rt := range rs {
-		u := s.byName[rt.Upstream]
-		if u == nil {
-			return nil, fmt.Errorf("%w: routes[%d]: upstream %q is not one of %s (changing the upstream set needs a restart)",
-				ErrRoutes, i, rt.Upstream, strings.Join(s.upstreamNames(), ", "))
-		}
-		if len(rt.Queues) == 0 {
-			return nil, fmt.Errorf("%w: routes[%d]: no queue pattern", ErrRoutes, i)
-		}
-		for j, g := range rt.Queues {
-			if _, err := path.Match(g, ""); err != nil || g == "" {
-				return nil, fmt.Errorf("%w: routes[%d].queues[%d]: %q is not a valid pattern", ErrRoutes, i, j, g)
-			}
-		}
-		ups[i] = u
-	}
-	if !slices.Contains(rs[len(rs)-1].Queues, "*") {
-		return nil, fmt.Errorf("%w: the last route must match every queue (\"*\"): it is the default route", ErrRoutes)
+		ups[i] = s.byName[rt.Upstream]
 	}
 	return plan.NewRouter(rs, ups), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
@@ -73,7 +74,8 @@ type Server struct {
 	wg        sync.WaitGroup
 }
 
-// New validates opts, applies the defaults and starts connecting to the
+// New applies the defaults, validates opts (Options says by which rules)
+// and starts connecting to the
 // upstream in the background. logger is the operational log, audit the
 // audit log (its own sink; nil disables auditing). Audit records are
 // written on the audit logger's core directly, after one level check per
@@ -89,14 +91,11 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 			return nil, fmt.Errorf("%w: upstream %q: no address", ErrOptions, u.Name)
 		case u.Address != "" && u.Sentinel != nil:
 			return nil, fmt.Errorf("%w: upstream %q: an address and a sentinel master set; set one", ErrOptions, u.Name)
-		case u.AckReplicas < 0:
-			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d is negative", ErrOptions, u.Name, u.AckReplicas)
-		case u.AckReplicas > 0 && u.AckTimeout <= 0:
-			return nil, fmt.Errorf("%w: upstream %q: ack replicas %d needs a positive ack timeout", ErrOptions, u.Name, u.AckReplicas)
-		case u.AckReplicas > 0 && u.AckTimeout >= u.Timeout:
-			// WAIT sends nothing back until it ends: the reply timeout
-			// would break the connection first.
-			return nil, fmt.Errorf("%w: upstream %q: ack timeout %v must be shorter than the reply timeout %v", ErrOptions, u.Name, u.AckTimeout, u.Timeout)
+		}
+		// The configuration's rule: WAIT sends nothing back until it
+		// ends, so the reply timeout would break the connection first.
+		if err := config.CheckAck("upstreams."+u.Name, u.AckReplicas, u.AckTimeout, "its reply timeout", u.Timeout); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 		if seen[u.Name] {
 			return nil, fmt.Errorf("%w: upstream name %q used twice", ErrOptions, u.Name)

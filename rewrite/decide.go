@@ -94,13 +94,12 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 	if info.kind == kEmqVersion {
 		return Decision{Action: Pass, Effect: Wire6}
 	}
-	var sk scriptKeys
-	switch info.kind {
-	case kEvalSha, kEval, kEvalShaRO, kEvalRO:
-		sk = parseScriptKeys(args)
+	var sc ScriptCall // parsed only for a script call: a plain command pays nothing
+	if k := scriptKindOf(info.kind); k != NotScript {
+		sc = parseScriptCall(k, args)
 	}
 	if !st.Wire6 {
-		if d, ok := decideVersionKey(args, info, sk, st, p); ok {
+		if d, ok := decideVersionKey(args, info, &sc, st, p); ok {
 			return d
 		}
 	}
@@ -108,7 +107,7 @@ func decide(args [][]byte, up []byte, info cmdInfo, known bool, st *State, p *Po
 	// 5. Scripts.
 	switch info.kind {
 	case kEvalSha, kEval, kEvalShaRO, kEvalRO:
-		return decideScript(args, info.kind, sk, st, p)
+		return decideScript(args, info.kind, &sc, st, p)
 	case kScript:
 		return decideScriptCmd(args, p)
 	}

@@ -12,6 +12,12 @@
 // any argument equal to the version key makes a wire-4 session's command a
 // refused write.
 //
+// A script call is read in one place (scriptcall.go): ParseScriptCall
+// says which call a command is, its numkeys (or the server's error for
+// it), its keys and their queue, and QueueOf is the one rule of the queue
+// a command's keys name. The plan, the capture and the replay read script
+// calls and queues with them.
+//
 // Replies the proxy answers as the server would are byte-exact with redis
 // 7.0 speaking RESP2 (checked against a real server by the integration
 // test). The proxy's own refusals start with an upper-case code word:

@@ -12,7 +12,7 @@ import (
 
 // decideScript handles EVALSHA, EVAL, EVALSHA_RO and EVAL_RO.
 //
-//   - numkeys is checked first, with the server's texts;
+//   - numkeys is checked first, with the server's texts (ParseScriptCall);
 //   - a verb script (EVALSHA/EVAL) must have its pinned shape, then leaves
 //     as EMQ.<TOKEN> with the identical tail (Rewrite, Replace 2);
 //   - a read script leaves as EVALSHA_RO/EVAL_RO (Rewrite, Replace 1), so
@@ -24,14 +24,14 @@ import (
 //   - an unknown script is refused, or under ReadonlyUnknown sent as
 //     EVALSHA_RO/EVAL_RO (Rewrite, Replace 1); an _RO call of an unknown
 //     script passes under ReadonlyUnknown.
-func decideScript(args [][]byte, k kind, sk scriptKeys, st *State, p *Policy) Decision {
+func decideScript(args [][]byte, k kind, sc *ScriptCall, st *State, p *Policy) Decision {
 	if len(args) < 3 {
 		return refuse(arityReply(scriptCmdName(k)), ReasonArity)
 	}
-	if sk.err != nil {
-		return refuse(sk.err, ReasonNumkeys)
+	if sc.Err != nil {
+		return refuse(sc.Err, ReasonNumkeys)
 	}
-	n := len(sk.keys)
+	n := len(sc.Keys)
 	var s *shamap.Script
 	var hexsha [40]byte
 	if k == kEval || k == kEvalRO {
@@ -41,10 +41,7 @@ func decideScript(args [][]byte, k kind, sk scriptKeys, st *State, p *Policy) De
 	} else {
 		s = lookupSHA(p, args[1])
 	}
-	d := Decision{Keys: sk.keys}
-	if n > 0 {
-		d.Queue = Hashtag(args[3])
-	}
+	d := Decision{Keys: sc.Keys, Queue: sc.Queue()}
 	if s == nil {
 		if k == kEval || k == kEvalRO {
 			d.SHA = string(hexsha[:])
@@ -82,31 +79,6 @@ func decideScript(args [][]byte, k kind, sk scriptKeys, st *State, p *Policy) De
 	}
 	d.Action, d.Head, d.Replace = Rewrite, s.Command, 2
 	return d
-}
-
-// scriptKeys is a script call's numkeys, parsed once (Decide): its keys,
-// or the server's error for its numkeys (err; nil also when the call is
-// too short to have one, which the arity check answers).
-type scriptKeys struct {
-	keys [][]byte
-	err  []byte
-}
-
-// parseScriptKeys parses an EVAL-family call's numkeys as the server does.
-func parseScriptKeys(args [][]byte) scriptKeys {
-	if len(args) < 3 {
-		return scriptKeys{err: replyNotInt}
-	}
-	n, ok := resp.ParseInt(args[2])
-	switch {
-	case !ok:
-		return scriptKeys{err: replyNotInt}
-	case n > int64(len(args)-3):
-		return scriptKeys{err: replyManyKeys}
-	case n < 0:
-		return scriptKeys{err: replyNegKeys}
-	}
-	return scriptKeys{keys: args[3 : 3+n : 3+n]}
 }
 
 // scriptCmdName is the lower-case name for arity errors.

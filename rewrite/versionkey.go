@@ -21,7 +21,7 @@ func isVersionKey(b []byte) bool {
 // command the table has no key positions for that mentions the key in any
 // argument. While the fence does not hold, the reads are refused too, so
 // the client's own fence stops it.
-func decideVersionKey(args [][]byte, info cmdInfo, sk scriptKeys, st *State, p *Policy) (Decision, bool) {
+func decideVersionKey(args [][]byte, info cmdInfo, sc *ScriptCall, st *State, p *Policy) (Decision, bool) {
 	switch info.kind {
 	case kWatch:
 		return Decision{}, false
@@ -53,10 +53,10 @@ func decideVersionKey(args [][]byte, info cmdInfo, sk scriptKeys, st *State, p *
 		}
 		return Decision{Action: Pass}, true
 	case kEval, kEvalSha, kEvalRO, kEvalShaRO:
-		if sk.err != nil {
+		if sc.Err != nil {
 			return Decision{}, false
 		}
-		for _, k := range sk.keys {
+		for _, k := range sc.Keys {
 			if isVersionKey(k) {
 				return refuse(replyVersionWrite, ReasonVersionKey), true
 			}

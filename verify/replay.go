@@ -314,13 +314,13 @@ func newReplayCall(m *shamap.Map, r capture.Record) (*replayCall, bool, error) {
 		args[i] = string(a)
 	}
 	name := strings.ToUpper(args[0])
-	switch name {
-	case "EVALSHA", "EVALSHA_RO", "EVAL", "EVAL_RO":
+	switch sc := rewrite.ParseScriptCall(r.Args); {
+	case sc.Kind.Eval():
 		if len(args) < 3 {
 			return nil, false, fmt.Errorf("%s with %d arguments", name, len(args)-1)
 		}
 		sha := strings.ToLower(args[1])
-		if strings.HasPrefix(name, "EVAL_") || name == "EVAL" {
+		if sc.Kind.Body() {
 			sha = shamap.SHA(r.Args[1])
 		}
 		s, ok := m.Lookup([]byte(sha))
@@ -330,8 +330,8 @@ func newReplayCall(m *shamap.Map, r capture.Record) (*replayCall, bool, error) {
 		if r.Token != "" && r.Token != s.Verb {
 			return nil, false, fmt.Errorf("sha %s was %s when captured; the map pins it as %s", sha, r.Token, cmpOr(s.Verb, "read "+s.Name))
 		}
-		nk, err := strconv.Atoi(args[2])
-		if err != nil || nk < 0 || nk > len(args)-3 {
+		nk, ok := sc.NumKeys()
+		if !ok {
 			return nil, false, fmt.Errorf("numkeys %q", args[2])
 		}
 		c.op = Op{Token: cmpOr(s.Verb, s.Name), Keys: args[3 : 3+nk], Vals: args[3+nk:]}

@@ -12,21 +12,27 @@ import (
 	"github.com/emqproxy/emqproxy/config"
 	"github.com/emqproxy/emqproxy/netaddr"
 	"github.com/emqproxy/emqproxy/proxy"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
+	"github.com/emqproxy/emqproxy/resp"
 )
 
 // TestDefaultsAreTheLibrarys: every default of the configuration that the
 // library has a default for too is the library's, so a proxy built from
 // proxy.Options alone (the tests, bench/, an embedder) behaves as the
-// daemon does with an empty file. A key the configuration adds must be
-// placed in one of the two tables below.
+// daemon does with an empty file. Package proxy's defaults are config's
+// constants (config/defaults.go); the packages below it that may be used
+// alone keep their own (the framer's limits in proxy/resp, the upstreams'
+// timeouts in proxy/upstream, the socket mode in netaddr, the disk budget
+// in capture), and this test keeps those equal to config's. A key the
+// configuration adds must be placed in one of the two tables below.
 func TestDefaultsAreTheLibrarys(t *testing.T) {
 	library := map[string]any{
 		"listen":                  proxy.DefaultListen,
 		"listen_mode":             netaddr.DefaultMode,
 		"limits.max_clients":      proxy.DefaultMaxClients,
-		"limits.max_multibulk":    proxy.DefaultMaxMultibulk,
-		"limits.max_bulk":         proxy.DefaultMaxBulk,
-		"limits.max_inline":       proxy.DefaultMaxInline,
+		"limits.max_multibulk":    resp.DefaultMaxMultibulk,
+		"limits.max_bulk":         resp.DefaultMaxBulk,
+		"limits.max_inline":       resp.DefaultMaxInline,
 		"limits.max_pipeline":     proxy.DefaultMaxPipeline,
 		"limits.max_reply_bytes":  proxy.DefaultMaxReplyBytes,
 		"limits.max_queued_multi": proxy.DefaultMaxQueuedMulti,
@@ -34,10 +40,10 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		"limits.share_commands":   proxy.DefaultShareCommands,
 		"limits.share_bytes":      proxy.DefaultShareBytes,
 		"limits.isolate_for":      proxy.DefaultIsolateFor,
-		"timeouts.dial":           proxy.DefaultDialTimeout,
-		"timeouts.upstream":       proxy.DefaultUpstreamTimeout,
+		"timeouts.dial":           upstream.DefaultDialTimeout,
+		"timeouts.upstream":       upstream.DefaultUpstreamTimeout,
 		"timeouts.write":          proxy.DefaultWriteTimeout,
-		"timeouts.probe":          proxy.DefaultProbeInterval,
+		"timeouts.probe":          upstream.DefaultProbeInterval,
 		"timeouts.idle":           time.Duration(0), // Options.IdleTimeout 0: never
 		"timeouts.hold":           proxy.DefaultHold,
 		"control.enabled":         false, // Options.Control nil: off

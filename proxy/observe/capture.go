@@ -36,8 +36,9 @@ import (
 // dropped and counted. The session's end closes its stream (End).
 //
 // What is recorded: a script call's queue is its first key's hashtag (as
-// the audit log's); a plain command's is that of its first argument that is
-// a job-core key (emq:{<queue>}:...). Commands queued in MULTI ... EXEC are
+// the audit log's: rewrite.ScriptCall.Queue); a plain command's is that of
+// its first argument that is a job-core key (emq:{<queue>}:...;
+// rewrite.QueueOf's FirstJobKey rule). Commands queued in MULTI ... EXEC are
 // not recorded (their replies arrive inside EXEC's), nor are commands the
 // proxy answered itself or could not send (their batch never left), nor
 // SCRIPT LOAD. Sequence numbers are taken when the command is decided, so
@@ -215,9 +216,9 @@ func (o *Session) queue(args [][]byte, d *rewrite.Decision) ([]byte, *capturer) 
 	if c == nil || d.Effect == rewrite.Subscribe {
 		return nil, nil
 	}
-	q := d.Queue
+	q := d.Queue // a script call's (rewrite.ScriptCall.Queue)
 	if d.SHA == "" {
-		q = queueOfArgs(args)
+		q = rewrite.QueueOf(args[1:], rewrite.FirstJobKey)
 	}
 	if len(q) == 0 {
 		return nil, nil
@@ -340,19 +341,6 @@ func (r Captured) Reply(fr []byte) {
 	r.rec.Reply = append([]byte(nil), fr...)
 	r.rec.Latency = time.Since(r.rec.Time)
 	r.c.w.AddBatch([]*capture.Record{r.rec})
-}
-
-// queueOfArgs is the queue of a plain command: the hashtag of its first
-// argument that is a job-core key (emq:{<queue>}:...).
-func queueOfArgs(args [][]byte) []byte {
-	for _, a := range args[1:] {
-		if len(a) > 5 && string(a[:5]) == "emq:{" {
-			if q := rewrite.Hashtag(a); q != nil {
-				return q
-			}
-		}
-	}
-	return nil
 }
 
 // RegisterMetrics adds the capture's metrics to reg:

@@ -177,20 +177,6 @@ func TestForwardedNoCapture(t *testing.T) {
 	}
 }
 
-func TestQueueOfArgs(t *testing.T) {
-	for in, want := range map[string]string{
-		"GET emq:{q1}:k":           "q1",
-		"HSET x emq:{q2}:job:1 f":  "q2",
-		"GET emq:nohashtag":        "",
-		"GET other:{q}:k":          "",
-		"MGET emq:{a}:x emq:{b}:y": "a",
-	} {
-		if got := string(queueOfArgs(args(strings.Fields(in)...))); got != want {
-			t.Errorf("queueOfArgs(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // gauge is the value of the metric name in reg.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()

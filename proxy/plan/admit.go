@@ -174,11 +174,11 @@ type Control interface {
 // sp.Stale when the state changed meanwhile: nothing is counted and the
 // command is decided again under the new one.
 func admit(in *Input, sp *Step) {
-	qs := in.Bufs.queuesOfKeys(sp.CmdKeys)
+	qs := in.Bufs.admitted(sp)
 	if sp.Exec {
 		// The queued commands leave now, whatever round queued them.
 		qs = in.Bind.Tx.appendQueues(qs)
-		in.Bufs.qs = qs
+		in.Bufs.admit = qs
 	}
 	if len(qs) == 0 {
 		return

@@ -22,8 +22,9 @@
 //     which the server answers before it asks for a password (queuecheck.go);
 //  4. inside MULTI, the server's queue-time errors (queuecheck.go);
 //  5. the shared-connection rule (rule.go: Rule);
-//  6. the command's keys, found once (Step.CmdKeys, borrowing the session's
-//     Bufs), and from them its route (route.go): CROSSROUTE refusals, the
+//  6. the command's keys and their queues, found once (Step.CmdKeys and
+//     Step.Queues, borrowing the session's Bufs; a script call's are
+//     rewrite.Decide's, read by rewrite.ParseScriptCall), and from them its route (route.go): CROSSROUTE refusals, the
 //     binding of a WATCH pin, a transaction or a bridged connection, the
 //     scripts role (a verb rewrite becomes a pass on a scripts upstream);
 //     at EXEC the route is recomputed from the queues of what was queued,

@@ -55,11 +55,13 @@ type Input struct {
 
 // Bufs are backing arrays a command's values borrow, kept on the session so
 // a command allocates none: its keys (Step.CmdKeys), their positions in its
-// arguments and their queues. Nothing in them is read after the command.
+// arguments, their queues (Step.Queues) and the queues it is admitted by.
+// Nothing in them is read after the command.
 type Bufs struct {
 	keys   [][]byte
 	keyPos []int
 	qs     [][]byte
+	admit  [][]byte
 }
 
 // Step is what Decide makes of one command.
@@ -99,6 +101,11 @@ type Step struct {
 	// session (Bufs): valid until the next command.
 	CmdKeys [][]byte
 	Keyed   bool
+	// Queues are the queues of CmdKeys, one per key, found with them
+	// (rewrite.Hashtag of each key; nil for a key without one): what
+	// routing, admission and a transaction's route read, so a command's
+	// queue is worked out once. Lent from the session's Bufs as CmdKeys is.
+	Queues [][]byte
 	// Entry is the command's entry in the server's command table, looked
 	// up once (by the rule); Script: it is a script call (EVAL and
 	// EVALSHA, _RO or not), whose keys are the decision's (Decision.Keys).
@@ -152,7 +159,7 @@ func Decide(in *Input, sp *Step) {
 	if !sp.Forwards() {
 		return
 	}
-	sp.Script = isScriptCall(args[0])
+	sp.Script = isScriptCall(args)
 	if !findKeys(in, sp) {
 		sp.NeedKeys = true // the caller asks the server
 		return
@@ -165,18 +172,29 @@ func Decide(in *Input, sp *Step) {
 }
 
 // findKeys finds the keys of a command Decide forwards, once, in
-// sp.CmdKeys: what routing, admission and their queues read. Nothing is
-// looked at when every route leads to one upstream and the control table is
-// off (no key needs looking at); a command whose keys only COMMAND GETKEYS
-// can tell takes them from sp when there are routes to choose from, and
-// false says they were not asked yet.
+// sp.CmdKeys, and their queues in sp.Queues: what routing, admission and a
+// transaction's route read. Nothing is looked at when every route leads to
+// one upstream and the control table is off (no key needs looking at); a
+// command whose keys only COMMAND GETKEYS can tell takes them from sp when
+// there are routes to choose from, and false says they were not asked yet.
 func findKeys(in *Input, sp *Step) bool {
 	v, bufs := in.View, in.Bufs
 	if v.Routes.single && v.Ctl == nil {
 		return true
 	}
+	qs := bufs.qs[:0]
 	if sp.Script {
-		sp.CmdKeys = sp.Decision.Keys // Decide's, in the arguments: nothing to copy
+		// Decide's keys, in the arguments: nothing to copy; the first
+		// one's queue is the decision's.
+		sp.CmdKeys = sp.Decision.Keys
+		for i, k := range sp.CmdKeys {
+			q := sp.Decision.Queue
+			if i > 0 {
+				q = rewrite.Hashtag(k)
+			}
+			qs = append(qs, q)
+		}
+		bufs.qs, sp.Queues = qs, qs
 		return true
 	}
 	keys := bufs.keys[:0]
@@ -196,20 +214,24 @@ func findKeys(in *Input, sp *Step) bool {
 			keys = append(keys, in.Args[i])
 		}
 	}
+	for _, k := range keys {
+		qs = append(qs, rewrite.Hashtag(k))
+	}
 	bufs.keys, sp.CmdKeys = keys, keys
+	bufs.qs, sp.Queues = qs, qs
 	return true
 }
 
-// queuesOfKeys returns the queues (hashtags) of the keys findKeys found,
-// in bufs.qs.
-func (bufs *Bufs) queuesOfKeys(keys [][]byte) [][]byte {
-	qs := bufs.qs[:0]
-	for _, k := range keys {
-		if q := rewrite.Hashtag(k); q != nil {
+// admitted returns the queues a command is admitted by: those of its keys
+// that name one (sp.Queues without the nils), in bufs.admit.
+func (bufs *Bufs) admitted(sp *Step) [][]byte {
+	qs := bufs.admit[:0]
+	for _, q := range sp.Queues {
+		if q != nil {
 			qs = append(qs, q)
 		}
 	}
-	bufs.qs = qs
+	bufs.admit = qs
 	return qs
 }
 
@@ -232,7 +254,7 @@ func (sp *Step) IsWrite(args [][]byte) bool {
 		if d.Script != nil {
 			return d.Script.Verb != ""
 		}
-		ro := rewrite.EqualFold(args[0], "EVALSHA_RO") || rewrite.EqualFold(args[0], "EVAL_RO") || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
+		ro := rewrite.ScriptKindOf(args[0]).ReadOnly() || d.Head == "EVALSHA_RO" || d.Head == "EVAL_RO"
 		return !ro
 	}
 	return sp.Entry != nil && sp.Entry.Traits&cmdtable.TraitWrite != 0

@@ -22,7 +22,7 @@ import (
 // stand is a plan's inputs: upstreams a (the default route) and b (queue
 // "moved"), a command table of a few entries, and the session's state.
 type stand struct {
-	t     *testing.T
+	t     testing.TB
 	a, b  *upstream.Upstream
 	ks    cmdtable.Store
 	v     View
@@ -36,7 +36,7 @@ type stand struct {
 // AuthFailed implements Auth.
 func (s *stand) AuthFailed() time.Duration { s.fails++; return 3 * time.Second }
 
-func newStand(t *testing.T) *stand {
+func newStand(t testing.TB) *stand {
 	s := &stand{t: t, a: offlineUpstream(t, "a", upstream.RoleModule), b: offlineUpstream(t, "b", upstream.RoleModule)}
 	s.ks.Merge(cmdtable.Table{
 		// Key positions the server's specs leave open (as for SORT ... STORE).
@@ -75,7 +75,7 @@ func argv(a ...string) [][]byte {
 
 // offlineUpstream is an upstream whose address nothing listens on (port 1
 // on loopback refuses): it is never connected, and never served.
-func offlineUpstream(t *testing.T, name string, role upstream.Role) *upstream.Upstream {
+func offlineUpstream(t testing.TB, name string, role upstream.Role) *upstream.Upstream {
 	t.Helper()
 	o := upstream.Options{Name: name, Address: "127.0.0.1:1", Role: role, ProbeInterval: -1}
 	u, err := upstream.New(o.WithDefaults(), nil, new(cmdtable.Store), new(atomic.Int64), zap.NewNop(), upstream.NopMetrics{})

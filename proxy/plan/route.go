@@ -173,11 +173,10 @@ func (t *TxRoute) Note(sp *Step) {
 	if t.up == nil {
 		t.up = sp.Up
 	}
-	if len(sp.CmdKeys) == 0 {
+	if len(sp.Queues) == 0 {
 		t.defKeyed = true // a script call without keys
 	}
-	for _, k := range sp.CmdKeys {
-		q := rewrite.Hashtag(k)
+	for _, q := range sp.Queues {
 		if q == nil {
 			t.defKeyed = true
 			continue
@@ -240,8 +239,8 @@ func routeDecision(in *Input, sp *Step) *upstream.Upstream {
 		return execRoute(r, d, &in.Bind)
 	}
 	bound, why := in.Bind.bound(inMulti)
-	u, first, other := keysRoute(r, sp.CmdKeys)
-	keyed := first != nil || sp.Script
+	u, keyed, other := keysRoute(r, sp.Queues)
+	keyed = keyed || sp.Script
 	switch {
 	case other != nil:
 		crossRoute(d, "the keys of '"+cmdName(in.Args)+"' route to upstreams "+u.Name()+" and "+other.Name()+
@@ -345,24 +344,25 @@ func crossRoute(d *rewrite.Decision, text string, inMulti bool) {
 	refuseWith(d, "CROSSROUTE "+text, ReasonCrossRoute, inMulti)
 }
 
-// keysRoute routes a command by its keys (the plan's): u is the upstream
-// of the first key, first (nil when it has none: the default route); other
-// is a second upstream some other key routes to, if any.
-func keysRoute(r *Router, keys [][]byte) (u *upstream.Upstream, first []byte, other *upstream.Upstream) {
-	for _, key := range keys {
+// keysRoute routes a command by its keys' queues (the plan's, one per key,
+// nil for a key without one): u is the upstream of the first key, keyed
+// whether it has one (false: the default route); other is a second
+// upstream some other key routes to, if any.
+func keysRoute(r *Router, qs [][]byte) (u *upstream.Upstream, keyed bool, other *upstream.Upstream) {
+	for _, q := range qs {
 		k := r.def
-		if q := rewrite.Hashtag(key); q != nil {
+		if q != nil {
 			k = r.ForQueue(q)
 		}
 		switch {
 		case u == nil:
-			u, first = k, key
+			u = k
 		case k != u && other == nil:
 			other = k
 		}
 	}
 	if u == nil {
-		return r.def, nil, nil
+		return r.def, false, nil
 	}
-	return u, first, other
+	return u, true, other
 }

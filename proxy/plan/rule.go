@@ -197,7 +197,7 @@ func protectedWrite(args [][]byte, ck *cmdtable.Entry, d *rewrite.Decision) ([]b
 	if first < 0 {
 		return nil, false
 	}
-	if isScriptCall(args[0]) {
+	if isScriptCall(args) {
 		for _, k := range d.Keys { // nil: the server refuses the numkeys
 			if isProtected(k) {
 				return k, true

@@ -2,10 +2,10 @@ package plan
 
 import "github.com/emqproxy/emqproxy/rewrite"
 
-// isScriptCall reports whether name is EVAL, EVALSHA, EVAL_RO or EVALSHA_RO.
-func isScriptCall(name []byte) bool {
-	return rewrite.EqualFold(name, "EVALSHA") || rewrite.EqualFold(name, "EVAL") || rewrite.EqualFold(name, "EVALSHA_RO") || rewrite.EqualFold(name, "EVAL_RO")
-}
+// isScriptCall reports whether args is a script call as rewrite.Decide
+// reads one (rewrite.ScriptKind.Eval): its keys are the decision's
+// (Decision.Keys), not the server's command table's.
+func isScriptCall(args [][]byte) bool { return rewrite.ScriptKindOf(args[0]).Eval() }
 
 // cmdName is the command's name in upper case for an error text (cut to 32
 // bytes, printable only).

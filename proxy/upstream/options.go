@@ -9,8 +9,10 @@ import (
 	"github.com/emqproxy/emqproxy/fence"
 )
 
-// Defaults applied by WithDefaults to zero-valued Options fields; package
-// proxy and the configuration take theirs from here.
+// Defaults applied by WithDefaults to zero-valued Options fields, for an
+// upstream used alone. Package proxy gives its upstreams the
+// configuration's defaults first (config/defaults.go); cmd/emqproxy's
+// defaults test keeps these equal to them.
 const (
 	DefaultDialTimeout     = 2 * time.Second
 	DefaultUpstreamTimeout = 5 * time.Second
