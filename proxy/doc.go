@@ -7,7 +7,7 @@
 //
 // # The way of one command
 //
-// The data path is sixteen packages, each with its job in its doc
+// The data path is seventeen packages, each with its job in its doc
 // comment:
 //
 //   - proxy (this one): the Server, its Options, the routes, the control
@@ -40,7 +40,10 @@
 //     client's fair share of the shared connections;
 //   - proxy/cmdtable: the servers' command tables;
 //   - proxy/resp: framing, both ways;
-//   - proxy/deadline: lazily set connection deadlines.
+//   - proxy/deadline: lazily set connection deadlines;
+//   - proxy/clienterr: the errors the proxy itself tells a client (a
+//     refusal, an upstream's failure, a limit of its own) and Reply, the
+//     one function that words them as RESP error replies.
 //
 // Each imports only packages below it in that list, never one above (a
 // cycle cannot compile, and TestLayers keeps the order): proxy imports
@@ -52,7 +55,9 @@
 // too); pubsub imports upstream, pipe, observe, limits and resp; plan
 // imports upstream, cmdtable and resp; upstream imports pipe, cmdtable and
 // resp; pipe imports resp and deadline; observe imports cmdtable; cmdtable
-// imports resp; resp, limits and deadline import none of them. What a
+// imports resp; resp, limits, deadline and clienterr import none of them
+// (proxy, session, plan, txn, upstream and pipe import clienterr to make
+// the errors they tell a client). What a
 // lower package needs of a higher one it is given as a value or asks
 // through a small interface the higher one implements (plan.Control,
 // plan.Auth, pubsub.Session, clients.Client). A command in normal service:

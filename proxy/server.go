@@ -18,6 +18,7 @@ import (
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -32,7 +33,7 @@ import (
 var errTooManyFiles = syscall.EMFILE
 
 // replyMaxClients is redis's answer to a connection over maxclients.
-var replyMaxClients = []byte("-ERR max number of clients reached\r\n")
+var replyMaxClients = clienterr.Reply(clienterr.New(clienterr.Err, "max number of clients reached"))
 
 // Server is the proxy: it accepts clients, serves each in its own session,
 // and forwards to its upstreams by route.
