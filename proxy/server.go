@@ -212,7 +212,7 @@ func (s *Server) shared() {
 		Log: s.log, Audit: s.audit, Met: s.met, MetLatency: s.metLatency,
 		Mem: s.mem, Fails: &s.fails, Keys: &s.keys, Cap: &s.cap, Redir: &s.redir,
 		Ups: s.ups, Routes: &s.routes, Policy: &s.policy, Acking: s.acking,
-		Ctx: s.ctx, Closing: &s.closing, Hooks: o.Hooks,
+		Ctx: s.ctx, Closing: &s.closing, Hooks: o.Hooks, Transport: o.Transport,
 	}
 	if s.ctl != nil {
 		s.sh.Ctl = s.ctl
