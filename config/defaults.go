@@ -8,7 +8,7 @@ import "time"
 // proxy applies them to the zero fields of the Options it is given, so a
 // proxy built from proxy.Options alone (the tests, bench/, an embedder)
 // behaves as the daemon does with an empty file. The packages below the
-// proxy that a caller may also use alone (proxy/resp's framer limits,
+// proxy that a caller may also use alone (resp's framer limits,
 // proxy/upstream's timeouts, capture's disk budget, netaddr's socket mode)
 // keep their own defaults for that use; cmd/emqproxy's defaults test keeps
 // them equal to these.

@@ -7,7 +7,7 @@
 //
 // # The way of one command
 //
-// The data path is fifteen packages, each with its job in its doc
+// The data path is sixteen packages, each with its job in its doc
 // comment:
 //
 //   - proxy (this one): the Server, its Options, the routes, the control
@@ -39,7 +39,10 @@
 //   - proxy/limits: the memory budget, the failed-AUTH table and a
 //     client's fair share of the shared connections;
 //   - proxy/cmdtable: the servers' command tables;
-//   - proxy/deadline: lazily set connection deadlines.
+//   - proxy/deadline: lazily set connection deadlines;
+//   - proxy/clienterr: the errors the proxy itself tells a client (a
+//     refusal, an upstream's failure, a limit of its own) and Reply, the
+//     one function that words them as RESP error replies.
 //
 // Below them all is package resp, the module's one reader and writer of
 // RESP (the client input framer, the reply reader, the writers), which
@@ -57,7 +60,9 @@
 // too); pubsub imports upstream, pipe, observe, limits and resp; plan
 // imports upstream, cmdtable and resp; upstream imports pipe, cmdtable and
 // resp; pipe imports resp and deadline; observe imports cmdtable; cmdtable
-// imports resp; limits and deadline import none of them. What a
+// imports resp; limits, deadline and clienterr import none of them
+// (proxy, session, plan, txn, upstream and pipe import clienterr to make
+// the errors they tell a client). What a
 // lower package needs of a higher one it is given as a value or asks
 // through a small interface the higher one implements (plan.Control,
 // plan.Auth, pubsub.Session, clients.Client). A command in normal service:

@@ -11,7 +11,7 @@ import (
 // layers are the data path's packages, highest first, as doc.go lists
 // them: each may import only those after it.
 var layers = []string{"proxy", "session", "segment", "txn", "conn", "clients", "tracking", "pubsub", "plan",
-	"upstream", "pipe", "observe", "limits", "cmdtable", "deadline"}
+	"upstream", "pipe", "observe", "limits", "cmdtable", "deadline", "clienterr"}
 
 // TestLayers fails when a package of the data path imports one above it
 // in doc.go's list, or when a package under proxy/ is missing from it.

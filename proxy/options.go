@@ -195,6 +195,9 @@ type Options struct {
 	// Hooks are calls the sessions make around their sends, for tests
 	// (package session's Hooks); the zero value has none.
 	Hooks Hooks
+	// Transport gives the sessions their upstream connections (package
+	// upstream's Transport); nil: upstream.Direct, the upstreams' own.
+	Transport upstream.Transport
 }
 
 // Hooks are the sessions' test hooks (package session).

@@ -19,6 +19,7 @@ import (
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/fence"
 	"github.com/emqproxy/emqproxy/netaddr"
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
@@ -33,7 +34,7 @@ import (
 var errTooManyFiles = syscall.EMFILE
 
 // replyMaxClients is redis's answer to a connection over maxclients.
-var replyMaxClients = []byte("-ERR max number of clients reached\r\n")
+var replyMaxClients = clienterr.Reply(clienterr.New(clienterr.Err, "max number of clients reached"))
 
 // Server is the proxy: it accepts clients, serves each in its own session,
 // and forwards to its upstreams by route.
@@ -210,7 +211,7 @@ func (s *Server) shared() {
 		Log: s.log, Audit: s.audit, Met: s.met, MetLatency: s.metLatency,
 		Mem: s.mem, Fails: &s.fails, Keys: &s.keys, Cap: &s.cap, Redir: &s.redir,
 		Ups: s.ups, Routes: &s.routes, Policy: &s.policy, Acking: s.acking,
-		Ctx: s.ctx, Closing: &s.closing, Hooks: o.Hooks,
+		Ctx: s.ctx, Closing: &s.closing, Hooks: o.Hooks, Transport: o.Transport,
 	}
 	if s.ctl != nil {
 		s.sh.Ctl = s.ctl

@@ -3,6 +3,7 @@ package pipe
 import (
 	"errors"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/resp"
 )
 
@@ -24,9 +25,25 @@ var (
 	ErrIdleClosed = errors.New("closed while idle")
 )
 
-// UnavailableReply is the error a command gets when it cannot be sent to
-// the upstream name, with the reason on one line:
+// Unavailable is the error a command gets when it cannot be sent to the
+// upstream name, for reason (cause's text, or what stands for it):
 // `-UPSTREAM <name> unavailable: <reason>`.
-func UnavailableReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " unavailable: " + resp.OneLine(reason) + "\r\n")
+func Unavailable(name, reason string, cause error) *clienterr.Error {
+	return clienterr.Wrap(clienterr.Upstream, name+" unavailable: "+reason, cause)
 }
+
+// UnavailableReply is the reply of Unavailable(name, reason, nil).
+func UnavailableReply(name, reason string) []byte {
+	return clienterr.Reply(Unavailable(name, reason, nil))
+}
+
+// lost is the error a command in flight gets when its connection to the
+// upstream name is lost: the command may have been applied, and the client
+// is told so. Such replies are marked on their batch (Batch.ReplyLost).
+func lost(name string) *clienterr.Error {
+	return clienterr.Wrap(clienterr.Upstream, "connection to "+name+" lost; the command may have been applied", ErrLost)
+}
+
+// errDroppedForBudget replaces a reply that did not fit in the memory
+// budget (the batch's Acct).
+var errDroppedForBudget = clienterr.New(clienterr.Proxy, "reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed")

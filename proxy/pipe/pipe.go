@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 	"github.com/emqproxy/emqproxy/resp"
 )
@@ -195,12 +196,6 @@ type Options struct {
 	MaxCombinedWrites int
 }
 
-// lostSuffix ends the error a command in flight gets when its connection
-// is lost ("-UPSTREAM connection to NAME" before it): the command may have
-// been applied, and the client is told so. Such replies are marked on their
-// batch (Batch.ReplyLost); nothing reads this text back.
-const lostSuffix = " lost; the command may have been applied\r\n"
-
 // New sets up a pipelined connection over nc, whose reader br may already
 // hold buffered bytes.
 func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
@@ -210,7 +205,7 @@ func New(nc net.Conn, br *bufio.Reader, o Options) *Pipe {
 		nc:       nc,
 		timeout:  timeout,
 		wtimeout: o.WriteTimeout,
-		lostMsg:  []byte("-UPSTREAM connection to " + name + lostSuffix),
+		lostMsg:  clienterr.Reply(lost(name)),
 		onDead:   o.OnDead,
 		addr:     o.Addr,
 		onErr:    o.OnError,
@@ -515,7 +510,7 @@ func (p *Pipe) teardown() {
 		b.FillLost(p.lostMsg)
 		b.signal()
 	}
-	unsent := UnavailableReply(p.name, err.Error())
+	unsent := clienterr.Reply(Unavailable(p.name, err.Error(), err))
 	for _, b := range queued {
 		b.Fill(unsent)
 		b.signal()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/deadline"
 )
 
@@ -257,4 +258,4 @@ func oneWait(q []*Batch) bool {
 
 // replyDroppedForBudget replaces a reply that did not fit in the memory
 // budget (the batch's Acct).
-var replyDroppedForBudget = []byte("-ERR emqproxy: reply dropped: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the command was executed\r\n")
+var replyDroppedForBudget = clienterr.Reply(errDroppedForBudget)

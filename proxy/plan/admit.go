@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
-	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
@@ -227,22 +227,22 @@ func blocked(v *View, qs [][]byte) (q []byte, up *upstream.Upstream) {
 // held (up nil) or on a node whose lease lapsed (up), decided inside MULTI
 // or not.
 func RefuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream, inMulti bool) {
-	text := "TRYAGAIN queue " + string(q) + " is moving"
+	text := "queue " + string(q) + " is moving"
 	if up != nil {
-		text = "TRYAGAIN queue " + string(q) + " has no lease on upstream " + up.Name()
+		text = "queue " + string(q) + " has no lease on upstream " + up.Name()
 	}
-	refuseWith(d, text, ReasonHeld, inMulti)
+	refuseWith(d, clienterr.TryAgain, text, ReasonHeld, inMulti)
 }
 
 // refuseWith turns d into a refusal the proxy decides from its command
-// tables, its routes or the control table (FENCE, EMQREFUSED, CROSSROUTE,
-// TRYAGAIN), with the error text and reason, keeping what the audit record
-// needs; inside MULTI it discards the transaction, and a refused EXEC ends
-// it.
-func refuseWith(d *rewrite.Decision, text string, reason rewrite.Reason, inMulti bool) {
+// tables, its routes or the control table (of kind FENCE, EMQREFUSED,
+// CROSSROUTE or TRYAGAIN), with the error's detail and reason, keeping
+// what the audit record needs; inside MULTI it discards the transaction,
+// and a refused EXEC ends it.
+func refuseWith(d *rewrite.Decision, kind clienterr.Kind, detail string, reason rewrite.Reason, inMulti bool) {
 	exec := d.Effect == rewrite.Exec
 	*d = rewrite.Decision{Action: rewrite.Refuse, Reason: reason,
-		Reply: []byte("-" + resp.OneLine(text) + "\r\n"), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
+		Reply: clienterr.Reply(clienterr.New(kind, detail)), Script: d.Script, SHA: d.SHA, Queue: d.Queue}
 	switch {
 	case exec:
 		d.Effect = rewrite.Discard // a refused EXEC ends the transaction, as the server's

@@ -3,6 +3,7 @@ package plan
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -128,7 +129,8 @@ func (sp *Step) Forwards() bool {
 // replyBridgedHello refuses a protocol switch on a bridged connection that
 // is subscribed or tracks (a RESP2 connection cannot carry pushes between
 // replies).
-var replyBridgedHello = []byte("-ERR emqproxy: a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first\r\n")
+var replyBridgedHello = clienterr.Reply(clienterr.New(clienterr.Proxy,
+	"a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first"))
 
 // Decide decides one command (see the package's doc) into sp, keeping sp's
 // inputs (Keys, Asked, Pushes).

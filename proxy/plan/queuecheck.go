@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -42,7 +43,7 @@ const (
 )
 
 // replyNoMulti is the server's text for a no-multi command inside MULTI.
-var replyNoMulti = []byte("-ERR Command not allowed inside a transaction\r\n")
+var replyNoMulti = clienterr.Reply(clienterr.New(clienterr.Err, "Command not allowed inside a transaction"))
 
 // queueCheck turns a decision that would queue args inside MULTI into the
 // refusal the server answers at queue time, if the server's command table
@@ -163,16 +164,7 @@ func cString(b []byte) []byte {
 
 // serverError is an -ERR reply of msg with CR and LF turned into spaces, as
 // the server's rejectCommandFormat does (the arguments come from the
-// client and may hold any byte).
+// client and may hold any byte): clienterr.Reply does that.
 func serverError(msg string) []byte {
-	out := make([]byte, 0, len("-ERR ")+len(msg)+2)
-	out = append(out, "-ERR "...)
-	for i := range len(msg) {
-		c := msg[i]
-		if c == '\r' || c == '\n' {
-			c = ' '
-		}
-		out = append(out, c)
-	}
-	return append(out, "\r\n"...)
+	return clienterr.Reply(clienterr.New(clienterr.Err, msg))
 }

@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -302,7 +303,7 @@ func execRoute(r *Router, d *rewrite.Decision, b *Binding) *upstream.Upstream {
 		u = r.def
 	}
 	if tx.verbs > 0 && u.Role() != tx.verbRole {
-		refuseWith(d, "TRYAGAIN the transaction's queue moved to upstream "+u.Name()+
+		refuseWith(d, clienterr.TryAgain, "the transaction's queue moved to upstream "+u.Name()+
 			" since its script calls were queued; run the transaction again", ReasonHeld, inMulti)
 		return nil
 	}
@@ -341,7 +342,7 @@ func whatSplit(why string) string {
 
 // crossRoute turns d into the CROSSROUTE refusal with text.
 func crossRoute(d *rewrite.Decision, text string, inMulti bool) {
-	refuseWith(d, "CROSSROUTE "+text, ReasonCrossRoute, inMulti)
+	refuseWith(d, clienterr.CrossRoute, text, ReasonCrossRoute, inMulti)
 }
 
 // keysRoute routes a command by its keys' queues (the plan's, one per key,

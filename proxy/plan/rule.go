@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
@@ -87,7 +88,7 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 		if string(key) == rewrite.VersionKey {
 			reason = rewrite.ReasonVersionKey
 		}
-		refuseWith(d, "FENCE "+printable(key)+" belongs to emqproxy; write refused", reason, inMulti)
+		refuseWith(d, clienterr.Fence, printable(key)+" belongs to emqproxy; write refused", reason, inMulti)
 		return nil
 	}
 	if ck == nil {
@@ -102,7 +103,7 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 		class = cmdtable.ClassOpen
 	}
 	if class != cmdtable.ClassOpen {
-		refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
+		refuseWith(d, clienterr.Refused, "emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
 			class.String()+": "+class.Why(ck), ruleReason(class.String()), inMulti)
 		return nil
 	}
@@ -111,7 +112,7 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 		if ck.Name == "config|get" {
 			class = "secret"
 		}
-		refuseWith(d, "EMQREFUSED emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
+		refuseWith(d, clienterr.Refused, "emqproxy does not forward '"+ck.Label+"': shared-connection rule "+
 			class+": "+why, ruleReason(class), inMulti)
 	}
 	return ck

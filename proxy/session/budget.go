@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/conn"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
@@ -28,8 +29,8 @@ import (
 // replyTooLargeForBudget is the reply to a command that needs more room
 // than the whole budget.
 func replyTooLargeForBudget(need int, limit int64) []byte {
-	return []byte("-ERR emqproxy: command too large for the proxy's memory budget (it needs more than " +
-		strconv.Itoa(need) + " bytes; limits.buffered_bytes is " + strconv.FormatInt(limit, 10) + ")\r\n")
+	return clienterr.Reply(clienterr.New(clienterr.Proxy, "command too large for the proxy's memory budget (it needs more than "+
+		strconv.Itoa(need)+" bytes; limits.buffered_bytes is "+strconv.FormatInt(limit, 10)+")"))
 }
 
 // room makes room in the client's read buffer for more bytes (package

@@ -16,6 +16,9 @@
 //     segment's; the session chooses each command's connection (the
 //     shared one, a WATCH pin, a blocking command's, an isolated client's
 //     own), sends the segment (flush) and retries what was never written;
+//     it gets every connection, of its kind (upstream.Kind), from the
+//     server's upstream.Transport (Shared.Transport: upstream.Direct
+//     unless a test or another way to the servers replaces it);
 //   - a transaction's queue is package txn's; the session answers each
 //     queued command and sends the unit at EXEC;
 //   - its fair share of the shared connections is decided by package

@@ -74,13 +74,13 @@ func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *pipe.Pi
 		s.blockerUp = u
 		return s.blocking(u), true
 	}
-	p = u.Shared(s.id, s.proto())
+	p = s.pipeOf(u, upstream.KindShared, s.proto(), nil)
 	if p == nil && s.proto() == 3 {
 		// The RESP3 connections open for the first RESP3 client.
-		p = u.Replaced(s.srv.Ctx, s.id, 3, nil)
+		p = s.pipeOf(u, upstream.KindReplaced, 3, nil)
 	}
 	if p == nil {
-		p = u.AwaitShared(s.srv.Ctx, s.id, s.proto(), nil) // upstream/failover.go: a new primary
+		p = s.pipeOf(u, upstream.KindAwaitShared, s.proto(), nil) // upstream/failover.go: a new primary
 	}
 	return p, false
 }
@@ -107,7 +107,8 @@ func (s *session) dedicated(u *upstream.Upstream, slot **pipe.Pipe) *pipe.Pipe {
 		*slot = p
 		return p
 	}
-	p, err := u.Dedicated(s.srv.Ctx, s.proto())
+	c, err := s.conn(u, upstream.Request{Kind: upstream.KindDedicated, Proto: s.proto()})
+	p := c.P
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil
@@ -131,7 +132,8 @@ func (s *session) blocking(u *upstream.Upstream) *pipe.Pipe {
 		s.blocker.Close()
 		s.blocker = nil
 	}
-	p, id, err := u.BlockingPipe(s.srv.Ctx, s.proto())
+	c, err := s.conn(u, upstream.Request{Kind: upstream.KindBlocking, Proto: s.proto()})
+	p, id := c.P, c.ID
 	if err != nil {
 		s.log.Warn("dedicated upstream connection failed", zap.Error(err))
 		return nil

@@ -3,6 +3,7 @@ package session
 import (
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 )
@@ -79,10 +80,10 @@ func (s *session) leaseLapsed(u *upstream.Upstream) []byte {
 		return nil
 	}
 	if c.LeaseLapsed(u, time.Now()) {
-		return []byte("-TRYAGAIN emqproxy's lease on upstream " + u.Name() + " lapsed before the command was sent; nothing was sent\r\n")
+		return clienterr.Reply(clienterr.New(clienterr.TryAgain, "emqproxy's lease on upstream "+u.Name()+" lapsed before the command was sent; nothing was sent"))
 	}
 	if s.admittedMoved(c.Current()) {
-		return []byte("-TRYAGAIN emqproxy's control table changed for the command's queue before it was sent; nothing was sent\r\n")
+		return clienterr.Reply(clienterr.New(clienterr.TryAgain, "emqproxy's control table changed for the command's queue before it was sent; nothing was sent"))
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func (s *session) alsoSend(f resp.Frame, to func(*upstream.Upstream) bool) {
 		if !to(u) {
 			continue
 		}
-		p := u.Shared(s.id, 2)
+		p := s.pipeOf(u, upstream.KindShared, 2, nil)
 		if p == nil {
 			continue
 		}

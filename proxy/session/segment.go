@@ -91,9 +91,9 @@ func (s *session) flush() {
 			// watch before it; or it broke under other clients' commands).
 			// Send on its replacement once it is up (upstream/failover.go:
 			// a Sentinel upstream's may be a new primary).
-			np := pt.Up.AwaitShared(s.srv.Ctx, s.id, s.proto(), pt.P)
+			np := s.pipeOf(pt.Up, upstream.KindAwaitShared, s.proto(), pt.P)
 			if !pt.Up.Sentinel() {
-				np = pt.Up.Replaced(s.srv.Ctx, s.id, s.proto(), pt.P)
+				np = s.pipeOf(pt.Up, upstream.KindReplaced, s.proto(), pt.P)
 			}
 			if np != nil {
 				pt.P = np

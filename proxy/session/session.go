@@ -311,7 +311,7 @@ func (s *session) localReply(c *command) {
 	case rewrite.Hello:
 		u := c.up(s)
 		if d.Proto == 3 && !u.HasHello(3) {
-			u.Replaced(s.srv.Ctx, s.id, 3, nil)
+			s.pipeOf(u, upstream.KindReplaced, 3, nil)
 		}
 		if r := u.HelloReply(d.Proto, s.st.ID); r != nil {
 			d.Reply = r

@@ -86,7 +86,8 @@ func (s *session) ownPipe(u *upstream.Upstream) *pipe.Pipe {
 		s.sh.own = append(s.sh.own[:i], s.sh.own[i+1:]...)
 		break
 	}
-	p, err := u.IsolatedPipe(s.srv.Ctx, s.proto())
+	c, err := s.conn(u, upstream.Request{Kind: upstream.KindIsolated, Proto: s.proto()})
+	p := c.P
 	if err != nil {
 		s.log.Warn("isolated upstream connection failed", zap.Error(err))
 		return nil

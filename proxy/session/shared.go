@@ -12,6 +12,7 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/observe"
+	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
 	"github.com/emqproxy/emqproxy/proxy/pubsub"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
@@ -95,6 +96,25 @@ type Shared struct {
 	Closing    *atomic.Bool // the server is shutting down
 	Sessions   Registry
 	Hooks      Hooks // for tests
+	// Transport gives the sessions their upstream connections, of every
+	// kind (upstream.Kind); nil: upstream.Direct, the upstreams' own.
+	Transport upstream.Transport
+}
+
+// conn asks the server's Transport for a connection to u.
+func (s *session) conn(u *upstream.Upstream, r upstream.Request) (upstream.Conn, error) {
+	t := s.srv.Transport
+	if t == nil {
+		t = upstream.Direct
+	}
+	return t.Conn(s.srv.Ctx, u, r)
+}
+
+// pipeOf asks the server's Transport for a shared connection of kind k
+// to u (KindShared, KindReplaced, KindAwaitShared): nil when none comes.
+func (s *session) pipeOf(u *upstream.Upstream, k upstream.Kind, proto int, old *pipe.Pipe) *pipe.Pipe {
+	c, _ := s.conn(u, upstream.Request{Kind: k, ID: s.id, Proto: proto, Old: old})
+	return c.P
 }
 
 // fenced reports whether every upstream's fence holds.

@@ -36,7 +36,8 @@ var _ pubsub.Session = (*session)(nil)
 func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	f, audit := c.f, c.audit
 	s.flush()
-	dl, err := u.Own(s.srv.Ctx, s.proto()) // upstream/owned.go
+	own, err := s.conn(u, upstream.Request{Kind: upstream.KindOwn, Proto: s.proto()}) // upstream/owned.go
+	dl := own.Dialed
 	if err != nil {
 		s.log.Warn("subscriber upstream connection failed", zap.Error(err))
 		s.seg.AddLocal(u.Unavailable(), audit, c.drop)

@@ -76,8 +76,8 @@ func (s *session) exec(c *command) {
 	case own:
 		p, ded = s.ownPipe(u), true // share.go: a heavy client's own connection
 	default:
-		if p = u.Shared(s.id, s.proto()); p == nil {
-			p = u.AwaitShared(s.srv.Ctx, s.id, s.proto(), nil) // upstream/failover.go
+		if p = s.pipeOf(u, upstream.KindShared, s.proto(), nil); p == nil {
+			p = s.pipeOf(u, upstream.KindAwaitShared, s.proto(), nil) // upstream/failover.go
 		}
 	}
 	if p == nil {

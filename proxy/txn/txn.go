@@ -2,6 +2,7 @@ package txn
 
 import (
 	"github.com/emqproxy/emqproxy/fence"
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/limits"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/proxy/plan"
@@ -9,11 +10,17 @@ import (
 	"github.com/emqproxy/emqproxy/rewrite"
 )
 
+// The refusals of a command that would not fit in its transaction.
+var (
+	ErrTooLarge   = clienterr.New(clienterr.Proxy, "transaction too large; it will be discarded at EXEC")
+	ErrOverBudget = clienterr.New(clienterr.Proxy, "the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC")
+)
+
 // Replies of a transaction's commands.
 var (
 	ReplyQueued     = []byte("+QUEUED\r\n")
-	ReplyTooLarge   = []byte("-ERR emqproxy: transaction too large; it will be discarded at EXEC\r\n")
-	ReplyOverBudget = []byte("-ERR emqproxy: the proxy's memory budget (limits.buffered_bytes) is in use by other clients; the transaction will be discarded at EXEC\r\n")
+	ReplyTooLarge   = clienterr.Reply(ErrTooLarge)
+	ReplyOverBudget = clienterr.Reply(ErrOverBudget)
 	multiHead       = []byte("*1\r\n$5\r\nMULTI\r\n")
 )
 

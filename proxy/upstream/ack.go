@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/resp"
 )
@@ -275,8 +276,8 @@ func (a *ackSpec) unconfirmed(got int64, wait []byte) []byte {
 	if _, ok := waitCount(wait); !ok {
 		why = "WAIT: " + string(firstLine(wait))
 	}
-	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas within " + a.timeout.String() + " (" + resp.OneLine(why) + "); the command may have been applied\r\n")
+	return clienterr.Reply(clienterr.New(clienterr.Upstream, a.name+" write not confirmed by "+strconv.FormatInt(a.n, 10)+
+		" replicas within "+a.timeout.String()+" ("+why+"); the command may have been applied"))
 }
 
 // setShort makes the upstream short, for why (what a write's error then
@@ -294,9 +295,9 @@ func (a *ackSpec) shortError() []byte {
 	if w := a.why.Load(); w != nil {
 		why = *w
 	}
-	return []byte("-UPSTREAM " + a.name + " write not confirmed by " + strconv.FormatInt(a.n, 10) +
-		" replicas (replicas short: " + resp.OneLine(why) +
-		"; writes wait for them again once one confirms); the command may have been applied\r\n")
+	return clienterr.Reply(clienterr.New(clienterr.Upstream, a.name+" write not confirmed by "+strconv.FormatInt(a.n, 10)+
+		" replicas (replicas short: "+why+
+		"; writes wait for them again once one confirms); the command may have been applied"))
 }
 
 // firstLine is r's first line without its type byte and its CRLF, cut to

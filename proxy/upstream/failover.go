@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/emqproxy/emqproxy/discovery"
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
 	"github.com/emqproxy/emqproxy/resp"
 )
@@ -262,8 +263,9 @@ func (u *Upstream) awaitPrimary(ctx context.Context) {
 	}
 }
 
-// noPrimaryReply is the error a new command gets when a Sentinel
-// upstream has no primary: `-UPSTREAM <name> has no primary: <reason>`.
-func noPrimaryReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " has no primary: " + resp.OneLine(reason) + "\r\n")
+// noPrimary is the error a new command gets when a Sentinel upstream has
+// no primary, for reason (cause's text, or what stands for it):
+// `-UPSTREAM <name> has no primary: <reason>`.
+func noPrimary(name, reason string, cause error) *clienterr.Error {
+	return clienterr.Wrap(clienterr.Upstream, name+" has no primary: "+reason, cause)
 }

@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/emqproxy/emqproxy/proxy/clienterr"
 	"github.com/emqproxy/emqproxy/proxy/cmdtable"
 	"github.com/emqproxy/emqproxy/proxy/pipe"
-	"github.com/emqproxy/emqproxy/resp"
 )
 
 // Reconnect backoff bounds. The ceiling is kept well under a second so
@@ -425,7 +425,11 @@ func (u *Upstream) every(interval time.Duration, f func()) {
 // Unavailable is the reply a command gets while the upstream is down: a
 // Sentinel upstream that lost its primary says it has none (failover.go);
 // a fence refusal, and a fixed address, say unavailable.
-func (u *Upstream) Unavailable() []byte {
+func (u *Upstream) Unavailable() []byte { return clienterr.Reply(u.UnavailableError()) }
+
+// UnavailableError is the error Unavailable tells, wrapping the last
+// failure (LastError), if any.
+func (u *Upstream) UnavailableError() error {
 	u.mu.Lock()
 	fenceOK := u.fenceOK
 	u.mu.Unlock()
@@ -435,16 +439,9 @@ func (u *Upstream) Unavailable() []byte {
 		reason = err.Error()
 	}
 	if u.fol != nil && fenceOK {
-		return noPrimaryReply(u.name, reason)
+		return noPrimary(u.name, reason, err)
 	}
-	return unavailableReply(u.name, reason)
-}
-
-// unavailableReply is the error a command gets when it cannot be sent to
-// the upstream name, with the reason on one line:
-// `-UPSTREAM <name> unavailable: <reason>`.
-func unavailableReply(name, reason string) []byte {
-	return []byte("-UPSTREAM " + name + " unavailable: " + resp.OneLine(reason) + "\r\n")
+	return pipe.Unavailable(u.name, reason, err)
 }
 
 // Close stops reconnecting and closes the shared connections; waiting
