@@ -19,7 +19,11 @@
 //     capture's redaction and replay, the fence's and the boot commands'
 //     replies (fence.Decode turns a Value into the fence's Reply);
 //   - the writers (append.go: AppendArray, AppendBulk, AppendInt,
-//     AppendCommand and the others).
+//     AppendCommand and the others). redcon's appenders were all the
+//     module still used of redcon (its server loop was replaced by the
+//     framer, guard.go says why); the writers sit here beside the reader
+//     so that one package owns both directions, and redcon is no longer a
+//     requirement.
 //
 // It lives at the top of the module rather than under proxy/ because
 // packages beside the data path use it too; the data path's packages
