@@ -63,6 +63,13 @@
 //     up to a point, and a lost connection, a changed setting, a flush or
 //     a restart restarts the tracking with a full copy, never a silent
 //     miss (control/tail).
+//   - --rate paces the bulk copy, the round that reads every key: it reads
+//     what was there when it began. The job-core sets go first and are
+//     patched from then on, every 200ms, while the rows are copied; a row
+//     written since the round began is left to the next rounds, which copy
+//     what changed unpaced, at the pace of the writes. A queue written
+//     faster than --rate reads it therefore still converges, as long as the
+//     target takes the writes faster than the clients make them.
 //   - No command the mover sends carries a large value: keys past
 //     keycopy.DefaultLargeKey are copied in chunks (a scan) into a
 //     temporary key renamed into place; once there, a change known member
