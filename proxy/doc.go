@@ -207,9 +207,13 @@
 // pin (forward.go), Tracking (tracking.go), and the round's Fenced, NoSub
 // and SetInfo (plan.go).
 //
-// The RESP3 bridge's plan of a command (bridge.go) is a path of its own
-// beside the normal loop's command: the plan, the transaction's Queue and
-// the observer are the same, but its replies travel on the bridge's legs,
-// relayed by goroutines, where the normal loop's go through the segment's
-// batches. One path for both would need a segment whose parts can be legs.
+// Every command a session serves, in normal service or on the RESP3
+// bridge, begins in one function (session.go's admit): the plan, the wait
+// of a held queue, the authentication delay, the reply only the proxy can
+// complete, the audit record and the reply's fate. What follows differs
+// only in how it travels: the normal loop's command adds it to the
+// segment's batches; the bridge (bridge.go) sends it on the bridge's legs,
+// its replies relayed by goroutines. The transaction's Queue and the
+// session's apply are shared too. Sending both through one segment would
+// need parts that can be legs.
 package proxy

@@ -31,19 +31,17 @@ import (
 // not tracking: the relay stops after every reply so far, the client gets
 // the server's RESP2 HELLO reply, and the session leaves the bridge.
 func (s *session) leaveBridge(c *command) error {
-	f, d := c.f, &c.sp.Decision
-	s.localReply(c)
-	audit := s.observe(f.Args, d) // observe.go
+	d := &c.sp.Decision
 	reply := d.Reply
-	if s.rm.Command(d.Effect) {
+	if c.drop {
 		reply = nil
 	}
-	s.obs.Reply(audit, d.Reply, "")
+	s.obs.Reply(c.audit, d.Reply, "")
 	var none []byte
 	if err := s.sub.FinishWith(&none, reply); err != nil {
 		return err
 	}
-	s.apply(f, d)
+	s.apply(c.f, d)
 	return pubsub.ErrLeft
 }
 
@@ -55,16 +53,18 @@ func (s *session) Bridged(f resp.Frame, out *[]byte) (closing bool, err error) {
 	return s.closing, err
 }
 
-// bridged decides one command of a bridged RESP3 client (see above) and
-// appends what goes to the server to *out, or sends what is there and
-// hands a local reply to the writer in its place.
+// bridged serves one command of a bridged RESP3 client (see above): it is
+// admitted as in normal service (session.go's admit: the plan, the wait of
+// a held queue, the authentication delay, the audit record), then sent the
+// bridge's way: what goes to the server is appended to *out, or what is
+// there is sent and a local reply handed to the writer in its place.
 //
 // A transaction is queued by the proxy in the session's transaction, as in
 // normal service (each +OK and +QUEUED after a barrier, so it keeps its
-// place), and EXEC sends MULTI,
-// the queued commands and EXEC as one unit after a barrier: the relay then
-// drops the server's replies to MULTI and the queued commands, which the
-// client already had from the proxy, and passes EXEC's on.
+// place), and EXEC sends MULTI, the queued commands and EXEC as one unit
+// after a barrier: the relay then drops the server's replies to MULTI and
+// the queued commands, which the client already had from the proxy, and
+// passes EXEC's on.
 func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	m := s.sub
 	c := command{f: f}
@@ -77,52 +77,21 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 		}
 		sp.Pushes = m.Tracking || s.listing.Subs.Any()
 	}
-	s.decide(f.Args, sp) // plan.go: the same plan as in normal service
-	if sp.Wait {
-		if err := s.waitHeld(f.Args, sp, func() error { return m.Barrier(out) }); err != nil {
-			return err
-		}
+	if err := s.admit(&c, func() error { return m.Barrier(out) }); err != nil {
+		return err
 	}
-	if sp.AuthWait > 0 {
-		s.authDelay(sp.AuthWait) // authlimit.go
-		if s.silent {
-			return errClose
-		}
+	if s.silent {
+		return errClose // authlimit.go: past the authentication deadline
 	}
 	d := &sp.Decision
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
 		// Leaving RESP3, nothing may push (the plan refused it otherwise).
 		return s.leaveBridge(&c)
 	}
-	s.localReply(&c)
-	audit := s.observe(f.Args, d) // observe.go
-	drop := s.rm.Command(d.Effect)
-	skipped := drop && !m.Muted.Load() // a SKIP: this reply only
 	forwarded := sp.Forwards()
-	leg := m.Subscriber
-	sends := forwarded && (!s.st.InMulti || sp.Exec)
-	if sends && tracking.IsCaching(f.Args) {
-		// For the leg of the client's next command (package pubsub's legs.go).
-		m.KeepCaching(f.Raw)
-		s.relayed(audit, nil)
-		return nil
-	}
-	if !sends {
-		m.FlushCaching(out)
-	}
-	if sends {
-		// The leg to the command's upstream (package pubsub's legs.go),
-		// after every reply gathered for another one.
-		l, err := m.LegFor(sp.Up)
-		if err != nil {
-			s.release()
-			m.FlushCaching(out)
-			return s.bridgeLocal(out, sp.Up.Unavailable(), audit)
-		}
-		if err := m.ToLeg(out, l); err != nil {
-			return err
-		}
-		leg = l
+	leg, done, err := s.bridgeLeg(&c, out, forwarded && (!s.st.InMulti || sp.Exec))
+	if done || err != nil {
+		return err
 	}
 	if len(s.adm.states) > 0 {
 		if s.st.InMulti && !sp.Exec {
@@ -140,91 +109,146 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	}
 	switch {
 	case sp.Exec && forwarded:
-		var ld *execLoad
-		var keep *[]byte
-		if len(s.tx.Loads) > 0 {
-			// The SCRIPT LOAD fan-out: EXEC's reply is kept, not relayed
-			// (transaction.go's execLoad); the client gets it below, once
-			// the loads it ran are on the other upstreams.
-			ld = &execLoad{up: leg.U, loads: s.tx.Loads}
-			s.tx.Loads = nil
-			keep = &ld.reply
-		}
-		if err := m.Exec(out, leg, s.tx.Buf, s.tx.N, f.Raw, keep); err != nil { // MULTI, the queued commands, EXEC
-			return err
-		}
-		s.endBridgedMulti()
-		m.WatchUp = nil // EXEC ends the WATCH
-		s.relayed(audit, leg.U)
-		if ld != nil {
-			// Once EXEC's reply is in, the loads it ran go to the other
-			// upstreams and are answered, and only then does the client
-			// get EXEC's reply: a client that has it may EVALSHA anywhere.
-			if err := m.Barrier(out); err != nil {
-				return err
-			}
-			ld.loads = txn.Ran(ld.loads, ld.reply)
-			ld.send(s)
-			if len(s.seg.Parts) > 0 {
-				s.flush()
-			}
-			if !drop && !m.Publish(ld.reply) {
-				return m.Failure()
-			}
-		}
-		return nil
+		return s.bridgeExec(&c, out, leg)
 	case s.st.InMulti && forwarded:
-		// Queued as in normal service (transaction.go's queue).
-		o := s.txQueue(&c)
-		if !o.Queued {
-			if drop { // CLIENT REPLY OFF or SKIP: the error too
-				s.obs.Reply(audit, o.Reply, "")
-				return nil
-			}
-			return s.bridgeLocal(out, o.Reply, audit)
-		}
-		s.relayed(audit, sp.Up)
-		if d.Effect == rewrite.Wire6 {
-			s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
-		}
-		if drop {
-			return nil
-		}
-		return s.bridgeLocal(out, o.Reply, -1)
+		return s.bridgeQueue(&c, out)
 	case forwarded:
-		if t := s.bridgeTap(f, d, skipped); t != nil {
-			// Its one reply is the next after a barrier (see tap).
-			if err := m.Barrier(out); err != nil {
-				return err
-			}
-			leg.SwapTap(*t)
-		}
-		s.relayed(audit, leg.U)
-		switch d.Effect {
-		case rewrite.Wire6:
-			s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
-		case rewrite.Watch:
-			if m.WatchUp == nil {
-				m.WatchUp = leg.U // package pubsub's legs.go: the bridge is bound to it until EXEC
-			}
-		case rewrite.Unwatch:
-			m.WatchUp = nil
-		}
+		return s.bridgeForward(&c, out, leg)
+	}
+	return s.bridgeAnswer(&c, out)
+}
+
+// bridgeLeg is the leg a bridged command goes on (package pubsub's
+// legs.go): the subscriber's own when it sends nothing now, else the leg to
+// its upstream, after every reply gathered for another one. done: the
+// command was served here (a CLIENT CACHING kept for the next command's
+// leg, or the upstream unavailable).
+func (s *session) bridgeLeg(c *command, out *[]byte, sends bool) (leg *pubsub.Subscriber, done bool, err error) {
+	m := s.sub
+	if !sends {
 		m.FlushCaching(out)
-		// The SCRIPT LOAD fan-out lands before the client's own load is
-		// sent: once its reply is relayed, every upstream has the script.
-		s.bridgeLoad(f, d, leg.U, true)
-		if err := leg.Add(out, f, d); err != nil {
-			return err
-		}
-		if on, ok := tracking.OnOff(f.Args); ok {
-			// Every leg tracks as the client asked (package pubsub's legs.go).
-			if err := m.Track(on, f.Raw); err != nil {
-				return err
-			}
-		}
+		return m.Subscriber, false, nil
+	}
+	if tracking.IsCaching(c.f.Args) {
+		// For the leg of the client's next command (package pubsub's legs.go).
+		m.KeepCaching(c.f.Raw)
+		s.relayed(c.audit, nil)
+		return nil, true, nil
+	}
+	l, err := m.LegFor(c.sp.Up)
+	if err != nil {
+		s.release()
+		m.FlushCaching(out)
+		return nil, true, s.bridgeLocal(out, c.sp.Up.Unavailable(), c.audit)
+	}
+	if err := m.ToLeg(out, l); err != nil {
+		return nil, true, err
+	}
+	return l, false, nil
+}
+
+// bridgeExec sends a bridged transaction: MULTI, the queued commands and
+// EXEC as one unit on leg. With a SCRIPT LOAD fan-out (transaction.go's
+// execLoad) EXEC's reply is kept, not relayed: the client gets it once the
+// loads it ran are on the other upstreams, so a client that has it may
+// EVALSHA anywhere.
+func (s *session) bridgeExec(c *command, out *[]byte, leg *pubsub.Subscriber) error {
+	m := s.sub
+	var ld *execLoad
+	var keep *[]byte
+	if len(s.tx.Loads) > 0 {
+		ld = &execLoad{up: leg.U, loads: s.tx.Loads}
+		s.tx.Loads = nil
+		keep = &ld.reply
+	}
+	if err := m.Exec(out, leg, s.tx.Buf, s.tx.N, c.f.Raw, keep); err != nil {
+		return err
+	}
+	s.endBridgedMulti()
+	m.WatchUp = nil // EXEC ends the WATCH
+	s.relayed(c.audit, leg.U)
+	if ld == nil {
 		return nil
 	}
+	if err := m.Barrier(out); err != nil { // EXEC's reply is in
+		return err
+	}
+	ld.loads = txn.Ran(ld.loads, ld.reply)
+	ld.send(s)
+	if len(s.seg.Parts) > 0 {
+		s.flush()
+	}
+	if !c.drop && !m.Publish(ld.reply) {
+		return m.Failure()
+	}
+	return nil
+}
+
+// bridgeQueue queues a command of a bridged transaction as in normal
+// service (transaction.go's queue); its +QUEUED, or the error that aborts
+// the transaction, goes after a barrier.
+func (s *session) bridgeQueue(c *command, out *[]byte) error {
+	o := s.txQueue(c)
+	if !o.Queued {
+		if c.drop { // CLIENT REPLY OFF or SKIP: the error too
+			s.obs.Reply(c.audit, o.Reply, "")
+			return nil
+		}
+		return s.bridgeLocal(out, o.Reply, c.audit)
+	}
+	s.relayed(c.audit, c.sp.Up)
+	if c.sp.Decision.Effect == rewrite.Wire6 {
+		s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
+	}
+	if c.drop {
+		return nil
+	}
+	return s.bridgeLocal(out, o.Reply, -1)
+}
+
+// bridgeForward sends a bridged command on leg, its reply relayed in the
+// server's order.
+func (s *session) bridgeForward(c *command, out *[]byte, leg *pubsub.Subscriber) error {
+	m, f, d := s.sub, c.f, &c.sp.Decision
+	if t := s.bridgeTap(f, d, c.drop && !m.Muted.Load()); t != nil {
+		// Its one reply is the next after a barrier (see tap).
+		if err := m.Barrier(out); err != nil {
+			return err
+		}
+		leg.SwapTap(*t)
+	}
+	s.relayed(c.audit, leg.U)
+	switch d.Effect {
+	case rewrite.Wire6:
+		s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
+	case rewrite.Watch:
+		if m.WatchUp == nil {
+			m.WatchUp = leg.U // package pubsub's legs.go: the bridge is bound to it until EXEC
+		}
+	case rewrite.Unwatch:
+		m.WatchUp = nil
+	}
+	m.FlushCaching(out)
+	// The SCRIPT LOAD fan-out lands before the client's own load is
+	// sent: once its reply is relayed, every upstream has the script.
+	s.bridgeLoad(f, d, leg.U, true)
+	if err := leg.Add(out, f, d); err != nil {
+		return err
+	}
+	if on, ok := tracking.OnOff(f.Args); ok {
+		// Every leg tracks as the client asked (package pubsub's legs.go).
+		if err := m.Track(on, f.Raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bridgeAnswer answers a bridged command the proxy answers itself (a
+// refusal, a local reply) after a barrier, and makes its effect on the
+// session.
+func (s *session) bridgeAnswer(c *command, out *[]byte) error {
+	m, f, d := s.sub, c.f, &c.sp.Decision
 	if d.Effect == rewrite.ReplyOn || d.Effect == rewrite.ReplyOff {
 		// The replies before it keep their fate; the relay changes after.
 		if err := m.Mute(out, s.rm.Muted()); err != nil {
@@ -234,9 +258,9 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	// A verb body's SCRIPT LOAD reaches the scripts nodes before the
 	// proxy's own answer, as in normal service (segment.go's emit).
 	s.bridgeLoad(f, d, nil, false)
-	if drop || len(d.Reply) == 0 {
-		s.obs.Reply(audit, d.Reply, "")
-	} else if err := s.bridgeLocal(out, d.Reply, audit); err != nil {
+	if c.drop || len(d.Reply) == 0 {
+		s.obs.Reply(c.audit, d.Reply, "")
+	} else if err := s.bridgeLocal(out, d.Reply, c.audit); err != nil {
 		return err
 	}
 	switch d.Effect {

@@ -59,58 +59,87 @@ func (s *session) flush() {
 		h(len(s.adm.states) > 0)
 	}
 	for i := range s.seg.Parts {
-		pt := &s.seg.Parts[i]
-		if pt.B.N == 0 {
-			continue
+		if pt := &s.seg.Parts[i]; pt.B.N > 0 {
+			s.sendPart(pt, budget)
 		}
-		if msg := s.leaseLapsed(pt.Up); msg != nil {
-			pt.B.Fill(msg) // hold.go: nothing of it was sent
-			continue
+	}
+	s.awaitParts()
+	if s.srv.Acking {
+		s.settleAcks() // acks.go
+	}
+	s.shareAfter()     // share.go
+	s.captureReplies() // observe.go
+	if s.execLoad != nil {
+		s.execLoad.read(s) // transaction.go: the SCRIPT LOADs EXEC ran
+	}
+	s.emit()
+	if s.unpin {
+		s.closePinned()
+	}
+	s.tx.SameSegment = false
+}
+
+// sendPart sends one part of the segment, its replies bounded by budget
+// bytes, and marks it sent; a part that could not be sent, or must not be
+// (the lease lapsed), has its error in every reply instead.
+func (s *session) sendPart(pt *segment.Part, budget int) {
+	if msg := s.leaseLapsed(pt.Up); msg != nil {
+		pt.B.Fill(msg) // hold.go: nothing of it was sent
+		return
+	}
+	if h := s.srv.Hooks.AfterSendCheck; h != nil && len(s.adm.states) > 0 {
+		h()
+	}
+	pt.B.Max = budget
+	if pt.Up.Acks() {
+		pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
+	}
+	err := pt.P.Send(pt.B)
+	if err != nil && pt.Own && errors.Is(err, pipe.ErrUnsent) {
+		// Nothing was written: the isolated client's own connection
+		// was closed (while idle, share.go) or broke. Send on a new one.
+		err = s.resend(pt, s.ownPipe(pt.Up), err)
+	}
+	if err != nil && !errors.Is(err, errResendRefused) && !pt.Ded && (errors.Is(err, pipe.ErrUnsent) || pt.Up.Sentinel()) {
+		// Nothing was written: the shared connection was broken (the
+		// server closed it while idle, found so by Send or by the idle
+		// watch before it; or it broke under other clients' commands).
+		// Send on its replacement once it is up (upstream/failover.go:
+		// a Sentinel upstream's may be a new primary).
+		kind := upstream.KindReplaced
+		if pt.Up.Sentinel() {
+			kind = upstream.KindAwaitShared
 		}
-		if h := s.srv.Hooks.AfterSendCheck; h != nil && len(s.adm.states) > 0 {
-			h()
-		}
-		pt.B.Max = budget
-		if pt.Up.Acks() {
-			pt.P = pt.Up.AckBatch(pt.B, pt.P, s.proto(), pt.Ded) // upstream/ack.go: perhaps the probe connection
-		}
-		err := pt.P.Send(pt.B)
-		if err != nil && pt.Own && errors.Is(err, pipe.ErrUnsent) {
-			// Nothing was written: the isolated client's own connection
-			// was closed (while idle, share.go) or broke. Send on a new one.
-			if np := s.ownPipe(pt.Up); np != nil {
-				pt.P = np
-				if err = s.resendCheck(pt); err == nil {
-					err = np.Send(pt.B)
-				}
-			}
-		}
-		if err != nil && !errors.Is(err, errResendRefused) && !pt.Ded && (errors.Is(err, pipe.ErrUnsent) || pt.Up.Sentinel()) {
-			// Nothing was written: the shared connection was broken (the
-			// server closed it while idle, found so by Send or by the idle
-			// watch before it; or it broke under other clients' commands).
-			// Send on its replacement once it is up (upstream/failover.go:
-			// a Sentinel upstream's may be a new primary).
-			np := s.pipeOf(pt.Up, upstream.KindAwaitShared, s.proto(), pt.P)
-			if !pt.Up.Sentinel() {
-				np = s.pipeOf(pt.Up, upstream.KindReplaced, s.proto(), pt.P)
-			}
-			if np != nil {
-				pt.P = np
-				if err = s.resendCheck(pt); err == nil {
-					err = np.Send(pt.B)
-				}
-			}
-		}
-		if errors.Is(err, errResendRefused) {
-			continue // filled by resendCheck: nothing of it was sent
-		}
-		if err != nil {
-			pt.B.Fill(pt.Up.Unavailable())
-			continue
-		}
+		err = s.resend(pt, s.pipeOf(pt.Up, kind, s.proto(), pt.P), err)
+	}
+	switch {
+	case errors.Is(err, errResendRefused):
+		// filled by resendCheck: nothing of it was sent
+	case err != nil:
+		pt.B.Fill(pt.Up.Unavailable())
+	default:
 		pt.Sent = true
 	}
+}
+
+// resend sends a part again on np, a new connection, once resendCheck
+// allows it; with no new connection (np nil) the first send's error err
+// stands.
+func (s *session) resend(pt *segment.Part, np *pipe.Pipe, err error) error {
+	if np == nil {
+		return err
+	}
+	pt.P = np
+	if err := s.resendCheck(pt); err != nil {
+		return err
+	}
+	return np.Send(pt.B)
+}
+
+// awaitParts waits for the replies of every part sent; a part on a
+// dedicated connection (a blocking command's, a WATCH pin's) is waited for
+// while the client is watched (waitDedicated).
+func (s *session) awaitParts() {
 	for i := range s.seg.Parts {
 		pt := &s.seg.Parts[i]
 		if !pt.Sent {
@@ -130,19 +159,6 @@ func (s *session) flush() {
 		}
 		s.over = s.over || pt.B.Over
 	}
-	if s.srv.Acking {
-		s.settleAcks() // acks.go
-	}
-	s.shareAfter()     // share.go
-	s.captureReplies() // observe.go
-	if s.execLoad != nil {
-		s.execLoad.read(s) // transaction.go: the SCRIPT LOADs EXEC ran
-	}
-	s.emit()
-	if s.unpin {
-		s.closePinned()
-	}
-	s.tx.SameSegment = false
 }
 
 // errResendRefused: resendCheck refused a part's resend; its batch holds

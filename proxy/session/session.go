@@ -252,22 +252,39 @@ func (c *command) up(s *session) *upstream.Upstream {
 	return s.v.Routes.Default()
 }
 
-// command plans one command (plan.go) and adds it to the current segment.
-func (s *session) command(f resp.Frame) {
-	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
-	c := command{f: f}
+// admit is where every command begins, in normal service (command) and on
+// the RESP3 bridge (bridge.go's bridged): it plans the command (plan.go)
+// and carries out what the plan asks before anything is sent: the wait of
+// a held queue (flush sends what was built before it), a failed
+// authentication's delay, the reply only the proxy can complete, the
+// audit record, and whether the reply is for the client. What follows
+// differs only in how the command travels: the round's segment here, the
+// bridge's legs there.
+func (s *session) admit(c *command, flush func() error) error {
 	sp := &c.sp
-	s.decide(f.Args, sp) // plan.go
+	s.decide(c.f.Args, sp) // plan.go
 	if sp.Wait {
-		_ = s.waitHeld(f.Args, sp, s.flushHeld) // plan.go
+		if err := s.waitHeld(c.f.Args, sp, flush); err != nil { // plan.go
+			return err
+		}
 	}
 	if sp.AuthWait > 0 {
 		s.authDelay(sp.AuthWait) // authlimit.go
 	}
+	s.localReply(c)
+	c.audit = s.observe(c.f.Args, &sp.Decision) // observe.go
+	c.drop = s.rm.Command(sp.Decision.Effect)
+	return nil
+}
+
+// command serves one command in normal service: admitted (admit), then
+// added to the current segment.
+func (s *session) command(f resp.Frame) {
+	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
+	c := command{f: f}
+	sp := &c.sp
+	_ = s.admit(&c, s.flushHeld) // flushHeld never fails
 	d := &sp.Decision
-	s.localReply(&c)
-	c.audit = s.observe(f.Args, d) // observe.go
-	c.drop = s.rm.Command(d.Effect)
 	if s.trackCaching(&c) { // tracking.go: kept for the next command's connection
 		return
 	}
