@@ -233,7 +233,7 @@ type State struct {
 	MultiAborted  bool
 	Watching      bool // a WATCH is active (the session holds its connection)
 	Tracking      bool // a RESP2 client's CLIENT TRACKING is on (on connections of its own)
-	Subscribed    bool
+	Subscribed    bool // subscribed to a channel, pattern or shard channel (a bridged RESP3 client)
 	// Fenced is true while the upstream fence holds; GET {emq}:version
 	// answers the legacy brand only then.
 	Fenced bool

@@ -94,7 +94,8 @@ type NoSub struct {
 
 // decideUnsubscribe answers UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE
 // outside subscribe mode (in subscribe mode the proxy sends them to the
-// client's own connection and never decides them), as the server does:
+// client's own connection, deciding only those a subscribed RESP3 client
+// queues in MULTI, which pass), as the server does:
 // with st.NoSub's refusal where the server refuses them, else one reply
 // per channel named (one with a nil channel when none is), each with a
 // count of 0, as arrays in RESP2 and pushes in RESP3. The commands never
@@ -103,6 +104,12 @@ type NoSub struct {
 // EXEC's array under a header that counts one, the command is refused and
 // the transaction discarded.
 func decideUnsubscribe(args [][]byte, up []byte, st *State) Decision {
+	if st.Subscribed {
+		// A subscribed RESP3 client's command (the bridge decides only
+		// those it queues in MULTI): on its own connection, whose server
+		// answers it, once per channel, inside EXEC's reply.
+		return Decision{Action: Pass}
+	}
 	name := "unsubscribe"
 	var refusal []byte
 	if st.NoSub != nil {

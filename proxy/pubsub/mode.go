@@ -106,8 +106,13 @@ type Session interface {
 	// Muted reports whether the client's CLIENT REPLY mode drops every
 	// reply for now (OFF).
 	Muted() bool
+	// InMulti reports whether the client is in a transaction: a bridged
+	// client's subscribe commands and PING are then queued by Bridged, as
+	// a server queues them, not sent on their own.
+	InMulti() bool
 	// Bridged plans and serves one command of a bridged RESP3 client
-	// that is not the subscribe family's, PING, QUIT or RESET, appending
+	// that is not QUIT or RESET, nor (outside a transaction) the
+	// subscribe family's or PING, appending
 	// what goes to the server to *out (through the Mode's legs and
 	// barriers). ErrLeft: the client left the bridge. closing: the
 	// session closes once the command is answered.
@@ -233,6 +238,9 @@ func (m *Mode) commands(out *[]byte) (leave, quit bool, err error) {
 			return false, true, sub.FinishWith(out, errReply)
 		}
 		kind := KindOf(f.Args[0])
+		if kind == SubForward && sub.RESP3 && s.InMulti() {
+			kind = SubOther // queued in the transaction (Session.InMulti)
+		}
 		if kind != SubOther {
 			// Subscribe commands, PING, QUIT and RESET are the bridge's
 			// first connection's (legs.go).
@@ -374,9 +382,9 @@ func (m *Mode) Exec(out *[]byte, leg *Subscriber, unit []byte, n int, exec []byt
 	for range n + 1 {
 		leg.Swap(nil)
 	}
-	if keep != nil {
-		leg.SwapTap(Tap{Keep: keep})
-	}
+	// EXEC's reply: passed on, or kept (keep); either way the subscribe
+	// confirmations in it keep the counts.
+	leg.SwapTap(Tap{Keep: keep, Pass: keep == nil, Nested: true})
 	if err := leg.Add(out, resp.Frame{Raw: unit}, nil); err != nil {
 		return err
 	}

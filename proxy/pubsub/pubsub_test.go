@@ -13,6 +13,28 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
+// TestCountsFollowConfirmationsInExec: the confirmations of subscribe
+// commands queued in MULTI, elements of EXEC's reply, keep the counts; the
+// other elements, and a reply that is not an array, change nothing.
+func TestCountsFollowConfirmationsInExec(t *testing.T) {
+	var c Counts
+	c.note([]byte(">3\r\n$9\r\nsubscribe\r\n$3\r\nbaz\r\n:3\r\n"), true)
+	exec := "*5\r\n$3\r\nabc\r\n" +
+		">3\r\n$11\r\nunsubscribe\r\n$3\r\nbar\r\n:2\r\n" +
+		">3\r\n$11\r\nunsubscribe\r\n$3\r\nbaz\r\n:1\r\n" +
+		">3\r\n$10\r\nssubscribe\r\n$2\r\nsh\r\n:1\r\n" +
+		"*3\r\n$11\r\nunsubscribe\r\n$1\r\nx\r\n:0\r\n" // an array, not a push: a value, not a confirmation
+	c.noteNested([]byte(exec), true)
+	if sub, psub, ssub := c.Get(); sub != 1 || psub != 0 || ssub != 1 {
+		t.Fatalf("after EXEC: %d %d %d, want 1 0 1", sub, psub, ssub)
+	}
+	c.noteNested([]byte("-EXECABORT Transaction discarded\r\n"), true)
+	c.noteNested([]byte("*1\r\n$3\r\nabc"), true) // truncated: ignored
+	if sub, _, ssub := c.Get(); sub != 1 || ssub != 1 {
+		t.Fatalf("after replies with no confirmation: %d %d, want 1 1", sub, ssub)
+	}
+}
+
 // TestCountsFollowTheConfirmations: the counts are the server's, read
 // from its confirmations in both protocols; channels and patterns share
 // one count, shard channels have their own.

@@ -60,6 +60,9 @@ func (sub *Subscriber) relay() {
 			// A reply the proxy answers in its place, patches or taps
 			// (bridged RESP3, see Tap).
 			t := sub.nextSwap()
+			if t.Nested {
+				sub.c.Subs.noteNested(fr, sub.RESP3)
+			}
 			chunk = append(chunk[:start], t.apply(fr)...)
 			fr = chunk[start:]
 			if len(fr) == 0 {

@@ -17,6 +17,9 @@ type Tap struct {
 	Map   *shamap.Map // the map the patch answers from
 	Rec   observe.Captured
 	Keep  *[]byte // gets a copy of the server's reply (an EXEC's)
+	// Nested: the reply (an EXEC's) may hold subscribe confirmations,
+	// which keep the client's counts (Counts.noteNested).
+	Nested bool
 }
 
 // apply returns what the client gets for the server's reply fr.

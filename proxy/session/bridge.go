@@ -69,6 +69,10 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	m := s.sub
 	c := command{f: f}
 	sp := &c.sp
+	// The plan passes a subscribed client's unsubscribe family inside
+	// MULTI (queued, as the server queues it) where it would answer a
+	// client subscribed to nothing itself.
+	s.st.Subscribed = s.listing.Subs.Any()
 	if isHello2(f.Args) {
 		// Leaving RESP3 is refused while the client may be pushed to; the
 		// subscription counts are current after a barrier (see above).

@@ -150,6 +150,7 @@ func (s *session) awaitParts() {
 			if blocking {
 				s.publish(s.began) // CLIENT LIST shows it blocked (flag b)
 				s.listing.BlockGen.Add(1)
+				s.writeAhead()
 			}
 			s.listing.Blocked.Store(blocking)
 			s.waitDedicated(pt.B, pt.P)
@@ -158,6 +159,20 @@ func (s *session) awaitParts() {
 			pt.P.Await(pt.B)
 		}
 		s.over = s.over || pt.B.Over
+	}
+}
+
+// writeAhead writes the replies the round has so far to the client before
+// a blocking command waits, as a server writes them before the command
+// blocks: a client that pipelines a push and a blocking pop reads the
+// push's reply while the pop waits (and may unblock it only once it has
+// that reply). A failed write closes the client after the round.
+func (s *session) writeAhead() {
+	if len(s.c.Out) == 0 || s.over || s.silent {
+		return
+	}
+	if err := s.write(); err != nil {
+		s.closing = true
 	}
 }
 

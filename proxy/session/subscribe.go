@@ -136,6 +136,7 @@ func (s *session) recoverSub(err *error) {
 func (s *session) endSub(abort bool) {
 	sub := s.sub
 	s.sub = nil
+	s.st.Subscribed = false
 	sub.End(abort)
 }
 
@@ -171,6 +172,9 @@ func (s *session) Dropped(e rewrite.Effect) bool { return s.rm.Command(e) }
 
 // Muted reports whether the CLIENT REPLY mode is OFF (pubsub.Session).
 func (s *session) Muted() bool { return s.rm.Muted() }
+
+// InMulti reports whether the client is in a transaction (pubsub.Session).
+func (s *session) InMulti() bool { return s.st.InMulti }
 
 // Reset applies RESET to the session in subscribe mode (pubsub.Session).
 func (s *session) Reset() {
