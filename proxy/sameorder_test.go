@@ -17,9 +17,10 @@ import (
 //
 // The scenarios are Valkey's "publish to self inside multi", "unsubscribe
 // inside multi, and publish to self", "Unblock fairness is kept while
-// pipelining" and "Unblock fairness is kept during nested unblock". (Its
-// "publish to self inside script" runs an unpinned script, which the proxy
-// refuses by design.)
+// pipelining" and "Unblock fairness is kept during nested unblock". Its
+// fifth, "publish to self inside script", cannot run through the proxy by
+// design: an unpinned script is refused, and a pinned read script runs as
+// EVALSHA_RO or EVAL_RO, where the server refuses PUBLISH (may-replicate).
 func TestOrderAsOnANode(t *testing.T) {
 	node.EachServer(t, func(t *testing.T, srv node.Server) {
 		n := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
