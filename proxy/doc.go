@@ -92,8 +92,8 @@
 //	  │   NeedKeys: decide asks COMMAND GETKEYS (upstream.Upstream's
 //	  │   GetKeys) and plans again with the keys; Stale: plan loads the
 //	  │   new control state and plans again; Wait: waitHeld (plan.go)
-//	  │   waits for a new control state and plans again, or refuses
-//	  │   (plan.RefuseHeld); AuthWait: authDelay (authlimit.go) waits
+//	  │   waits for a new control state and plans again, past the hold
+//	  │   with WaitedOut (the plan's TRYAGAIN); AuthWait: authDelay waits
 //	  ▼
 //	session.observe (observe.go): the metrics (observe.Metrics), then
 //	  │ observe.Session.Command ──── proxy/observe: the audit record, kept

@@ -18,7 +18,8 @@ import (
 // and the proxy's lease on the node each queue routes to is valid.
 // Otherwise the step says Wait, with the queue that may not be sent; the
 // caller waits for a new state or a renewal and decides again, and past its
-// hold turns the decision into RefuseHeld's TRYAGAIN. Other queues, and
+// hold decides it with Step.WaitedOut: then a queue that still may not be
+// sent refuses it with TRYAGAIN (refuseHeld). Other queues, and
 // keyless commands, are not held.
 //
 // An admitted command counts in flight in the state it was admitted under
@@ -170,7 +171,8 @@ type Control interface {
 
 // admit admits a step under the view's control state, by the queues of its
 // keys (and, at EXEC, of what the transaction queued): counted in flight in
-// that state (sp.Admitted), or sp.Wait with the queue that may not be sent.
+// that state (sp.Admitted), or sp.Wait with the queue that may not be sent
+// (refused with TRYAGAIN once the command waited out the hold: WaitedOut).
 // sp.Stale when the state changed meanwhile: nothing is counted and the
 // command is decided again under the new one.
 func admit(in *Input, sp *Step) {
@@ -186,6 +188,11 @@ func admit(in *Input, sp *Step) {
 	v := in.View
 	st := v.Ctl
 	if q, up := blocked(v, qs); q != nil {
+		if sp.WaitedOut {
+			refuseHeld(&sp.Decision, q, up, in.State.InMulti)
+			sp.Up = nil
+			return
+		}
 		sp.Wait, sp.HeldQ, sp.HeldUp = true, q, up
 		return
 	}
@@ -223,10 +230,10 @@ func blocked(v *View, qs [][]byte) (q []byte, up *upstream.Upstream) {
 	return nil, nil
 }
 
-// RefuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
+// refuseHeld turns d into the TRYAGAIN refusal of a command for queue q,
 // held (up nil) or on a node whose lease lapsed (up), decided inside MULTI
 // or not.
-func RefuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream, inMulti bool) {
+func refuseHeld(d *rewrite.Decision, q []byte, up *upstream.Upstream, inMulti bool) {
 	text := "queue " + string(q) + " is moving"
 	if up != nil {
 		text = "queue " + string(q) + " has no lease on upstream " + up.Name()

@@ -43,7 +43,8 @@
 //   - Step.Wait: a queue of the command is held, or routed to a node whose
 //     lease lapsed; the caller sends what it built, waits for a new
 //     control state (ControlState.Changed) and decides again, and past its
-//     hold refuses the command with RefuseHeld;
+//     hold decides it once more with Step.WaitedOut, which refuses it
+//     (TRYAGAIN) if its queue still may not be sent;
 //   - Step.Stale: the control state changed while the command was being
 //     admitted; the caller loads the new state and the routes stored before
 //     it and decides again.

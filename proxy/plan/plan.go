@@ -114,11 +114,15 @@ type Step struct {
 	Script bool
 
 	// Inputs, kept when the step is decided again: the keys the server
-	// gave (Asked: Keys holds them), and whether the client may be pushed
-	// to (a bridged RESP3 client that is subscribed or tracks).
-	Keys   [][]byte
-	Asked  bool
-	Pushes bool
+	// gave (Asked: Keys holds them), whether the client may be pushed to
+	// (a bridged RESP3 client that is subscribed or tracks), and whether
+	// the command waited for its queue as long as a command may (WaitedOut:
+	// a queue that still may not be sent refuses it with TRYAGAIN, where
+	// it would ask for a wait).
+	Keys      [][]byte
+	Asked     bool
+	Pushes    bool
+	WaitedOut bool
 }
 
 // Forwards reports whether the step sends the command to an upstream.
@@ -133,11 +137,11 @@ var replyBridgedHello = clienterr.Reply(clienterr.New(clienterr.Proxy,
 	"a subscribed or tracking RESP3 client cannot switch protocol; unsubscribe and turn tracking off, or RESET, first"))
 
 // Decide decides one command (see the package's doc) into sp, keeping sp's
-// inputs (Keys, Asked, Pushes).
+// inputs (Keys, Asked, Pushes, WaitedOut).
 func Decide(in *Input, sp *Step) {
 	st, v := in.State, in.View
 	args := in.Args
-	*sp = Step{Decision: rewrite.Decide(args, st, v.Pol), Keys: sp.Keys, Asked: sp.Asked, Pushes: sp.Pushes}
+	*sp = Step{Decision: rewrite.Decide(args, st, v.Pol), Keys: sp.Keys, Asked: sp.Asked, Pushes: sp.Pushes, WaitedOut: sp.WaitedOut}
 	d := &sp.Decision
 	if sp.Pushes && d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
 		// A RESP2 connection cannot carry pushes between replies.

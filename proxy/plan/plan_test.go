@@ -175,7 +175,8 @@ func (l *loop) Current() *ControlState                        { return l.cur }
 // With the control table on, a command for a held queue, or one routed to
 // a node whose lease lapsed, waits; an admitted one counts in flight in the
 // state it was admitted under; a state replaced meanwhile makes the step
-// stale, counting nothing.
+// stale, counting nothing; past the hold (WaitedOut) what would wait is
+// refused with TRYAGAIN.
 func TestPlanAdmitsUnderTheControlState(t *testing.T) {
 	s := newStand(t)
 	st := NewControlState(1, map[string]bool{"held": true}, map[string]*upstream.Upstream{})
@@ -215,15 +216,32 @@ func TestPlanAdmitsUnderTheControlState(t *testing.T) {
 		t.Errorf("state replaced: stale %v admitted %v in flight %d; want stale, nothing counted", sp.Stale, sp.Admitted, st.InFlight())
 	}
 
-	var d rewrite.Decision
-	RefuseHeld(&d, []byte("held"), nil, false)
-	if string(d.Reply) != "-TRYAGAIN queue held is moving\r\n" || d.Reason != ReasonHeld {
-		t.Errorf("RefuseHeld: %q %q", d.Reply, d.Reason)
+	// Past the hold (WaitedOut) the plan refuses what it would wait for,
+	// and admits what it may send.
+	l.cur = st
+	out := func(key string) *Step {
+		sp := &Step{Keys: argv(key), Asked: true, WaitedOut: true}
+		s.decide(sp, "OPENCMD", key)
+		return sp
 	}
-	d = rewrite.Decision{}
-	RefuseHeld(&d, []byte("moved"), s.b, true)
+	if sp := out("emq:{held}:k"); sp.Wait || sp.Up != nil || sp.Admitted != nil || sp.Decision.Action != rewrite.Refuse ||
+		string(sp.Decision.Reply) != "-TRYAGAIN queue held is moving\r\n" || sp.Decision.Reason != ReasonHeld {
+		t.Errorf("held queue, waited out: wait %v up %v %q %q; want TRYAGAIN", sp.Wait, sp.Up, sp.Decision.Reply, sp.Decision.Reason)
+	}
+	if sp := out("emq:{moved}:k"); sp.Decision.Action != rewrite.Refuse ||
+		string(sp.Decision.Reply) != "-TRYAGAIN queue moved has no lease on upstream b\r\n" {
+		t.Errorf("lapsed lease, waited out: %q", sp.Decision.Reply)
+	}
+	if sp := out("emq:{q}:k"); sp.Decision.Action == rewrite.Refuse || sp.Admitted != st {
+		t.Errorf("free queue, waited out: %q admitted %v; want admitted", sp.Decision.Reply, sp.Admitted)
+	} else {
+		st.Release(&sp.Slots)
+	}
+
+	var d rewrite.Decision
+	refuseHeld(&d, []byte("moved"), s.b, true)
 	if string(d.Reply) != "-TRYAGAIN queue moved has no lease on upstream b\r\n" || d.Effect != rewrite.AbortMulti {
-		t.Errorf("RefuseHeld inside MULTI: %q %v", d.Reply, d.Effect)
+		t.Errorf("refuseHeld inside MULTI: %q %v", d.Reply, d.Effect)
 	}
 }
 

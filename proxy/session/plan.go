@@ -79,8 +79,9 @@ func (s *session) plan(args [][]byte, sp *plan.Step) {
 }
 
 // waitHeld waits for the held queue of sp (hold.go) and plans the command
-// again until it may be sent or the hold is over, then it is refused with
-// TRYAGAIN. flush first sends what the session built and gets its replies,
+// again until it may be sent or the hold is over; then it is planned once
+// more as having waited it out (plan.Step.WaitedOut), and the plan refuses
+// it with TRYAGAIN. flush first sends what the session built and gets its replies,
 // so nothing admitted before the command stays in flight while it waits.
 func (s *session) waitHeld(args [][]byte, sp *plan.Step, flush func() error) error {
 	c := s.srv.Ctl
@@ -95,9 +96,12 @@ func (s *session) waitHeld(args [][]byte, sp *plan.Step, flush func() error) err
 	for sp.Wait {
 		now := time.Now()
 		if !now.Before(deadline) {
-			exec := sp.Exec
-			plan.RefuseHeld(&sp.Decision, sp.HeldQ, sp.HeldUp, s.st.InMulti)
-			sp.Up, sp.Wait, sp.Exec = nil, false, exec
+			// The plan refuses it (TRYAGAIN), or admits it under a state
+			// that came in at the last moment.
+			sp.WaitedOut = true
+			s.v.Ctl = c.Current()
+			s.v.Routes = s.srv.Routes.Load()
+			s.decide(args, sp)
 			return nil
 		}
 		t := time.NewTimer(min(deadline.Sub(now), poll/5+time.Millisecond))
