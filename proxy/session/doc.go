@@ -4,6 +4,12 @@
 // (package upstream) in one batch per connection, and writes every reply
 // back in command order, byte for byte as the server sent it.
 //
+// Every command, in normal service and on the RESP3 bridge, begins in
+// admit (session.go): the plan and what it asks before anything is sent.
+// Then the normal loop adds it to the round's segment (session.go's
+// command), and the bridge sends it on its legs (bridge.go's bridged);
+// both end in the same apply.
+//
 // What the session decides, others keep:
 //
 //   - the connection's bytes are package conn's (a conn.Conn: the read
