@@ -130,6 +130,7 @@ func New(opts Options, logger, audit *zap.Logger) (*Server, error) {
 		memLimit:   newMemLimit(opts.SoftMemoryLimit, opts.MaxBuffered),
 	}
 	s.redir.Max = int(min(opts.MaxReplyBytes, int64(^uint(0)>>1)))
+	s.redir.Transport = opts.Transport
 	if err := s.registerBudgetMetrics(opts.Registry); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrOptions, err)
 	}

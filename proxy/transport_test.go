@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -69,5 +70,49 @@ func TestTransportGivesEveryConnection(t *testing.T) {
 	c.do("GET", "k").hasPrefix("-UPSTREAM node unavailable: ")
 	if got := nodeDo(t, n, "GET", "k"); got != "$1\r\nv\r\n" {
 		t.Errorf("GET k on the node: %q", got)
+	}
+}
+
+// TestTransportGivesTheOtherPathsTheirConnections: the paths beside the
+// session's own also ask Options.Transport: a bridged RESP3 client's leg
+// to a second upstream, a RESP2 tracking client's REDIRECT relay, and
+// CLIENT UNBLOCK's shared connection.
+func TestTransportGivesTheOtherPathsTheirConnections(t *testing.T) {
+	tr := &kindsTransport{asked: map[upstream.Kind]int{}, down: map[upstream.Kind]bool{}}
+	r := startRoutedOn(t, "", func(o *Options) {
+		o.Transport = tr
+		o.Policy.Allow = map[string]bool{"CLIENT": true} // CLIENT UNBLOCK
+	})
+
+	c := r.dial()
+	c.do("HELLO", "3").hasPrefix("%")
+	c.do("CLIENT", "TRACKING", "ON").is("+OK\r\n") // bridged, its first connection to module-a
+	own := tr.count(upstream.KindOwn)
+	c.do("GET", "emq:{billing1}:k").is("_\r\n") // a leg to scripts-b
+	if got := tr.count(upstream.KindOwn); got != own+1 {
+		t.Errorf("a bridged GET on a second upstream asked for %d connections of its own, want 1", got-own)
+	}
+
+	inv := r.dial()
+	id := strings.TrimSuffix(strings.TrimPrefix(string(inv.do("CLIENT", "ID").got), ":"), "\r\n")
+	inv.do("SUBSCRIBE", "__redis__:invalidate").hasPrefix("*3\r\n")
+	trk := r.dial()
+	own = tr.count(upstream.KindOwn)
+	trk.do("CLIENT", "TRACKING", "on", "REDIRECT", id).is("+OK\r\n")
+	if got := tr.count(upstream.KindOwn); got <= own {
+		t.Error("CLIENT TRACKING REDIRECT asked for no connection of its own for its relay")
+	}
+
+	b := r.dial()
+	bid := strings.TrimSuffix(strings.TrimPrefix(string(b.do("CLIENT", "ID").got), ":"), "\r\n")
+	b.send(cmd("BLPOP", "emq:{q}:list", "0"))
+	u := r.dial()
+	shared := tr.count(upstream.KindShared)
+	poll(t, "CLIENT UNBLOCK unblocks the client", func() bool {
+		return string(u.do("CLIENT", "UNBLOCK", bid).got) == ":1\r\n"
+	})
+	b.read().is("*-1\r\n")
+	if tr.count(upstream.KindShared) <= shared {
+		t.Error("CLIENT UNBLOCK asked for no shared connection")
 	}
 }

@@ -295,7 +295,7 @@ func TestUnblockNotBlocked(t *testing.T) {
 	one.v.Blocked.Store(true)
 	r := registry(one, two, three, four)
 	for _, id := range []int64{0, -1, 9, 1, 2, 3, 4} {
-		if got := r.Unblock(one, &rewrite.ClientTarget{ID: id}); string(got) != ":0\r\n" {
+		if got := r.Unblock(one, &rewrite.ClientTarget{ID: id}, nil); string(got) != ":0\r\n" {
 			t.Errorf("CLIENT UNBLOCK %d: %q", id, got)
 		}
 	}

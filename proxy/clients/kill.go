@@ -2,6 +2,7 @@ package clients
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"time"
 
@@ -42,7 +43,7 @@ type BlockConn struct {
 }
 
 // Unblock answers CLIENT UNBLOCK (t) for self (see above).
-func (r *Registry[C]) Unblock(self C, t *rewrite.ClientTarget) []byte {
+func (r *Registry[C]) Unblock(self C, t *rewrite.ClientTarget, tr upstream.Transport) []byte {
 	zero := []byte(":0\r\n")
 	if t.ID <= 0 {
 		return zero
@@ -61,7 +62,7 @@ func (r *Registry[C]) Unblock(self C, t *rewrite.ClientTarget) []byte {
 	}
 	gen := v.BlockGen.Load()
 	for try := 0; ; try++ {
-		rep := unblockOn(self.ID(), bc, t.Error)
+		rep := unblockOn(tr, self.ID(), bc, t.Error)
 		// The session is flagged blocked once its command is sent; the
 		// server may not have read it yet. While the same command is
 		// still awaited, ask again, a little while.
@@ -77,10 +78,12 @@ func (r *Registry[C]) Unblock(self C, t *rewrite.ClientTarget) []byte {
 const unblockTries = 20
 
 // unblockOn sends CLIENT UNBLOCK of bc on its upstream's shared connection
-// (one reply; it changes nothing of the connection), as session caller's
-// command, and returns the reply.
-func unblockOn(caller uint64, bc *BlockConn, withError bool) []byte {
-	p := bc.Up.Shared(caller, 2)
+// (one reply; it changes nothing of the connection), given by tr, as
+// session caller's command, and returns the reply.
+func unblockOn(tr upstream.Transport, caller uint64, bc *BlockConn, withError bool) []byte {
+	// The shared kind never waits: no deadline to give it.
+	c, _ := upstream.Via(tr).Conn(context.Background(), bc.Up, upstream.Request{Kind: upstream.KindShared, ID: caller, Proto: 2})
+	p := c.P
 	if p == nil {
 		return bc.Up.Unavailable()
 	}

@@ -116,7 +116,8 @@ func (m *Mode) LegFor(u *upstream.Upstream) (*Subscriber, error) {
 	if l := m.Leg(u); l != nil {
 		return l, nil
 	}
-	dl, err := u.Own(m.env.Ctx, 3) // upstream/owned.go
+	c, err := upstream.Via(m.env.Transport).Conn(m.env.Ctx, u, upstream.Request{Kind: upstream.KindOwn, Proto: 3})
+	dl := c.Dialed
 	if err != nil {
 		m.c.Log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil, err

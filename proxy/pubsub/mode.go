@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/emqproxy/emqproxy/proxy/pipe"
+	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -123,9 +124,10 @@ type Session interface {
 
 // Env is what a Mode is given besides its Subscriber and session.
 type Env struct {
-	Ctx   context.Context // the server's: a leg's dial ends with it
-	ID    uint64          // the session's id, its Redirects target
-	Redir *Redirects      // the server's registry of the sessions that can be pushed to
+	Ctx       context.Context    // the server's: a leg's dial ends with it
+	ID        uint64             // the session's id, its Redirects target
+	Redir     *Redirects         // the server's registry of the sessions that can be pushed to
+	Transport upstream.Transport // gives the legs (upstream.Via: nil is Direct)
 }
 
 // Mode is a session's subscribe mode: the Subscriber (the relay, the

@@ -48,6 +48,9 @@ type Redirects struct {
 	// Max caps one relayed message (the proxy's Options.MaxReplyBytes);
 	// set before the first relay.
 	Max int
+	// Transport gives the relays' connections (upstream.Via: nil is
+	// Direct); set before the first relay.
+	Transport upstream.Transport
 
 	mu    sync.Mutex
 	subs  map[uint64]*Subscriber
@@ -154,7 +157,7 @@ func (r *Redirects) Forget(id uint64) {
 // starts it; nil when target has ended (alive: whether it is live now) or
 // the connection cannot be opened.
 func (r *Redirects) Open(ctx context.Context, owner *Client, u *upstream.Upstream, target uint64, alive func() bool) *RedirConn {
-	rc, err := openRedir(ctx, u, target)
+	rc, err := openRedir(ctx, r.Transport, u, target)
 	if err != nil {
 		owner.Log.Warn("tracking redirect connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil
@@ -174,8 +177,9 @@ func (r *Redirects) Open(ctx context.Context, owner *Client, u *upstream.Upstrea
 
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
-func openRedir(ctx context.Context, u *upstream.Upstream, target uint64) (*RedirConn, error) {
-	dl, err := u.Own(ctx, 2) // upstream/owned.go
+func openRedir(ctx context.Context, t upstream.Transport, u *upstream.Upstream, target uint64) (*RedirConn, error) {
+	c, err := upstream.Via(t).Conn(ctx, u, upstream.Request{Kind: upstream.KindOwn, Proto: 2})
+	dl := c.Dialed
 	if err != nil {
 		return nil, err
 	}

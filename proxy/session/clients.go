@@ -43,7 +43,7 @@ func (s *session) clientList(f *rewrite.ClientFilter) []byte {
 
 // clientUnblock answers CLIENT UNBLOCK (clients.Registry.Unblock).
 func (s *session) clientUnblock(t *rewrite.ClientTarget) []byte {
-	return s.srv.Sessions.Unblock(s, t)
+	return s.srv.Sessions.Unblock(s, t, s.srv.Transport)
 }
 
 // clientKill answers CLIENT KILL ID (clients.Registry.Kill); the session

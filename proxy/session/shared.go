@@ -103,11 +103,7 @@ type Shared struct {
 
 // conn asks the server's Transport for a connection to u.
 func (s *session) conn(u *upstream.Upstream, r upstream.Request) (upstream.Conn, error) {
-	t := s.srv.Transport
-	if t == nil {
-		t = upstream.Direct
-	}
-	return t.Conn(s.srv.Ctx, u, r)
+	return upstream.Via(s.srv.Transport).Conn(s.srv.Ctx, u, r)
 }
 
 // pipeOf asks the server's Transport for a shared connection of kind k

@@ -49,7 +49,7 @@ func (s *session) startSubscribe(u *upstream.Upstream, c *command) {
 	}
 	sub.Muted.Store(c.drop)
 	sub.SkipFirst = c.drop && !s.rm.Muted()
-	s.sub = pubsub.NewMode(sub, s, pubsub.Env{Ctx: s.srv.Ctx, ID: s.id, Redir: s.srv.Redir})
+	s.sub = pubsub.NewMode(sub, s, pubsub.Env{Ctx: s.srv.Ctx, ID: s.id, Redir: s.srv.Redir, Transport: s.srv.Transport})
 }
 
 // client is what subscribe mode's goroutines and a tracking redirect's

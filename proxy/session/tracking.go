@@ -42,7 +42,7 @@ func (s *session) trackingReply(e rewrite.Effect, args [][]byte) []byte {
 func (s *session) clientTracking(args [][]byte) []byte {
 	if s.trk == nil {
 		s.trk = tracking.New(tracking.Env{Ctx: s.srv.Ctx, ID: s.id, Redir: s.srv.Redir,
-			Client: s.client(), Listed: s.srv.Sessions.Listed})
+			Client: s.client(), Listed: s.srv.Sessions.Listed, Transport: s.srv.Transport})
 	}
 	t := s.trk
 	u := s.v.Routes.Default()

@@ -30,6 +30,9 @@ type Env struct {
 	Redir  *pubsub.Redirects // the server's relays and their targets
 	Client *pubsub.Client    // the tracking client, as its relays know it
 	Listed func(uint64) bool // whether session id is listed (ending ones included)
+	// Transport gives the shared connections it asks on (upstream.Via:
+	// nil is Direct).
+	Transport upstream.Transport
 }
 
 // Conn is one of the client's own connections to an upstream.
@@ -111,7 +114,8 @@ func (t *Tracker) Unchanged(u *upstream.Upstream, args [][]byte) ([]byte, bool) 
 			a[redirAt] = []byte(noSuchClient)
 		}
 	}
-	p := u.Shared(t.env.ID, 2)
+	c, _ := upstream.Via(t.env.Transport).Conn(t.env.Ctx, u, upstream.Request{Kind: upstream.KindShared, ID: t.env.ID, Proto: 2})
+	p := c.P
 	if p == nil {
 		return u.Unavailable(), true
 	}

@@ -10,10 +10,13 @@
 // primary followed across failovers; the writes confirmed by replicas (one
 // WAIT per write to the node: AckBatch, Settle); and what the node answers
 // that the proxy repeats (its HELLO reply, the unsubscribe family outside
-// subscribe mode). A session asks for its connections through a
-// Transport (transport.go), whose default, Direct, is this package's
-// methods: one request of a Kind per connection, which a test or another
-// way to the servers replaces in one place.
+// subscribe mode). Every connection a client's command travels on is asked
+// of a Transport (transport.go; Via gives Direct, this package's methods,
+// when none is set): the session's, the RESP3 bridge's legs and the RESP2
+// tracking relays (package pubsub), the tracking client's shared
+// connection (package tracking) and CLIENT UNBLOCK's (package clients).
+// One request of a Kind per connection, which a test or another way to the
+// servers replaces in one place.
 //
 // What the batches hold and in which order the client sees the replies is
 // the session's (package session): this package imports proxy/pipe,

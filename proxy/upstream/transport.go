@@ -62,6 +62,16 @@ type Transport interface {
 // is the method of Upstream named in its doc.
 var Direct Transport = direct{}
 
+// Via returns t, or Direct when t is nil: what every holder of an optional
+// Transport asks (the sessions, the RESP3 bridge's legs, the tracking
+// relays, CLIENT UNBLOCK).
+func Via(t Transport) Transport {
+	if t == nil {
+		return Direct
+	}
+	return t
+}
+
 type direct struct{}
 
 func (direct) Conn(ctx context.Context, u *Upstream, r Request) (c Conn, err error) {
