@@ -185,7 +185,7 @@
 //
 // # One session state
 //
-// Package session is about 2,700 lines; its session struct holds
+// Package session is about 2,800 lines; its session struct holds
 // eighteen fields, each owned by one file or package: the round's state
 // (roundState: its segment, a package segment Segment, and what the round
 // notes), the client's own connections (ownConns), its authentication
@@ -204,8 +204,9 @@
 // starts or ends one (bridge.go), MultiAborted by the transaction's
 // refusals (txQueue), Wire6 for an EMQ.VERSION queued in a transaction
 // (transaction.go's queue) or bridged (bridge.go), Watching by a WATCH
-// pin (forward.go), Tracking (tracking.go), and the round's Fenced, NoSub
-// and SetInfo (plan.go).
+// pin (forward.go), Tracking (tracking.go), Subscribed on the bridge
+// (bridge.go; cleared when subscribe mode ends, subscribe.go), and the
+// round's Fenced, NoSub and SetInfo (plan.go).
 //
 // Every command a session serves, in normal service or on the RESP3
 // bridge, begins in one function (session.go's admit): the plan, the wait
