@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func unsubscribeInMulti(t *testing.T, addr string) []string {
 // clients, read through addr as a client would).
 func blockedClients(t *testing.T, c *client, n int) {
 	t.Helper()
-	want := "blocked_clients:" + string(rune('0'+n)) + "\r\n"
+	want := "blocked_clients:" + strconv.Itoa(n) + "\r\n"
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(string(c.do("INFO", "clients").got), want) {
 		if time.Now().After(deadline) {

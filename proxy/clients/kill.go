@@ -82,8 +82,7 @@ const unblockTries = 20
 // session caller's command, and returns the reply.
 func unblockOn(tr upstream.Transport, caller uint64, bc *BlockConn, withError bool) []byte {
 	// The shared kind never waits: no deadline to give it.
-	c, _ := upstream.Via(tr).Conn(context.Background(), bc.Up, upstream.Request{Kind: upstream.KindShared, ID: caller, Proto: 2})
-	p := c.P
+	p := upstream.SharedVia(context.Background(), tr, bc.Up, caller, 2)
 	if p == nil {
 		return bc.Up.Unavailable()
 	}

@@ -96,7 +96,7 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 	}
 	class := ck.Class
 	switch {
-	case class == cmdtable.ClassReply && (d.Effect == rewrite.Subscribe || bareUnsubscribe(args) || unsubscribe(args)),
+	case class == cmdtable.ClassReply && (d.Effect == rewrite.Subscribe || unsubscribe(args)),
 		class == cmdtable.ClassNoscript && d.Effect == rewrite.Subscribe,
 		class == cmdtable.ClassBlocking && (d.Effect == rewrite.Blocking || inMulti),
 		class.Openable() && (v.Pol.Allow[ck.Label] || (ck.Parent != "" && v.Pol.Allow[ck.Parent])):
@@ -118,16 +118,10 @@ func Rule(args [][]byte, d *rewrite.Decision, inMulti bool, v *View) *cmdtable.E
 	return ck
 }
 
-// bareUnsubscribe reports whether args is UNSUBSCRIBE, PUNSUBSCRIBE or
-// SUNSUBSCRIBE without a channel: outside subscribe mode (a shared
-// connection never subscribes) the server answers it with one reply.
-func bareUnsubscribe(args [][]byte) bool {
-	return len(args) == 1 && (rewrite.EqualFold(args[0], "UNSUBSCRIBE") || rewrite.EqualFold(args[0], "PUNSUBSCRIBE") || rewrite.EqualFold(args[0], "SUNSUBSCRIBE"))
-}
-
-// unsubscribe reports whether args is the unsubscribe family's, which
-// Decide passes only for a subscribed RESP3 client queuing it in MULTI
-// (rewrite.State.Subscribed): sent with EXEC on the client's own
+// unsubscribe reports whether args is the unsubscribe family's. Decide
+// answers it itself outside subscribe mode, with or without channels; it
+// passes it only for a subscribed RESP3 client queuing it in MULTI
+// (rewrite.State.Subscribed), sent with EXEC on the client's own
 // connection, never a shared one.
 func unsubscribe(args [][]byte) bool {
 	return rewrite.EqualFold(args[0], "UNSUBSCRIBE") || rewrite.EqualFold(args[0], "PUNSUBSCRIBE") || rewrite.EqualFold(args[0], "SUNSUBSCRIBE")

@@ -1,7 +1,7 @@
 package pubsub
 
 import (
-	"strings"
+	"bytes"
 	"sync/atomic"
 
 	"github.com/emqproxy/emqproxy/resp"
@@ -60,43 +60,7 @@ func (v *Counts) note(fr []byte, resp3 bool) {
 		return
 	}
 	n, ok := resp.ParseInt(body[i+2:])
-	if ok {
-		v.set(class, n)
-	}
-}
-
-// noteNested keeps the counts the subscribe confirmations among the
-// elements of a transaction's reply give: a server puts the confirmation
-// of a subscribe command queued in MULTI (a push in RESP3) into EXEC's
-// array. Parsed whole, so only for EXEC's reply.
-func (v *Counts) noteNested(fr []byte, resp3 bool) {
-	if len(fr) == 0 || fr[0] != '*' {
-		return
-	}
-	val, err := resp.Parse(fr)
-	if err != nil {
-		return
-	}
-	head := byte('*')
-	if resp3 {
-		head = '>'
-	}
-	for _, e := range val.Elems {
-		if e.Type != head || len(e.Elems) != 3 || e.Elems[0].Type != '$' || e.Elems[2].Type != ':' {
-			continue
-		}
-		for _, k := range subKinds {
-			if strings.HasSuffix(k.head, "\n"+string(e.Elems[0].Str)+"\r\n") {
-				v.set(k.class, e.Elems[2].Int)
-				break
-			}
-		}
-	}
-}
-
-// set keeps the count n a confirmation of class gives (see subKinds).
-func (v *Counts) set(class byte, n int64) {
-	if n < 0 || n > 1<<31-1 {
+	if !ok || n < 0 || n > 1<<31-1 {
 		return
 	}
 	switch class {
@@ -106,6 +70,25 @@ func (v *Counts) set(class byte, n int64) {
 		v.ssub.Store(int32(n))
 	default:
 		v.sub.Store(max(int32(n)-v.psub.Load(), 0))
+	}
+}
+
+// noteNested keeps the counts the subscribe confirmations among the
+// elements of a transaction's reply give (note, element by element): a
+// server puts the confirmation of a subscribe command queued in MULTI (a
+// push in RESP3) into EXEC's array. Framed whole, so only for EXEC's reply.
+func (v *Counts) noteNested(fr []byte, resp3 bool) {
+	i := bytes.Index(fr, []byte("\r\n"))
+	if len(fr) == 0 || fr[0] != '*' || i < 0 {
+		return
+	}
+	for rest := fr[i+2:]; len(rest) > 0; {
+		_, n, err := resp.ParsePrefix(rest)
+		if err != nil {
+			return
+		}
+		v.note(rest[:n], resp3)
+		rest = rest[n:]
 	}
 }
 

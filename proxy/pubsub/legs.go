@@ -116,8 +116,7 @@ func (m *Mode) LegFor(u *upstream.Upstream) (*Subscriber, error) {
 	if l := m.Leg(u); l != nil {
 		return l, nil
 	}
-	c, err := upstream.Via(m.env.Transport).Conn(m.env.Ctx, u, upstream.Request{Kind: upstream.KindOwn, Proto: 3})
-	dl := c.Dialed
+	dl, err := upstream.OwnVia(m.env.Ctx, m.env.Transport, u, 3)
 	if err != nil {
 		m.c.Log.Warn("bridge upstream connection failed", zap.String("upstream", u.Name()), zap.Error(err))
 		return nil, err

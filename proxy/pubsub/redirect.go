@@ -178,8 +178,7 @@ func (r *Redirects) Open(ctx context.Context, owner *Client, u *upstream.Upstrea
 // openRedir opens a relay to target on u: an owned connection, its id
 // asked, subscribed to __redis__:invalidate.
 func openRedir(ctx context.Context, t upstream.Transport, u *upstream.Upstream, target uint64) (*RedirConn, error) {
-	c, err := upstream.Via(t).Conn(ctx, u, upstream.Request{Kind: upstream.KindOwn, Proto: 2})
-	dl := c.Dialed
+	dl, err := upstream.OwnVia(ctx, t, u, 2)
 	if err != nil {
 		return nil, err
 	}

@@ -69,18 +69,19 @@ func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
 	m := s.sub
 	c := command{f: f}
 	sp := &c.sp
-	// The plan passes a subscribed client's unsubscribe family inside
-	// MULTI (queued, as the server queues it) where it would answer a
-	// client subscribed to nothing itself.
-	s.st.Subscribed = s.listing.Subs.Any()
 	if isHello2(f.Args) {
 		// Leaving RESP3 is refused while the client may be pushed to; the
 		// subscription counts are current after a barrier (see above).
 		if err := m.Barrier(out); err != nil {
 			return err
 		}
-		sp.Pushes = m.Tracking || s.listing.Subs.Any()
 	}
+	// The plan passes a subscribed client's unsubscribe family inside
+	// MULTI (queued, as the server queues it) where it would answer a
+	// client subscribed to nothing itself, and refuses HELLO 2 while the
+	// client may be pushed to.
+	s.st.Subscribed = s.listing.Subs.Any()
+	sp.Pushes = m.Tracking || s.st.Subscribed
 	if err := s.admit(&c, func() error { return m.Barrier(out) }); err != nil {
 		return err
 	}

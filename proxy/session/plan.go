@@ -94,23 +94,19 @@ func (s *session) waitHeld(args [][]byte, sp *plan.Step, flush func() error) err
 	}
 	s.release()
 	for sp.Wait {
-		now := time.Now()
-		if !now.Before(deadline) {
-			// The plan refuses it (TRYAGAIN), or admits it under a state
-			// that came in at the last moment.
+		if now := time.Now(); !now.Before(deadline) {
+			// Planned once more as waited out: refused (TRYAGAIN), or
+			// admitted under a state that came in at the last moment.
 			sp.WaitedOut = true
-			s.v.Ctl = c.Current()
-			s.v.Routes = s.srv.Routes.Load()
-			s.decide(args, sp)
-			return nil
+		} else {
+			t := time.NewTimer(min(deadline.Sub(now), poll/5+time.Millisecond))
+			select {
+			case <-s.v.Ctl.Changed():
+			case <-t.C:
+			case <-s.srv.Ctx.Done():
+			}
+			t.Stop()
 		}
-		t := time.NewTimer(min(deadline.Sub(now), poll/5+time.Millisecond))
-		select {
-		case <-s.v.Ctl.Changed():
-		case <-t.C:
-		case <-s.srv.Ctx.Done():
-		}
-		t.Stop()
 		s.v.Ctl = c.Current()
 		s.v.Routes = s.srv.Routes.Load()
 		s.decide(args, sp)

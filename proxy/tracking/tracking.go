@@ -114,8 +114,7 @@ func (t *Tracker) Unchanged(u *upstream.Upstream, args [][]byte) ([]byte, bool) 
 			a[redirAt] = []byte(noSuchClient)
 		}
 	}
-	c, _ := upstream.Via(t.env.Transport).Conn(t.env.Ctx, u, upstream.Request{Kind: upstream.KindShared, ID: t.env.ID, Proto: 2})
-	p := c.P
+	p := upstream.SharedVia(t.env.Ctx, t.env.Transport, u, t.env.ID, 2)
 	if p == nil {
 		return u.Unavailable(), true
 	}

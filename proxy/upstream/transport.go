@@ -72,6 +72,20 @@ func Via(t Transport) Transport {
 	return t
 }
 
+// OwnVia asks t (Via) for a connection of a client's own to u, dialed in
+// protocol proto (KindOwn).
+func OwnVia(ctx context.Context, t Transport, u *Upstream, proto int) (Dialed, error) {
+	c, err := Via(t).Conn(ctx, u, Request{Kind: KindOwn, Proto: proto})
+	return c.Dialed, err
+}
+
+// SharedVia asks t (Via) for u's shared connection for client id in
+// protocol proto (KindShared): nil while it is down.
+func SharedVia(ctx context.Context, t Transport, u *Upstream, id uint64, proto int) *pipe.Pipe {
+	c, _ := Via(t).Conn(ctx, u, Request{Kind: KindShared, ID: id, Proto: proto})
+	return c.P
+}
+
 type direct struct{}
 
 func (direct) Conn(ctx context.Context, u *Upstream, r Request) (c Conn, err error) {
