@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emqproxy/emqproxy/control/internal/controltest"
+	"github.com/emqproxy/emqproxy/control/keycopy"
 	"github.com/emqproxy/emqproxy/control/table"
 
 	"github.com/valkey-io/valkey-go"
@@ -32,7 +33,7 @@ func TestStalledMoverIsFenced(t *testing.T) {
 		superseded bool   // the stalled mover stops superseded (else it completes)
 		owner      string // who serves the queue at the end
 	}
-	over := "is over, already flipped or superseded"
+	flip := "began its flip"
 	cases := []struct {
 		point, action string
 		want          outcome
@@ -43,14 +44,17 @@ func TestStalledMoverIsFenced(t *testing.T) {
 		{StepHeld, "resume", outcome{"", true, "dst"}},
 		{StepCopied, "abort", outcome{"", true, "src"}},
 		{StepCopied, "resume", outcome{"", true, "dst"}},
-		{StepFlipping, "abort", outcome{"began its flip", false, "dst"}},
+		{StepFlipping, "abort", outcome{flip, false, "dst"}},
 		{StepFlipping, "resume", outcome{"", true, "dst"}},
-		{FailTargetFlipped, "abort", outcome{over, true, "dst"}},
-		{FailTargetFlipped, "resume", outcome{over, true, "dst"}},
-		{FailFlipped, "abort", outcome{over, true, "dst"}},
-		{FailFlipped, "resume", outcome{over, true, "dst"}},
-		{FailDeleted, "abort", outcome{over, true, "dst"}},
-		{FailDeleted, "resume", outcome{over, true, "dst"}},
+		// Past the flip, the move can only be completed: a resume
+		// completes it (the source's keys deleted, the record removed),
+		// an abort is refused and leaves it to the mover.
+		{FailTargetFlipped, "abort", outcome{flip, false, "dst"}},
+		{FailTargetFlipped, "resume", outcome{"", true, "dst"}},
+		{FailFlipped, "abort", outcome{flip, false, "dst"}},
+		{FailFlipped, "resume", outcome{"", true, "dst"}},
+		{FailDeleted, "abort", outcome{flip, false, "dst"}},
+		{FailDeleted, "resume", outcome{"", true, "dst"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.point+"/"+tc.action, func(t *testing.T) {
@@ -202,6 +206,16 @@ func stalledMover(t *testing.T, srv node.Server, point, action, actErr string, s
 	for name, n := range nodes {
 		if k, _ := n.C.Do(ctx, n.C.B().Exists().Key(table.MoveKey("q")).Build()).AsInt64(); k != 0 {
 			t.Errorf("a move record is left on %s", name)
+		}
+	}
+	// Nothing is left behind: both movers asked for --delete-source, and
+	// an abort deletes the target's copy.
+	for name, n := range nodes {
+		if name == who {
+			continue
+		}
+		if keys, err := keycopy.ScanQueue(ctx, n, "q", 0); err != nil || len(keys) > 0 {
+			t.Errorf("%d keys of q are left on %s, which does not own it (%v): %v", len(keys), name, err, keys)
 		}
 	}
 	if len(backwards) > 0 {

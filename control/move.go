@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -321,7 +322,7 @@ func (m *Mover) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	now := time.Now().UnixMilli()
-	rec := &record{from: from, to: m.To, replace: m.Replace, holdCopy: m.HoldCopy, started: now}
+	rec := &record{from: from, to: m.To, replace: m.Replace, holdCopy: m.HoldCopy, deleteSource: m.DeleteSource, started: now}
 	if m.HoldCopy {
 		// The hold is this move's first write: it creates the record
 		// (hold), only if there is none.
@@ -435,6 +436,8 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 		return nil, err
 	} else if done {
 		return nil, m.dropStale(ctx, rec, e)
+	} else if rec.flippedAt(e) {
+		return m.completeFlip(ctx, rec, e)
 	}
 	// The move becomes this mover's: a mover of it that is still running
 	// (stalled, not killed) stops at its next write.
@@ -497,10 +500,16 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 	if err := m.stop(FailFlipped); err != nil {
 		return rep, err
 	}
-	if m.DeleteSource {
-		// Each batch is fenced: a mover that was superseded after its
-		// flip (its record removed as stale by --resume or --abort, see
-		// stale.go) leaves the keys; the operator deletes them.
+	return rep, m.finish(ctx, src, rec, rep)
+}
+
+// finish ends a flipped move: the source's keys deleted (DeleteSource, or
+// --delete-source asked when the move began), then the record removed
+// and the source's keyspace notifications released. Each write is fenced:
+// a mover that was superseded after its flip (another --resume took the
+// move over, see completeFlip) stops and leaves the rest to it.
+func (m *Mover) finish(ctx context.Context, src *table.Node, rec *record, rep *Report) error {
+	if m.DeleteSource || rec.deleteSource {
 		keys, err := keycopy.ScanQueue(ctx, src, m.Queue, 0)
 		for lo := 0; err == nil && lo < len(keys); lo += 512 {
 			part := keys[lo:min(lo+512, len(keys))]
@@ -509,21 +518,21 @@ func (m *Mover) complete(ctx context.Context, rec *record) (*Report, error) {
 			})
 		}
 		if err != nil {
-			return rep, stepErr(err, "the move is done, deleting the source's keys failed (delete emq:{%s}:* on %s)", m.Queue, src.Name)
+			return stepErr(err, "the move is done, deleting the source's keys failed (--resume deletes them)")
 		}
 		rep.SourceDeleted = true
 		m.say("deleted %d keys of %s on %s", len(keys), m.Queue, src.Name)
 		if err := m.stop(FailDeleted); err != nil {
-			return rep, err
+			return err
 		}
 	}
 	if err := m.fenced(ctx, src, own(rec, StepFlipping), nil, func() valkey.Commands { return deleteRecordCmds(src.C, m.Queue) }); err != nil {
-		return rep, stepErr(err, "the move is done, removing its record on %s failed", src.Name)
+		return stepErr(err, "the move is done, removing its record on %s failed (--resume removes it)", src.Name)
 	}
 	if _, err := tail.ReleaseNotify(ctx, src, m.Queue); err != nil {
-		return rep, fmt.Errorf("%w: the move is done; %v", table.ErrMove, err)
+		return fmt.Errorf("%w: the move is done; %v", table.ErrMove, err)
 	}
-	return rep, nil
+	return nil
 }
 
 // holdCopyAll copies every key under the hold (HoldCopy): every proxy
@@ -642,11 +651,12 @@ func (m *Mover) flip(ctx context.Context, src, dst *table.Node, rec *record, rep
 	e := table.Entry{Epoch: ep, State: table.Owned, Owner: rec.to}
 	c := src.C
 	if err := m.fenced(ctx, src, own(rec, StepCopied, StepFlipping), nil, func() valkey.Commands {
-		return valkey.Commands{c.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().FieldValue("step", StepFlipping).Build()}
+		return valkey.Commands{c.B().Hset().Key(table.MoveKey(m.Queue)).FieldValue().
+			FieldValue("step", StepFlipping).FieldValue("flip_epoch", strconv.FormatInt(ep, 10)).Build()}
 	}); err != nil {
 		return stepErr(err, "recording the flip on %s", src.Name)
 	}
-	rec.step = StepFlipping
+	rec.step, rec.flipEpoch = StepFlipping, ep
 	if err := m.stop(StepFlipping); err != nil {
 		return err
 	}

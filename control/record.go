@@ -21,6 +21,8 @@ type record struct {
 	epoch          int64 // the hold's epoch (0 while copying)
 	replace        bool
 	holdCopy       bool  // the whole copy under the hold
+	deleteSource   bool  // --delete-source was asked when the move began
+	flipEpoch      int64 // the flip's epoch, recorded with step flipping (0 before)
 	started        int64 // unix ms of the move's start
 	held           int64 // unix ms of the hold
 	keys, rows     int64 // counted when the copy was verified
@@ -37,7 +39,7 @@ func (r *record) fields() []string {
 	}
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return []string{"from", r.from, "to", r.to, "step", r.step, "epoch", i(r.epoch), "replace", b(r.replace),
-		"hold_copy", b(r.holdCopy), "started", i(r.started), "held", i(r.held), fieldToken, r.token, fieldBy, r.by}
+		"hold_copy", b(r.holdCopy), "delete_source", b(r.deleteSource), "started", i(r.started), "held", i(r.held), fieldToken, r.token, fieldBy, r.by}
 }
 
 // readRecord reads the move record of the queue on n (nil: none).
@@ -50,10 +52,11 @@ func readRecord(ctx context.Context, n *table.Node, queue string) (*record, erro
 		return nil, nil
 	}
 	r := &record{from: f["from"], to: f["to"], step: f["step"], replace: f["replace"] == "1", holdCopy: f["hold_copy"] == "1",
-		token: f[fieldToken], by: f[fieldBy]}
+		deleteSource: f["delete_source"] == "1", token: f[fieldToken], by: f[fieldBy]}
 	r.epoch, _ = strconv.ParseInt(f["epoch"], 10, 64)
 	r.started, _ = strconv.ParseInt(f["started"], 10, 64)
 	r.held, _ = strconv.ParseInt(f["held"], 10, 64)
+	r.flipEpoch, _ = strconv.ParseInt(f["flip_epoch"], 10, 64)
 	if r.held == 0 && r.step != StepCopying {
 		r.held = r.started // a record of an older mover: the move began with its hold
 	}

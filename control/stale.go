@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/control/tail"
@@ -38,7 +39,10 @@ import (
 // while its source owns the queue; at step held while the queue is held
 // by its source at the record's epoch (or owned by its source at no later
 // epoch); at step copied or flipping while the queue is held by its
-// source at the record's epoch. Anything else (the queue owned by another
+// source at the record's epoch; at step flipping while the queue is
+// owned by its target at the flip's epoch the record names (flippedAt:
+// flipped, the source's keys or the record not yet deleted), unless
+// another node holds a move record of the queue. Anything else (the queue owned by another
 // node, or by the target: flipped, held by another move, given back to
 // the source) means the record outlived its move. The target must be
 // reachable: without its table a flip cannot be told from a move in
@@ -61,12 +65,69 @@ func (m *Mover) stale(ctx context.Context, rec *record) (bool, *table.Entry, err
 		return e.Owner != rec.from || e.Epoch != rec.epoch, e, nil
 	case rec.step == StepHeld:
 		return e.Owner != rec.from || e.Epoch > rec.epoch, e, nil
+	case rec.flippedAt(e):
+		// This move's own flip, and nothing since: the move is not
+		// over until its source's keys and its record are gone
+		// (completeFlip), unless another move of the queue began.
+		other, err := m.recordElsewhere(ctx, rec.from)
+		return other, e, err
 	default:
 		// Copied or flipping, and not held: flipped already (owned by
 		// the target), or superseded. Flipping again would give the
 		// queue to the target at an epoch above the live entry.
 		return true, e, nil
 	}
+}
+
+// flippedAt reports whether e, the queue's merged entry, is the flip rec
+// recorded: owned by its target at its flip's epoch. A flip's epoch is
+// above every entry of the queue when it is chosen, so no other move
+// wrote that entry.
+func (rec *record) flippedAt(e *table.Entry) bool {
+	return rec.step == StepFlipping && rec.flipEpoch > 0 &&
+		e.State == table.Owned && e.Owner == rec.to && e.Epoch == rec.flipEpoch
+}
+
+// recordElsewhere reports whether a node other than from holds a move
+// record of the queue: a move that began after a flip (the queue owned by
+// the flip's target) has its record there.
+func (m *Mover) recordElsewhere(ctx context.Context, from string) (bool, error) {
+	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
+		if name == from {
+			continue
+		}
+		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
+		if err != nil {
+			return false, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", table.ErrMove, m.Queue, name, ErrUnreachable, err, table.NeedAll)
+		}
+		if r != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// completeFlip completes a move whose flip is done (flippedAt): a mover
+// killed or stopped after its flip, or whose deletion of the source's
+// keys failed. The flip is written on the source too if only the target
+// has it (settleEntry), then finish runs as the mover would have: the
+// source's keys deleted when the move asked for it, the record removed.
+// The move is taken over first, so a mover of it still running stops at
+// its next write.
+func (m *Mover) completeFlip(ctx context.Context, rec *record, e *table.Entry) (*Report, error) {
+	src := m.Nodes[rec.from]
+	if err := m.takeOver(ctx, src, rec, "resume"); err != nil {
+		return nil, err
+	}
+	m.To = rec.to
+	m.say("the move of %s from %s to %s was flipped at epoch %d: completing it", m.Queue, rec.from, rec.to, rec.flipEpoch)
+	if err := settleEntry(ctx, src, m.Queue, *e); err != nil {
+		return nil, fmt.Errorf("%w: the move of %s was flipped at epoch %d, but writing that on %s failed: %v (--resume tries again)",
+			table.ErrMove, m.Queue, rec.flipEpoch, src.Name, err)
+	}
+	rep := &Report{Queue: m.Queue, From: rec.from, To: rec.to, HoldCopy: rec.holdCopy, HoldEpoch: rec.epoch, FlipEpoch: rec.flipEpoch,
+		Keys: int(rec.keys), Rows: rec.rows, Other: rec.other, Held: time.Since(time.UnixMilli(rec.held))}
+	return rep, m.finish(ctx, src, rec, rep)
 }
 
 // dropStale removes a stale record from every node that holds it and

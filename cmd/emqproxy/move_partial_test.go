@@ -179,3 +179,46 @@ func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
 		t.Errorf("the job written on module-a is in %d of its sets", n)
 	}
 }
+
+// TestQueueMoveKilledAfterItsFlipIsCompletedByResume is what the fault
+// campaign found (bench/results/2026-12-06-2245-9eb45d0-chaos.md, queue
+// delta1): a move with --delete-source flipped, then its deletion of the
+// source's keys failed (the source reset the connection). Its retry read
+// its own record as stale (the queue owned by the target) and removed the
+// record only: the source's 128,214 keys stayed, named by nothing, though
+// the move had asked for their deletion. The record now carries the
+// flip's epoch and the --delete-source of the move: a resume that finds
+// the queue owned by the target at that epoch completes the move (the
+// source's keys deleted, the record removed), and an abort is refused.
+// Here the mover is killed right after its flip; the resume is run
+// without --delete-source.
+func TestQueueMoveKilledAfterItsFlipIsCompletedByResume(t *testing.T) {
+	s := startMoveStand(t, "")
+	ids := fillQueue(t, s.src, "billing", 20)
+	s.killAfter(t, "flipped", "move", "billing", "--to", "module-a", "--delete-source")
+	if st, _ := s.run(t, "status"); !strings.Contains(st, "MOVE billing") || !strings.Contains(st, "billing: owned module-a") {
+		t.Fatalf("after the flip billing must be owned by module-a, its move record still listed:\n%s", st)
+	}
+
+	if out, err := s.run(t, "move", "billing", "--abort"); err == nil || !strings.Contains(out, "began its flip") {
+		t.Errorf("the abort of a flipped move: %v, want it refused", err)
+	}
+	out, err := s.run(t, "move", "billing", "--resume")
+	if err != nil || !strings.Contains(out, "was flipped at epoch") || !strings.Contains(out, "source keys deleted") {
+		t.Errorf("the resume of a flipped move: %v, want it completed, the source's keys deleted", err)
+	}
+	if n := queueKeys(t, s.src, "billing"); n > 0 {
+		t.Errorf("scripts-b still holds %d keys of billing", n)
+	}
+	if st, serr := s.run(t, "status"); serr != nil || strings.Contains(st, "MOVE billing") || !strings.Contains(st, "billing: owned module-a") {
+		t.Errorf("after the resume billing must be owned by module-a, with no move record:\n%s", st)
+	}
+	for _, id := range ids[:3] {
+		if n := inSets(t, s.dst, "billing", id); n != 1 {
+			t.Errorf("job %s is in %d sets of module-a, billing's owner", id, n)
+		}
+	}
+	if out, err := s.run(t, "leftovers"); err != nil || !strings.Contains(out, "leftovers: 0 keys") {
+		t.Errorf("queue leftovers after the resume: %v", err)
+	}
+}

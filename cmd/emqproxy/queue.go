@@ -305,7 +305,7 @@ func printReport(w io.Writer, r *control.Report) {
 	if r.SourceDeleted {
 		fmt.Fprintf(w, "source keys deleted\n")
 	} else {
-		fmt.Fprintf(w, "source keys kept on %s (--delete-source deletes them)\n", r.From)
+		fmt.Fprintf(w, "source keys kept on %s, on purpose (no --delete-source): `emqproxy queue leftovers --remove` deletes them\n", r.From)
 	}
 }
 
