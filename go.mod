@@ -12,6 +12,7 @@ require (
 	github.com/spf13/viper v1.21.0
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/zap v1.28.0
+	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.48.0
 	gopkg.in/yaml.v3 v3.0.1
 )

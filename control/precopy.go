@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emqproxy/emqproxy/control/keycopy"
@@ -16,6 +15,7 @@ import (
 	"github.com/emqproxy/emqproxy/control/tail"
 
 	"github.com/valkey-io/valkey-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // Defaults of the copy while serving.
@@ -440,20 +440,10 @@ func (m *Mover) changedRound(ctx context.Context, cp *keycopy.Copier, chs map[st
 // is paced by --rate, one key at a time; under the hold, up to
 // largeParallel keys at once, unpaced.
 func (m *Mover) copyLarge(ctx context.Context, cp *keycopy.Copier, chs map[string]*tail.Change, paced bool) error {
-	large := slices.Sorted(maps.Keys(chs))
-	par := 1
-	if !paced || cp.Lim == nil {
-		par = keycopy.LargeParallel
-	}
-	sem := make(chan struct{}, par)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for _, k := range large {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	var g errgroup.Group
+	g.SetLimit(largeParallel(cp, paced))
+	for _, k := range slices.Sorted(maps.Keys(chs)) {
+		g.Go(func() error {
 			t0 := time.Now()
 			var res keycopy.LargeResult
 			var err error
@@ -468,6 +458,8 @@ func (m *Mover) copyLarge(ctx context.Context, cp *keycopy.Copier, chs map[strin
 				res, err = cp.SyncLarge(ctx, k, paced, paced && cp.Tr != nil && cp.Tr.MemberLevel())
 				done()
 			}
+			cp.Mu.Lock()
+			defer cp.Mu.Unlock()
 			if !paced && !patched {
 				// How long the key takes unpaced: the estimate of the next
 				// hold (past --max-hold when the hold's deadline cut it).
@@ -475,24 +467,24 @@ func (m *Mover) copyLarge(ctx context.Context, cp *keycopy.Copier, chs map[strin
 				if ctx.Err() != nil {
 					d = keycopy.CutHold
 				}
-				cp.Mu.Lock()
 				cp.LastSync[k] = d
-				cp.Mu.Unlock()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && first == nil {
-				first = err
 			}
 			if err == nil && res.Copied {
-				cp.Mu.Lock()
 				cp.Unverified = append(cp.Unverified, k)
-				cp.Mu.Unlock()
 			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
+}
+
+// largeParallel is how many large keys are read whole at once: one while
+// paced by --rate (the pace is per key), else keycopy.LargeParallel.
+func largeParallel(cp *keycopy.Copier, paced bool) int {
+	if paced && cp.Lim != nil {
+		return 1
+	}
+	return keycopy.LargeParallel
 }
 
 // verifyChunked compares each key copied in chunks that has not changed
@@ -503,34 +495,35 @@ func (m *Mover) verifyChunked(ctx context.Context, cp *keycopy.Copier, tr *tail.
 	keys := cp.Unverified
 	cp.Unverified = nil
 	cp.Mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(largeParallel(cp, true))
 	for _, k := range keys {
-		if tr.MemberLevel() && cp.Based(k) {
-			done := cp.Busy("verifying " + k)
-			err := cp.ScanVerify(ctx, k)
-			done()
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if tr.Changed(k) {
-			continue
-		}
+		g.Go(func() error { return m.verifyOne(ctx, cp, tr, k) })
+	}
+	return g.Wait()
+}
+
+// verifyOne is verifyChunked for one key.
+func (m *Mover) verifyOne(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker, k string) error {
+	if tr.MemberLevel() && cp.Based(k) {
 		done := cp.Busy("verifying " + k)
-		res, err := cp.SyncLarge(ctx, k, false, false)
-		done()
-		if err != nil {
-			return err
-		}
-		if res.Diffs == 0 {
-			continue
-		}
-		if err := tr.Barrier(ctx); err != nil {
-			return err
-		}
-		if !tr.Changed(k) {
-			return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", table.ErrMove, k, cp.Dst.Name, res.Diffs)
-		}
+		defer done()
+		return cp.ScanVerify(ctx, k)
+	}
+	if tr.Changed(k) {
+		return nil
+	}
+	done := cp.Busy("verifying " + k)
+	res, err := cp.SyncLarge(ctx, k, false, false)
+	done()
+	if err != nil || res.Diffs == 0 {
+		return err
+	}
+	if err := tr.Barrier(ctx); err != nil {
+		return err
+	}
+	if !tr.Changed(k) {
+		return fmt.Errorf("%w: verifying %s on %s: %d elements differ from the source's after a chunked copy", table.ErrMove, k, cp.Dst.Name, res.Diffs)
 	}
 	return nil
 }

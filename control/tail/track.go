@@ -73,6 +73,7 @@ type Tracker struct {
 	dirty    map[string]*Change
 	members  map[string]bool // keys whose changes are recorded member by member (large keys)
 	waits    map[string]chan struct{}
+	barriers int // Barrier calls so far: each one's nonce is unique
 	events   int64
 	restarts int
 	fp       string // the node's fingerprint when the subscription began
@@ -208,7 +209,8 @@ func (t *Tracker) Barrier(ctx context.Context) error {
 		t.mu.Unlock()
 		return fmt.Errorf("%w on %s: %v", ErrTracking, t.n.Name, err)
 	}
-	nonce := strconv.Itoa(t.gen) + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
+	t.barriers++
+	nonce := strconv.Itoa(t.gen) + "." + strconv.FormatInt(time.Now().UnixNano(), 10) + "." + strconv.Itoa(t.barriers)
 	ch := make(chan struct{})
 	t.waits[nonce] = ch
 	t.mu.Unlock()
