@@ -103,6 +103,7 @@ type replInfo struct {
 	Skipped int64  // bytes of RDB payload skipped
 	ReplID  string // the replication id the stream continues
 	Offset  int64  // the offset the stream starts at
+	Delay   string // what quickJoin did to the node's repl-diskless-sync-delay ("": nothing)
 }
 
 // replStream is one connection to a node in the replica's role.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/emqproxy/emqproxy/control/table"
 )
@@ -12,7 +14,9 @@ import (
 // openStream joins the source's replication stream for the tracker and
 // starts reading it. Every key counts as changed.
 func (t *Tracker) openStream(ctx context.Context) error {
+	restore := quickJoin(ctx, t.n)
 	rs, info, err := openReplStream(ctx, t.n.Opts)
+	info.Delay = restore()
 	if err != nil {
 		return err
 	}
@@ -102,4 +106,44 @@ func minReplicas(name, v string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s has min-replicas-to-write %s: the reader's acknowledgements would count as a replica toward it", ErrReplRefused, name, v)
+}
+
+// quickJoin spares the join the node's repl-diskless-sync-delay (5 s by
+// default), which a full synchronisation waits before it forks so that
+// replicas arriving together share one fork: the reader joins a node
+// without a replication backlog (no replica, or none for
+// repl-backlog-ttl) with a full synchronisation, of an empty RDB. When the
+// node would delay it, the delay is set to 0 for the join, and the
+// function returned puts the node's value back once the join is answered
+// (the fork has begun), and says so for the mover's output (or that
+// putting it back failed, with the command that does it). A node that
+// refuses CONFIG SET is left as it is: the join then waits its delay.
+// Another replica that asks for a full synchronisation within that moment
+// gets its own fork at once, as with the setting at 0; a mover killed
+// within it leaves the setting at 0.
+func quickJoin(ctx context.Context, n *table.Node) (restore func() string) {
+	none := func() string { return "" }
+	info, err := n.C.Do(ctx, n.C.B().Info().Section("replication").Build()).ToString()
+	if err != nil || strings.Contains(info, "repl_backlog_active:1") {
+		return none
+	}
+	cfg, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync*").Build()).AsStrMap()
+	prev := cfg["repl-diskless-sync-delay"]
+	if err != nil || cfg["repl-diskless-sync"] != "yes" || prev == "" || prev == "0" {
+		return none
+	}
+	set := func(ctx context.Context, v string) error {
+		return n.C.Do(ctx, n.C.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", v).Build()).Error()
+	}
+	if set(ctx, "0") != nil {
+		return none
+	}
+	return func() string {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := set(ctx, prev); err != nil {
+			return fmt.Sprintf("its repl-diskless-sync-delay was set to 0 for the join, and putting back %s failed: %v (CONFIG SET repl-diskless-sync-delay %s)", prev, err, prev)
+		}
+		return fmt.Sprintf("its repl-diskless-sync-delay (%s s) was set to 0 for the join and put back", prev)
+	}
 }

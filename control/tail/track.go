@@ -419,6 +419,9 @@ func (t *Tracker) Source() string {
 		case t.joined.Full:
 			how = fmt.Sprintf("joined by a full synchronisation: the node forked, %s of RDB skipped", ByteSize(t.joined.Skipped))
 		}
+		if t.joined.Delay != "" {
+			how += "; " + t.joined.Delay
+		}
 		return "the replication stream, " + how
 	}
 	if t.fellBack != "" {

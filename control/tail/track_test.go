@@ -173,3 +173,44 @@ func testTrackFallback(t *testing.T, srv node.Server) {
 		t.Errorf("a notification's change: %+v %v, want whole", ch, ok)
 	}
 }
+
+// TestTrackJoinSparesTheSyncDelay: a node without a replication backlog
+// answers the reader's full synchronisation only after its
+// repl-diskless-sync-delay (5 s by default). The tracker sets it to 0 for
+// the join, says so, and puts the node's value back.
+func TestTrackJoinSparesTheSyncDelay(t *testing.T) { node.EachServer(t, testTrackJoinDelay) }
+
+func testTrackJoinDelay(t *testing.T, srv node.Server) {
+	nd := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+	n, err := table.Dial(table.NodeOptions{Name: "src", Address: nd.Addr, Password: nd.Opts.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	controltest.Must(t, n.C, n.C.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync", "yes").
+		ParameterValue("repl-diskless-sync-delay", "7").Build())
+	t0 := time.Now()
+	tr, err := StartTracker(ctx, n, "a", TrackReplication)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Stop(ctx) }()
+	t.Logf("joined in %v: %s", time.Since(t0), tr.Source())
+	if !strings.Contains(tr.Source(), "repl-diskless-sync-delay (7 s) was set to 0 for the join and put back") {
+		t.Errorf("the join says %q, want the delay set to 0 and put back", tr.Source())
+	}
+	if v, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync-delay").Build()).AsStrMap(); err != nil || v["repl-diskless-sync-delay"] != "7" {
+		t.Errorf("after the join the node's repl-diskless-sync-delay is %v (%v), want its 7 back", v, err)
+	}
+	// A second tracker joins from the backlog the first one's join made:
+	// nothing to spare, nothing changed.
+	tr2, err := StartTracker(ctx, n, "b", TrackReplication)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr2.Stop(ctx) }()
+	if s := tr2.Source(); !strings.Contains(s, "joined from its replication backlog") || strings.Contains(s, "repl-diskless-sync-delay") {
+		t.Errorf("the second join says %q, want it from the backlog, the delay left alone", s)
+	}
+}
