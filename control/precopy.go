@@ -277,10 +277,10 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 // the target unpaced, at the pace of the writes, so that a queue whose keys
 // change faster than --rate reads them still converges:
 //
-//   - the job-core sets (the keys written by every call) are copied first,
-//     and from then on their changes, known member by member from the
-//     replication stream, are patched every patchEvery while the rows are
-//     copied (patchWhile);
+//   - the job-core sets (the keys written by every call) are copied
+//     beside the rows, and once copied their changes, known member by
+//     member from the replication stream, are patched every patchEvery
+//     while the rows are copied (patchWhile);
 //   - a row the tracker counts as changed since the round began is skipped
 //     here: the next round, unpaced, copies it (jobs enqueued during the
 //     round are all such rows).
@@ -288,19 +288,31 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	if err := cp.WipeTarget(ctx); err != nil {
 		return err
 	}
+	if keycopy.NoVolatile(ctx, cp.Src) {
+		cp.NoTTL.Store(true)
+		defer cp.NoTTL.Store(false)
+	}
 	core := cp.CoreKeys()
 	large, err := cp.CopyKeys(ctx, core, true)
 	if err != nil {
 		return err
 	}
-	if err := m.copyLarge(ctx, cp, wholeChanges(large), true); err != nil {
-		return err
-	}
-	stopPatch := m.patchWhile(ctx, cp)
-	pages := make(chan []string, 4)
-	scanErr := make(chan error, 1)
+	// The large job-core sets are copied in chunks while the rows are
+	// copied (neither reads the other's keys); the patches of the sets
+	// begin once their copies are bases.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	patching := make(chan func() error, 1)
+	go func() {
+		if err := m.copyLarge(sctx, cp, wholeChanges(large), true); err != nil {
+			cancel()
+			patching <- func() error { return err }
+			return
+		}
+		patching <- m.patchWhile(sctx, cp)
+	}()
+	pages := make(chan []string, 4)
+	scanErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
 		scanErr <- keycopy.ScanEach(sctx, cp.Src, m.Queue, func(keys []string, frac float64) error {
@@ -316,16 +328,21 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 			}
 		})
 	}()
-	large, err = cp.CopyStream(ctx, pages, true)
-	cancel()
+	large, err = cp.CopyStream(sctx, pages, true)
+	if err != nil {
+		cancel()
+	}
 	for range pages {
 	}
 	if serr := <-scanErr; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
 		err = serr
 	}
-	if perr := stopPatch(); err == nil {
+	// The sets' copy or patches failed first: the rows' error is the
+	// cancellation it caused.
+	if perr := (<-patching)(); perr != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		err = perr
 	}
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -344,7 +361,8 @@ const patchEvery = 200 * time.Millisecond
 // way and returns the first error.
 //
 // Nothing else copies or patches these keys while it runs (fullRound
-// copies them before and leaves them out of its scan), so no two patches
+// starts it once their copies are done, and leaves them out of its scan),
+// so no two patches
 // of one key race.
 func (m *Mover) patchWhile(ctx context.Context, cp *keycopy.Copier) func() error {
 	stop := make(chan struct{})

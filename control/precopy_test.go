@@ -312,3 +312,62 @@ func TestGrowingQueueConvergesAtALowRate(t *testing.T) {
 	}
 	equalKeys(t, src, dst, srcKeys)
 }
+
+// TestTTLSetDuringTheBulkCopyComesAlong: the bulk round reads no PTTL when
+// the source's database has no key with a TTL (job-core keys have none).
+// A TTL set meanwhile, on a row already copied and on one not yet read,
+// must still reach the target: the tracker records the write, and the row
+// is copied again with its TTL.
+func TestTTLSetDuringTheBulkCopyComesAlong(t *testing.T) {
+	node.Long(t)
+	src, dst := controltest.Pair(t, node.Redis())
+	ctx := context.Background()
+	b := src.C.B()
+	const rows = 600
+	var cmds valkey.Commands
+	for i := range rows {
+		cmds = append(cmds, b.Hset().Key(fmt.Sprintf("emq:{q}:job:J%06d", i)).FieldValue().FieldValue("state", "pending").
+			FieldValue("payload", strings.Repeat("p", 40)).Build())
+	}
+	controltest.Must(t, src.C, cmds...)
+	if !keycopy.NoVolatile(ctx, src) {
+		t.Fatal("the source has keys with a TTL before the move")
+	}
+	var expired []string
+	for i := 0; i < rows; i += 7 {
+		expired = append(expired, fmt.Sprintf("emq:{q}:job:J%06d", i))
+	}
+	done := make(chan struct{})
+	out := &lineWriter{onLine: func(l string) {
+		if strings.HasPrefix(l, "progress: copying, round 1:") {
+			select {
+			case <-done:
+			default: // at the first progress line: part of the rows copied
+				close(done)
+				var cmds valkey.Commands
+				for _, k := range expired {
+					cmds = append(cmds, b.Pexpire().Key(k).Milliseconds(600_000).Build())
+				}
+				controltest.Must(t, src.C, cmds...)
+			}
+		}
+	}}
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	_, err := (&Mover{Queue: "q", To: "dst", Nodes: map[string]*table.Node{"src": src, "dst": dst}, FileRoute: func(string) string { return "src" },
+		Rate: 8 << 10, ProgressEvery: 500 * time.Millisecond, Wait: time.Second, Out: out}).Run(mctx)
+	t.Logf("mover:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("the round ended before its first progress line: no TTL was set during it")
+	}
+	for _, k := range expired {
+		if ttl, err := dst.C.Do(ctx, dst.C.B().Pttl().Key(k).Build()).AsInt64(); err != nil || ttl < 500_000 {
+			t.Errorf("%s on the target: PTTL %d (%v), want the TTL set on the source during the copy", k, ttl, err)
+		}
+	}
+}
