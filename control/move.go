@@ -268,7 +268,16 @@ func (m *Mover) findRecord(ctx context.Context) (*record, error) {
 	if err := m.reachable(); err != nil {
 		return nil, err
 	}
+	return m.firstRecord(ctx, "")
+}
+
+// firstRecord is the queue's first move record on the nodes but except,
+// in the order of their names.
+func (m *Mover) firstRecord(ctx context.Context, except string) (*record, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
+		if name == except {
+			continue
+		}
 		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", table.ErrMove, m.Queue, name, ErrUnreachable, err, table.NeedAll)

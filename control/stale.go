@@ -92,19 +92,8 @@ func (rec *record) flippedAt(e *table.Entry) bool {
 // record of the queue: a move that began after a flip (the queue owned by
 // the flip's target) has its record there.
 func (m *Mover) recordElsewhere(ctx context.Context, from string) (bool, error) {
-	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
-		if name == from {
-			continue
-		}
-		r, err := readRecord(ctx, m.Nodes[name], m.Queue)
-		if err != nil {
-			return false, fmt.Errorf("%w: reading the move record of %s on %s (%w): %v: %s", table.ErrMove, m.Queue, name, ErrUnreachable, err, table.NeedAll)
-		}
-		if r != nil {
-			return true, nil
-		}
-	}
-	return false, nil
+	r, err := m.firstRecord(ctx, from)
+	return r != nil, err
 }
 
 // completeFlip completes a move whose flip is done (flippedAt): a mover
