@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/emqproxy/emqproxy/control/keycopy"
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/control/tail"
 
@@ -14,8 +12,9 @@ import (
 )
 
 // Abort rolls back a move that has not begun its flip: the keys copied to
-// the target are deleted (unless the move replaced keys the target had;
-// the temporary keys of chunked copies always are), a held queue is
+// the target are deleted (dropCopy: every key of the queue there once the
+// copy began; before, a --replace move keeps the keys the target had, and
+// only temporary keys of chunked copies go), a held queue is
 // released on the source at a new epoch, the source's keyspace
 // notifications get their previous setting back, and the record goes.
 //
@@ -64,23 +63,11 @@ func (m *Mover) Abort(ctx context.Context) error {
 		f = own(rec, rec.step)
 	}
 	if dst := m.Nodes[rec.to]; dst != nil {
-		keys, err := keycopy.ScanQueue(ctx, dst, m.Queue, 0)
-		if err == nil && rec.replace {
-			var tmp []string
-			for _, k := range keys {
-				if strings.HasSuffix(k, keycopy.TmpSuffix) {
-					tmp = append(tmp, k)
-				}
-			}
-			keys = tmp
-		}
-		if err == nil {
-			err = unlink(ctx, dst, keys)
-		}
+		n, err := dropCopy(ctx, dst, m.Queue, rec)
 		if err != nil {
 			return fmt.Errorf("%w: deleting the copied keys on %s: %v (run --abort again)", table.ErrMove, dst.Name, err)
 		}
-		m.say("deleted %d copied keys of %s on %s", len(keys), m.Queue, dst.Name)
+		m.say("deleted %d copied keys of %s on %s", n, m.Queue, dst.Name)
 	}
 	c := src.C
 	var ep int64

@@ -555,7 +555,7 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *reco
 		return err // superseded while waiting: the target is not this mover's to wipe
 	}
 	cp := keycopy.NewCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
-	if err := cp.WipeTarget(ctx); err != nil {
+	if err := m.wipeTarget(ctx, cp, rec); err != nil {
 		return err
 	}
 	err := keycopy.ScanEach(ctx, src, m.Queue, func(keys []string, _ float64) error {

@@ -171,7 +171,7 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 		thisLarge := withLarge || full
 		var err error
 		if full {
-			err = m.fullRound(ctx, cp, pr)
+			err = m.fullRound(ctx, cp, pr, rec)
 		} else {
 			err = m.changedRound(ctx, cp, chs, true, thisLarge)
 		}
@@ -284,8 +284,8 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 //   - a row the tracker counts as changed since the round began is skipped
 //     here: the next round, unpaced, copies it (jobs enqueued during the
 //     round are all such rows).
-func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.Reporter) error {
-	if err := cp.WipeTarget(ctx); err != nil {
+func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.Reporter, rec *record) error {
+	if err := m.wipeTarget(ctx, cp, rec); err != nil {
 		return err
 	}
 	if keycopy.NoVolatile(ctx, cp.Src) {

@@ -22,6 +22,7 @@ type record struct {
 	replace        bool
 	holdCopy       bool  // the whole copy under the hold
 	deleteSource   bool  // --delete-source was asked when the move began
+	wiped          bool  // the target's keys of the queue were deleted for the copy: every one left is the move's
 	flipEpoch      int64 // the flip's epoch, recorded with step flipping (0 before)
 	started        int64 // unix ms of the move's start
 	held           int64 // unix ms of the hold
@@ -52,7 +53,7 @@ func readRecord(ctx context.Context, n *table.Node, queue string) (*record, erro
 		return nil, nil
 	}
 	r := &record{from: f["from"], to: f["to"], step: f["step"], replace: f["replace"] == "1", holdCopy: f["hold_copy"] == "1",
-		deleteSource: f["delete_source"] == "1", token: f[fieldToken], by: f[fieldBy]}
+		deleteSource: f["delete_source"] == "1", wiped: f["wiped"] == "1", token: f[fieldToken], by: f[fieldBy]}
 	r.epoch, _ = strconv.ParseInt(f["epoch"], 10, 64)
 	r.started, _ = strconv.ParseInt(f["started"], 10, 64)
 	r.held, _ = strconv.ParseInt(f["held"], 10, 64)
