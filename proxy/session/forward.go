@@ -80,7 +80,7 @@ func (s *session) pipeFor(u *upstream.Upstream, d *rewrite.Decision) (p *pipe.Pi
 		p = s.pipeOf(u, upstream.KindReplaced, 3, nil)
 	}
 	if p == nil {
-		p = s.pipeOf(u, upstream.KindAwaitShared, s.proto(), nil) // upstream/failover.go: a new primary
+		p = s.pipeOf(u, upstream.KindAwaitShared, s.proto(), nil) // upstream/failover.go: its replacement, or a new primary
 	}
 	return p, false
 }

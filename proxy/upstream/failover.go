@@ -232,13 +232,22 @@ func (u *Upstream) switched(old, addr string) {
 		zap.Int("connections_closed", closed))
 }
 
-// AwaitShared waits for a Sentinel upstream's shared connection in
-// protocol proto for a client (by its id), other than old, while it has
-// none: at most FailoverWait from the moment the slot lost its connection
-// (see follower). nil for a fixed address, when the wait is over or the
-// fence refused the node.
+// AwaitShared waits for the shared connection in protocol proto for a
+// client (by its id), other than old, while it has none because the
+// connection was lost and is being dialed again (keep). It waits at most,
+// from the moment the slot lost its connection, FailoverWait for a
+// Sentinel upstream (see follower) and the dial timeout for a fixed
+// address: a command that comes a moment after the server closed the
+// connection goes on its replacement, as it would on a connection of its
+// own, while a node down for longer fails its commands at once. nil when
+// the wait is over, the slot never had a connection (a fixed address), or
+// the fence refused the node.
 func (u *Upstream) AwaitShared(ctx context.Context, id uint64, proto int, old *pipe.Pipe) *pipe.Pipe {
-	if u.fol == nil || u.fol.wait <= 0 {
+	wait := u.opts.DialTimeout
+	if u.fol != nil {
+		wait = u.fol.wait
+	}
+	if wait <= 0 {
 		return nil
 	}
 	u.mu.Lock()
@@ -248,10 +257,10 @@ func (u *Upstream) AwaitShared(ctx context.Context, id uint64, proto int, old *p
 		return nil
 	}
 	s := u.slotFor(id, proto)
-	if s == nil {
+	if s == nil || u.fol == nil && s.down.Load() == 0 {
 		return nil
 	}
-	return u.replacedUntil(ctx, id, proto, old, s.downSince().Add(u.fol.wait))
+	return u.replacedUntil(ctx, id, proto, old, s.downSince().Add(wait))
 }
 
 // awaitPrimary waits, as awaitShared does, until a Sentinel upstream that

@@ -18,8 +18,9 @@ const (
 	// first one, as the first RESP3 client opens the RESP3 connections),
 	// waited for at most the dial timeout: Replaced's.
 	KindReplaced
-	// KindAwaitShared is a Sentinel upstream's shared connection other
-	// than Old, waited for across a failover: AwaitShared's.
+	// KindAwaitShared is the shared connection other than Old, waited
+	// for while it is dialed again after a loss (across a failover, for
+	// a Sentinel upstream): AwaitShared's.
 	KindAwaitShared
 	// KindOwn is a connection of one client's own, not yet a pipe (a
 	// subscriber's): Own's, in Conn.Dialed.
