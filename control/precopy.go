@@ -288,10 +288,6 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	if err := m.wipeTarget(ctx, cp, rec); err != nil {
 		return err
 	}
-	if keycopy.NoVolatile(ctx, cp.Src) {
-		cp.NoTTL.Store(true)
-		defer cp.NoTTL.Store(false)
-	}
 	core := cp.CoreKeys()
 	large, err := cp.CopyKeys(ctx, core, true)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emqproxy/emqproxy/control/table"
@@ -56,33 +55,6 @@ type Copier struct {
 	Unverified []string        // keys copied in chunks, not compared yet
 	LastSync   map[string]time.Duration
 	doing      string // the large key being copied, compared or verified, for the progress line
-	// NoTTL, while set, reads small keys' DUMP without their PTTL: the
-	// caller found the source's database without a key with a TTL
-	// (NoVolatile) after its tracker began, so a TTL set since is a write
-	// the tracker records, and the key is copied again with it. Job-core
-	// keys have no TTL: the bulk copy saves a command per key.
-	NoTTL atomic.Bool
-}
-
-// NoVolatile reports whether n's database holds no key with a TTL (its
-// INFO keyspace line counts no expires, or there is none).
-func NoVolatile(ctx context.Context, n *table.Node) bool {
-	s, err := n.C.Do(ctx, n.C.B().Info().Section("keyspace").Build()).ToString()
-	if err != nil {
-		return false
-	}
-	db := "db" + strconv.Itoa(n.Opts.DB) + ":"
-	for line := range strings.Lines(s) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), db); ok {
-			for f := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "expires="); ok {
-					return v == "0"
-				}
-			}
-			return false
-		}
-	}
-	return true
 }
 
 // Busy names the large key the copy works on (what its progress line
@@ -278,16 +250,8 @@ func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle
 func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dumped, small, large []string, err error) {
 	b := c.Src.C.B()
 	cmds := make(valkey.Commands, 0, 2*len(dump)+len(probe))
-	noTTL := c.NoTTL.Load()
-	per := 2 // commands per dumped key
-	if noTTL {
-		per = 1
-	}
 	for _, k := range dump {
-		cmds = append(cmds, b.Dump().Key(k).Build())
-		if !noTTL {
-			cmds = append(cmds, b.Pttl().Key(k).Build())
-		}
+		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
 	}
 	if c.large > 0 {
 		// A job row is a hash of a few fields (job-core.md): however large
@@ -310,7 +274,7 @@ func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 	}
 	res := c.St.do(ctx, c.Src, cmds...)
 	for i, k := range dump {
-		p, err := res[per*i].ToString()
+		p, err := res[2*i].ToString()
 		if valkey.IsValkeyNil(err) {
 			out = append(out, dumped{key: k, gone: true})
 			continue
@@ -318,11 +282,9 @@ func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: DUMP %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
-		var ttl int64
-		if !noTTL {
-			if ttl, err = res[per*i+1].AsInt64(); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
-			}
+		ttl, err := res[2*i+1].AsInt64()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: PTTL %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 		}
 		if ttl == -2 {
 			out = append(out, dumped{key: k, gone: true})
@@ -331,7 +293,7 @@ func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 		out = append(out, dumped{key: k, payload: p, ttl: max(ttl, 0)})
 	}
 	if c.large > 0 {
-		for i, r := range res[per*len(dump):] {
+		for i, r := range res[2*len(dump):] {
 			sz, err := r.AsInt64()
 			switch {
 			case valkey.IsValkeyNil(err):

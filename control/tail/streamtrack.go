@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/emqproxy/emqproxy/control/table"
@@ -124,7 +123,7 @@ func minReplicas(name, v string) error {
 func quickJoin(ctx context.Context, n *table.Node) (restore func() string) {
 	none := func() string { return "" }
 	info, err := n.C.Do(ctx, n.C.B().Info().Section("replication").Build()).ToString()
-	if err != nil || strings.Contains(info, "repl_backlog_active:1") {
+	if err != nil || infoFields(info)["repl_backlog_active"] == "1" {
 		return none
 	}
 	cfg, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync*").Build()).AsStrMap()
