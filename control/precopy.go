@@ -68,6 +68,10 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 	}()
 	m.say("tracking changes of %s on %s: %s", m.Queue, src.Name, tr.Source())
 	cp := keycopy.NewCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
+	if err := cp.DialRows(); err != nil {
+		return err
+	}
+	defer cp.Close()
 	pr := keycopy.StartProgress(ctx, src, m.Queue, m.ProgressEvery, m.say, cp, tr)
 	defer pr.Stop()
 	t0 := time.Now()
@@ -293,14 +297,19 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	if err != nil {
 		return err
 	}
-	// The large job-core sets are copied in chunks while the rows are
-	// copied (neither reads the other's keys); the patches of the sets
-	// begin once their copies are bases.
+	// The large job-core sets are copied in chunks and verified while the
+	// rows are copied (neither reads the other's keys); the patches of the
+	// sets begin once their copies are verified bases. (Not before: a patch
+	// takes the changes a verification names to excuse a difference.)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	patching := make(chan func() error, 1)
 	go func() {
-		if err := m.copyLarge(sctx, cp, wholeChanges(large), true); err != nil {
+		err := m.copyLarge(sctx, cp, wholeChanges(large), true)
+		if err == nil {
+			err = m.verifyChunked(sctx, cp, cp.Tr)
+		}
+		if err != nil {
 			cancel()
 			patching <- func() error { return err }
 			return
@@ -324,7 +333,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 			}
 		})
 	}()
-	large, err = cp.CopyStream(sctx, pages, true)
+	large, err = cp.CopyStream(sctx, pages, true, true)
 	if err != nil {
 		cancel()
 	}

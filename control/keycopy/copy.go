@@ -55,6 +55,43 @@ type Copier struct {
 	Unverified []string        // keys copied in chunks, not compared yet
 	LastSync   map[string]time.Duration
 	doing      string // the large key being copied, compared or verified, for the progress line
+	// rows are the connections small keys are copied on (CopyStream): Src
+	// and Dst, or connections of their own (DialRows).
+	rows struct {
+		src, dst *table.Node
+		owned    bool
+	}
+}
+
+// DialRows gives the copy of small keys (CopyStream) connections of its
+// own to both nodes, beside Src and Dst, which then carry the large keys'
+// chunks, patches and verifications. A node answers one connection's
+// commands in order: on one connection, a batch of rows sent behind the
+// pipelines of a chunked copy waits for all of them, and the rows stall
+// while the sets are copied. Close closes them.
+func (c *Copier) DialRows() error {
+	src, err := table.Dial(c.Src.Opts)
+	if err != nil {
+		return fmt.Errorf("%w: %v", table.ErrMove, err)
+	}
+	dst, err := table.Dial(c.Dst.Opts)
+	if err != nil {
+		src.Close()
+		return fmt.Errorf("%w: %v", table.ErrMove, err)
+	}
+	src.Name, dst.Name = c.Src.Name, c.Dst.Name
+	c.rows.src, c.rows.dst, c.rows.owned = src, dst, true
+	return nil
+}
+
+// Close closes the connections DialRows opened.
+func (c *Copier) Close() {
+	if c.rows.owned {
+		c.rows.src.Close()
+		c.rows.dst.Close()
+		c.rows.owned = false
+		c.rows.src, c.rows.dst = c.Src, c.Dst
+	}
 }
 
 // Busy names the large key the copy works on (what its progress line
@@ -84,8 +121,10 @@ func NewCopier(src, dst *table.Node, queue string, rate, large int64, chunk int,
 	if chunk <= 0 {
 		chunk = DefaultChunk
 	}
-	return &Copier{Src: src, Dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", Lim: newLimiter(rate),
+	c := &Copier{Src: src, Dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", Lim: newLimiter(rate),
 		St: newCopyStats(), large: large, chunk: chunk, Tr: tr, Inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, LastSync: map[string]time.Duration{}}
+	c.rows.src, c.rows.dst = src, dst
+	return c
 }
 
 // inventory counts the queue's keys on the target as the copy writes and
@@ -173,13 +212,18 @@ func (c *Copier) CopyKeys(ctx context.Context, keys []string, throttle bool) ([]
 	pages := make(chan []string, 1)
 	pages <- keys
 	close(pages)
-	return c.CopyStream(ctx, pages, throttle)
+	return c.CopyStream(ctx, pages, throttle, false)
 }
 
 // CopyStream is copyKeys for keys arriving in pages (a scan). The source's
 // round trips carry the DUMP and PTTL of one batch with the MEMORY USAGE
 // of the next, and run ahead of the target's.
-func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle bool) ([]string, error) {
+//
+// fresh: the target was wiped of the queue's keys for this copy (a full
+// round), so a key is written with RESTORE alone, one command instead of
+// UNLINK and RESTORE; one the target has after all (a scan may return a
+// key twice) answers BUSYKEY and is written again the usual way.
+func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle, fresh bool) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []dumped, 2)
@@ -224,7 +268,7 @@ func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle
 		if writeErr != nil {
 			continue
 		}
-		n, err := c.writeSmall(ctx, b)
+		n, err := c.writeBatch(ctx, b, fresh)
 		if err != nil {
 			writeErr = err
 			cancel()
@@ -248,7 +292,7 @@ func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle
 // gone from the source included), the probed keys that are small (to dump
 // next) and the large ones. Without a size limit every probed key is small.
 func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dumped, small, large []string, err error) {
-	b := c.Src.C.B()
+	b := c.rows.src.C.B()
 	cmds := make(valkey.Commands, 0, 2*len(dump)+len(probe))
 	for _, k := range dump {
 		cmds = append(cmds, b.Dump().Key(k).Build(), b.Pttl().Key(k).Build())
@@ -272,7 +316,7 @@ func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 	if len(cmds) == 0 {
 		return nil, small, nil, nil
 	}
-	res := c.St.do(ctx, c.Src, cmds...)
+	res := c.St.do(ctx, c.rows.src, cmds...)
 	for i, k := range dump {
 		p, err := res[2*i].ToString()
 		if valkey.IsValkeyNil(err) {
@@ -311,16 +355,28 @@ func (c *Copier) readRound(ctx context.Context, dump, probe []string) (out []dum
 }
 
 // writeSmall writes one batch on the target (keys gone from the source are
-// unlinked; the others replaced) and verifies it. It returns the bytes
-// written.
+// unlinked; the others replaced). It returns the bytes written.
 func (c *Copier) writeSmall(ctx context.Context, b []dumped) (int, error) {
+	return c.writeBatch(ctx, b, false)
+}
+
+// writeBatch is writeSmall; fresh: the target is not expected to have the
+// keys (CopyStream).
+func (c *Copier) writeBatch(ctx context.Context, b []dumped, fresh bool) (int, error) {
 	for lo := 0; lo < len(b); {
 		hi, size := lo, 0
 		for hi < len(b) && (hi == lo || size+len(b[hi].payload) <= batchBytes) {
 			size += len(b[hi].payload)
 			hi++
 		}
-		if err := c.writePart(ctx, b[lo:hi]); err != nil {
+		part := b[lo:hi]
+		if fresh {
+			var err error
+			if part, err = c.writeFresh(ctx, part); err != nil {
+				return 0, err
+			}
+		}
+		if err := c.writePart(ctx, part); err != nil {
 			return 0, err
 		}
 		lo = hi
@@ -332,15 +388,56 @@ func (c *Copier) writeSmall(ctx context.Context, b []dumped) (int, error) {
 	return n, nil
 }
 
-func (c *Copier) writePart(ctx context.Context, b []dumped) error {
-	cmds := make(valkey.Commands, 0, 3*len(b))
+// writeFresh writes with RESTORE alone the keys of b that the source has,
+// and returns the rest: the keys gone from the source and the ones the
+// target already has (BUSYKEY), for writePart.
+func (c *Copier) writeFresh(ctx context.Context, b []dumped) ([]dumped, error) {
+	cmds := make(valkey.Commands, 0, len(b))
 	for _, d := range b {
-		cmds = append(cmds, c.Dst.C.B().Unlink().Key(d.key).Build())
 		if !d.gone {
-			cmds = append(cmds, c.Dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
+			cmds = append(cmds, c.rows.dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
 		}
 	}
-	res := c.St.do(ctx, c.Dst, cmds...)
+	if len(cmds) == 0 {
+		return b, nil
+	}
+	res := c.St.do(ctx, c.rows.dst, cmds...)
+	var rest []dumped
+	i, keys, bytes := 0, 0, 0
+	for _, d := range b {
+		if d.gone {
+			rest = append(rest, d)
+			continue
+		}
+		err := res[i].Error()
+		i++
+		if ve, ok := valkey.IsValkeyErr(err); ok && strings.HasPrefix(ve.Error(), "BUSYKEY") {
+			rest = append(rest, d)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: RESTORE %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
+		}
+		c.present(d.key, false, true)
+		keys++
+		bytes += len(d.payload)
+	}
+	c.St.add(keys, bytes)
+	return rest, nil
+}
+
+func (c *Copier) writePart(ctx context.Context, b []dumped) error {
+	if len(b) == 0 {
+		return nil
+	}
+	cmds := make(valkey.Commands, 0, 3*len(b))
+	for _, d := range b {
+		cmds = append(cmds, c.rows.dst.C.B().Unlink().Key(d.key).Build())
+		if !d.gone {
+			cmds = append(cmds, c.rows.dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
+		}
+	}
+	res := c.St.do(ctx, c.rows.dst, cmds...)
 	i, keys, bytes := 0, 0, 0
 	var deleted int64
 	for _, d := range b {

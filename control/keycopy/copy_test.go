@@ -141,3 +141,48 @@ func testSmallKeys(t *testing.T, srv node.Server) {
 		t.Errorf("inventory %d keys, %d rows, other %v", cp.Inv.Keys, cp.Inv.Rows, cp.Inv.Other)
 	}
 }
+
+// TestFreshCopyWritesOverWhatTheTargetHas copies as the first round does
+// (CopyStream fresh, on the rows' own connections): a key the target has
+// after all (copied before, as when a scan returns a key twice) answers
+// BUSYKEY to the lone RESTORE and is written over, a key gone from the
+// source is deleted on the target, and the inventory counts each key once.
+func TestFreshCopyWritesOverWhatTheTargetHas(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		src, dst := controltest.Pair(t, srv)
+		ctx := context.Background()
+		p := "emq:{q}:"
+		b := src.C.B()
+		var keys []string
+		for i := range 600 {
+			k := fmt.Sprintf("%sjob:%d", p, i)
+			keys = append(keys, k)
+			controltest.Must(t, src.C, b.Hset().Key(k).FieldValue().FieldValue("state", "pending").FieldValue("n", fmt.Sprint(i)).Build())
+		}
+		cp := NewCopier(src, dst, "q", 0, DefaultLargeKey, 0, nil)
+		if err := cp.DialRows(); err != nil {
+			t.Fatal(err)
+		}
+		defer cp.Close()
+		// Copied once already: a row that changes on the source after, and
+		// one deleted there.
+		if _, err := cp.CopyKeys(ctx, []string{keys[10], keys[300]}, false); err != nil {
+			t.Fatal(err)
+		}
+		controltest.Must(t, src.C, b.Hset().Key(keys[10]).FieldValue().FieldValue("state", "active").Build(), b.Del().Key(keys[300]).Build())
+		pages := make(chan []string, 2)
+		pages <- keys[:400]
+		pages <- keys[400:]
+		close(pages)
+		if large, err := cp.CopyStream(ctx, pages, false, true); err != nil || len(large) != 0 {
+			t.Fatal(large, err)
+		}
+		equalKeys(t, cp, keys)
+		if cp.Inv.Keys != 599 || cp.Inv.Rows != 599 {
+			t.Errorf("inventory %d keys, %d rows; want 599 of each", cp.Inv.Keys, cp.Inv.Rows)
+		}
+		if n, _ := dst.C.Do(ctx, dst.C.B().Dbsize().Build()).AsInt64(); n != 599 {
+			t.Errorf("the target has %d keys, want 599", n)
+		}
+	})
+}
