@@ -100,11 +100,11 @@ func TestReadyzOneLinePerUpstream(t *testing.T) {
 	if code, body := get(t, h, "GET", "/readyz"); code != 200 || body != "ready\nupstream module-a: ready\nupstream scripts-b: ready\n" {
 		t.Errorf("/readyz while ready = %d %q", code, body)
 	}
-	lost := errors.Join(errors.New("proxy: upstream connection lost"), errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: EOF"))
-	ups[1].Err = fmt.Errorf("proxy: upstream has no primary: %w", lost)
+	lost := errors.Join(errors.New("pipe: upstream connection lost"), errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: EOF"))
+	ups[1].Err = fmt.Errorf("upstream: no primary: %w", lost)
 	ready = fmt.Errorf("upstream scripts-b: %w", ups[1].Err)
 	want := "not ready\nupstream module-a: ready\n" +
-		"upstream scripts-b: not ready: proxy: upstream has no primary: proxy: upstream connection lost: read tcp 127.0.0.1:1->127.0.0.1:2: EOF\n"
+		"upstream scripts-b: not ready: upstream: no primary: pipe: upstream connection lost: read tcp 127.0.0.1:1->127.0.0.1:2: EOF\n"
 	if code, body := get(t, h, "GET", "/readyz"); code != 503 || body != want {
 		t.Errorf("/readyz with a joined error = %d %q, want %q", code, body, want)
 	}

@@ -26,7 +26,7 @@ const bigChunk = 1 << 20
 // the Reader, of ReadReply and of Parse about the bytes themselves wraps
 // it. Its text is the one the proxy's logs and UPSTREAM replies have
 // always shown for it.
-var ErrProtocol = errors.New("proxy: upstream protocol error")
+var ErrProtocol = errors.New("resp: upstream protocol error")
 
 // Reader frames replies from an upstream connection.
 type Reader struct {

@@ -78,7 +78,7 @@ func testReadyzOneLinePerUpstream(t *testing.T, srv node.Server) {
 	}
 	t.Logf("/readyz: %d %q", code, body)
 	reasons := checkReadyz(t, body, "not ready", [][2]string{{"module-a", "ready"}, {"scripts-b", "not ready: "}})
-	if !strings.Contains(reasons["scripts-b"], "proxy: upstream") {
+	if !strings.Contains(reasons["scripts-b"], "upstream: ") {
 		t.Errorf("scripts-b's reason %q does not say what failed", reasons["scripts-b"])
 	}
 }

@@ -11,9 +11,9 @@ import (
 // package proxy as its); a Pipe's error wraps one of them.
 var (
 	// ErrLost means the connection broke while commands waited on it.
-	ErrLost = errors.New("proxy: upstream connection lost")
+	ErrLost = errors.New("pipe: upstream connection lost")
 	// ErrTimeout means the server sent no reply within the timeout.
-	ErrTimeout = errors.New("proxy: upstream reply timeout")
+	ErrTimeout = errors.New("pipe: upstream reply timeout")
 	// ErrProtocol means the server sent bytes that are not RESP, or a
 	// reply nothing waited for.
 	ErrProtocol = resp.ErrProtocol

@@ -193,7 +193,7 @@ func admit(in *Input, sp *Step) {
 			sp.Up = nil
 			return
 		}
-		sp.Wait, sp.HeldQ, sp.HeldUp = true, q, up
+		sp.Wait = true
 		return
 	}
 	for _, q := range qs {

@@ -71,11 +71,11 @@ type Step struct {
 	// Up is where a forwarded command goes; nil when nothing is forwarded.
 	Up *upstream.Upstream
 	// Wait: a queue of the command may not be sent under the view's
-	// control state: held (HeldUp nil) or routed to a node whose lease
-	// lapsed (HeldUp). The caller waits for a new state and decides again.
-	Wait   bool
-	HeldQ  []byte
-	HeldUp *upstream.Upstream
+	// control state: held, or routed to a node whose lease lapsed. The
+	// caller waits for a new state and decides again (WaitedOut once the
+	// wait is over: then the step refuses what it would wait for, naming
+	// the queue and the node).
+	Wait bool
 	// AuthWait is the delay a failed authentication earned, waited by the
 	// caller before the reply.
 	AuthWait time.Duration
