@@ -307,7 +307,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	go func() {
 		err := m.copyLarge(sctx, cp, wholeChanges(large), true)
 		if err == nil {
-			err = m.verifyChunked(sctx, cp, cp.Tr)
+			err = m.verifyBeside(sctx, cp)
 		}
 		if err != nil {
 			cancel()
@@ -352,6 +352,26 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 		return err
 	}
 	return m.copyLarge(ctx, cp, wholeChanges(large), true)
+}
+
+// verifyBeside is verifyChunked for the sets the first round copied,
+// beside its rows. A verification cut by the loss of the tracking is not
+// the round's error: the keys stay unverified, and the round ends as it
+// would have without it, where rounds settles the tracking: it restarts
+// it and copies every key again, or, the tracking whole, verifies them
+// then.
+func (m *Mover) verifyBeside(ctx context.Context, cp *keycopy.Copier) error {
+	cp.Mu.Lock()
+	keys := slices.Clone(cp.Unverified)
+	cp.Mu.Unlock()
+	err := m.verifyChunked(ctx, cp, cp.Tr)
+	if !errors.Is(err, tail.ErrTracking) {
+		return err
+	}
+	cp.Mu.Lock()
+	cp.Unverified = append(cp.Unverified, keys...)
+	cp.Mu.Unlock()
+	return nil
 }
 
 // patchEvery is how often patchWhile patches the large keys' changes.
