@@ -90,6 +90,9 @@ func (m *Mover) Abort(ctx context.Context) error {
 	if _, err := tail.ReleaseNotify(ctx, src, m.Queue); err != nil {
 		return fmt.Errorf("%w: aborted, but %v", table.ErrMove, err)
 	}
+	if _, err := tail.RestoreSyncDelay(ctx, src); err != nil {
+		return fmt.Errorf("%w: aborted, but %v", table.ErrMove, err)
+	}
 	// The release and the record's removal are one transaction on the
 	// source: lost in a failover, both are, and the promoted node holds
 	// the queue again with its record (at the step before). Nothing is

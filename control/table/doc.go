@@ -20,11 +20,14 @@
 //	{emqproxy}:notify         on a move's source: the node's own
 //	                          notify-keyspace-events ("saved") and the moves
 //	                          that turned the notifications on
+//	{emqproxy}:syncdelay      on a move's source, while a join has its
+//	                          repl-diskless-sync-delay at 0: the value
+//	                          to put back, the node's run and the client
 //
 // This package reads and writes the first four (a proxy's side: Node.Renew,
 // Node.Ack, Node.ReadTable, Merge) and names the others; the move's record
 // is written by package control, its progress by control/keycopy, the
-// notification setting by control/tail. It also names the nodes' client
+// notification setting and the sync delay's save by control/tail. It also names the nodes' client
 // connections the mover looks for (DataClientName, MoverClientName) and
 // holds ErrMove, which every package of a move wraps.
 //

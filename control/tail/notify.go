@@ -79,7 +79,7 @@ func GetNotify(ctx context.Context, c valkey.CoreClient) (string, error) {
 // setting in force.
 func acquireNotify(ctx context.Context, n *table.Node, queue string) (string, error) {
 	var out string
-	err := watched(ctx, n, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
+	err := watched(ctx, n, KeyNotify, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
 		cur, err := GetNotify(ctx, dc)
 		if err != nil {
 			return nil, err
@@ -106,7 +106,7 @@ func acquireNotify(ctx context.Context, n *table.Node, queue string) (string, er
 // notifications on n; the last one writes the node's saved setting back.
 // A queue that is not among them changes nothing.
 func ReleaseNotify(ctx context.Context, n *table.Node, queue string) (restored bool, err error) {
-	err = watched(ctx, n, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
+	err = watched(ctx, n, KeyNotify, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
 		restored = false
 		if _, ok := m["queue:"+queue]; !ok {
 			return nil, nil
@@ -132,16 +132,16 @@ func ReleaseNotify(ctx context.Context, n *table.Node, queue string) (restored b
 	return restored, nil
 }
 
-// watched runs build under WATCH {emqproxy}:notify with the hash's
-// content, then its commands in MULTI/EXEC; a concurrent change retries.
-func watched(ctx context.Context, n *table.Node, build func(valkey.DedicatedClient, map[string]string) (valkey.Commands, error)) error {
+// watched runs build under WATCH key (a hash) with the hash's content,
+// then its commands in MULTI/EXEC; a concurrent change retries.
+func watched(ctx context.Context, n *table.Node, key string, build func(valkey.DedicatedClient, map[string]string) (valkey.Commands, error)) error {
 	for range 20 {
 		var again bool
 		err := n.C.Dedicated(func(dc valkey.DedicatedClient) error {
-			if err := dc.Do(ctx, dc.B().Watch().Key(KeyNotify).Build()).Error(); err != nil {
+			if err := dc.Do(ctx, dc.B().Watch().Key(key).Build()).Error(); err != nil {
 				return err
 			}
-			m, err := dc.Do(ctx, dc.B().Hgetall().Key(KeyNotify).Build()).AsStrMap()
+			m, err := dc.Do(ctx, dc.B().Hgetall().Key(key).Build()).AsStrMap()
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ func watched(ctx context.Context, n *table.Node, build func(valkey.DedicatedClie
 			return err
 		}
 	}
-	return errors.New("the notification record kept changing under WATCH")
+	return fmt.Errorf("%s kept changing under WATCH", key)
 }
 
 // NotifyStatus describes who holds a node's keyspace notifications on (for

@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/emqproxy/emqproxy/control/table"
+	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // openStream joins the source's replication stream for the tracker and
@@ -118,12 +123,19 @@ func minReplicas(name, v string) error {
 // putting it back failed, with the command that does it). A node that
 // refuses CONFIG SET is left as it is: the join then waits its delay.
 // Another replica that asks for a full synchronisation within that moment
-// gets its own fork at once, as with the setting at 0; a mover killed
-// within it leaves the setting at 0.
+// gets its own fork at once, as with the setting at 0.
+//
+// The value is saved on the node (KeySyncDelay) in the same transaction
+// that sets it to 0, and deleted in the one that puts it back: a mover
+// killed within that moment leaves the save, and the next join on the
+// node, or an --abort (RestoreSyncDelay), puts the value back.
 func quickJoin(ctx context.Context, n *table.Node) (restore func() string) {
 	none := func() string { return "" }
 	info, err := n.C.Do(ctx, n.C.B().Info().Section("replication").Build()).ToString()
 	if err != nil || infoFields(info)["repl_backlog_active"] == "1" {
+		return none
+	}
+	if _, err := RestoreSyncDelay(ctx, n); err != nil {
 		return none
 	}
 	cfg, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync*").Build()).AsStrMap()
@@ -131,18 +143,119 @@ func quickJoin(ctx context.Context, n *table.Node) (restore func() string) {
 	if err != nil || cfg["repl-diskless-sync"] != "yes" || prev == "" || prev == "0" {
 		return none
 	}
-	set := func(ctx context.Context, v string) error {
-		return n.C.Do(ctx, n.C.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", v).Build()).Error()
-	}
-	if set(ctx, "0") != nil {
+	saved := false
+	err = watched(ctx, n, KeySyncDelay, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
+		if len(m) > 0 {
+			return nil, nil // another join's, under way
+		}
+		run, err := runID(ctx, dc)
+		if err != nil {
+			return nil, err
+		}
+		id, err := dc.Do(ctx, dc.B().ClientId().Build()).AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		saved = true
+		return valkey.Commands{
+			dc.B().Hset().Key(KeySyncDelay).FieldValue().FieldValue("saved", prev).FieldValue("run_id", run).
+				FieldValue("client", strconv.FormatInt(id, 10)).Build(),
+			dc.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", "0").Build(),
+		}, nil
+	})
+	if err != nil || !saved {
+		if err != nil {
+			// Refused (CONFIG SET not allowed): the save, if written, is
+			// not one.
+			_ = n.C.Do(ctx, n.C.B().Del().Key(KeySyncDelay).Build()).Error()
+		}
 		return none
 	}
+	b := n.C.B()
 	return func() string {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := set(ctx, prev); err != nil {
+		if err := syncDelayTx(ctx, n, b.ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", prev).Build(),
+			b.Del().Key(KeySyncDelay).Build()); err != nil {
 			return fmt.Sprintf("its repl-diskless-sync-delay was set to 0 for the join, and putting back %s failed: %v (CONFIG SET repl-diskless-sync-delay %s)", prev, err, prev)
 		}
 		return fmt.Sprintf("its repl-diskless-sync-delay (%s s) was set to 0 for the join and put back", prev)
 	}
+}
+
+// KeySyncDelay is the hash in which a join saves the node's
+// repl-diskless-sync-delay while it has set it to 0 (quickJoin): field
+// "saved" the value, "run_id" the node's run (a failover's new primary
+// never had it set), "client" the CLIENT ID of the connection that set it.
+const KeySyncDelay = rewrite.ControlKeyPrefix + ":syncdelay"
+
+// RestoreSyncDelay puts back the repl-diskless-sync-delay that a killed
+// mover's join left at 0 on n: the save in KeySyncDelay is a killed
+// mover's when its connection is gone from the node (CLIENT LIST ID); a
+// join under way, or a mover stalled in one, still has it, and its save
+// is left alone. A save of another run of the node is deleted. It reports
+// whether it put a value back.
+func RestoreSyncDelay(ctx context.Context, n *table.Node) (restored bool, err error) {
+	err = watched(ctx, n, KeySyncDelay, func(dc valkey.DedicatedClient, m map[string]string) (valkey.Commands, error) {
+		restored = false
+		if len(m) == 0 {
+			return nil, nil
+		}
+		run, err := runID(ctx, dc)
+		if err != nil {
+			return nil, err
+		}
+		del := dc.B().Del().Key(KeySyncDelay).Build()
+		if run != m["run_id"] || m["saved"] == "" {
+			return valkey.Commands{del}, nil
+		}
+		if _, perr := strconv.ParseUint(m["client"], 10, 64); perr == nil {
+			list, err := dc.Do(ctx, dc.B().Arbitrary("CLIENT", "LIST", "ID", m["client"]).Build()).ToString()
+			if err != nil {
+				return nil, err
+			}
+			// (RESP3 gives the list as a verbatim string: "txt:" first.)
+			if strings.Contains(list, "id="+m["client"]+" ") {
+				return nil, nil // its join is under way
+			}
+		}
+		restored = true
+		return valkey.Commands{dc.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync-delay", m["saved"]).Build(), del}, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("upstream %s: putting back repl-diskless-sync-delay: %w", n.Name, err)
+	}
+	return restored, nil
+}
+
+// syncDelayTx runs cmds in one MULTI/EXEC on n: the setting and its save
+// change together.
+func syncDelayTx(ctx context.Context, n *table.Node, cmds ...valkey.Completed) error {
+	b := n.C.B()
+	all := append(append(valkey.Commands{b.Multi().Build()}, cmds...), b.Exec().Build())
+	res := n.C.DoMulti(ctx, all...)
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	arr, err := res[len(res)-1].ToArray()
+	if err != nil {
+		return err
+	}
+	for _, r := range arr {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runID is the node's run_id (INFO server).
+func runID(ctx context.Context, c valkey.CoreClient) (string, error) {
+	info, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return "", err
+	}
+	return infoFields(info)["run_id"], nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,9 @@ func testTrackJoinDelay(t *testing.T, srv node.Server) {
 	if v, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync-delay").Build()).AsStrMap(); err != nil || v["repl-diskless-sync-delay"] != "7" {
 		t.Errorf("after the join the node's repl-diskless-sync-delay is %v (%v), want its 7 back", v, err)
 	}
+	if n, err := n.C.Do(ctx, n.C.B().Exists().Key(KeySyncDelay).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("after the join %s exists: %d %v", KeySyncDelay, n, err)
+	}
 	// A second tracker joins from the backlog the first one's join made:
 	// nothing to spare, nothing changed.
 	tr2, err := StartTracker(ctx, n, "b", TrackReplication)
@@ -212,5 +216,91 @@ func testTrackJoinDelay(t *testing.T, srv node.Server) {
 	defer func() { _ = tr2.Stop(ctx) }()
 	if s := tr2.Source(); !strings.Contains(s, "joined from its replication backlog") || strings.Contains(s, "repl-diskless-sync-delay") {
 		t.Errorf("the second join says %q, want it from the backlog, the delay left alone", s)
+	}
+}
+
+// TestKilledJoinsDelayIsPutBack: a mover killed between setting the
+// node's repl-diskless-sync-delay to 0 and putting it back leaves its save
+// on the node. While the mover's connection is there, the save is a join
+// under way and is left alone; once it is gone, RestoreSyncDelay (which
+// --abort calls) puts the value back, and so does the next join.
+func TestKilledJoinsDelayIsPutBack(t *testing.T) { node.EachServer(t, testKilledJoinDelay) }
+
+func testKilledJoinDelay(t *testing.T, srv node.Server) {
+	nd := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+	dial := func() *table.Node {
+		n, err := table.Dial(table.NodeOptions{Name: "src", Address: nd.Addr, Password: nd.Opts.Password})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := dial()
+	defer n.Close()
+	ctx := context.Background()
+	controltest.Must(t, n.C, n.C.B().ConfigSet().ParameterValue().ParameterValue("repl-diskless-sync", "yes").
+		ParameterValue("repl-diskless-sync-delay", "7").Build())
+	delay := func() string {
+		v, err := n.C.Do(ctx, n.C.B().ConfigGet().Parameter("repl-diskless-sync-delay").Build()).AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v["repl-diskless-sync-delay"]
+	}
+	saved := func() bool {
+		e, err := n.C.Do(ctx, n.C.B().Exists().Key(KeySyncDelay).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e == 1
+	}
+	// killedJoin sets the delay to 0 as a join does, never puts it back,
+	// and returns the mover's death: its connection closed, and gone from
+	// the node.
+	killedJoin := func() (kill func()) {
+		m := dial()
+		_ = quickJoin(ctx, m)
+		if d := delay(); d != "0" || !saved() {
+			t.Fatalf("after the join's start: delay %s, saved %v; want 0 and saved", d, saved())
+		}
+		id, err := m.C.Do(ctx, m.C.B().ClientId().Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			m.Close()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				list, err := n.C.Do(ctx, n.C.B().Arbitrary("CLIENT", "LIST", "ID", strconv.FormatInt(id, 10)).Build()).ToString()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(list, "id=") {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the killed join's connection is still on the node: %s", list)
+				}
+			}
+		}
+	}
+
+	kill := killedJoin()
+	if restored, err := RestoreSyncDelay(ctx, n); err != nil || restored || delay() != "0" || !saved() {
+		t.Errorf("with the join's connection there: restored %v (%v), delay %s; want it left alone", restored, err, delay())
+	}
+	kill()
+	if restored, err := RestoreSyncDelay(ctx, n); err != nil || !restored || delay() != "7" || saved() {
+		t.Errorf("the join killed: restored %v (%v), delay %s, saved %v; want 7 put back and no save", restored, err, delay(), saved())
+	}
+
+	// The next join puts a killed join's delay back before its own.
+	killedJoin()()
+	tr, err := StartTracker(ctx, n, "a", TrackReplication)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Stop(ctx) }()
+	if !strings.Contains(tr.Source(), "repl-diskless-sync-delay (7 s) was set to 0 for the join and put back") || delay() != "7" || saved() {
+		t.Errorf("the next join says %q; delay %s, saved %v; want 7 put back and no save", tr.Source(), delay(), saved())
 	}
 }
