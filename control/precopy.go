@@ -293,7 +293,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 		return err
 	}
 	core := cp.CoreKeys()
-	large, err := cp.CopyKeys(ctx, core, true)
+	largeCore, err := cp.CopyKeys(ctx, core, true)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	defer cancel()
 	patching := make(chan func() error, 1)
 	go func() {
-		err := m.copyLarge(sctx, cp, wholeChanges(large), true)
+		err := m.copyLarge(sctx, cp, wholeChanges(largeCore), true)
 		if err == nil {
 			err = m.verifyBeside(sctx, cp)
 		}
@@ -333,7 +333,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 			}
 		})
 	}()
-	large, err = cp.CopyStream(sctx, pages, true, true)
+	large, err := cp.CopyStream(sctx, pages, true, true)
 	if err != nil {
 		cancel()
 	}
