@@ -190,22 +190,10 @@ func (m *Mover) fenced(ctx context.Context, n *table.Node, f *fence, e *table.En
 					return err
 				}
 			}
-			exec := rs[len(rs)-1]
-			if err := exec.Error(); valkey.IsValkeyNil(err) {
-				continue // a watched key changed: check again
-			} else if err != nil {
+			if err := table.ExecError(rs[len(rs)-1]); !valkey.IsValkeyNil(err) {
 				return err
 			}
-			arr, err := exec.ToArray()
-			if err != nil {
-				return err
-			}
-			for _, r := range arr {
-				if err := r.Error(); err != nil {
-					return err
-				}
-			}
-			return nil
+			// A watched key changed: check again.
 		}
 		return fmt.Errorf("the move record or the control table of %s kept changing under WATCH", n.Name)
 	})

@@ -414,3 +414,22 @@ func (n *Node) Proxies(ctx context.Context) ([]Registration, error) {
 	}
 	return out, nil
 }
+
+// ExecError is the first error of an EXEC's reply: the EXEC's own (the
+// transaction discarded; or a nil reply, which valkey.IsValkeyNil tells:
+// a watched key changed), else the first of its commands'.
+func ExecError(exec valkey.ValkeyResult) error {
+	if err := exec.Error(); err != nil {
+		return err
+	}
+	arr, err := exec.ToArray()
+	if err != nil {
+		return err
+	}
+	for _, r := range arr {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -158,24 +158,12 @@ func watched(ctx context.Context, n *table.Node, key string, build func(valkey.D
 					return err
 				}
 			}
-			exec := rs[len(rs)-1]
-			if err := exec.Error(); err != nil {
-				if valkey.IsValkeyNil(err) {
-					again = true
-					return nil
-				}
-				return err
+			err = table.ExecError(rs[len(rs)-1])
+			if valkey.IsValkeyNil(err) {
+				again = true
+				return nil
 			}
-			arr, err := exec.ToArray()
-			if err != nil {
-				return err
-			}
-			for _, r := range arr {
-				if err := r.Error(); err != nil {
-					return err
-				}
-			}
-			return nil
+			return err
 		})
 		if err != nil || !again {
 			return err

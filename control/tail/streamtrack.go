@@ -234,21 +234,12 @@ func syncDelayTx(ctx context.Context, n *table.Node, cmds ...valkey.Completed) e
 	b := n.C.B()
 	all := append(append(valkey.Commands{b.Multi().Build()}, cmds...), b.Exec().Build())
 	res := n.C.DoMulti(ctx, all...)
-	for _, r := range res {
+	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			return err
 		}
 	}
-	arr, err := res[len(res)-1].ToArray()
-	if err != nil {
-		return err
-	}
-	for _, r := range arr {
-		if err := r.Error(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return table.ExecError(res[len(res)-1])
 }
 
 // runID is the node's run_id (INFO server).
