@@ -369,14 +369,11 @@ func (c *Copier) writeBatch(ctx context.Context, b []dumped, fresh bool) (int, e
 			size += len(b[hi].payload)
 			hi++
 		}
-		part := b[lo:hi]
-		if fresh {
-			var err error
-			if part, err = c.writeFresh(ctx, part); err != nil {
-				return 0, err
-			}
+		busy, err := c.writePart(ctx, b[lo:hi], fresh)
+		if err == nil && len(busy) > 0 {
+			_, err = c.writePart(ctx, busy, false)
 		}
-		if err := c.writePart(ctx, part); err != nil {
+		if err != nil {
 			return 0, err
 		}
 		lo = hi
@@ -388,64 +385,35 @@ func (c *Copier) writeBatch(ctx context.Context, b []dumped, fresh bool) (int, e
 	return n, nil
 }
 
-// writeFresh writes with RESTORE alone the keys of b that the source has,
-// and returns the rest: the keys gone from the source and the ones the
-// target already has (BUSYKEY), for writePart.
-func (c *Copier) writeFresh(ctx context.Context, b []dumped) ([]dumped, error) {
-	cmds := make(valkey.Commands, 0, len(b))
-	for _, d := range b {
-		if !d.gone {
-			cmds = append(cmds, c.rows.dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
-		}
-	}
-	if len(cmds) == 0 {
-		return b, nil
-	}
-	res := c.St.do(ctx, c.rows.dst, cmds...)
-	var rest []dumped
-	i, keys, bytes := 0, 0, 0
-	for _, d := range b {
-		if d.gone {
-			rest = append(rest, d)
-			continue
-		}
-		err := res[i].Error()
-		i++
-		if ve, ok := valkey.IsValkeyErr(err); ok && strings.HasPrefix(ve.Error(), "BUSYKEY") {
-			rest = append(rest, d)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: RESTORE %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
-		}
-		c.present(d.key, false, true)
-		keys++
-		bytes += len(d.payload)
-	}
-	c.St.add(keys, bytes)
-	return rest, nil
-}
-
-func (c *Copier) writePart(ctx context.Context, b []dumped) error {
+// writePart writes b on the target in one round trip: a key gone from
+// the source is unlinked, another replaced (UNLINK, RESTORE), or, fresh,
+// written with RESTORE alone. A fresh key the target has after all
+// answers BUSYKEY and is returned in busy, to be written again not fresh.
+func (c *Copier) writePart(ctx context.Context, b []dumped, fresh bool) (busy []dumped, err error) {
 	if len(b) == 0 {
-		return nil
+		return nil, nil
 	}
-	cmds := make(valkey.Commands, 0, 3*len(b))
+	dst := c.rows.dst.C.B()
+	cmds := make(valkey.Commands, 0, 2*len(b))
 	for _, d := range b {
-		cmds = append(cmds, c.rows.dst.C.B().Unlink().Key(d.key).Build())
+		if !fresh || d.gone {
+			cmds = append(cmds, dst.Unlink().Key(d.key).Build())
+		}
 		if !d.gone {
-			cmds = append(cmds, c.rows.dst.C.B().Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
+			cmds = append(cmds, dst.Restore().Key(d.key).Ttl(d.ttl).SerializedValue(d.payload).Build())
 		}
 	}
 	res := c.St.do(ctx, c.rows.dst, cmds...)
 	i, keys, bytes := 0, 0, 0
 	var deleted int64
 	for _, d := range b {
-		existed, err := res[i].AsInt64()
-		if err != nil {
-			return fmt.Errorf("%w: UNLINK %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
+		var existed int64
+		if !fresh || d.gone {
+			if existed, err = res[i].AsInt64(); err != nil {
+				return nil, fmt.Errorf("%w: UNLINK %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
+			}
+			i++
 		}
-		i++
 		c.Mu.Lock()
 		delete(c.bigDst, d.key)
 		c.Mu.Unlock()
@@ -454,11 +422,16 @@ func (c *Copier) writePart(ctx context.Context, b []dumped) error {
 			deleted += existed
 			continue
 		}
-		if err := res[i].Error(); err != nil {
-			return fmt.Errorf("%w: RESTORE %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
+		err := res[i].Error()
+		i++
+		if ve, ok := valkey.IsValkeyErr(err); ok && fresh && strings.HasPrefix(ve.Error(), "BUSYKEY") {
+			busy = append(busy, d)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: RESTORE %s on %s: %v", table.ErrMove, d.key, c.Dst.Name, err)
 		}
 		c.present(d.key, existed == 1, true)
-		i++
 		keys++
 		bytes += len(d.payload)
 	}
@@ -466,7 +439,7 @@ func (c *Copier) writePart(ctx context.Context, b []dumped) error {
 	c.St.Mu.Lock()
 	c.St.deleted += deleted
 	c.St.Mu.Unlock()
-	return nil
+	return busy, nil
 }
 
 // IsLarge reports whether k was copied in chunks (it is large on the
