@@ -12,9 +12,10 @@
 //
 //   - proxy (this one): the Server, its Options, the routes, the control
 //     loop of moved queues, the capture controls;
-//   - proxy/session: one client's session: its loop, what goes in a
-//     segment and when it is sent, its transaction's EXEC, local answers,
-//     the bridge's plan of a command;
+//   - proxy/session: one client's session: its loop, the one path of a
+//     command (and its two carriers: the round's segment, the RESP3
+//     bridge's legs), what goes in a segment and when it is sent, its
+//     transaction's EXEC, local answers;
 //   - proxy/segment: the commands sent before any reply is awaited (one
 //     batch per connection) and their replies put back in command order;
 //   - proxy/txn: a transaction as the proxy queues it (its bounds, its
@@ -75,7 +76,7 @@
 //	resp.Framer.Next ─────────────── package resp: resp.Frame{Args, Raw}, sliced
 //	  │                              from the buffer, checked against resp.Limits
 //	  ▼
-//	session.command (session.go) → decide, plan (plan.go): the inputs
+//	session.serveCommand (command.go) → admit → decide, plan (plan.go): the inputs
 //	  │ (the round's plan.View, loaded once by loadView; the session's
 //	  │ rewrite.State; its plan.Binding: a WATCH pin, a bridged WATCH leg,
 //	  │ the transaction's plan.TxRoute; its plan.Bufs for the keys)
@@ -98,6 +99,9 @@
 //	session.observe (observe.go): the metrics (observe.Metrics), then
 //	  │ observe.Session.Command ──── proxy/observe: the audit record, kept
 //	  │                              until the round's replies are written
+//	  ▼
+//	the carrier (command.go; in normal service segment.go's inSegment):
+//	  │ queued in MULTI, EXEC, forwarded or answered by the proxy; then apply
 //	  ▼
 //	forward (forward.go) chooses its connection and adds it to the
 //	  │ segment ─────────────────── proxy/segment: one pipe.Batch per
@@ -136,8 +140,9 @@
 // family, PING, QUIT and RESET go to its subscribed connection (a
 // pubsub.Subscriber, whose relay and writer goroutines carry the server's
 // replies and pushes to the client) as they are; a bridged RESP3 client's
-// other commands go through the same plan and observer (bridge.go), sent
-// on the Mode's legs (package pubsub's legs.go), the relay handing the
+// other commands take the same path (command.go's serveCommand) on the
+// bridge's carrier (bridge.go's onBridge), sent on the Mode's legs
+// (package pubsub's legs.go), the relay handing the
 // server's reply to a capture record (observe.Captured, in a pubsub.Tap);
 // any other command of a RESP2 subscriber is the server's to refuse while
 // the client is subscribed, or, once nothing is subscribed, goes back to
@@ -169,8 +174,8 @@
 // connections it opens and closes, over package tracking's Tracker); what
 // a session does under the memory budget (budget.go) and the limits on
 // failed authentications and on the time to authenticate (authlimit.go),
-// the limits themselves being package limits'; the RESP3 bridge's plan of
-// a command (bridge.go), which package pubsub's Mode asks through
+// the limits themselves being package limits'; the RESP3 bridge's carrier
+// of a command (bridge.go), which package pubsub's Mode asks for through
 // pubsub.Session.
 
 // What to do with a command is rewrite's to say: the plan (package plan)
@@ -185,36 +190,40 @@
 //
 // # One session state
 //
-// Package session is about 2,800 lines; its session struct holds
-// eighteen fields, each owned by one file or package: the round's state
+// Package session is about 2,900 lines; its session struct holds
+// twenty-one fields, each owned by one file or package: the round's state
 // (roundState: its segment, a package segment Segment, and what the round
 // notes), the client's own connections (ownConns), its authentication
 // clock (authState), its transaction (tx, a package txn Tx), its CLIENT
 // REPLY mode (rm, a rewrite.ReplyMode), its share (sh), its admissions
 // (adm), and c (package conn's Conn), obs (package observe's Session), v
 // (package plan's View), sub (package pubsub's Mode), listing (package
-// clients' View), trk (package tracking's Tracker). What one command
-// carries is not on the session: a command value (session.go) holds its
-// frame, its plan.Step and where its reply goes, and is passed to forward,
-// the transaction and subscribe mode. What a decision the proxy answers
-// (or forwards outside MULTI) changes of the protocol state is rewrite's
-// (rewrite.State.Apply, from the session's apply). The session still sets
-// some of the state itself: InMulti and MultiAborted when EXEC ends a
-// transaction (transaction.go's exec) and when a bridged client's MULTI
-// starts or ends one (bridge.go), MultiAborted by the transaction's
-// refusals (txQueue), Wire6 for an EMQ.VERSION queued in a transaction
-// (transaction.go's queue) or bridged (bridge.go), Watching by a WATCH
-// pin (forward.go), Tracking (tracking.go), Subscribed on the bridge
-// (bridge.go; cleared when subscribe mode ends, subscribe.go), and the
-// round's Fenced, NoSub and SetInfo (plan.go).
+// clients' View), trk (package tracking's Tracker); and the command being
+// served (cmd, command.go) with its two carriers (inSeg, bridge). A
+// command value holds its frame, its plan.Step and where its reply goes;
+// it is the session's for one command only, cleared once it is served
+// (kept in a field so that passing it to a carrier does not move it to
+// the heap). What a decision the proxy answers (or forwards outside
+// MULTI) changes of the protocol state is rewrite's (rewrite.State.Apply,
+// from the session's apply). The session still sets some of the state
+// itself: InMulti and MultiAborted when EXEC or DISCARD ends a transaction
+// (command.go's endMulti), MultiAborted by the transaction's refusals
+// (txQueue), Wire6 for an EMQ.VERSION queued in a transaction
+// (command.go's carry), Watching by a WATCH pin (forward.go), Tracking
+// (tracking.go), Subscribed on the bridge (bridge.go; cleared when
+// subscribe mode ends, subscribe.go), and the round's Fenced, NoSub and
+// SetInfo (plan.go).
 //
 // Every command a session serves, in normal service or on the RESP3
-// bridge, begins in one function (session.go's admit): the plan, the wait
-// of a held queue, the authentication delay, the reply only the proxy can
-// complete, the audit record and the reply's fate. What follows differs
-// only in how it travels: the normal loop's command adds it to the
-// segment's batches; the bridge (bridge.go) sends it on the bridge's legs,
-// its replies relayed by goroutines. The transaction's Queue and the
-// session's apply are shared too. Sending both through one segment would
-// need parts that can be legs.
+// bridge, takes one path (command.go's serveCommand): admit (the plan,
+// the wait of a held queue, the authentication delay, the reply only the
+// proxy can complete, the audit record and the reply's fate), then the
+// transaction's queue, its EXEC, the forward or the proxy's answer, then
+// apply. What differs is only how a command travels, which its carrier
+// says: the round's segment in normal service (segment.go's inSegment,
+// one batch per connection, the replies written in command order), the
+// legs and barriers of the bridge (bridge.go's onBridge, the replies
+// relayed by goroutines in the server's order). A change to how a command
+// is handled is made once, in command.go or in the plan; a change to how
+// it travels, in its carrier.
 package proxy

@@ -45,82 +45,97 @@ func (s *session) leaveBridge(c *command) error {
 	return pubsub.ErrLeft
 }
 
-// Bridged decides one command of a bridged RESP3 client (bridged) for its
-// pubsub.Mode; closing: the session closes once it is answered
-// (authlimit.go).
+// onBridge carries a bridged RESP3 client's command (the carrier of
+// command.go): on its legs, through the Mode, which appends what goes to
+// the server to *out; a reply the proxy makes goes after a barrier. A
+// transaction is queued by the proxy, as in normal service (each +OK and
+// +QUEUED after a barrier, so it keeps its place), and EXEC sends MULTI,
+// the queued commands and EXEC as one unit after a barrier: the relay then
+// drops the server's replies to MULTI and the queued commands, which the
+// client already had from the proxy, and passes EXEC's on.
+type onBridge struct {
+	s     *session
+	out   *[]byte            // the commands gathered for the current leg (pubsub.Mode's)
+	leg   *pubsub.Subscriber // the leg the command goes on (route)
+	await bool               // an admitted command sent now: counted until its reply is in (settle)
+}
+
+// Bridged serves one command of a bridged RESP3 client (pubsub.Session)
+// on the one path (command.go's serveCommand); closing: the session closes
+// once it is answered (authlimit.go).
 func (s *session) Bridged(f resp.Frame, out *[]byte) (closing bool, err error) {
-	err = s.bridged(f, out)
+	s.bridge.out = out
+	err = s.serveCommand(f, &s.bridge)
+	s.bridge = onBridge{s: s} // holds no leg nor buffer past the command
 	return s.closing, err
 }
 
-// bridged serves one command of a bridged RESP3 client (see above): it is
-// admitted as in normal service (session.go's admit: the plan, the wait of
-// a held queue, the authentication delay, the audit record), then sent the
-// bridge's way: what goes to the server is appended to *out, or what is
-// there is sent and a local reply handed to the writer in its place.
-//
-// A transaction is queued by the proxy in the session's transaction, as in
-// normal service (each +OK and +QUEUED after a barrier, so it keeps its
-// place), and EXEC sends MULTI, the queued commands and EXEC as one unit
-// after a barrier: the relay then drops the server's replies to MULTI and
-// the queued commands, which the client already had from the proxy, and
-// passes EXEC's on.
-func (s *session) bridged(f resp.Frame, out *[]byte) (err error) {
-	m := s.sub
-	c := command{f: f}
-	sp := &c.sp
-	if isHello2(f.Args) {
-		// Leaving RESP3 is refused while the client may be pushed to; the
-		// subscription counts are current after a barrier (see above).
-		if err := m.Barrier(out); err != nil {
+// start gives the plan what only the bridge knows: whether the client may
+// be pushed to. The plan passes a subscribed client's unsubscribe family
+// inside MULTI (queued, as the server queues it) where it would answer a
+// client subscribed to nothing itself, and refuses HELLO 2 while the
+// client may be pushed to; before HELLO 2 a barrier makes the
+// subscription counts current.
+func (b *onBridge) start(c *command) error {
+	s, m := b.s, b.s.sub
+	if isHello2(c.f.Args) {
+		if err := m.Barrier(b.out); err != nil {
 			return err
 		}
 	}
-	// The plan passes a subscribed client's unsubscribe family inside
-	// MULTI (queued, as the server queues it) where it would answer a
-	// client subscribed to nothing itself, and refuses HELLO 2 while the
-	// client may be pushed to.
 	s.st.Subscribed = s.listing.Subs.Any()
-	sp.Pushes = m.Tracking || s.st.Subscribed
-	if err := s.admit(&c, func() error { return m.Barrier(out) }); err != nil {
-		return err
-	}
+	c.sp.Pushes = m.Tracking || s.st.Subscribed
+	return nil
+}
+
+// flushHeld waits, before a held command waits, for the replies of what
+// was sent.
+func (b *onBridge) flushHeld() error { return b.s.sub.Barrier(b.out) }
+
+// route takes a planned command to its leg (bridgeLeg). It ends the
+// session past the authentication deadline, and leaves the bridge on
+// HELLO 2, which the plan allowed: nothing may push. An admitted command
+// queued in the transaction is not sent now (admitted again at EXEC); one
+// sent now stays counted until its reply is in (settle).
+func (b *onBridge) route(c *command) (done bool, err error) {
+	s, sp := b.s, &c.sp
 	if s.silent {
-		return errClose // authlimit.go: past the authentication deadline
+		return true, errClose // authlimit.go: past the authentication deadline
 	}
 	d := &sp.Decision
 	if d.Effect == rewrite.Hello && d.Action == rewrite.Local && d.Proto == 2 {
-		// Leaving RESP3, nothing may push (the plan refused it otherwise).
-		return s.leaveBridge(&c)
+		return true, s.leaveBridge(c)
 	}
-	forwarded := sp.Forwards()
-	leg, done, err := s.bridgeLeg(&c, out, forwarded && (!s.st.InMulti || sp.Exec))
+	sends := sp.Forwards() && (!s.st.InMulti || sp.Exec)
+	b.leg, done, err = s.bridgeLeg(c, b.out, sends)
 	if done || err != nil {
-		return err
+		return true, err
 	}
+	b.await = false
 	if len(s.adm.states) > 0 {
 		if s.st.InMulti && !sp.Exec {
 			s.release() // queued, not sent: admitted at EXEC
 		} else {
-			// Counted in flight until its reply is in: the control loop
-			// acknowledges a hold only once nothing admitted before it waits.
-			defer func() {
-				if err == nil {
-					err = m.Barrier(out)
-				}
-				s.release()
-			}()
+			// The control loop acknowledges a hold only once nothing
+			// admitted before it waits.
+			b.await = true
 		}
 	}
-	switch {
-	case sp.Exec && forwarded:
-		return s.bridgeExec(&c, out, leg)
-	case s.st.InMulti && forwarded:
-		return s.bridgeQueue(&c, out)
-	case forwarded:
-		return s.bridgeForward(&c, out, leg)
+	return false, nil
+}
+
+// settle waits, for an admitted command sent now, until its reply is in,
+// and uncounts it.
+func (b *onBridge) settle(err error) error {
+	if !b.await {
+		return err
 	}
-	return s.bridgeAnswer(&c, out)
+	b.await = false
+	if err == nil {
+		err = b.s.sub.Barrier(b.out)
+	}
+	b.s.release()
+	return err
 }
 
 // bridgeLeg is the leg a bridged command goes on (package pubsub's
@@ -152,13 +167,13 @@ func (s *session) bridgeLeg(c *command, out *[]byte, sends bool) (leg *pubsub.Su
 	return l, false, nil
 }
 
-// bridgeExec sends a bridged transaction: MULTI, the queued commands and
-// EXEC as one unit on leg. With a SCRIPT LOAD fan-out (transaction.go's
+// exec sends a bridged transaction: MULTI, the queued commands and EXEC
+// as one unit on its leg. With a SCRIPT LOAD fan-out (transaction.go's
 // execLoad) EXEC's reply is kept, not relayed: the client gets it once the
 // loads it ran are on the other upstreams, so a client that has it may
 // EVALSHA anywhere.
-func (s *session) bridgeExec(c *command, out *[]byte, leg *pubsub.Subscriber) error {
-	m := s.sub
+func (b *onBridge) exec(c *command) error {
+	s, m, out, leg := b.s, b.s.sub, b.out, b.leg
 	var ld *execLoad
 	var keep *[]byte
 	if len(s.tx.Loads) > 0 {
@@ -169,8 +184,7 @@ func (s *session) bridgeExec(c *command, out *[]byte, leg *pubsub.Subscriber) er
 	if err := m.Exec(out, leg, s.tx.Buf, s.tx.N, c.f.Raw, keep); err != nil {
 		return err
 	}
-	s.endBridgedMulti()
-	m.WatchUp = nil // EXEC ends the WATCH
+	s.endMulti() // EXEC ends the WATCH too
 	s.relayed(c.audit, leg.U)
 	if ld == nil {
 		return nil
@@ -189,31 +203,29 @@ func (s *session) bridgeExec(c *command, out *[]byte, leg *pubsub.Subscriber) er
 	return nil
 }
 
-// bridgeQueue queues a command of a bridged transaction as in normal
-// service (transaction.go's queue); its +QUEUED, or the error that aborts
-// the transaction, goes after a barrier.
-func (s *session) bridgeQueue(c *command, out *[]byte) error {
-	o := s.txQueue(c)
+// queued hands the reply of a command queued in the transaction (o,
+// txQueue's), +QUEUED or the error that aborts the transaction, to the
+// client after a barrier.
+func (b *onBridge) queued(c *command, o txn.Outcome) error {
+	s := b.s
 	if !o.Queued {
 		if c.drop { // CLIENT REPLY OFF or SKIP: the error too
 			s.obs.Reply(c.audit, o.Reply, "")
 			return nil
 		}
-		return s.bridgeLocal(out, o.Reply, c.audit)
+		return s.bridgeLocal(b.out, o.Reply, c.audit)
 	}
 	s.relayed(c.audit, c.sp.Up)
-	if c.sp.Decision.Effect == rewrite.Wire6 {
-		s.st.Wire6 = true // as a queued EMQ.VERSION does in normal service
-	}
 	if c.drop {
 		return nil
 	}
-	return s.bridgeLocal(out, o.Reply, -1)
+	return s.bridgeLocal(b.out, o.Reply, -1)
 }
 
-// bridgeForward sends a bridged command on leg, its reply relayed in the
+// forward sends a bridged command on its leg, its reply relayed in the
 // server's order.
-func (s *session) bridgeForward(c *command, out *[]byte, leg *pubsub.Subscriber) error {
+func (b *onBridge) forward(c *command) error {
+	s, out, leg := b.s, b.out, b.leg
 	m, f, d := s.sub, c.f, &c.sp.Decision
 	if t := s.bridgeTap(f, d, c.drop && !m.Muted.Load()); t != nil {
 		// Its one reply is the next after a barrier (see tap).
@@ -223,15 +235,8 @@ func (s *session) bridgeForward(c *command, out *[]byte, leg *pubsub.Subscriber)
 		leg.SwapTap(*t)
 	}
 	s.relayed(c.audit, leg.U)
-	switch d.Effect {
-	case rewrite.Wire6:
-		s.st.Wire6 = true // EMQ.VERSION: a wire-6 client, which reads the true version key
-	case rewrite.Watch:
-		if m.WatchUp == nil {
-			m.WatchUp = leg.U // package pubsub's legs.go: the bridge is bound to it until EXEC
-		}
-	case rewrite.Unwatch:
-		m.WatchUp = nil
+	if d.Effect == rewrite.Watch && m.WatchUp == nil {
+		m.WatchUp = leg.U // package pubsub's legs.go: the bridge is bound to it until EXEC (command.go's unwatch)
 	}
 	m.FlushCaching(out)
 	// The SCRIPT LOAD fan-out lands before the client's own load is
@@ -249,14 +254,14 @@ func (s *session) bridgeForward(c *command, out *[]byte, leg *pubsub.Subscriber)
 	return nil
 }
 
-// bridgeAnswer answers a bridged command the proxy answers itself (a
-// refusal, a local reply) after a barrier, and makes its effect on the
-// session.
-func (s *session) bridgeAnswer(c *command, out *[]byte) error {
-	m, f, d := s.sub, c.f, &c.sp.Decision
+// answer hands the reply the proxy makes (a refusal, a local reply) to
+// the client after a barrier.
+func (b *onBridge) answer(c *command) error {
+	s, out := b.s, b.out
+	f, d := c.f, &c.sp.Decision
 	if d.Effect == rewrite.ReplyOn || d.Effect == rewrite.ReplyOff {
 		// The replies before it keep their fate; the relay changes after.
-		if err := m.Mute(out, s.rm.Muted()); err != nil {
+		if err := s.sub.Mute(out, s.rm.Muted()); err != nil {
 			return err
 		}
 	}
@@ -265,28 +270,9 @@ func (s *session) bridgeAnswer(c *command, out *[]byte) error {
 	s.bridgeLoad(f, d, nil, false)
 	if c.drop || len(d.Reply) == 0 {
 		s.obs.Reply(c.audit, d.Reply, "")
-	} else if err := s.bridgeLocal(out, d.Reply, c.audit); err != nil {
-		return err
+		return nil
 	}
-	switch d.Effect {
-	case rewrite.Multi:
-		s.st.InMulti, s.st.MultiAborted = true, false
-		s.tx.Begin(-1) // its replies are the server's, relayed
-	case rewrite.AbortMulti:
-		s.st.MultiAborted = true
-	case rewrite.Discard:
-		s.endBridgedMulti()
-		m.WatchUp = nil
-	case rewrite.Auth, rewrite.SetName, rewrite.Hello, rewrite.Wire6, rewrite.SetLibName, rewrite.SetLibVer:
-		s.apply(f, d)
-	}
-	return nil
-}
-
-// endBridgedMulti ends a bridged client's transaction.
-func (s *session) endBridgedMulti() {
-	s.st.InMulti, s.st.MultiAborted = false, false
-	s.tx.Clear()
+	return s.bridgeLocal(out, d.Reply, c.audit)
 }
 
 // relayed notes on an audit record that the server's reply, from u, went

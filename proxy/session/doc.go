@@ -4,11 +4,12 @@
 // (package upstream) in one batch per connection, and writes every reply
 // back in command order, byte for byte as the server sent it.
 //
-// Every command, in normal service and on the RESP3 bridge, begins in
-// admit (session.go): the plan and what it asks before anything is sent.
-// Then the normal loop adds it to the round's segment (session.go's
-// command), and the bridge sends it on its legs (bridge.go's bridged);
-// both end in the same apply.
+// Every command, in normal service and on the RESP3 bridge, takes one path
+// (command.go's serveCommand): planned and admitted, then queued in a
+// transaction, sent with its EXEC, forwarded or answered by the proxy, and
+// its effect made on the session (apply). How it travels is its carrier's:
+// the round's segment in normal service (segment.go's inSegment), the
+// legs and barriers of the bridge (bridge.go's onBridge).
 //
 // What the session decides, others keep:
 //

@@ -13,6 +13,14 @@ import (
 // WATCH pin, a blocking command's connection: upstream/owned.go) and its bytes (the
 // client's own, or a rewritten head and the client's tail).
 
+// forward adds a forwarded command to the segment for its connection
+// (forward), and to the capture.
+func (w *inSegment) forward(c *command) error {
+	w.s.forward(c)
+	w.s.captureCommand(c.f, &c.sp.Decision, c.sp.Entry) // observe.go
+	return nil
+}
+
 // forward adds a forwarded command to the segment for its connection.
 func (s *session) forward(c *command) {
 	f, d, audit := c.f, &c.sp.Decision, c.audit

@@ -32,6 +32,38 @@ type roundState struct {
 	execLoad *execLoad
 }
 
+// inSegment carries a command in normal service (the carrier of
+// command.go): in the round's segment, its reply in its slot.
+type inSegment struct{ s *session }
+
+// start adds nothing to the plan's inputs.
+func (w *inSegment) start(*command) error { return nil }
+
+// flushHeld sends the segment built so far before a held command waits.
+func (w *inSegment) flushHeld() error {
+	w.s.flush()
+	return nil
+}
+
+// route keeps a CLIENT CACHING for the next command's connection
+// (tracking.go).
+func (w *inSegment) route(c *command) (done bool, err error) {
+	return w.s.trackCaching(c), nil
+}
+
+// answer adds the proxy's reply to the segment, and the SCRIPT LOAD
+// fan-out of a verb body (scriptload.go).
+func (w *inSegment) answer(c *command) error {
+	d := &c.sp.Decision
+	w.s.seg.AddLocal(d.Reply, c.audit, c.drop)
+	w.s.alsoLoad(c.f, d, nil, false)
+	return nil
+}
+
+// settle leaves the command's admission counted until the round's
+// replies are in (session.go's round).
+func (w *inSegment) settle(err error) error { return err }
+
 // target makes p's part the current one (s.seg.Cur), adding it when the
 // segment has none for p, and sending the segment built so far first when
 // a dedicated connection would share a segment with another connection.

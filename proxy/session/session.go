@@ -20,7 +20,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/segment"
 	"github.com/emqproxy/emqproxy/proxy/tracking"
 	"github.com/emqproxy/emqproxy/proxy/txn"
-	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/resp"
 	"github.com/emqproxy/emqproxy/rewrite"
 )
@@ -56,6 +55,10 @@ type session struct {
 	sh         share             // its share of the shared connections (share.go)
 	adm        admission         // commands admitted under the control table (hold.go)
 	trk        *tracking.Tracker // RESP2 client-side caching (tracking.go)
+
+	cmd    command   // the command being served (command.go)
+	inSeg  inSegment // its carrier in normal service (segment.go)
+	bridge onBridge  // its carrier on the RESP3 bridge (bridge.go)
 }
 
 // newSession prepares a session for an accepted connection.
@@ -72,6 +75,7 @@ func newSession(srv *Shared, id uint64, nc net.Conn) *session {
 		sh:         share{Share: limits.Share{Commands: srv.Cfg.ShareCommands, Bytes: srv.Cfg.ShareBytes}},
 		tx:         txn.Tx{Mem: srv.Mem, MaxQueued: srv.Cfg.MaxQueuedMulti, MaxBytes: srv.Cfg.MaxReplyBytes, Acking: srv.Acking},
 	}
+	s.inSeg, s.bridge = inSegment{s}, onBridge{s: s}
 	s.log = srv.Log.With(zap.Uint64("conn", id), zap.String("client", s.addr))
 	s.obs = s.newObserver() // observe.go
 	s.listing.Init(s.addr, nc, time.Now())
@@ -179,7 +183,7 @@ func (s *session) round() (served int, err error) {
 				s.began = time.Now()
 			}
 			served++
-			s.command(f)
+			_ = s.serveCommand(f, &s.inSeg) // command.go; the segment's carrier never fails
 			continue
 		}
 		break // incomplete: the rest comes with the next read
@@ -231,164 +235,4 @@ func (s *session) write() error {
 		return err
 	}
 	return nil
-}
-
-// command is one command on its way through the session: the frame, what the
-// plan made of it, and where its reply goes. It lives on session.command's
-// stack for one command; nothing of it is kept on the session.
-type command struct {
-	f     resp.Frame
-	sp    plan.Step
-	audit int  // its audit record's index (s.obs), or -1
-	drop  bool // its reply is not for the client (CLIENT REPLY OFF or SKIP)
-}
-
-// up is the upstream the command routes to (the plan's), or the default
-// route's when it forwards nothing.
-func (c *command) up(s *session) *upstream.Upstream {
-	if c.sp.Up != nil {
-		return c.sp.Up
-	}
-	return s.v.Routes.Default()
-}
-
-// admit is where every command begins, in normal service (command) and on
-// the RESP3 bridge (bridge.go's bridged): it plans the command (plan.go)
-// and carries out what the plan asks before anything is sent: the wait of
-// a held queue (flush sends what was built before it), a failed
-// authentication's delay, the reply only the proxy can complete, the
-// audit record, and whether the reply is for the client. What follows
-// differs only in how the command travels: the round's segment here, the
-// bridge's legs there.
-func (s *session) admit(c *command, flush func() error) error {
-	sp := &c.sp
-	s.decide(c.f.Args, sp) // plan.go
-	if sp.Wait {
-		if err := s.waitHeld(c.f.Args, sp, flush); err != nil { // plan.go
-			return err
-		}
-	}
-	if sp.AuthWait > 0 {
-		s.authDelay(sp.AuthWait) // authlimit.go
-	}
-	s.localReply(c)
-	c.audit = s.observe(c.f.Args, &sp.Decision) // observe.go
-	c.drop = s.rm.Command(sp.Decision.Effect)
-	return nil
-}
-
-// command serves one command in normal service: admitted (admit), then
-// added to the current segment.
-func (s *session) command(f resp.Frame) {
-	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
-	c := command{f: f}
-	sp := &c.sp
-	_ = s.admit(&c, s.flushHeld) // flushHeld never fails
-	d := &sp.Decision
-	if s.trackCaching(&c) { // tracking.go: kept for the next command's connection
-		return
-	}
-
-	if s.st.InMulti && plan.Queueable(d) {
-		s.queue(&c)
-		return
-	}
-	if sp.Exec && d.Action == rewrite.Pass {
-		s.exec(&c)
-		return
-	}
-	switch d.Action {
-	case rewrite.Refuse, rewrite.Local:
-		s.seg.AddLocal(d.Reply, c.audit, c.drop)
-		s.alsoLoad(f, d, nil, false) // scriptload.go
-	case rewrite.Pass, rewrite.Rewrite:
-		s.forward(&c)
-		s.captureCommand(f, d, c.sp.Entry) // observe.go
-	}
-	s.apply(f, d)
-}
-
-// flushHeld sends the segment built so far before a held command waits.
-func (s *session) flushHeld() error {
-	s.flush()
-	return nil
-}
-
-// localReply completes a reply the proxy makes from what only it knows:
-// the server's HELLO reply with the session's id (upstream/dial.go; the first RESP3
-// client opens the RESP3 connections, whose boot brings the server's RESP3
-// reply), CLIENT LIST of its own clients, CLIENT UNBLOCK and CLIENT KILL
-// ID of them (clients.go, package clients).
-func (s *session) localReply(c *command) {
-	d := &c.sp.Decision
-	if d.Action != rewrite.Local {
-		return
-	}
-	switch d.Effect {
-	case rewrite.Hello:
-		u := c.up(s)
-		if d.Proto == 3 && !u.HasHello(3) {
-			s.pipeOf(u, upstream.KindReplaced, 3, nil)
-		}
-		if r := u.HelloReply(d.Proto, s.st.ID); r != nil {
-			d.Reply = r
-		}
-	case rewrite.ClientList:
-		d.Reply = s.clientList(d.List) // clients.go
-	case rewrite.ClientUnblock:
-		d.Reply = s.clientUnblock(d.Target) // clients.go
-	case rewrite.ClientKill:
-		d.Reply = s.clientKill(d.Target) // clients.go
-	case rewrite.Tracking, rewrite.TrackingGetRedir, rewrite.TrackingInfo:
-		d.Reply = s.trackingReply(d.Effect, c.f.Args) // tracking.go
-	}
-}
-
-// apply makes the decision's effect on the session after its reply slot
-// was added: on its protocol state (rewrite.State.Apply) and on what the
-// session holds for it (the transaction, the WATCH pin, a tracking
-// client's connections, connections that speak the old protocol).
-func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
-	switch d.Effect {
-	case rewrite.Quit:
-		s.closing = true
-	case rewrite.Reset:
-		s.flush()
-		s.tx.Clear()
-		s.trackReset() // tracking.go
-		s.closePinned()
-		s.st.Apply(d)
-		s.loadView()
-	case rewrite.Hello:
-		proto := s.proto()
-		s.st.Apply(d)
-		if s.proto() != proto {
-			// The client's own connections speak the old protocol: the
-			// next command that needs one opens it anew. (A WATCH pin is
-			// never dropped this way: Decide refuses the switch while
-			// the client watches.)
-			if s.blocker != nil {
-				s.blocker.Close()
-				s.blocker = nil
-			}
-			s.closeOwn() // share.go: an isolated client's, opened anew too
-		}
-	case rewrite.Multi:
-		s.st.Apply(d)
-		if d.Action == rewrite.Local {
-			s.tx.Begin(len(s.seg.Slots) - 1)
-		}
-	case rewrite.Discard:
-		s.tx.Clear()
-		s.st.Apply(d)
-		if s.pinned != nil {
-			s.unpin = true
-		}
-	case rewrite.Unwatch:
-		if s.pinned != nil {
-			s.unpin = true
-		}
-	default:
-		s.st.Apply(d)
-	}
 }

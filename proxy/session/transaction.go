@@ -7,7 +7,6 @@ import (
 	"github.com/emqproxy/emqproxy/proxy/txn"
 	"github.com/emqproxy/emqproxy/proxy/upstream"
 	"github.com/emqproxy/emqproxy/resp"
-	"github.com/emqproxy/emqproxy/rewrite"
 )
 
 // A transaction (package txn's Tx) is queued by the session: each queued
@@ -23,8 +22,8 @@ import (
 // read and dropped.
 
 // txQueue queues a command decided inside MULTI in the transaction
-// (txn.Tx.Queue), in normal service and on the bridge alike, and notes
-// what that did: a refusal for the memory budget, an aborted transaction.
+// (txn.Tx.Queue), for either carrier (command.go), and notes what that
+// did: a refusal for the memory budget, an aborted transaction.
 func (s *session) txQueue(c *command) txn.Outcome {
 	o := s.tx.Queue(c.f, &c.sp, s.st.MultiAborted)
 	if o.OverBudget {
@@ -34,32 +33,31 @@ func (s *session) txQueue(c *command) txn.Outcome {
 	return o
 }
 
-// queue adds a command decided inside MULTI, its reply in its slot.
-func (s *session) queue(c *command) {
-	o := s.txQueue(c)
+// queued puts the reply of a command queued in MULTI (o, txQueue's) in
+// its slot.
+func (w *inSegment) queued(c *command, o txn.Outcome) error {
+	s := w.s
 	s.seg.AddLocal(o.Reply, c.audit, c.drop)
-	if !o.Queued {
-		return
+	if o.Queued {
+		s.seg.Slots[len(s.seg.Slots)-1].Target = c.up(s)
+		s.tx.Slots = append(s.tx.Slots, len(s.seg.Slots)-1)
 	}
-	s.seg.Slots[len(s.seg.Slots)-1].Target = c.up(s)
-	s.tx.Slots = append(s.tx.Slots, len(s.seg.Slots)-1)
-	if c.sp.Decision.Effect == rewrite.Wire6 {
-		s.st.Wire6 = true
-	}
+	return nil
 }
 
-// exec sends MULTI, the queued commands and EXEC (f) as one unit.
+// exec adds MULTI, the queued commands and EXEC (c) to the segment as one
+// unit, in one batch on one upstream connection.
+func (w *inSegment) exec(c *command) error {
+	w.s.exec(c)
+	return nil
+}
+
+// exec adds the transaction to the segment (inSegment's exec).
 func (s *session) exec(c *command) {
 	t := &s.tx
 	f, audit := c.f, c.audit
 	defer s.loadAfterExec() // last: the transaction is over by then
-	defer func() {
-		t.Clear()
-		s.st.InMulti, s.st.MultiAborted = false, false
-		if s.pinned != nil {
-			s.unpin = true // EXEC ends the WATCH
-		}
-	}()
+	defer s.endMulti()      // EXEC ends the WATCH too
 	u := c.up(s)
 	own := s.pinned == nil && s.shareBefore(len(t.Buf)+len(f.Raw), t.N+2)
 	if s.over {
