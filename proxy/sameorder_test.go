@@ -21,7 +21,8 @@ import (
 // pipelining" and "Unblock fairness is kept during nested unblock". Its
 // fifth, "publish to self inside script", cannot run through the proxy by
 // design: an unpinned script is refused, and a pinned read script runs as
-// EVALSHA_RO or EVAL_RO, where the server refuses PUBLISH (may-replicate).
+// EVALSHA_RO or EVAL_RO, where the server refuses PUBLISH (may-replicate);
+// TestPublishToSelfInsideScript holds what the client sees instead.
 func TestOrderAsOnANode(t *testing.T) {
 	node.EachServer(t, func(t *testing.T, srv node.Server) {
 		n := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
@@ -148,4 +149,53 @@ func unblockNested(t *testing.T, addr string) []string {
 	tr.add("BLPOP", rd2.read())
 	tr.add("BLMPOP", rd3.read())
 	return tr
+}
+
+// TestPublishToSelfInsideScript is Valkey's fifth scenario, "publish to
+// self inside script": a subscribed RESP3 client runs a script that
+// publishes to its own channel. On a node the client gets the message and
+// the script's reply. Through the proxy the script is not pinned, so it is
+// refused and never reaches the node (no message comes), and the client's
+// subscription goes on as on the node: its next PUBLISH to itself reads
+// exactly as the node's does after the script.
+func TestPublishToSelfInsideScript(t *testing.T) {
+	const body = "redis.call('publish', 'foo', 'bar')"
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		n := node.StartT(t, node.Options{Role: node.Module, Server: srv.Path})
+		h := startProxy(t, n, nil)
+		// after is what the client reads once the script's exchange is
+		// over: a PUBLISH to itself, its reply and its message, and a PING.
+		after := func(c *client) string {
+			var tr transcript
+			c.send(cmd("PUBLISH", "foo", "vaz"))
+			tr.add("PUBLISH", c.read())
+			tr.add("next", c.read())
+			tr.add("PING", c.do("PING", "end"))
+			return strings.Join(tr, "\n")
+		}
+		subscribed := func(addr string) *client {
+			c := dial(t, addr)
+			c.do("HELLO", "3")
+			c.do("SUBSCRIBE", "foo").is(">3\r\n$9\r\nsubscribe\r\n$3\r\nfoo\r\n:1\r\n")
+			return c
+		}
+
+		c := subscribed(n.Addr)
+		c.send(cmd("EVAL", body, "0"))
+		script := string(c.read().got) + string(c.read().got)
+		if !strings.Contains(script, ">3\r\n$7\r\nmessage\r\n$3\r\nfoo\r\n$3\r\nbar\r\n") {
+			t.Fatalf("on the node, the script's message did not come: %q", script)
+		}
+		direct := after(c)
+		_ = c.nc.Close()
+		poll(t, "the node drops the direct client's subscription", func() bool {
+			return nodeDo(t, n, "PUBSUB", "NUMSUB", "foo") == "*2\r\n$3\r\nfoo\r\n:0\r\n"
+		})
+
+		c = subscribed(h.addr)
+		c.do("EVAL", body, "0").is("-EMQREFUSED script " + sha1hex(body) + " is not pinned; emqproxy does not run unpinned scripts\r\n")
+		if via := after(c); via != direct {
+			t.Errorf("after the refused script, through the proxy:\n%q\nfrom the node after the script:\n%q", via, direct)
+		}
+	})
 }
