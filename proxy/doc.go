@@ -205,9 +205,9 @@
 // (kept in a field so that passing it to a carrier does not move it to
 // the heap). What a decision the proxy answers (or forwards outside
 // MULTI) changes of the protocol state is rewrite's (rewrite.State.Apply,
-// from the session's apply). The session still sets some of the state
-// itself: InMulti and MultiAborted when EXEC or DISCARD ends a transaction
-// (command.go's endMulti), MultiAborted by the transaction's refusals
+// from the session's apply; EXEC and DISCARD end a transaction through
+// rewrite.State.EndMulti, from command.go's endMulti). The session still
+// sets some of the state itself: MultiAborted by the transaction's refusals
 // (txQueue), Wire6 for an EMQ.VERSION queued in a transaction
 // (command.go's carry), Watching by a WATCH pin (forward.go), Tracking
 // (tracking.go), Subscribed on the bridge (bridge.go; cleared when

@@ -35,9 +35,13 @@ func (st *State) Apply(d *Decision) {
 			st.InMulti, st.MultiAborted = true, false
 		}
 	case Discard:
-		st.InMulti, st.MultiAborted = false, false
+		st.EndMulti()
 	}
 }
+
+// EndMulti ends the client's transaction on the protocol state: DISCARD
+// (Apply), and EXEC, whose end the caller makes once it is sent.
+func (st *State) EndMulti() { st.InMulti, st.MultiAborted = false, false }
 
 // proto is the protocol the client speaks, 2 or 3.
 func (st *State) proto() int {

@@ -41,7 +41,7 @@ func (s *session) leaveBridge(c *command) error {
 	if err := s.sub.FinishWith(&none, reply); err != nil {
 		return err
 	}
-	s.apply(c.f, d)
+	s.apply(d)
 	return pubsub.ErrLeft
 }
 
@@ -111,7 +111,6 @@ func (b *onBridge) route(c *command) (done bool, err error) {
 	if done || err != nil {
 		return true, err
 	}
-	b.await = false
 	if len(s.adm.states) > 0 {
 		if s.st.InMulti && !sp.Exec {
 			s.release() // queued, not sent: admitted at EXEC

@@ -76,7 +76,7 @@ type carrier interface {
 func (s *session) serveCommand(f resp.Frame, w carrier) error {
 	s.listing.LastArgs = f.Args // CLIENT LIST's cmd (clients.View)
 	c := &s.cmd
-	*c = command{f: f}
+	c.f = f // the rest is zero: cleared after the last command
 	err := s.carry(c, w)
 	// Nothing of it outlives the command: its frame is the client's read
 	// buffer, which a large command's end gives back (budget.go).
@@ -86,7 +86,6 @@ func (s *session) serveCommand(f resp.Frame, w carrier) error {
 
 // carry takes a command from its plan to its reply on w.
 func (s *session) carry(c *command, w carrier) error {
-	f := c.f
 	if err := w.start(c); err != nil {
 		return err
 	}
@@ -109,10 +108,10 @@ func (s *session) carry(c *command, w carrier) error {
 		err = w.exec(c)
 	case c.sp.Forwards():
 		err = w.forward(c)
-		s.apply(f, d)
+		s.apply(d)
 	default:
 		err = w.answer(c)
-		s.apply(f, d)
+		s.apply(d)
 	}
 	return w.settle(err)
 }
@@ -173,7 +172,7 @@ func (s *session) localReply(c *command) {
 // was added: on its protocol state (rewrite.State.Apply) and on what the
 // session holds for it (the transaction, the WATCH pin, a tracking
 // client's connections, connections that speak the old protocol).
-func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
+func (s *session) apply(d *rewrite.Decision) {
 	switch d.Effect {
 	case rewrite.Quit:
 		s.closing = true
@@ -219,7 +218,7 @@ func (s *session) apply(f resp.Frame, d *rewrite.Decision) {
 // dropped, and the WATCH with it.
 func (s *session) endMulti() {
 	s.tx.Clear()
-	s.st.InMulti, s.st.MultiAborted = false, false
+	s.st.EndMulti()
 	s.unwatch()
 }
 

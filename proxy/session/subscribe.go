@@ -178,5 +178,5 @@ func (s *session) InMulti() bool { return s.st.InMulti }
 
 // Reset applies RESET to the session in subscribe mode (pubsub.Session).
 func (s *session) Reset() {
-	s.apply(resp.Frame{}, &rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
+	s.apply(&rewrite.Decision{Action: rewrite.Local, Effect: rewrite.Reset})
 }
