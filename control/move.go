@@ -555,6 +555,7 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *reco
 		return err // superseded while waiting: the target is not this mover's to wipe
 	}
 	cp := keycopy.NewCopier(src, dst, m.Queue, 0, 0, m.Chunk, nil)
+	cp.Tell(m.say)
 	if err := m.wipeTarget(ctx, cp, rec); err != nil {
 		return err
 	}
@@ -563,6 +564,9 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *reco
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	if err := cp.Recount(ctx); err != nil {
 		return err
 	}
 	if err := m.setStep(ctx, src, rec, StepHeld, StepCopied, m.inventoryFields(cp)...); err != nil {

@@ -68,6 +68,7 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 	}()
 	m.say("tracking changes of %s on %s: %s", m.Queue, src.Name, tr.Source())
 	cp := keycopy.NewCopier(src, dst, m.Queue, m.Rate, m.largeKey(), m.Chunk, tr)
+	cp.Tell(m.say)
 	if err := cp.DialRows(); err != nil {
 		return err
 	}
@@ -87,6 +88,9 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 				"--resume tries again, --abort drops the move", table.ErrMove, maxHolds, m.Queue, m.maxHold(), src.Name)
 		}
 		rep.PreCopy = time.Since(t0)
+		if err := cp.Recount(ctx); err != nil {
+			return err
+		}
 		top, err := m.maxEpoch(ctx)
 		if err != nil {
 			return err
@@ -630,6 +634,9 @@ func (m *Mover) tail(ctx context.Context, src *table.Node, cp *keycopy.Copier, t
 			}
 		}
 		if pass > 0 && len(chs) == 0 {
+			if err := cp.Recount(hctx); err != nil {
+				return late(err)
+			}
 			if err := m.setStep(ctx, src, rec, StepHeld, StepCopied, m.inventoryFields(cp)...); err != nil {
 				return false, "", err
 			}

@@ -319,7 +319,9 @@ const (
 // it can wait out (control.Mover.MayResume), waits, dials the upstreams
 // that were unreachable again (redial) and tries again, until deadline
 // has passed since the start: a Resume once the mover wrote its record, a
-// Run before. Each wait is said with what stopped the attempt. A fault
+// Run before. The last wait ends at the deadline, so the last attempt
+// starts then at the latest rather than a whole back-off before it. Each
+// wait is said with what stopped the attempt. A fault
 // that needs a person (a refusal, a move taken over or aborted by another
 // command) ends it at once.
 func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, redial func(), out io.Writer) (*control.Report, error) {
@@ -333,18 +335,20 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 		} else {
 			rep, err = mv.Run(ctx)
 		}
-		if err == nil || time.Now().Add(pause).After(end) || !mv.MayResume(ctx, err) {
+		left := time.Until(end)
+		if err == nil || left <= 0 || !mv.MayResume(ctx, err) {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
 			return rep, err
 		}
+		wait := min(pause, left)
 		fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then trying again (--deadline %v, %v left)\n",
-			attempt, err, pause, deadline, time.Until(end).Round(time.Second))
+			attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
 		select {
 		case <-ctx.Done():
 			return rep, err
-		case <-time.After(pause):
+		case <-time.After(wait):
 		}
 		pause = min(2*pause, maxRetry)
 		resume = resume || mv.Recorded()

@@ -119,10 +119,16 @@ type copyStats struct {
 	// with (holdPlan).
 	tailKeys int64
 	tailTime time.Duration
+	// Round trips sent again after a lost connection (redo.go): each
+	// node's identity when the copy first spoke to it ("" when it could
+	// not be read), how many were sent again, and where to tell it.
+	ident  map[string]string
+	Redone int64
+	say    func(string, ...any)
 }
 
 func newCopyStats() *copyStats {
-	return &copyStats{longest: map[string]RoundTrip{}, started: time.Now()}
+	return &copyStats{longest: map[string]RoundTrip{}, ident: map[string]string{}, started: time.Now()}
 }
 
 func (s *copyStats) add(keys, bytes int) {
@@ -188,8 +194,17 @@ func (s *copyStats) RoundTrips() []RoundTrip {
 	return out
 }
 
-// do sends cmds to n in one round trip and records how long it took.
+// do sends cmds to n in one round trip and records how long it took. A
+// round trip that lost its connection is sent again when that is safe
+// (redo.go).
 func (s *copyStats) do(ctx context.Context, n *table.Node, cmds ...valkey.Completed) []valkey.ValkeyResult {
+	rs, _ := s.send(ctx, n, cmds...)
+	return rs
+}
+
+// send is do; redone: the round trip was sent more than once, and may
+// have run partly the first time.
+func (s *copyStats) send(ctx context.Context, n *table.Node, cmds ...valkey.Completed) (rs []valkey.ValkeyResult, redone bool) {
 	var names []string
 	for _, c := range cmds {
 		if name := c.Commands()[0]; !slices.Contains(names, name) {
@@ -197,15 +212,26 @@ func (s *copyStats) do(ctx context.Context, n *table.Node, cmds ...valkey.Comple
 		}
 	}
 	what := strings.Join(names, "+")
+	again := s.know(ctx, n) && mayRedo(names)
+	if again {
+		// valkey-go recycles a command once it is sent: these are kept
+		// for a second send.
+		for i := range cmds {
+			cmds[i] = cmds[i].Pin()
+		}
+	}
 	t0 := time.Now()
-	rs := n.C.DoMulti(ctx, cmds...)
+	rs = n.C.DoMulti(ctx, cmds...)
 	d := time.Since(t0)
 	s.Mu.Lock()
 	if d > s.longest[n.Name].Took {
 		s.longest[n.Name] = RoundTrip{Node: n.Name, Took: d, What: what, Commands: len(cmds)}
 	}
 	s.Mu.Unlock()
-	return rs
+	if err := lost(rs); err != nil && again {
+		return s.redo(ctx, n, cmds, rs, err)
+	}
+	return rs, false
 }
 
 // do1 is do for one command.
