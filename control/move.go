@@ -559,7 +559,7 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *reco
 	if err := m.wipeTarget(ctx, cp, rec); err != nil {
 		return err
 	}
-	err := keycopy.ScanEach(ctx, src, m.Queue, func(keys []string, _ float64) error {
+	err := cp.ScanSource(ctx, func(keys []string, _ float64) error {
 		_, err := cp.CopyKeys(ctx, keys, false)
 		return err
 	})

@@ -324,7 +324,7 @@ func (m *Mover) fullRound(ctx context.Context, cp *keycopy.Copier, pr *keycopy.R
 	scanErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		scanErr <- keycopy.ScanEach(sctx, cp.Src, m.Queue, func(keys []string, frac float64) error {
+		scanErr <- cp.ScanSource(sctx, func(keys []string, frac float64) error {
 			keys = slices.DeleteFunc(keys, func(k string) bool {
 				return slices.Contains(core, k) || (cp.IsRow(k) && cp.Tr.Changed(k))
 			})

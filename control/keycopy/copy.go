@@ -628,10 +628,23 @@ func Content(ctx context.Context, n *table.Node, k string) (string, error) {
 // ScanEach calls fn with each page of the queue's keys on n (SCAN MATCH,
 // COUNT 1000), and with the fraction of the keyspace scanned so far.
 func ScanEach(ctx context.Context, n *table.Node, queue string, fn func(keys []string, frac float64) error) error {
+	return scanEach(ctx, n, queue, n.C.Do, fn)
+}
+
+// ScanSource is ScanEach of the copy's source, its round trips sent again
+// after a lost connection as the copy's are (redo.go).
+func (c *Copier) ScanSource(ctx context.Context, fn func(keys []string, frac float64) error) error {
+	return scanEach(ctx, c.Src, c.queue, func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+		return c.St.do1(ctx, c.Src, cmd)
+	}, fn)
+}
+
+// scanEach is ScanEach with each SCAN sent by do.
+func scanEach(ctx context.Context, n *table.Node, queue string, do func(context.Context, valkey.Completed) valkey.ValkeyResult, fn func(keys []string, frac float64) error) error {
 	pattern := "emq:{" + rewrite.GlobEscape(queue) + "}:*"
 	var cursor uint64
 	for {
-		e, err := n.C.Do(ctx, n.C.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+		e, err := do(ctx, n.C.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 		if err != nil {
 			return fmt.Errorf("%w: scanning %s: %v", table.ErrMove, n.Name, err)
 		}
@@ -687,7 +700,8 @@ func (c *Copier) RecountTarget(ctx context.Context) error {
 // round that copies every key: left by a move that was stopped, an older
 // copy, or a copy whose tracking was lost) and empties the inventory.
 func (c *Copier) WipeTarget(ctx context.Context) error {
-	err := ScanEach(ctx, c.Dst, c.queue, func(keys []string, _ float64) error {
+	do := func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult { return c.St.do1(ctx, c.Dst, cmd) }
+	err := scanEach(ctx, c.Dst, c.queue, do, func(keys []string, _ float64) error {
 		if len(keys) == 0 {
 			return nil
 		}
