@@ -58,13 +58,14 @@ func (l *layout) how(all []int) string {
 		cpuList(l.node), cpuList(l.proxy))
 }
 
-// results are what one layout measured in sections 1, 1c and 2.
+// results are what one layout measured in sections 1, 1c, 1e and 2.
 type results struct {
 	pt         map[string][]ptResult  // section 1, by variant and target
 	ptEvidence map[string]evidence    // section 1's perf pass
 	mixRes     map[string][]mixResult // section 2, by pipeline and target
 	latency    map[string]mixResult   // section 2's single-client runs, by target
 	one        oneClientResult        // section 1c
+	rw         rewriteResult          // section 1e
 }
 
 func newResults() results {
@@ -318,6 +319,7 @@ func (r *runner) checks49() []check {
 		}
 		cs = append(cs, check{fmt.Sprintf("%s: job mix P%d through the proxy ≥ %.1f× Lua directly", l.name, c.p, c.want), ratio(a, b), a/b >= c.want})
 	}
+	cs = append(cs, r.rewriteChecks()...)
 	o := l.res.one
 	if len(o.paths) == 0 || len(r.ptTargets) != 4 {
 		return cs

@@ -110,7 +110,7 @@ func run() error {
 	flag.DurationVar(&r.floodWarmup, "flood-warmup", time.Second, "floods: warmup of the well-behaved clients per window")
 	flag.DurationVar(&r.floodDur, "flood-duration", 4*time.Second, "floods: each window (with a flood, or none)")
 	flag.StringVar(&r.ackKeys, "ack-keys", "", `more keys of the ack_replicas 1 proxy's upstream (section 7), e.g. "conns: 4"`)
-	only := flag.String("only", "", `run one section alone: "oneclient" (section 1c), "floor" (section 1d), "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
+	only := flag.String("only", "", `run one section alone: "oneclient" (section 1c), "floor" (section 1d), "rewrite" (section 1e), "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
 	if *only != "" && !slices.Contains([]string{"oneclient", "floor", "capture", "ack", "floods"}, *only) {
 		return fmt.Errorf("--only %q: the sections that run alone are \"oneclient\", \"floor\", \"capture\", \"ack\" and \"floods\"", *only)
@@ -185,6 +185,16 @@ func run() error {
 			}
 			return r.writeOnly(resultStem(r.root, r.started), "floor", "section 1d alone (`--only floor`)",
 				func(w func(string, ...any)) { r.writeFloor(w, "twemproxy") })
+		}
+		if *only == "rewrite" {
+			if err := r.rewriteOnly(ctx, kind); err != nil {
+				return err
+			}
+			return r.writeOnly(resultStem(r.root, r.started), "rewrite", "section 1e alone (`--only rewrite`)",
+				func(w func(string, ...any)) {
+					r.writeRewriteCost(w)
+					writeChecks(w, "\n## Targets (issue 49)", "measured", r.rewriteChecks())
+				})
 		}
 		if *only == "capture" {
 			if err := r.captureOnly(ctx, kind); err != nil {
@@ -275,6 +285,10 @@ func run() error {
 	}
 	// 1d. The floor of a Go data path at pipeline 1, 50 clients.
 	if err := r.floorPaths(ctx, r.ptTargets[0], r.ptTargets[1], r.ptTargets[3]); err != nil {
+		return err
+	}
+	// 1e. What a rewrite costs the proxy.
+	if err := r.rewriteCost(ctx, r.ptTargets[1]); err != nil {
 		return err
 	}
 	tw.stop()

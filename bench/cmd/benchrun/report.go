@@ -144,6 +144,7 @@ func (r *runner) writeReport(stem string) error {
 	if len(r.ptTargets) == 4 {
 		r.writeOneClient(w, r.ptTargets[3].name)
 		r.writeFloor(w, r.ptTargets[3].name)
+		r.writeRewriteCost(w)
 	}
 	r.writeMix(w)
 	r.writeBudget(w)
