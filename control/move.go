@@ -67,6 +67,12 @@ type Mover struct {
 	// MaxHold bounds the copy under the hold: past it the queue is
 	// released and copied again while served (default DefaultMaxHold).
 	MaxHold time.Duration
+	// ReplicaWait is how long, before a hold, the mover waits for the
+	// replicas of the source and the target to confirm its writes while
+	// the queue is served (0: not at all; the attempt stops at the first
+	// refusal, as under the hold). queue move sets DefaultReplicaWait,
+	// bounded by its --deadline.
+	ReplicaWait time.Duration
 	// LargeKey is the MEMORY USAGE past which a key is copied in chunks
 	// (default DefaultLargeKey); Chunk the elements per command (default
 	// DefaultChunk); TailKeys the changed keys a round may leave for the

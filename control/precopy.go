@@ -77,8 +77,18 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 	defer pr.Stop()
 	t0 := time.Now()
 	for holds := 0; ; holds++ {
-		if err := m.rounds(ctx, cp, tr, pr, rep, rec); err != nil {
-			return err
+		for {
+			if err := m.rounds(ctx, cp, tr, pr, rep, rec); err != nil {
+				return err
+			}
+			waited, err := m.awaitReplicas(ctx, pr, src, dst)
+			if err != nil {
+				return err
+			}
+			if !waited {
+				break
+			}
+			// The queue changed while the mover waited: a round first.
 		}
 		if err := m.stop(StepCopying); err != nil {
 			return err
@@ -276,6 +286,58 @@ func (m *Mover) rounds(ctx context.Context, cp *keycopy.Copier, tr *tail.Tracker
 			strings.Join(plan.LargeKeys, ", "), strings.Replace(took, "that", "--max-hold", 1), m.maxHold())
 		withLarge, prev, inStage = true, -1, 0
 	}
+}
+
+// DefaultReplicaWait is Mover.ReplicaWait's usual value (queue move sets
+// it, bounded by its --deadline).
+const DefaultReplicaWait = 30 * time.Second
+
+// replicaPoll is the pause between two confirmations awaitReplicas asks.
+const replicaPoll = 200 * time.Millisecond
+
+// awaitReplicas confirms, before a hold, that the replicas of each node
+// have the mover's writes so far (table.Node.Confirm: a node's
+// ack_replicas within its ack timeout), and while they do not, because a
+// replica is down, resyncing or slow (table.ReplicasBehind), waits for
+// them, up to m.ReplicaWait, saying so (and queue status, in the move's
+// progress). Both confirmations are asked
+// again under the hold (the hold's record on the source, the copy on the
+// target), where a refusal releases the hold and ends the attempt, which
+// throws the copy away: the replica a fault took away is waited for here,
+// while the queue is served and the copy kept. waited: it did wait (the
+// queue changed meanwhile: a round before the hold).
+func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, dst *table.Node) (waited bool, err error) {
+	end := time.Now().Add(m.ReplicaWait)
+	nodes := []*table.Node{src, dst}
+	for _, n := range nodes {
+		for {
+			err := n.Confirm(ctx)
+			var rb *table.ReplicasBehind
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &rb) || time.Now().After(end) {
+				return waited, fmt.Errorf("%w: before holding %s: %v (the queue is served by %s as before; --resume tries again, --abort drops the move)",
+					table.ErrMove, m.Queue, err, src.Name)
+			}
+			if !waited {
+				m.say("waiting up to %v for the replicas before holding %s: %v", m.ReplicaWait, m.Queue, err)
+				// queue status shows it from another terminal.
+				pr.Phase(fmt.Sprintf("waiting for the replicas of %s (%v)", n.Name, err))
+				defer pr.Phase("copying")
+			}
+			waited = true
+			select {
+			case <-ctx.Done():
+				return waited, ctx.Err()
+			case <-time.After(replicaPoll):
+			}
+		}
+	}
+	if waited {
+		m.say("the replicas confirmed the mover's writes: a round, then the hold")
+	}
+	return waited, nil
 }
 
 // fullRound empties the target's keys of the queue and copies every key of

@@ -147,7 +147,10 @@ func TestQueueMoveResumesByItself(t *testing.T) {
 	if err := replica.Freeze(); err != nil {
 		t.Fatal(err)
 	}
-	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
+	// --replica-wait 0: the attempt stops at the refusal instead of
+	// waiting for the replica before its hold
+	// (TestQueueMoveWaitsForTheTargetsReplica).
+	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m", "--replica-wait", "0")
 	mv.waitLine(t, "then trying again")
 	if err := replica.Thaw(); err != nil {
 		t.Fatal(err)
@@ -159,6 +162,45 @@ func TestQueueMoveResumesByItself(t *testing.T) {
 	t.Logf("mover:\n%s", out)
 	if !strings.Contains(out, "not confirmed by the replicas") || !strings.Contains(out, "attempt 1 stopped") {
 		t.Errorf("the mover did not say what it waited for:\n%s", out)
+	}
+	rc := replica.Client(t)
+	for _, id := range ids {
+		if n := inSets(t, rc, "billing", id); n != 1 {
+			t.Errorf("after the move, job %s is in %d sets of module-a's replica", id, n)
+		}
+	}
+}
+
+// TestQueueMoveWaitsForTheTargetsReplica: a move whose target's replica
+// is frozen when its copy is done waits for it before the hold, while the
+// queue is served by its source and the copy is kept, says what it waits
+// for, and once the replica is back holds and moves the queue in that
+// same attempt, every job on the target's replica.
+func TestQueueMoveWaitsForTheTargetsReplica(t *testing.T) {
+	node.Long(t)
+	t.Parallel() // timer-bound (a frozen replica, WAIT timeouts): runs beside the other such tests
+	s, replica := startConfirmStand(t)
+	ids := fillQueue(t, s.src, "billing", 50)
+	if err := replica.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
+	mv.waitLine(t, "for the replicas before holding billing")
+	mv.waitLine(t, "progress: waiting for the replicas of module-a")
+	st, _ := s.run(t, "status")
+	if !strings.Contains(st, "MOVE billing: scripts-b -> module-a, step copying") || !strings.Contains(st, "waiting for the replicas of module-a") {
+		t.Errorf("while the mover waits for the replica, billing must be served by scripts-b, not held, and status must say what the mover waits for:\n%s", st)
+	}
+	if err := replica.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mv.wait(t)
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("the move did not end moved: %v\n%s", err, out)
+	}
+	t.Logf("mover:\n%s", out)
+	if strings.Contains(out, "attempt 1 stopped") || !strings.Contains(out, "WAIT 1 300 answered 0") {
+		t.Errorf("the mover stopped instead of waiting, or did not say what it waited for:\n%s", out)
 	}
 	rc := replica.Client(t)
 	for _, id := range ids {

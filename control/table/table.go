@@ -269,10 +269,26 @@ func (n *Node) Confirm(ctx context.Context) error {
 		return fmt.Errorf("%w on %s: WAIT: %v", ErrNotConfirmed, n.Name, err)
 	}
 	if got < int64(want) {
-		return fmt.Errorf("%w on %s: WAIT %d %d answered %d", ErrNotConfirmed, n.Name, want, to.Milliseconds(), got)
+		return &ReplicasBehind{Node: n.Name, Want: int64(want), Got: got, Timeout: to}
 	}
 	return nil
 }
+
+// ReplicasBehind is Confirm's error when the node answered, but fewer of
+// its replicas than asked reached its writes within the timeout: a
+// replica down, resyncing or slow, which waiting may see through. It
+// wraps ErrNotConfirmed.
+type ReplicasBehind struct {
+	Node      string
+	Want, Got int64
+	Timeout   time.Duration
+}
+
+func (e *ReplicasBehind) Error() string {
+	return fmt.Sprintf("%v on %s: WAIT %d %d answered %d", ErrNotConfirmed, e.Node, e.Want, e.Timeout.Milliseconds(), e.Got)
+}
+
+func (e *ReplicasBehind) Unwrap() error { return ErrNotConfirmed }
 
 // ReadTable reads the node's table. The entries are read before the epoch,
 // so an entry written meanwhile (with its epoch, in one transaction) is
