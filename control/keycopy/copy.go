@@ -639,6 +639,13 @@ func (c *Copier) ScanSource(ctx context.Context, fn func(keys []string, frac flo
 	}, fn)
 }
 
+// scanTarget is ScanSource on the copy's target.
+func (c *Copier) scanTarget(ctx context.Context, fn func(keys []string, frac float64) error) error {
+	return scanEach(ctx, c.Dst, c.queue, func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+		return c.St.do1(ctx, c.Dst, cmd)
+	}, fn)
+}
+
 // scanEach is ScanEach with each SCAN sent by do.
 func scanEach(ctx context.Context, n *table.Node, queue string, do func(context.Context, valkey.Completed) valkey.ValkeyResult, fn func(keys []string, frac float64) error) error {
 	pattern := "emq:{" + rewrite.GlobEscape(queue) + "}:*"
@@ -673,12 +680,18 @@ func scanEach(ctx context.Context, n *table.Node, queue string, do func(context.
 // the queue's keys on the target, and nothing copies meanwhile: the count
 // is exact. Temporary keys of chunked copies are not counted.
 func (c *Copier) RecountTarget(ctx context.Context) error {
-	keys, err := ScanQueue(ctx, c.Dst, c.queue, 0)
+	seen := map[string]bool{} // a scan may return a key twice
+	err := c.scanTarget(ctx, func(keys []string, _ float64) error {
+		for _, k := range keys {
+			seen[k] = true
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("%w: counting the copied keys on %s: %v", table.ErrMove, c.Dst.Name, err)
+		return fmt.Errorf("counting the copied keys: %w", err)
 	}
 	inv := newInventory()
-	for _, k := range keys {
+	for k := range seen {
 		if strings.HasSuffix(k, TmpSuffix) {
 			continue
 		}
@@ -700,8 +713,7 @@ func (c *Copier) RecountTarget(ctx context.Context) error {
 // round that copies every key: left by a move that was stopped, an older
 // copy, or a copy whose tracking was lost) and empties the inventory.
 func (c *Copier) WipeTarget(ctx context.Context) error {
-	do := func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult { return c.St.do1(ctx, c.Dst, cmd) }
-	err := scanEach(ctx, c.Dst, c.queue, do, func(keys []string, _ float64) error {
+	err := c.scanTarget(ctx, func(keys []string, _ float64) error {
 		if len(keys) == 0 {
 			return nil
 		}
