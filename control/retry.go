@@ -46,3 +46,23 @@ func (m *Mover) MayResume(ctx context.Context, err error) bool {
 // Recorded reports whether this mover wrote or took over the move's
 // record: its next attempt is a Resume, not a Run.
 func (m *Mover) Recorded() bool { return m.token != "" }
+
+// Answering reports whether every upstream of the move answers now: none
+// is left undialled (Down) and each answers a PING within its reply
+// timeout. A move stopped because an upstream was unreachable
+// (ErrUnreachable) may go on once it does.
+func (m *Mover) Answering(ctx context.Context) bool {
+	if len(m.Down) > 0 {
+		return false
+	}
+	for _, n := range m.Nodes {
+		_, rto := n.Opts.Timeouts()
+		pctx, cancel := context.WithTimeout(ctx, rto)
+		err := n.C.Do(pctx, n.C.B().Ping().Build()).Error()
+		cancel()
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -243,3 +243,28 @@ func TestQueueMoveWaitsForAnUpstreamDownAtTheStart(t *testing.T) {
 		}
 	}
 }
+
+// TestBackOffEndsWhenEveryUpstreamAnswers: after an unreachable upstream
+// the back-off ends once every upstream answers, not a whole back-off
+// later; after any other stop it waits its whole length.
+func TestBackOffEndsWhenEveryUpstreamAnswers(t *testing.T) {
+	ctx := context.Background()
+	asks := 0
+	t0 := time.Now()
+	if !backOff(ctx, 10*time.Second, true, func() bool { asks++; return asks >= 3 }) {
+		t.Fatal("the back-off ended as if cancelled")
+	}
+	if d := time.Since(t0); d < 3*answerPoll || d > 5*time.Second || asks != 3 {
+		t.Errorf("an early back-off took %v and asked %d times; want about %v and 3", d, asks, 3*answerPoll)
+	}
+	asks, t0 = 0, time.Now()
+	backOff(ctx, 600*time.Millisecond, false, func() bool { asks++; return true })
+	if d := time.Since(t0); d < 600*time.Millisecond || asks != 0 {
+		t.Errorf("a back-off after another stop took %v and asked %d times; want its whole 600ms, asking nothing", d, asks)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if backOff(cctx, time.Second, true, func() bool { return false }) {
+		t.Error("a back-off whose context ended reported a full wait")
+	}
+}

@@ -346,15 +346,52 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 			return rep, err
 		}
 		wait := min(pause, left)
-		fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then trying again (--deadline %v, %v left)\n",
-			attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
-		select {
-		case <-ctx.Done():
+		unreachable := errors.Is(err, control.ErrUnreachable)
+		if unreachable {
+			fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting until every upstream answers, at most %v, then trying again (--deadline %v, %v left)\n",
+				attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
+		} else {
+			fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then trying again (--deadline %v, %v left)\n",
+				attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
+		}
+		if !backOff(ctx, wait, unreachable, func() bool { redial(); return mv.Answering(ctx) }) {
 			return rep, err
-		case <-time.After(wait):
 		}
 		pause = min(2*pause, maxRetry)
 		resume = resume || mv.Recorded()
 		redial()
+	}
+}
+
+// answerPoll is how often a back-off after an unreachable upstream asks
+// whether every upstream answers again.
+const answerPoll = 250 * time.Millisecond
+
+// backOff waits d (false: ctx ended first). early: the attempt stopped on
+// an upstream that did not answer, and the wait ends as soon as answering
+// reports every upstream back (a node restarted, a failover done), instead
+// of the whole back-off after it: the attempt that follows needs nothing
+// else. Any other stop (a replica behind, a proxy that did not
+// acknowledge a hold) waits the whole back-off, so a fault that persists
+// does not turn into holds in a tight loop.
+func backOff(ctx context.Context, d time.Duration, early bool, answering func() bool) bool {
+	end := time.After(d)
+	var poll <-chan time.Time
+	if early {
+		t := time.NewTicker(answerPoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-end:
+			return true
+		case <-poll:
+			if answering() {
+				return true
+			}
+		}
 	}
 }
