@@ -299,13 +299,13 @@ const replicaPoll = 200 * time.Millisecond
 // have the mover's writes so far (table.Node.Confirm: a node's
 // ack_replicas within its ack timeout), and while they do not, because a
 // replica is down, resyncing or slow (table.ReplicasBehind), waits for
-// them, up to m.ReplicaWait, saying so (and queue status, in the move's
-// progress). Both confirmations are asked
-// again under the hold (the hold's record on the source, the copy on the
-// target), where a refusal releases the hold and ends the attempt, which
-// throws the copy away: the replica a fault took away is waited for here,
-// while the queue is served and the copy kept. waited: it did wait (the
-// queue changed meanwhile: a round before the hold).
+// them, up to m.ReplicaWait, saying so (queue status shows it in the
+// move's progress). Both confirmations are asked again under the hold
+// (the hold's record on the source, the copy on the target), where a
+// refusal releases the hold and ends the attempt, which throws the copy
+// away: the replica a fault took away is waited for here, while the queue
+// is served and the copy kept. waited: it did wait (the queue changed
+// meanwhile: a round before the hold).
 func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, dst *table.Node) (waited bool, err error) {
 	end := time.Now().Add(m.ReplicaWait)
 	nodes := []*table.Node{src, dst}
@@ -322,7 +322,6 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 			}
 			if !waited {
 				m.say("waiting up to %v for the replicas before holding %s: %v", m.ReplicaWait, m.Queue, err)
-				// queue status shows it from another terminal.
 				pr.Phase(fmt.Sprintf("waiting for the replicas of %s (%v)", n.Name, err))
 				defer pr.Phase("copying")
 			}
