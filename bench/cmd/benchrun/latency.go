@@ -36,15 +36,9 @@ func latGetRequests(c int) int { return 10_000 * (c + 1) }
 // latencyCurve measures GET, the enqueue and the worker's calls at each
 // client count, r.reps times, interleaved over the targets.
 func (r *runner) latencyCurve(ctx context.Context, gets []target, loops []mixTarget) error {
-	m, err := shamap.Load(filepath.Join(r.root, "stand", "map.yaml"))
+	enqSHA, err := r.enqueueSHA()
 	if err != nil {
 		return err
-	}
-	var enqSHA string
-	for _, s := range m.Scripts {
-		if s.Verb == "ENQUEUE" {
-			enqSHA = s.SHA
-		}
 	}
 	// One job id, enqueued again and again: after the first the module
 	// answers 0 (already queued), the same work on both sides. (A random
@@ -87,6 +81,20 @@ func (r *runner) latencyCurve(ctx context.Context, gets []target, loops []mixTar
 		}
 	}
 	return nil
+}
+
+// enqueueSHA is the sha the stand's map pins the legacy enqueue script to.
+func (r *runner) enqueueSHA() (string, error) {
+	m, err := shamap.Load(filepath.Join(r.root, "stand", "map.yaml"))
+	if err != nil {
+		return "", err
+	}
+	for _, s := range m.Scripts {
+		if s.Verb == "ENQUEUE" {
+			return s.SHA, nil
+		}
+	}
+	return "", fmt.Errorf("the stand's map pins no ENQUEUE script")
 }
 
 // latGet runs redis-benchmark at pipeline 1 with c clients against t: its

@@ -208,6 +208,18 @@ func (r *runner) shared() *layout {
 	return r.layouts[len(r.layouts)-1]
 }
 
+// layoutsThat are the run's layouts whose results measured says have a
+// section's figures.
+func (r *runner) layoutsThat(measured func(*results) bool) []*layout {
+	var out []*layout
+	for _, l := range r.layouts {
+		if measured(l.res) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // loadArgv is a load generator's argv in the current layout.
 func (r *runner) loadArgv(argv []string) []string {
 	if r.cur == nil {

@@ -92,12 +92,7 @@ func spreadPrec(xs []float64, prec int) string {
 // writeOneClient writes section 1c, each layout's rounds in turn; twem
 // names twemproxy's path.
 func (r *runner) writeOneClient(w func(string, ...any), twem string) {
-	var measured []*layout
-	for _, l := range r.layouts {
-		if len(l.res.one.paths) > 0 {
-			measured = append(measured, l)
-		}
-	}
+	measured := r.layoutsThat(func(s *results) bool { return len(s.one.paths) > 0 })
 	if len(measured) == 0 {
 		return
 	}

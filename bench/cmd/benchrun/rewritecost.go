@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/emqproxy/emqproxy/shamap"
 )
 
 // Section 1e: what a rewrite costs the proxy, in paired rounds. Issue 49
@@ -48,15 +45,9 @@ type rewriteResult struct {
 // the module node) in every layout. It leaves the run in the shared
 // layout.
 func (r *runner) rewriteCost(ctx context.Context, px target) error {
-	m, err := shamap.Load(filepath.Join(r.root, "stand", "map.yaml"))
+	sha, err := r.enqueueSHA()
 	if err != nil {
 		return err
-	}
-	var sha string
-	for _, s := range m.Scripts {
-		if s.Verb == "ENQUEUE" {
-			sha = s.SHA
-		}
 	}
 	// One job id, enqueued again and again (as section 1b): after the
 	// first the module answers 0, the same work for both calls.
@@ -128,12 +119,7 @@ func (s rewriteResult) rewriteAdded(p int) []float64 {
 
 // writeRewriteCost writes section 1e, a table per layout.
 func (r *runner) writeRewriteCost(w func(string, ...any)) {
-	var measured []*layout
-	for _, l := range r.layouts {
-		if len(l.res.rw.cpuOp) > 0 {
-			measured = append(measured, l)
-		}
-	}
+	measured := r.layoutsThat(func(s *results) bool { return len(s.rw.cpuOp) > 0 })
 	if len(measured) == 0 {
 		return
 	}
