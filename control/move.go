@@ -572,6 +572,9 @@ func (m *Mover) holdCopyAll(ctx context.Context, src, dst *table.Node, rec *reco
 	if err != nil {
 		return err
 	}
+	if err := cp.SameServers(ctx); err != nil {
+		return err
+	}
 	if err := cp.Recount(ctx); err != nil {
 		return err
 	}

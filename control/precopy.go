@@ -90,6 +90,9 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 			}
 			// The queue changed while the mover waited: a round first.
 		}
+		if err := cp.SameServers(ctx); err != nil {
+			return err
+		}
 		if err := m.stop(StepCopying); err != nil {
 			return err
 		}
@@ -298,9 +301,11 @@ const replicaPoll = 200 * time.Millisecond
 // awaitReplicas confirms, before a hold, that the replicas of each node
 // have the mover's writes so far (table.Node.Confirm: a node's
 // ack_replicas within its ack timeout), and while they do not, because a
-// replica is down, resyncing or slow (table.ReplicasBehind), waits for
-// them, up to m.ReplicaWait, saying so (queue status shows it in the
-// move's progress). Both confirmations are asked again under the hold
+// replica is down, resyncing or slow (table.ReplicasBehind), or the
+// connection was lost (a node closing its clients' connections, or
+// restarting: the copy's SameServers, after, tells), waits for them, up
+// to m.ReplicaWait, saying so (queue status shows it in the move's
+// progress). Both confirmations are asked again under the hold
 // (the hold's record on the source, the copy on the target), where a
 // refusal releases the hold and ends the attempt, which throws the copy
 // away: the replica a fault took away is waited for here, while the queue
@@ -316,7 +321,7 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 			if err == nil {
 				break
 			}
-			if !errors.As(err, &rb) || time.Now().After(end) {
+			if (!errors.As(err, &rb) && !keycopy.ConnectionLost(err)) || time.Now().After(end) {
 				return waited, fmt.Errorf("%w: before holding %s: %v (the queue is served by %s as before; --resume tries again, --abort drops the move)",
 					table.ErrMove, m.Queue, err, src.Name)
 			}
@@ -695,6 +700,9 @@ func (m *Mover) tail(ctx context.Context, src *table.Node, cp *keycopy.Copier, t
 			}
 		}
 		if pass > 0 && len(chs) == 0 {
+			if err := cp.SameServers(hctx); err != nil {
+				return late(err)
+			}
 			if err := cp.Recount(hctx); err != nil {
 				return late(err)
 			}

@@ -87,11 +87,46 @@ func lost(rs []valkey.ValkeyResult) error {
 		if _, reply := valkey.IsValkeyErr(err); reply {
 			continue
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-			errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, valkey.ErrClosing) {
+		if ConnectionLost(err) {
 			return err
 		}
 		return nil // a timeout, a cancelled context: the first send's fate is not known
+	}
+	return nil
+}
+
+// ConnectionLost reports whether err says a connection to a node was lost
+// or could not be opened, the node running nothing of it after: closed
+// by the node (an EOF, a reset, a broken pipe), a refused dial, a client
+// closing. Not a timeout: a command that timed out may still run.
+func ConnectionLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, valkey.ErrClosing)
+}
+
+// SameServers checks that the source and the target are still the servers
+// the copy first spoke to (their identity, read then): a target restarted
+// or failed over since may have lost what the copy wrote, however its
+// replicas confirm what it has now, and a source may have lost writes the
+// tracker saw. The mover asks before a hold and again under it, before
+// it records the copy as done. A node whose identity could not be read
+// when the copy began (INFO refused) is not checked.
+func (c *Copier) SameServers(ctx context.Context) error {
+	for _, n := range []*table.Node{c.Src, c.Dst} {
+		c.St.Mu.Lock()
+		want := c.St.ident[n.Name]
+		c.St.Mu.Unlock()
+		if want == "" {
+			continue
+		}
+		id, err := identity(ctx, n)
+		if err != nil {
+			return fmt.Errorf("%w: reading what server %s is: %v", table.ErrMove, n.Name, err)
+		}
+		if id != want {
+			return fmt.Errorf("%w: %s is not the server the copy began on (restarted or failed over: run_id and replication id %s, then %s): "+
+				"what the copy wrote there may be lost", table.ErrMove, n.Name, want, id)
+		}
 	}
 	return nil
 }

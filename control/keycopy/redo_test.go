@@ -127,6 +127,9 @@ func TestCopyOutlivesClosedConnections(t *testing.T) {
 		if cp.Inv.Keys != 20000 || cp.Inv.Rows != 20000 || cp.Inv.Unsure {
 			t.Errorf("inventory %d keys, %d rows (unsure %v); want 20000 of each", cp.Inv.Keys, cp.Inv.Rows, cp.Inv.Unsure)
 		}
+		if err := cp.SameServers(ctx); err != nil {
+			t.Errorf("the same two servers, after connections closed: %v", err)
+		}
 	})
 }
 
@@ -145,9 +148,12 @@ func TestCopyStopsWhenTheTargetIsAnotherServer(t *testing.T) {
 		if _, err := cp.CopyKeys(ctx, keys[:1000], false); err != nil {
 			t.Fatal(err)
 		}
-		// The target follows the source, then is promoted: a new
+		// The target follows another server, then is promoted: a new
 		// replication id.
-		host, port, _ := strings.Cut(src.Opts.Address, ":")
+		// (Another server than the source: a master's replication id
+		// changes when its first replica attaches.)
+		other := node.StartT(t, node.Options{Role: node.Bare, Server: srv.Path})
+		host, port, _ := strings.Cut(other.Addr, ":")
 		controltest.Must(t, dst.C, dst.C.B().Replicaof().Host(host).Port(atoi(t, port)).Build())
 		deadline := time.Now().Add(20 * time.Second)
 		for {
@@ -180,6 +186,11 @@ func TestCopyStopsWhenTheTargetIsAnotherServer(t *testing.T) {
 		}
 		if len(said) != 1 || !strings.Contains(said[0], "dst is not the server the copy began on") {
 			t.Errorf("the copy said %q", said)
+		}
+		// The mover's check before and under the hold finds it too.
+		_ = dst.C.Do(ctx, dst.C.B().Ping().Build()).Error() // the connection the kill closed
+		if err := cp.SameServers(ctx); err == nil || !strings.Contains(err.Error(), "dst is not the server the copy began on") {
+			t.Errorf("SameServers on a promoted target: %v", err)
 		}
 	})
 }

@@ -262,11 +262,11 @@ func (n *Node) Confirm(ctx context.Context) error {
 		c.B().Set().Key(KeyConfirm).Value(strconv.FormatInt(time.Now().UnixMilli(), 10)).Px(time.Minute).Build(),
 		c.B().Wait().Numreplicas(int64(want)).Timeout(to.Milliseconds()).Build())
 	if err := rs[0].Error(); err != nil {
-		return fmt.Errorf("%w on %s: %v", ErrNotConfirmed, n.Name, err)
+		return fmt.Errorf("%w on %s: %w", ErrNotConfirmed, n.Name, err)
 	}
 	got, err := rs[1].AsInt64()
 	if err != nil {
-		return fmt.Errorf("%w on %s: WAIT: %v", ErrNotConfirmed, n.Name, err)
+		return fmt.Errorf("%w on %s: WAIT: %w", ErrNotConfirmed, n.Name, err)
 	}
 	if got < int64(want) {
 		return &ReplicasBehind{Node: n.Name, Want: int64(want), Got: got, Timeout: to}
