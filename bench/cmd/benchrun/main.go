@@ -112,8 +112,8 @@ func run() error {
 	flag.StringVar(&r.ackKeys, "ack-keys", "", `more keys of the ack_replicas 1 proxy's upstream (section 7), e.g. "conns: 4"`)
 	only := flag.String("only", "", `run one section alone: "oneclient" (section 1c), "floor" (section 1d), "rewrite" (section 1e), "capture" (section 6), "ack" (section 7, ack_replicas) or "floods" (section 8), written to <stem>-<section>.md`)
 	flag.Parse()
-	if *only != "" && !slices.Contains([]string{"oneclient", "floor", "capture", "ack", "floods"}, *only) {
-		return fmt.Errorf("--only %q: the sections that run alone are \"oneclient\", \"floor\", \"capture\", \"ack\" and \"floods\"", *only)
+	if *only != "" && !slices.Contains([]string{"oneclient", "floor", "rewrite", "capture", "ack", "floods"}, *only) {
+		return fmt.Errorf("--only %q: the sections that run alone are \"oneclient\", \"floor\", \"rewrite\", \"capture\", \"ack\" and \"floods\"", *only)
 	}
 	if r.floodDur <= 0 || r.floodWarmup < 0 || r.floodWarmup+r.floodDur > time.Minute {
 		return fmt.Errorf("flood warmup %v + duration %v: at most 1m, duration > 0", r.floodWarmup, r.floodDur)

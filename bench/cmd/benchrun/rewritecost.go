@@ -13,7 +13,7 @@ import (
 // call passed through, plus 3 µs. The two calls go through the same
 // emqproxy process to the same module node: the legacy client's
 // `EVALSHA <enqueue> 2 k1 k2 id payload` (looked up, rewritten to
-// EMQ.ENQUEUE, audited) and `EMQ.ENQUEUE k1 k2 id payload` with the same
+// EMQ.ENQUEUE, audited) and `EMQ.ENQUEUE 2 k1 k2 id payload` with the same
 // tail (planned and passed through, not audited). Each round runs
 // redis-benchmark with 50 clients at pipeline 1 and 16 for both calls in
 // turn, the order rotated each round, and reads the proxy's CPU from
@@ -51,12 +51,12 @@ func (r *runner) rewriteCost(ctx context.Context, px target) error {
 	}
 	// One job id, enqueued again and again (as section 1b): after the
 	// first the module answers 0, the same work for both calls.
-	tail := []string{"emq:{rwq}:job:J1", "emq:{rwq}:pending", "J1", "payload"}
+	tail := []string{"2", "emq:{rwq}:job:J1", "emq:{rwq}:pending", "J1", "payload"}
 	calls := []struct {
 		name string
 		args []string
 	}{
-		{"rewritten", append([]string{"EVALSHA", sha, "2"}, tail...)},
+		{"rewritten", append([]string{"EVALSHA", sha}, tail...)},
 		{"passed", append([]string{"EMQ.ENQUEUE"}, tail...)},
 	}
 	for _, l := range r.layouts {
