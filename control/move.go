@@ -69,8 +69,8 @@ type Mover struct {
 	MaxHold time.Duration
 	// ReplicaWait is how long, before a hold, the mover waits for the
 	// replicas of the source and the target to confirm its writes while
-	// the queue is served (0: not at all; the attempt stops at the first
-	// refusal, as under the hold). queue move sets DefaultReplicaWait,
+	// the queue is served (0: it asks nothing before the hold, whose own
+	// confirmations refuse at once). queue move sets DefaultReplicaWait,
 	// bounded by its --deadline.
 	ReplicaWait time.Duration
 	// LargeKey is the MEMORY USAGE past which a key is copied in chunks

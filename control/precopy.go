@@ -312,6 +312,9 @@ const replicaPoll = 200 * time.Millisecond
 // is served and the copy kept. waited: it did wait (the queue changed
 // meanwhile: a round before the hold).
 func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, dst *table.Node) (waited bool, err error) {
+	if m.ReplicaWait <= 0 {
+		return false, nil // the hold's own confirmations decide, at once
+	}
 	end := time.Now().Add(m.ReplicaWait)
 	nodes := []*table.Node{src, dst}
 	for _, n := range nodes {

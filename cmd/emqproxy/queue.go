@@ -130,7 +130,7 @@ func newQueueCmd() *cobra.Command {
 	mf.DurationVar(&deadline, "deadline", control.DefaultDeadline, "how long to go on resuming a move that stopped on a fault it can wait out "+
 		"(a replica down or resyncing, a failover, a proxy that did not acknowledge, a hold released at --max-hold); 0: stop at the first")
 	mf.DurationVar(&replicaWait, "replica-wait", control.DefaultReplicaWait, "how long, before a hold, to wait for the replicas of the source and the target "+
-		"to confirm the copy (ack_replicas within ack_timeout) while the queue is served, at most --deadline; 0: the attempt stops at the first refusal")
+		"to confirm the copy (ack_replicas within ack_timeout) while the queue is served, at most --deadline; 0: not at all (the hold's own confirmations refuse at once)")
 	mf.DurationVar(&wait, "wait", 0, "how long to wait for the proxies' acknowledgements (default 2 x control.lease + timeouts.hold)")
 	mf.StringVar(&rate, "rate", strconv.Itoa(keycopy.DefaultRate), "pace of the bulk copy while the queue is served (the round that reads every key, large keys read whole), bytes of values per second (units k, M, G, KiB, MiB, GiB; 0 for unlimited); the rounds of changed keys and the copy under the hold are never paced")
 	mf.DurationVar(&maxHold, "max-hold", 0, "most time the copy under the hold may take before the queue is released and copied again while served (default timeouts.hold / 2)")
