@@ -347,13 +347,12 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 		}
 		wait := min(pause, left)
 		unreachable := errors.Is(err, control.ErrUnreachable)
+		how := "waiting"
 		if unreachable {
-			fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting until every upstream answers, at most %v, then trying again (--deadline %v, %v left)\n",
-				attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
-		} else {
-			fmt.Fprintf(out, "attempt %d stopped: %v\nwaiting %v, then trying again (--deadline %v, %v left)\n",
-				attempt, err, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
+			how = "waiting until every upstream answers, at most"
 		}
+		fmt.Fprintf(out, "attempt %d stopped: %v\n%s %v, then trying again (--deadline %v, %v left)\n",
+			attempt, err, how, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
 		if !backOff(ctx, wait, unreachable, func() bool { redial(); return mv.Answering(ctx) }) {
 			return rep, err
 		}

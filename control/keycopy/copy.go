@@ -634,15 +634,14 @@ func ScanEach(ctx context.Context, n *table.Node, queue string, fn func(keys []s
 // ScanSource is ScanEach of the copy's source, its round trips sent again
 // after a lost connection as the copy's are (redo.go).
 func (c *Copier) ScanSource(ctx context.Context, fn func(keys []string, frac float64) error) error {
-	return scanEach(ctx, c.Src, c.queue, func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
-		return c.St.do1(ctx, c.Src, cmd)
-	}, fn)
+	return c.scan(ctx, c.Src, fn)
 }
 
-// scanTarget is ScanSource on the copy's target.
-func (c *Copier) scanTarget(ctx context.Context, fn func(keys []string, frac float64) error) error {
-	return scanEach(ctx, c.Dst, c.queue, func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
-		return c.St.do1(ctx, c.Dst, cmd)
+// scan is ScanEach of n (the copy's source or target) through the copy's
+// round trips.
+func (c *Copier) scan(ctx context.Context, n *table.Node, fn func(keys []string, frac float64) error) error {
+	return scanEach(ctx, n, c.queue, func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+		return c.St.do1(ctx, n, cmd)
 	}, fn)
 }
 
@@ -681,7 +680,7 @@ func scanEach(ctx context.Context, n *table.Node, queue string, do func(context.
 // is exact. Temporary keys of chunked copies are not counted.
 func (c *Copier) RecountTarget(ctx context.Context) error {
 	seen := map[string]bool{} // a scan may return a key twice
-	err := c.scanTarget(ctx, func(keys []string, _ float64) error {
+	err := c.scan(ctx, c.Dst, func(keys []string, _ float64) error {
 		for _, k := range keys {
 			seen[k] = true
 		}
@@ -713,7 +712,7 @@ func (c *Copier) RecountTarget(ctx context.Context) error {
 // round that copies every key: left by a move that was stopped, an older
 // copy, or a copy whose tracking was lost) and empties the inventory.
 func (c *Copier) WipeTarget(ctx context.Context) error {
-	err := c.scanTarget(ctx, func(keys []string, _ float64) error {
+	err := c.scan(ctx, c.Dst, func(keys []string, _ float64) error {
 		if len(keys) == 0 {
 			return nil
 		}

@@ -113,20 +113,33 @@ func ConnectionLost(err error) bool {
 // when the copy began (INFO refused) is not checked.
 func (c *Copier) SameServers(ctx context.Context) error {
 	for _, n := range []*table.Node{c.Src, c.Dst} {
-		c.St.Mu.Lock()
-		want := c.St.ident[n.Name]
-		c.St.Mu.Unlock()
-		if want == "" {
-			continue
+		if err := c.St.sameServer(ctx, n); err != nil {
+			return fmt.Errorf("%w: %w: what the copy wrote there may be lost", table.ErrMove, err)
 		}
-		id, err := identity(ctx, n)
-		if err != nil {
-			return fmt.Errorf("%w: reading what server %s is: %v", table.ErrMove, n.Name, err)
-		}
-		if id != want {
-			return fmt.Errorf("%w: %s is not the server the copy began on (restarted or failed over: run_id and replication id %s, then %s): "+
-				"what the copy wrote there may be lost", table.ErrMove, n.Name, want, id)
-		}
+	}
+	return nil
+}
+
+// errUnread is sameServer's error when the node's identity cannot be read
+// now.
+var errUnread = errors.New("cannot read what server it is")
+
+// sameServer reports whether n is the server the copy first spoke to: nil
+// when it is, or when its identity was not known then; errUnread when it
+// cannot be read now; else what changed.
+func (s *copyStats) sameServer(ctx context.Context, n *table.Node) error {
+	s.Mu.Lock()
+	want := s.ident[n.Name]
+	s.Mu.Unlock()
+	if want == "" {
+		return nil
+	}
+	id, err := identity(ctx, n)
+	if err != nil {
+		return fmt.Errorf("%s: %w (%v)", n.Name, errUnread, err)
+	}
+	if id != want {
+		return fmt.Errorf("%s is not the server the copy began on (restarted or failed over: run_id and replication id %s, then %s)", n.Name, want, id)
 	}
 	return nil
 }
@@ -182,9 +195,6 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 // (first: the error), while n is the same server; it returns the last
 // results, and whether it sent them again.
 func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Completed, rs []valkey.ValkeyResult, first error) (_ []valkey.ValkeyResult, redone bool) {
-	s.Mu.Lock()
-	want := s.ident[n.Name]
-	s.Mu.Unlock()
 	pause := redoFirst
 	for try := 0; try < redoTries && first != nil; try++ {
 		select {
@@ -193,12 +203,10 @@ func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Compl
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, redoMax)
-		id, err := identity(ctx, n)
-		if err != nil {
+		if err := s.sameServer(ctx, n); errors.Is(err, errUnread) {
 			continue // not back yet
-		}
-		if id != want {
-			s.note("%s is not the server the copy began on (restarted or failed over: run_id and replication id %s, then %s): the lost round trip is not sent again", n.Name, want, id)
+		} else if err != nil {
+			s.note("%v: the lost round trip is not sent again", err)
 			return rs, redone
 		}
 		rs, redone = n.C.DoMulti(ctx, cmds...), true

@@ -3,6 +3,7 @@ package keycopy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,22 @@ func fillRows(t *testing.T, src *table.Node, q string, n int) []string {
 		controltest.Must(t, src.C, cmds...)
 	}
 	return keys
+}
+
+// listen returns what the copy told its mover so far (Copier.Tell).
+func listen(cp *Copier) func() []string {
+	var mu sync.Mutex
+	var said []string
+	cp.Tell(func(f string, a ...any) {
+		mu.Lock()
+		said = append(said, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(said)
+	}
 }
 
 // nodeClient is a client of n's server of its own, which pauses the
@@ -68,13 +85,7 @@ func TestCopyOutlivesClosedConnections(t *testing.T) {
 		ctx := context.Background()
 		keys := fillRows(t, src, "q", 20000)
 		cp := NewCopier(src, dst, "q", 0, DefaultLargeKey, 0, nil)
-		var said []string
-		var mu sync.Mutex
-		cp.Tell(func(f string, a ...any) {
-			mu.Lock()
-			said = append(said, fmt.Sprintf(f, a...))
-			mu.Unlock()
-		})
+		said := listen(cp)
 		if err := cp.DialRows(); err != nil {
 			t.Fatal(err)
 		}
@@ -113,9 +124,7 @@ func TestCopyOutlivesClosedConnections(t *testing.T) {
 		if redone == 0 {
 			t.Fatal("no round trip was sent again: the kills cut none")
 		}
-		mu.Lock()
-		t.Logf("%d round trips sent again; first: %s", redone, said[0])
-		mu.Unlock()
+		t.Logf("%d round trips sent again; first: %s", redone, said()[0])
 		// The last kill left each node's clients a closed connection,
 		// which their next command finds (and reconnects after).
 		_ = src.C.Do(ctx, src.C.B().Ping().Build()).Error()
@@ -143,8 +152,7 @@ func TestCopyStopsWhenTheTargetIsAnotherServer(t *testing.T) {
 		ctx := context.Background()
 		keys := fillRows(t, src, "q", 4000)
 		cp := NewCopier(src, dst, "q", 0, DefaultLargeKey, 0, nil)
-		var said []string
-		cp.Tell(func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) })
+		said := listen(cp)
 		if _, err := cp.CopyKeys(ctx, keys[:1000], false); err != nil {
 			t.Fatal(err)
 		}
@@ -184,8 +192,8 @@ func TestCopyStopsWhenTheTargetIsAnotherServer(t *testing.T) {
 		if cp.St.Redone != 0 {
 			t.Errorf("%d round trips sent again to a promoted target", cp.St.Redone)
 		}
-		if len(said) != 1 || !strings.Contains(said[0], "dst is not the server the copy began on") {
-			t.Errorf("the copy said %q", said)
+		if got := said(); len(got) != 1 || !strings.Contains(got[0], "dst is not the server the copy began on") {
+			t.Errorf("the copy said %q", got)
 		}
 		// The mover's check before and under the hold finds it too.
 		_ = dst.C.Do(ctx, dst.C.B().Ping().Build()).Error() // the connection the kill closed

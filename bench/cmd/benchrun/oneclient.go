@@ -70,7 +70,11 @@ func (o oneClientResult) roundText(round int) string {
 
 // added returns, per round, path's p50 minus base's.
 func (o oneClientResult) added(path, base string) []float64 {
-	a, b := o.p50[path], o.p50[base]
+	return diffs(o.p50[path], o.p50[base])
+}
+
+// diffs returns, per round, a's figure minus b's (ratios' difference).
+func diffs(a, b []float64) []float64 {
 	d := make([]float64, 0, len(a))
 	for i := range min(len(a), len(b)) {
 		d = append(d, a[i]-b[i])

@@ -109,12 +109,7 @@ func (r *runner) proxyCPUPerCall(ctx context.Context, t target, p int, args []st
 // rewriteAdded returns, per round, the rewritten call's CPU minus the
 // passed-through call's at pipeline p.
 func (s rewriteResult) rewriteAdded(p int) []float64 {
-	a, b := s.cpuOp[key2(strconv.Itoa(p), "rewritten")], s.cpuOp[key2(strconv.Itoa(p), "passed")]
-	out := make([]float64, 0, len(a))
-	for i := range min(len(a), len(b)) {
-		out = append(out, a[i]-b[i])
-	}
-	return out
+	return diffs(s.cpuOp[key2(strconv.Itoa(p), "rewritten")], s.cpuOp[key2(strconv.Itoa(p), "passed")])
 }
 
 // writeRewriteCost writes section 1e, a table per layout.
