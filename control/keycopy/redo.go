@@ -168,7 +168,10 @@ func identity(ctx context.Context, n *table.Node) (string, error) {
 
 // know reads n's identity the first time the copy speaks to it, and
 // reports whether it is known: a round trip to a node whose identity
-// could not be read then is never sent again.
+// could not be read then is never sent again. A read whose connection was
+// lost is tried again (as a resend is: the node may be closing its
+// clients' connections right then), before the copy's first round trip
+// to the node: an identity read after it could be a later server's.
 func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 	s.Mu.Lock()
 	id, done := s.ident[n.Name]
@@ -177,6 +180,14 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 		return id != ""
 	}
 	id, err := identity(ctx, n)
+	for pause, try := redoFirst, 0; err != nil && ConnectionLost(err) && try < redoTries; try++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, redoMax)
+		id, err = identity(ctx, n)
+	}
 	if err != nil {
 		id = ""
 	}
