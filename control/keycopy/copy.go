@@ -30,6 +30,10 @@ const (
 	DefaultChunk = 512
 	// copyBatch is the number of small keys one round trip carries.
 	copyBatch = 256
+	// rowStreams is how many pipelines copy small keys at once (each a
+	// round trip to the source ahead of one to the target): on one, the
+	// copy waits out both nodes' latency, a busy node's most of all.
+	rowStreams = 2
 	// batchBytes bounds the DUMP payloads of one round trip.
 	batchBytes = 1 << 20
 	// CutHold marks a large key whose comparison the hold's deadline cut.
@@ -47,6 +51,7 @@ type Copier struct {
 	St         *copyStats
 	large      int64 // MEMORY USAGE past which a key is copied in chunks (0: never)
 	chunk      int
+	zsortBytes int           // a sorted set's elements a chunked copy sorts before it writes them
 	Tr         *tail.Tracker // the source's tracker (nil when copying under the hold only)
 	Inv        *inventory
 	Mu         sync.Mutex
@@ -122,7 +127,7 @@ func NewCopier(src, dst *table.Node, queue string, rate, large int64, chunk int,
 		chunk = DefaultChunk
 	}
 	c := &Copier{Src: src, Dst: dst, queue: queue, prefix: "emq:{" + queue + "}:", Lim: newLimiter(rate),
-		St: newCopyStats(), large: large, chunk: chunk, Tr: tr, Inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, LastSync: map[string]time.Duration{}}
+		St: newCopyStats(), large: large, chunk: chunk, zsortBytes: zsortBytes, Tr: tr, Inv: newInventory(), bigDst: map[string]bool{}, base: map[string]bool{}, LastSync: map[string]time.Duration{}}
 	c.rows.src, c.rows.dst = src, dst
 	return c
 }
@@ -213,21 +218,60 @@ type dumped struct {
 // key back with DUMP, as the mover once did, found nothing that check
 // does not, and cost a third of the copy's rate.)
 func (c *Copier) CopyKeys(ctx context.Context, keys []string, throttle bool) ([]string, error) {
-	pages := make(chan []string, 1)
-	pages <- keys
+	pages := make(chan []string, (len(keys)+copyBatch-1)/copyBatch)
+	for lo := 0; lo < len(keys); lo += copyBatch {
+		pages <- keys[lo:min(lo+copyBatch, len(keys))]
+	}
 	close(pages)
 	return c.CopyStream(ctx, pages, throttle, false)
 }
 
-// CopyStream is copyKeys for keys arriving in pages (a scan). The source's
-// round trips carry the DUMP and PTTL of one batch with the MEMORY USAGE
-// of the next, and run ahead of the target's.
+// CopyStream is copyKeys for keys arriving in pages (a scan), on
+// rowStreams pipelines at once. In each, the source's round trips carry
+// the DUMP and PTTL of one batch with the MEMORY USAGE of the next, and
+// run ahead of the target's.
 //
 // fresh: the target was wiped of the queue's keys for this copy (a full
 // round), so a key is written with RESTORE alone, one command instead of
 // UNLINK and RESTORE; one the target has after all (a scan may return a
 // key twice) answers BUSYKEY and is written again the usual way.
+//
+// Two pipelines may write the same key (a scan's duplicate) out of the
+// order they read it. The two reads differ only when a write came
+// between them, which the tracking records: the key is copied again in
+// the next round, as any key written during this one.
 func (c *Copier) CopyStream(ctx context.Context, pages <-chan []string, throttle, fresh bool) ([]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		large []string
+		first error
+		wg    sync.WaitGroup
+	)
+	for range rowStreams {
+		wg.Go(func() {
+			l, err := c.copyStream(ctx, pages, throttle, fresh)
+			mu.Lock()
+			large = append(large, l...)
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+			if err != nil {
+				cancel() // the other pipelines' errors are this cancellation
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return large, nil
+}
+
+// copyStream is one pipeline of CopyStream.
+func (c *Copier) copyStream(ctx context.Context, pages <-chan []string, throttle, fresh bool) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []dumped, 2)

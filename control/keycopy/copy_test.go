@@ -22,14 +22,21 @@ func equalKeys(t *testing.T, cp *Copier, keys []string) {
 // string in chunks, then changes each on the source and brings the target
 // level again by comparison: each time the target equals the source, no
 // temporary key is left, the TTL came along, and no command carried more
-// than a chunk.
-func TestChunkedCopyEqualsSource(t *testing.T) { node.EachServer(t, testChunkedCopy) }
+// than a chunk. A sorted set is written in descending order as a whole,
+// and, past the bound of what the copy sorts, the rest as scanned.
+func TestChunkedCopyEqualsSource(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		t.Run("sorted", func(t *testing.T) { testChunkedCopy(t, srv, zsortBytes) })
+		t.Run("past the sort's bound", func(t *testing.T) { testChunkedCopy(t, srv, 20<<10) })
+	})
+}
 
-func testChunkedCopy(t *testing.T, srv node.Server) {
+func testChunkedCopy(t *testing.T, srv node.Server, sortBytes int) {
 	src, dst := controltest.Pair(t, srv)
 	ctx := context.Background()
 	keys := controltest.FillLarge(t, src, "big", 6000)
 	cp := NewCopier(src, dst, "big", 0, 4<<10, 200, nil)
+	cp.zsortBytes = sortBytes
 	large, err := cp.CopyKeys(ctx, keys, false)
 	if err != nil {
 		t.Fatal(err)

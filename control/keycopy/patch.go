@@ -6,12 +6,18 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/control/tail"
 
 	"github.com/valkey-io/valkey-go"
+	"golang.org/x/sync/errgroup"
 )
+
+// verifyDepth is how many pages of a verification's scan are read on the
+// target at once.
+const verifyDepth = 4
 
 // A large key's copy on the target is a base for member patches when every
 // member that no recorded write touched since then has its source value on
@@ -370,32 +376,45 @@ func (c *Copier) ScanVerify(ctx context.Context, k string) error {
 	if typ != "zset" && typ != "hash" && typ != "set" {
 		return nil // gone (the change says so), or verified when unchanged
 	}
-	var differ []string
+	var (
+		mu     sync.Mutex
+		differ []string
+	)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
-	var err2 error
+	// The target's reads of the pages go verifyDepth at a time: one at a
+	// time, each waited for, the verification is a round trip per page.
+	g, gctx := errgroup.WithContext(sctx)
+	g.SetLimit(verifyDepth)
 	for els := range pages {
-		if err2 != nil {
-			continue
+		if gctx.Err() != nil {
+			continue // drain: scanPages ends at the cancellation
 		}
-		read := 0
-		for _, el := range els {
-			read += len(el)
-		}
-		got, err := c.differing(ctx, k, typ, els)
-		if err == nil {
+		g.Go(func() error {
+			got, err := c.differing(gctx, k, typ, els)
+			if err != nil {
+				cancel()
+				return err
+			}
+			read := 0
+			for _, el := range els {
+				read += len(el)
+			}
+			mu.Lock()
+			differ = append(differ, got...)
+			mu.Unlock()
 			// The target is read page by page behind the source: pacing
 			// the source's reads paces both.
-			differ = append(differ, got...)
 			c.St.addRead(read)
-			err = c.Lim.wait(ctx, read)
-		}
-		if err != nil {
-			err2 = err
-			cancel()
-		}
+			if err := c.Lim.wait(gctx, read); err != nil {
+				cancel()
+				return err
+			}
+			return nil
+		})
 	}
+	err2 := g.Wait()
 	if err := scanErr(); err2 == nil && err != nil {
 		err2 = err
 	}

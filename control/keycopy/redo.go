@@ -217,7 +217,8 @@ func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Compl
 		if err := s.sameServer(ctx, n); errors.Is(err, errUnread) {
 			continue // not back yet
 		} else if err != nil {
-			s.note("%v: the lost round trip is not sent again", err)
+			// Said once: the copy's pipelines all meet it.
+			s.noteOnce(fmt.Sprintf("%v: the lost round trip is not sent again", err))
 			return rs, redone
 		}
 		rs, redone = n.C.DoMulti(ctx, cmds...), true
@@ -248,6 +249,22 @@ func (c *Copier) Recount(ctx context.Context) error {
 		return nil
 	}
 	return c.RecountTarget(ctx)
+}
+
+// noteOnce is note for a message the copy says once, however many of its
+// round trips meet the same fact.
+func (s *copyStats) noteOnce(msg string) {
+	s.Mu.Lock()
+	if s.said[msg] {
+		s.Mu.Unlock()
+		return
+	}
+	if s.said == nil {
+		s.said = map[string]bool{}
+	}
+	s.said[msg] = true
+	s.Mu.Unlock()
+	s.note("%s", msg)
 }
 
 // note tells the mover's log, when it listens (Copier.Tell).

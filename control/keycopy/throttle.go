@@ -125,6 +125,7 @@ type copyStats struct {
 	ident  map[string]string
 	Redone int64
 	say    func(string, ...any)
+	said   map[string]bool // what noteOnce said
 }
 
 func newCopyStats() *copyStats {
