@@ -144,6 +144,9 @@ func (s *moveStand) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"queue"}, append(args, "--config", s.cfg)...)...)
 	out, err := cmd.CombinedOutput()
+	if st := cmd.ProcessState; st != nil {
+		t.Logf("emqproxy queue %s: processor time %v (user %v, system %v)", strings.Join(args, " "), st.UserTime()+st.SystemTime(), st.UserTime(), st.SystemTime())
+	}
 	t.Logf("emqproxy queue %s:\n%s", strings.Join(args, " "), out)
 	return string(out), err
 }

@@ -347,9 +347,12 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	for time.Since(before) < 5*time.Second {
 		time.Sleep(100 * time.Millisecond) // the load's "before" window
 	}
+	srcCPU, dstCPU := nodeCPU(ctx, t, s.src), nodeCPU(ctx, t, s.dst)
 	began := time.Now()
 	out, err := s.run(t, append([]string{"move", "billing", "--to", "module-a"}, args...)...)
 	ended := time.Now()
+	t.Logf("the nodes' processor time during the move (INFO cpu): source %.2fs, target %.2fs, in %v",
+		nodeCPU(ctx, t, s.src)-srcCPU, nodeCPU(ctx, t, s.dst)-dstCPU, ended.Sub(began).Round(time.Millisecond))
 	t.Logf("load average after the move: %s", loadAvg())
 	if err != nil {
 		close(stop)
@@ -416,4 +419,26 @@ func benchMove(t *testing.T, jobs int, args []string) benchResult {
 	t.Logf("mover:\n%s", out)
 	t.Logf("calls on the moving queue during the move: %d, %d TRYAGAIN; enqueues acknowledged: %d", r.callsMoving, r.tryagain, r.acked)
 	return r
+}
+
+// nodeCPU is the processor time a node has used (INFO cpu: used_cpu_sys +
+// used_cpu_user), in seconds.
+func nodeCPU(ctx context.Context, t *testing.T, c valkey.Client) float64 {
+	t.Helper()
+	txt, err := c.Do(ctx, c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(txt, "\r\n") {
+		name, v, _ := strings.Cut(l, ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("INFO cpu: %s: %v", l, err)
+			}
+			sum += f
+		}
+	}
+	return sum
 }
