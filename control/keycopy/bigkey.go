@@ -96,7 +96,10 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		return 0, fmt.Errorf("%w: UNLINK %s on %s: %v", table.ErrMove, tmp, c.Dst.Name, err)
 	}
 	written := 0
-	put := func(n int, cmds ...valkey.Completed) error {
+	// write writes n bytes of the key; put paces them too (--rate is
+	// taken as they are written, or, for what is gathered before it is
+	// written, as it is read).
+	write := func(n int, cmds ...valkey.Completed) error {
 		for _, r := range c.St.do(ctx, c.Dst, cmds...) {
 			if err := r.Error(); err != nil {
 				return fmt.Errorf("%w: copying %s in chunks to %s: %v", table.ErrMove, k, c.Dst.Name, err)
@@ -104,10 +107,13 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		}
 		written += n
 		c.St.add(0, n)
-		if throttle {
-			return c.Lim.wait(ctx, n)
-		}
 		return nil
+	}
+	put := func(n int, cmds ...valkey.Completed) error {
+		if err := write(n, cmds...); err != nil || !throttle {
+			return err
+		}
+		return c.Lim.wait(ctx, n)
 	}
 	get := func(cmd valkey.Completed) (valkey.ValkeyResult, error) {
 		r := c.St.do1(ctx, c.Src, cmd)
@@ -138,16 +144,21 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				continue
 			}
 			if sorted != nil {
+				read := sorted.bytes
 				if err = sorted.add(els); err != nil {
 					err = fmt.Errorf("%w: ZSCAN %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
 					cancel()
 					continue
 				}
-				if sorted.bytes <= c.zsortBytes {
-					continue
+				read = sorted.bytes - read
+				c.St.addRead(read)
+				if throttle {
+					err = c.Lim.wait(ctx, read)
 				}
-				err = c.putSorted(sorted, tmp, put)
-				sorted = nil
+				if err == nil && sorted.bytes > c.zsortBytes {
+					err = c.putSorted(sorted, tmp, write)
+					sorted = nil
+				}
 				if err != nil {
 					cancel()
 				}
@@ -186,7 +197,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 			}
 		}
 		if err == nil && sorted != nil {
-			err = c.putSorted(sorted, tmp, put)
+			err = c.putSorted(sorted, tmp, write)
 		}
 		if err == nil && len(cmds) > 0 {
 			err = put(n, cmds...)
@@ -311,7 +322,7 @@ func (z *zsorted) add(els []string) error {
 }
 
 // putSorted writes the gathered elements highest first, zdepth chunks a
-// round trip. A skiplist insert walks from the lowest element: one below
+// round trip, with write (unpaced: they were paced as they were read). A skiplist insert walks from the lowest element: one below
 // every element the key holds is placed at once, where one in scan order
 // (the hash table's) walks and compares its way in, member by member for
 // tied scores (every pending id has score 0). On a 250k-member set this

@@ -3,6 +3,8 @@ package keycopy
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +193,63 @@ func TestFreshCopyWritesOverWhatTheTargetHas(t *testing.T) {
 		if n, _ := dst.C.Do(ctx, dst.C.B().Dbsize().Build()).AsInt64(); n != 599 {
 			t.Errorf("the target has %d keys, want 599", n)
 		}
+	})
+}
+
+// TestPacedChunkedCopyReadsTheSourceAtTheRate: a sorted set copied in
+// chunks at --rate is gathered before it is written, and the pace is taken
+// on the source's reads: midway through the copy, the source has served
+// about half of the scan (the scan runs up to zdepth pages ahead), not all
+// of it.
+func TestPacedChunkedCopyReadsTheSourceAtTheRate(t *testing.T) {
+	node.EachServer(t, func(t *testing.T, srv node.Server) {
+		src, dst := controltest.Pair(t, srv)
+		ctx := context.Background()
+		controltest.FillLarge(t, src, "big", 30000)
+		k := "emq:{big}:pending"
+		zs, err := src.C.Do(ctx, src.C.B().Zrange().Key(k).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, z := range zs {
+			size += len(z.Member) + len(strconv.FormatFloat(z.Score, 'f', -1, 64))
+		}
+		// About 1.5 s of reads at the rate, past the limiter's burst (a
+		// tenth of a second's worth).
+		rate := int64(size) * 2 / 3
+		cp := NewCopier(src, dst, "big", rate, 4<<10, 200, nil)
+		scans := func() int64 {
+			info, err := src.C.Do(ctx, src.C.B().Info().Section("commandstats").Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after, ok := strings.Cut(info, "cmdstat_zscan:calls=")
+			if !ok {
+				return 0
+			}
+			n, _ := strconv.ParseInt(after[:strings.IndexByte(after, ',')], 10, 64)
+			return n
+		}
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() {
+			_, err := cp.SyncLarge(ctx, k, true, false)
+			done <- err
+		}()
+		time.Sleep(600 * time.Millisecond)
+		mid := scans()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		took, all := time.Since(t0), scans()
+		t.Logf("%d bytes at %d B/s: %d of %d ZSCANs after 0.6 s, copied in %v", size, rate, mid, all, took)
+		if took < time.Second {
+			t.Errorf("the copy took %v, want at least 1 s at the rate", took)
+		}
+		if all < 100 || mid*3 > all*2 {
+			t.Errorf("%d of %d ZSCANs were served in the first 0.6 s of about 1.5 s", mid, all)
+		}
+		equalKeys(t, cp, []string{k})
 	})
 }
