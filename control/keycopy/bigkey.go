@@ -131,7 +131,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		sctx, cancel := context.WithCancel(ctx)
 		pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
 		// A sorted set's elements are gathered and written in descending
-		// order (zsorted), up to zsortBytes of them; past that, as the
+		// order (zsorted), up to zsortBytes of memory; past that, as the
 		// scan returns them.
 		var sorted *zsorted
 		if typ == "zset" {
@@ -144,18 +144,17 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				continue
 			}
 			if sorted != nil {
-				read := sorted.bytes
-				if err = sorted.add(els); err != nil {
-					err = fmt.Errorf("%w: ZSCAN %s on %s: %v", table.ErrMove, k, c.Src.Name, err)
+				read, aerr := sorted.add(els)
+				if aerr != nil {
+					err = fmt.Errorf("%w: ZSCAN %s on %s: %v", table.ErrMove, k, c.Src.Name, aerr)
 					cancel()
 					continue
 				}
-				read = sorted.bytes - read
 				c.St.addRead(read)
 				if throttle {
 					err = c.Lim.wait(ctx, read)
 				}
-				if err == nil && sorted.bytes > c.zsortBytes {
+				if err == nil && sorted.mem > c.zsortBytes {
 					err = c.putSorted(sorted, tmp, write)
 					sorted = nil
 				}
@@ -297,28 +296,39 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 	return written, nil
 }
 
-// zsortBytes bounds the elements of a sorted set a chunked copy gathers
-// to write in order (member and score bytes as the scan returns them);
-// Copier.zsortBytes is this but in tests.
-const zsortBytes = 64 << 20
+// zsortBytes bounds the memory a chunked copy gives one sorted set's
+// elements, gathered to be written in order: about a million elements of
+// short ids (LargeParallel sets are copied at once). Copier.zsortBytes is
+// this but in tests.
+const zsortBytes = 32 << 20
 
-// zsorted is a sorted set's elements gathered from a scan.
+// zelemBytes is what an element costs a zsorted beyond its member's bytes
+// (the ZScore, and the slice's room to grow).
+const zelemBytes = 40
+
+// zsorted is a sorted set's elements gathered from a scan: read counts
+// the bytes the scan returned, mem what they take here.
 type zsorted struct {
-	els   []valkey.ZScore
-	bytes int
+	els  []valkey.ZScore
+	read int
+	mem  int
 }
 
-// add takes one page of a ZSCAN (member, score pairs).
-func (z *zsorted) add(els []string) error {
+// add takes one page of a ZSCAN (member, score pairs) and returns the
+// bytes it read.
+func (z *zsorted) add(els []string) (int, error) {
+	read := 0
 	for i := 0; i+1 < len(els); i += 2 {
 		f, err := strconv.ParseFloat(els[i+1], 64)
 		if err != nil {
-			return fmt.Errorf("score %q: %v", els[i+1], err)
+			return read, fmt.Errorf("score %q: %v", els[i+1], err)
 		}
 		z.els = append(z.els, valkey.ZScore{Member: els[i], Score: f})
-		z.bytes += len(els[i]) + len(els[i+1])
+		read += len(els[i]) + len(els[i+1])
+		z.mem += len(els[i]) + zelemBytes
 	}
-	return nil
+	z.read += read
+	return read, nil
 }
 
 // putSorted writes the gathered elements highest first, zdepth chunks a

@@ -51,7 +51,7 @@ type Copier struct {
 	St         *copyStats
 	large      int64 // MEMORY USAGE past which a key is copied in chunks (0: never)
 	chunk      int
-	zsortBytes int           // a sorted set's elements a chunked copy sorts before it writes them
+	zsortBytes int           // the memory a chunked copy gives a sorted set's elements, to write them in order
 	Tr         *tail.Tracker // the source's tracker (nil when copying under the hold only)
 	Inv        *inventory
 	Mu         sync.Mutex

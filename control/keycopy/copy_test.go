@@ -29,7 +29,7 @@ func equalKeys(t *testing.T, cp *Copier, keys []string) {
 func TestChunkedCopyEqualsSource(t *testing.T) {
 	node.EachServer(t, func(t *testing.T, srv node.Server) {
 		t.Run("sorted", func(t *testing.T) { testChunkedCopy(t, srv, zsortBytes) })
-		t.Run("past the sort's bound", func(t *testing.T) { testChunkedCopy(t, srv, 20<<10) })
+		t.Run("past the sort's bound", func(t *testing.T) { testChunkedCopy(t, srv, 150<<10) })
 	})
 }
 
