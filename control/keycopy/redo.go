@@ -47,8 +47,13 @@ import (
 // replies of its UNLINKs no longer say whether the key was there before:
 // the copy's count of the target's keys is then recounted before it is
 // recorded (Copier.Recount).
+//
+// The copy goes on sending for redoFor after the first send, not for a
+// number of tries: on a busy node a new connection and the identity read
+// take longer, and a node that closes connections often cuts more of the
+// tries.
 const (
-	redoTries = 5                      // sends after the first, at most
+	redoFor   = 5 * time.Second        // how long after the first send a round trip is sent again
 	redoFirst = 50 * time.Millisecond  // the pause before the first of them, doubled after each
 	redoMax   = 800 * time.Millisecond // the longest pause
 )
@@ -179,8 +184,9 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 	if done {
 		return id != ""
 	}
+	t0 := time.Now()
 	id, err := identity(ctx, n)
-	for pause, try := redoFirst, 0; err != nil && ConnectionLost(err) && try < redoTries; try++ {
+	for pause := redoFirst; err != nil && ConnectionLost(err) && time.Since(t0) < redoFor && ctx.Err() == nil; {
 		select {
 		case <-ctx.Done():
 		case <-time.After(pause):
@@ -206,8 +212,13 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 // (first: the error), while n is the same server; it returns the last
 // results, and whether it sent them again.
 func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Completed, rs []valkey.ValkeyResult, first error) (_ []valkey.ValkeyResult, redone bool) {
-	pause := redoFirst
-	for try := 0; try < redoTries && first != nil; try++ {
+	t0, pause := time.Now(), redoFirst
+	defer func() {
+		if first != nil && ctx.Err() == nil && time.Since(t0) >= redoFor {
+			s.note("the connection to %s was lost again and again for %v (last: %v): the round trip is not sent again", n.Name, time.Since(t0).Round(time.Millisecond), first)
+		}
+	}()
+	for first != nil && time.Since(t0) < redoFor {
 		select {
 		case <-ctx.Done():
 			return rs, redone
