@@ -131,19 +131,15 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		sctx, cancel := context.WithCancel(ctx)
 		pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
 		// A sorted set's elements are gathered and written in descending
-		// order (zsorted), up to zsortBytes of memory; past that, as the
-		// scan returns them.
-		var sorted *zsorted
-		if typ == "zset" {
-			sorted = &zsorted{}
-		}
+		// order (zsorted), zsortBytes of memory at a time.
+		sorted := &zsorted{}
 		var cmds valkey.Commands
 		n := 0
 		for els := range pages {
 			if err != nil {
 				continue
 			}
-			if sorted != nil {
+			if typ == "zset" {
 				read, aerr := sorted.add(els)
 				if aerr != nil {
 					err = fmt.Errorf("%w: ZSCAN %s on %s: %v", table.ErrMove, k, c.Src.Name, aerr)
@@ -156,7 +152,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				}
 				if err == nil && sorted.mem > c.zsortBytes {
 					err = c.putSorted(sorted, tmp, write)
-					sorted = nil
+					sorted = &zsorted{}
 				}
 				if err != nil {
 					cancel()
@@ -167,17 +163,6 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				n += len(el)
 			}
 			switch typ {
-			case "zset":
-				cmd := d.Zadd().Key(tmp).ScoreMember()
-				for i := 0; i+1 < len(els); i += 2 {
-					f, perr := strconv.ParseFloat(els[i+1], 64)
-					if perr != nil {
-						err = fmt.Errorf("%w: ZSCAN %s on %s: score %q: %v", table.ErrMove, k, c.Src.Name, els[i+1], perr)
-						break
-					}
-					cmd = cmd.ScoreMember(f, els[i])
-				}
-				cmds = append(cmds, cmd.Build())
 			case "hash":
 				cmd := d.Hset().Key(tmp).FieldValue()
 				for i := 0; i+1 < len(els); i += 2 {
@@ -195,7 +180,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 				cancel()
 			}
 		}
-		if err == nil && sorted != nil {
+		if err == nil && len(sorted.els) > 0 {
 			err = c.putSorted(sorted, tmp, write)
 		}
 		if err == nil && len(cmds) > 0 {
@@ -298,7 +283,8 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 
 // zsortBytes bounds the memory a chunked copy gives one sorted set's
 // elements, gathered to be written in order: about a million elements of
-// short ids (LargeParallel sets are copied at once). Copier.zsortBytes is
+// short ids (LargeParallel sets are copied at once). A larger set is
+// written in sorted runs of that size. Copier.zsortBytes is
 // this but in tests.
 const zsortBytes = 32 << 20
 
@@ -306,12 +292,11 @@ const zsortBytes = 32 << 20
 // (the ZScore, and the slice's room to grow).
 const zelemBytes = 40
 
-// zsorted is a sorted set's elements gathered from a scan: read counts
-// the bytes the scan returned, mem what they take here.
+// zsorted is a sorted set's elements gathered from a scan, and the memory
+// they take here.
 type zsorted struct {
-	els  []valkey.ZScore
-	read int
-	mem  int
+	els []valkey.ZScore
+	mem int
 }
 
 // add takes one page of a ZSCAN (member, score pairs) and returns the
@@ -327,13 +312,13 @@ func (z *zsorted) add(els []string) (int, error) {
 		read += len(els[i]) + len(els[i+1])
 		z.mem += len(els[i]) + zelemBytes
 	}
-	z.read += read
 	return read, nil
 }
 
 // putSorted writes the gathered elements highest first, zdepth chunks a
-// round trip, with write (unpaced: they were paced as they were read). A skiplist insert walks from the lowest element: one below
-// every element the key holds is placed at once, where one in scan order
+// round trip, with write (unpaced: they were paced as they were read). A
+// skiplist insert walks from the lowest element: one below every element
+// the key holds is placed at once, where one in scan order
 // (the hash table's) walks and compares its way in, member by member for
 // tied scores (every pending id has score 0). On a 250k-member set this
 // takes the target's part of the copy from about half of its processor

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"syscall"
 	"time"
@@ -184,15 +185,13 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 	if done {
 		return id != ""
 	}
-	t0 := time.Now()
 	id, err := identity(ctx, n)
-	for pause := redoFirst; err != nil && ConnectionLost(err) && time.Since(t0) < redoFor && ctx.Err() == nil; {
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
+	if err != nil && ConnectionLost(err) {
+		for range retries(ctx, time.Now()) {
+			if id, err = identity(ctx, n); err == nil || !ConnectionLost(err) {
+				break
+			}
 		}
-		pause = min(2*pause, redoMax)
-		id, err = identity(ctx, n)
 	}
 	if err != nil {
 		id = ""
@@ -207,24 +206,36 @@ func (s *copyStats) know(ctx context.Context, n *table.Node) bool {
 	return id != ""
 }
 
+// retries yields once after each pause of a resend (redoFirst, doubled
+// up to redoMax) while less than redoFor has passed since t0, and ctx
+// lives.
+func retries(ctx context.Context, t0 time.Time) iter.Seq[struct{}] {
+	return func(yield func(struct{}) bool) {
+		for pause := redoFirst; time.Since(t0) < redoFor; pause = min(2*pause, redoMax) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			if !yield(struct{}{}) {
+				return
+			}
+		}
+	}
+}
+
 // redo sends cmds (pinned, of a round trip that may run twice, to a node
 // whose identity is known) again after their connection to n was lost
 // (first: the error), while n is the same server; it returns the last
 // results, and whether it sent them again.
 func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Completed, rs []valkey.ValkeyResult, first error) (_ []valkey.ValkeyResult, redone bool) {
-	t0, pause := time.Now(), redoFirst
+	t0 := time.Now()
 	defer func() {
 		if first != nil && ctx.Err() == nil && time.Since(t0) >= redoFor {
 			s.note("the connection to %s was lost again and again for %v (last: %v): the round trip is not sent again", n.Name, time.Since(t0).Round(time.Millisecond), first)
 		}
 	}()
-	for first != nil && time.Since(t0) < redoFor {
-		select {
-		case <-ctx.Done():
-			return rs, redone
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, redoMax)
+	for range retries(ctx, t0) {
 		if err := s.sameServer(ctx, n); errors.Is(err, errUnread) {
 			continue // not back yet
 		} else if err != nil {
@@ -237,7 +248,9 @@ func (s *copyStats) redo(ctx context.Context, n *table.Node, cmds []valkey.Compl
 		s.Redone++
 		s.Mu.Unlock()
 		s.note("lost the connection to %s (%v): sent the round trip again on a new one (same server)", n.Name, first)
-		first = lost(rs)
+		if first = lost(rs); first == nil {
+			break
+		}
 	}
 	return rs, redone
 }
