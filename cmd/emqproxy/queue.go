@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +32,32 @@ func init() { extraCommands = append(extraCommands, newQueueCmd) }
 const configCredentialsHelp = "Credentials: the upstreams' (and sentinels') usernames, passwords and TLS of the " +
 	"configuration the proxies use (--config), or its EMQPROXY_<KEY> variables " +
 	"(EMQPROXY_UPSTREAMS_<NAME>_PASSWORD); never an argument (ps shows every argument to every user of the host)."
+
+// The mover's garbage collector. A copy allocates fast over a small live
+// heap: every row read is a reply and every row written a command, about
+// 10 MiB live while rows are copied (sorted sets gathered for their sorted
+// write add at most keycopy's bound, 32 MiB each). Go's default (GOGC 100)
+// then collects every 10 MiB or so, over a hundred times in a 1M-job move;
+// at 400 it collects a fifth as often. Measured on the move bench (1M jobs,
+// --rate 0, 2 cores, alternated runs): 17.5 to 21.4 s (median 19.0 s)
+// against 20.1 to 25.5 s (median 21.2 s). The soft memory limit keeps the
+// heap within bounds a host beside its nodes can spare when sets are
+// gathered: below it the percent rules, near it the collector runs sooner.
+const (
+	copierGCPercent = 400
+	copierMemLimit  = 384 << 20
+)
+
+// copierGC sets the mover's garbage collector (above), unless the operator
+// set it: GOGC or GOMEMLIMIT in the environment win.
+func copierGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(copierGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(copierMemLimit)
+	}
+}
 
 // newQueueCmd is `emqproxy queue`: moving a queue between the upstreams of
 // a configuration with every proxy running (package control), and the
@@ -104,6 +132,7 @@ func newQueueCmd() *cobra.Command {
 					_, _ = bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 				}
 			}
+			copierGC()
 			ctx := cmd.Context()
 			if abort {
 				return mv.Abort(ctx)
