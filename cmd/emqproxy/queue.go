@@ -73,7 +73,8 @@ func newQueueCmd() *cobra.Command {
 		Use:   "move QUEUE --to UPSTREAM --config FILE",
 		Short: "Move a queue, with its jobs, to another upstream while every proxy keeps serving",
 		Long: "Copies every key under the queue's hashtag to the target while the queue is served, " +
-			"tracking the keys that change on the source (keyspace notifications) and copying them again " +
+			"tracking what changes on the source (its replication stream, or keyspace notifications where it refuses " +
+			"that: --track) and copying it again " +
 			"in rounds; then holds the queue on its node (every proxy acknowledges, or its lease expires), " +
 			"copies and verifies what changed last, and gives the queue to the target on both nodes; the " +
 			"proxies release the held commands to the target. Large keys are copied in chunks. The proxies " +
