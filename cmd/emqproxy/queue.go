@@ -38,11 +38,12 @@ const configCredentialsHelp = "Credentials: the upstreams' (and sentinels') user
 // 10 MiB live while rows are copied (sorted sets gathered for their sorted
 // write add at most keycopy's bound, 32 MiB each). Go's default (GOGC 100)
 // then collects every 10 MiB or so, over a hundred times in a 1M-job move;
-// at 400 it collects a fifth as often. Measured on the move bench (1M jobs,
-// --rate 0, 2 cores, alternated runs): 17.5 to 21.4 s (median 19.0 s)
-// against 20.1 to 25.5 s (median 21.2 s). The soft memory limit keeps the
-// heap within bounds a host beside its nodes can spare when sets are
-// gathered: below it the percent rules, near it the collector runs sooner.
+// at 400 it collects about a quarter as often. Measured on the move bench
+// (1M jobs, --rate 0, 2 cores, alternated runs): 17.5 to 21.4 s (median
+// 19.0 s) against 20.1 to 25.5 s (median 21.2 s). The soft memory limit
+// keeps the heap within bounds a host beside its nodes can spare when sets
+// are gathered: below it the percent rules, near it the collector runs
+// sooner.
 const (
 	copierGCPercent = 400
 	copierMemLimit  = 384 << 20
