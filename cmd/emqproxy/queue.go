@@ -45,18 +45,18 @@ const configCredentialsHelp = "Credentials: the upstreams' (and sentinels') user
 // are gathered: below it the percent rules, near it the collector runs
 // sooner.
 const (
-	copierGCPercent = 400
-	copierMemLimit  = 384 << 20
+	moverGCPercent = 400
+	moverMemLimit  = 384 << 20
 )
 
-// copierGC sets the mover's garbage collector (above), unless the operator
+// moverGC sets the mover's garbage collector (above), unless the operator
 // set it: GOGC or GOMEMLIMIT in the environment win.
-func copierGC() {
+func moverGC() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(copierGCPercent)
+		debug.SetGCPercent(moverGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(copierMemLimit)
+		debug.SetMemoryLimit(moverMemLimit)
 	}
 }
 
@@ -134,7 +134,7 @@ func newQueueCmd() *cobra.Command {
 					_, _ = bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 				}
 			}
-			copierGC()
+			moverGC()
 			ctx := cmd.Context()
 			if abort {
 				return mv.Abort(ctx)

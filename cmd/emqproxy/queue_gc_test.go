@@ -6,26 +6,26 @@ import (
 	"testing"
 )
 
-// TestCopierGC: the mover sets its collector's percent and soft memory
+// TestMoverGC: the mover sets its collector's percent and soft memory
 // limit, unless GOGC or GOMEMLIMIT set them.
-func TestCopierGC(t *testing.T) {
+func TestMoverGC(t *testing.T) {
 	pct := debug.SetGCPercent(100)
 	lim := debug.SetMemoryLimit(math.MaxInt64)
 	t.Cleanup(func() { debug.SetGCPercent(pct); debug.SetMemoryLimit(lim) })
 
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	copierGC()
-	if got := debug.SetGCPercent(100); got != copierGCPercent {
-		t.Errorf("GC percent %d, want %d", got, copierGCPercent)
+	moverGC()
+	if got := debug.SetGCPercent(100); got != moverGCPercent {
+		t.Errorf("GC percent %d, want %d", got, moverGCPercent)
 	}
-	if got := debug.SetMemoryLimit(math.MaxInt64); got != copierMemLimit {
-		t.Errorf("memory limit %d, want %d", got, copierMemLimit)
+	if got := debug.SetMemoryLimit(math.MaxInt64); got != moverMemLimit {
+		t.Errorf("memory limit %d, want %d", got, moverMemLimit)
 	}
 
 	t.Setenv("GOGC", "100")
 	t.Setenv("GOMEMLIMIT", "1GiB")
-	copierGC()
+	moverGC()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC set: GC percent %d, want it left at 100", got)
 	}

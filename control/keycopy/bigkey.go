@@ -132,7 +132,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 		pages, scanErr := c.scanPages(sctx, c.Src, k, typ)
 		// A sorted set's elements are gathered and written in descending
 		// order (zsorted), zsortBytes of memory at a time.
-		sorted := &zsorted{}
+		var sorted zsorted
 		var cmds valkey.Commands
 		n := 0
 		for els := range pages {
@@ -151,8 +151,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 					err = c.Lim.wait(ctx, read)
 				}
 				if err == nil && sorted.mem > c.zsortBytes {
-					err = c.putSorted(sorted, tmp, write)
-					sorted = &zsorted{}
+					err = c.putSorted(&sorted, tmp, write)
 				}
 				if err != nil {
 					cancel()
@@ -181,7 +180,7 @@ func (c *Copier) chunkCopy(ctx context.Context, k, typ string, throttle bool) (i
 			}
 		}
 		if err == nil && len(sorted.els) > 0 {
-			err = c.putSorted(sorted, tmp, write)
+			err = c.putSorted(&sorted, tmp, write)
 		}
 		if err == nil && len(cmds) > 0 {
 			err = put(n, cmds...)
@@ -316,7 +315,8 @@ func (z *zsorted) add(els []string) (int, error) {
 }
 
 // putSorted writes the gathered elements highest first, zdepth chunks a
-// round trip, with write (unpaced: they were paced as they were read). A
+// round trip, with write (unpaced: they were paced as they were read), and
+// empties z for the next run (its room kept). A
 // skiplist insert walks from the lowest element: one below every element
 // the key holds is placed at once, where one in scan order
 // (the hash table's) walks and compares its way in, member by member for
@@ -324,6 +324,10 @@ func (z *zsorted) add(els []string) (int, error) {
 // takes the target's part of the copy from about half of its processor
 // time to a small share.
 func (c *Copier) putSorted(z *zsorted, tmp string, put func(int, ...valkey.Completed) error) error {
+	defer func() {
+		clear(z.els)
+		z.els, z.mem = z.els[:0], 0
+	}()
 	slices.SortFunc(z.els, func(a, b valkey.ZScore) int { return zcmp(&b, &a) })
 	d := c.Dst.C.B()
 	var cmds valkey.Commands

@@ -54,7 +54,7 @@ import (
 // take longer, and a node that closes connections often cuts more of the
 // tries.
 const (
-	redoFor   = 5 * time.Second        // how long after the first send a round trip is sent again
+	redoFor   = 5 * time.Second        // how long, from the loss of its first send, a round trip is sent again
 	redoFirst = 50 * time.Millisecond  // the pause before the first of them, doubled after each
 	redoMax   = 800 * time.Millisecond // the longest pause
 )
