@@ -16,8 +16,8 @@ import (
 // fence every Options.ProbeInterval on a short-lived connection of
 // its own (dialed, booted and fenced exactly like a dedicated connection,
 // then closed). When the fence refuses it, the upstream is marked not
-// fenced (Readiness reports it, /readyz answers 503) and its shared
-// connections are closed, and so is every connection it handed out to one
+// fenced (Readiness reports it, /readyz answers 503) once its shared
+// connections are closed, and every connection it handed out to one
 // client (owned.go): every command waiting on them gets the explicit
 // lost error, new ones fail fast with the fence error, and the normal
 // reconnect loop, which re-runs the fence on every connect, restores service
@@ -64,13 +64,19 @@ func (u *Upstream) probeOnce() {
 	}
 	u.met.UpstreamError(u.name, "fence")
 	u.log.Error("upstream fence no longer holds; closing its connections", zap.Error(err))
-	u.setState(err, false)
+	// The connections are closed before the verdict is recorded: whoever
+	// reads the verdict (Readiness, /readyz) and then sends finds no
+	// connection to the node left, only the unavailable error. Recorded
+	// first, a command sent in between went to the node the verdict
+	// refuses. The clients' own connections go first: a shared one closed
+	// is redialed (keep), and that dial's fence records the same verdict.
+	u.owned.closeAll() // owned.go: pins, blocking and subscribed connections
 	for _, s := range u.allSlots() {
 		if p := s.cur.Load(); p != nil {
 			p.Close()
 		}
 	}
-	u.owned.closeAll() // owned.go: pins, blocking and subscribed connections too
+	u.setState(err, false)
 }
 
 // Probes returns how many probes passed the fence so far.
