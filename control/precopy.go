@@ -86,6 +86,11 @@ func (m *Mover) online(ctx context.Context, src, dst *table.Node, rec *record, r
 				return err
 			}
 			if !waited {
+				if waited, err = m.awaitUpstreams(ctx, pr, src); err != nil {
+					return err
+				}
+			}
+			if !waited {
 				break
 			}
 			// The queue changed while the mover waited: a round first.
@@ -343,6 +348,43 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 	}
 	if waited {
 		m.say("the replicas confirmed the mover's writes: a round, then the hold")
+	}
+	return waited, nil
+}
+
+// awaitUpstreams reads, before a hold, what the hold's epoch must be
+// above (maxEpoch: the control table and the proxies' registrations of
+// every upstream) and, while an upstream does not answer (a node
+// restarting, failing over or stopped: ErrUnreachable), waits for it, up
+// to m.ReplicaWait, saying so, as awaitReplicas waits for the replicas:
+// the queue is served by its source meanwhile and the copy is kept. The
+// upstream away may be neither the source nor the target: stopping the
+// attempt there threw away a copy that no fault had made stale. waited:
+// it did wait (a round before the hold).
+func (m *Mover) awaitUpstreams(ctx context.Context, pr *keycopy.Reporter, src *table.Node) (waited bool, err error) {
+	end := time.Now().Add(m.ReplicaWait)
+	for {
+		_, err := m.maxEpoch(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnreachable) || time.Now().After(end) {
+			return waited, fmt.Errorf("%w (before holding %s; the queue is served by %s as before)", err, m.Queue, src.Name)
+		}
+		if !waited {
+			m.say("waiting up to %v for every upstream to answer before holding %s: %v", m.ReplicaWait, m.Queue, err)
+			pr.Phase(fmt.Sprintf("waiting for every upstream to answer (%v)", err))
+			defer pr.Phase("copying")
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+			return waited, ctx.Err()
+		case <-time.After(replicaPoll):
+		}
+	}
+	if waited {
+		m.say("every upstream answered: a round, then the hold")
 	}
 	return waited, nil
 }

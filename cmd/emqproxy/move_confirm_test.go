@@ -268,3 +268,63 @@ func TestBackOffEndsWhenEveryUpstreamAnswers(t *testing.T) {
 		t.Error("a back-off whose context ended reported a full wait")
 	}
 }
+
+// TestQueueMoveWaitsForAThirdUpstream: a move whose copy is done while an
+// upstream that is neither its source nor its target does not answer
+// (frozen: a node restarting, failing over or stopped) waits for it
+// before the hold, the queue served by its source and the copy kept, says
+// what it waits for, and once that upstream answers holds and moves the
+// queue in that same attempt. (The hold's epoch must be above every
+// upstream's table: before, the attempt stopped there and deleted its
+// copy.)
+func TestQueueMoveWaitsForAThirdUpstream(t *testing.T) {
+	node.Long(t)
+	t.Parallel() // timer-bound (frozen nodes, WAIT timeouts): runs beside the other such tests
+	s, replica := startConfirmStand(t)
+	third := node.StartT(t, node.Options{Role: node.Module})
+	t.Cleanup(func() { _ = third.Thaw() })
+	cfg, err := os.ReadFile(s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withThird := strings.Replace(string(cfg), "  scripts-b:\n", fmt.Sprintf("  module-c:\n    address: %q\n    role: module\n  scripts-b:\n", third.Addr), 1)
+	withThird = strings.Replace(withThird, "timeouts:\n", "timeouts:\n  upstream: 2s\n", 1)
+	if err := os.WriteFile(s.cfg, []byte(withThird), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ids := fillQueue(t, s.src, "billing", 50)
+	// The target's replica frozen first holds the mover before its hold
+	// (TestQueueMoveWaitsForTheTargetsReplica), every upstream dialled.
+	if err := replica.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	mv := s.start(t, "move", "billing", "--to", "module-a", "--delete-source", "--deadline", "2m")
+	mv.waitLine(t, "for the replicas before holding billing")
+	if err := third.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	mv.waitLine(t, "for every upstream to answer before holding billing")
+	mv.waitLine(t, "progress: waiting for every upstream to answer")
+	if got, err := s.src.Do(context.Background(), s.src.B().Hget().Key(table.MoveKey("billing")).Field("step").Build()).ToString(); err != nil || got != "copying" {
+		t.Errorf("while the mover waits for module-c, billing's move must be at step copying (served by scripts-b): %q, %v", got, err)
+	}
+	if err := third.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mv.wait(t)
+	if err != nil || !strings.Contains(out, "moved billing from scripts-b to module-a") {
+		t.Fatalf("the move did not end moved: %v\n%s", err, out)
+	}
+	t.Logf("mover:\n%s", out)
+	if strings.Contains(out, "attempt 1 stopped") || strings.Contains(out, "were deleted") || !strings.Contains(out, "every upstream answered") {
+		t.Errorf("the mover stopped or threw its copy away instead of waiting for module-c:\n%s", out)
+	}
+	for _, id := range ids {
+		if n := inSets(t, s.dst, "billing", id); n != 1 {
+			t.Errorf("after the move, job %s is in %d sets of module-a", id, n)
+		}
+	}
+}

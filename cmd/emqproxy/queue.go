@@ -354,8 +354,11 @@ const (
 // that were unreachable again (redial) and tries again, until deadline
 // has passed since the start: a Resume once the mover wrote its record, a
 // Run before. The last wait ends at the deadline, so the last attempt
-// starts then at the latest rather than a whole back-off before it. Each
-// wait is said with what stopped the attempt. A fault
+// starts then at the latest rather than a whole back-off before it. A
+// wait after an upstream that did not answer (unreachable when the
+// attempt began, or not answering when it stopped) ends as soon as every
+// upstream answers again (backOff). Each wait is said with what stopped
+// the attempt. A fault
 // that needs a person (a refusal, a move taken over or aborted by another
 // command) ends it at once.
 func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, redial func(), out io.Writer) (*control.Report, error) {
@@ -377,7 +380,13 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 			return rep, err
 		}
 		wait := min(pause, left)
-		unreachable := errors.Is(err, control.ErrUnreachable)
+		// An attempt stopped by a node that does not answer now (one that
+		// restarted, failed over or stopped under the copy: its DUMP or
+		// RESTORE lost the connection or timed out) waits for it as for
+		// an upstream unreachable at the start, and goes on as soon as
+		// every upstream answers: under faults the windows between two
+		// are short, and a whole back-off after one spends them waiting.
+		unreachable := errors.Is(err, control.ErrUnreachable) || !mv.Answering(ctx)
 		how := "waiting"
 		if unreachable {
 			how = "waiting until every upstream answers, at most"
