@@ -432,7 +432,12 @@ func (n *nemesis) move(f Fault) (string, error) {
 		d += fmt.Sprintf("; %s: %v: %s", strings.Join(args, " "), err, lastLine(out))
 		if out2, err2 := n.mover(ctx, "move", q, "--resume", "--delete-source"); err2 != nil {
 			d += fmt.Sprintf("; resume: %v: %s", err2, lastLine(out2))
-			if out3, err3 := n.mover(ctx, "move", q, "--abort"); err3 != nil {
+			// The abort is the clean-up, with time of its own: the move
+			// and the resume may have used all of theirs, and a move
+			// left in progress refuses the next move of the queue.
+			actx, acancel := context.WithTimeout(context.Background(), cleanupFor)
+			defer acancel()
+			if out3, err3 := n.mover(actx, "move", q, "--abort"); err3 != nil {
 				d += fmt.Sprintf("; abort: %v: %s", err3, lastLine(out3))
 			} else {
 				d += "; aborted"
@@ -443,7 +448,9 @@ func (n *nemesis) move(f Fault) (string, error) {
 	} else {
 		d += "; moved"
 	}
-	n.refreshOwners(ctx)
+	sctx, scancel := context.WithTimeout(context.Background(), cleanupFor)
+	defer scancel()
+	n.refreshOwners(sctx)
 	n.mu.Lock()
 	now := n.owner[q]
 	n.mu.Unlock()
@@ -453,6 +460,10 @@ func (n *nemesis) move(f Fault) (string, error) {
 	}
 	return d, nil
 }
+
+// cleanupFor bounds what follows a move fault: the abort of a move that
+// did not end, and the read of the table after it.
+const cleanupFor = time.Minute
 
 // errNotMoved marks a move that left the queue where it was (refused
 // while a node was down, or aborted).
@@ -466,11 +477,11 @@ func lastLine(s string) string {
 	return s
 }
 
-// mover runs `emqproxy queue` with args. A move (not an --abort) gets a
+// mover runs `emqproxy queue` with args. A move (an --abort too) gets a
 // --deadline of half the time ctx leaves: it waits out the faults it can
-// within that (control.Mover.MayResume) and ends with its own error
-// rather than killed by ctx, with time left for what follows it (a
-// --resume, an --abort).
+// within that (control.Mover.MayResume, control.AbortMayRetry) and ends
+// with its own error rather than killed by ctx, with time left for what
+// follows it (a --resume, an --abort, the read of the table).
 func (n *nemesis) mover(ctx context.Context, args ...string) (string, error) {
 	args = withDeadline(ctx, args)
 	cmd := exec.CommandContext(ctx, n.f.Bin, append([]string{"queue"}, append(args, "--config", n.f.MoverCfg)...)...)
@@ -481,10 +492,10 @@ func (n *nemesis) mover(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
-// withDeadline gives a move (not an --abort) a --deadline of half the time
-// ctx leaves (none without a deadline).
+// withDeadline gives a move or an abort a --deadline of half the time ctx
+// leaves (none without a deadline).
 func withDeadline(ctx context.Context, args []string) []string {
-	if dl, ok := ctx.Deadline(); ok && args[0] == "move" && !slices.Contains(args, "--abort") {
+	if dl, ok := ctx.Deadline(); ok && args[0] == "move" {
 		return append(slices.Clip(args), "--deadline", (time.Until(dl) / 2).Round(time.Second).String())
 	}
 	return args

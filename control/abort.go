@@ -11,6 +11,26 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
+// ErrNoMove is wrapped when the queue has no move in progress.
+var ErrNoMove = errors.New("no move in progress")
+
+// ErrNeedsPerson is wrapped when an abort refuses what it found: a move
+// that began its flip (--resume completes it), a record that names an
+// upstream the configuration does not have. Running it again changes
+// nothing.
+var ErrNeedsPerson = errors.New("a person must decide")
+
+// AbortMayRetry reports whether an abort that stopped with err may be run
+// again without a person deciding anything: every stop that says "run
+// --abort again" or "try again when it is back" (an upstream away or
+// failing over, a copy that could not be deleted, a release its replicas
+// did not confirm, the record changed under it). Not a refusal
+// (ErrNeedsPerson), a queue with no move (ErrNoMove), or a command
+// stopped on purpose.
+func AbortMayRetry(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoMove) && !errors.Is(err, ErrNeedsPerson) && !errors.Is(err, ErrStopped)
+}
+
 // Abort rolls back a move that has not begun its flip: the keys copied to
 // the target are deleted (dropCopy: every key of the queue there once the
 // copy began; before, a --replace move keeps the keys the target had, and
@@ -37,7 +57,7 @@ func (m *Mover) Abort(ctx context.Context) error {
 			return err
 		}
 		if e == nil || e.State != table.Held {
-			return fmt.Errorf("%w: queue %s has no move in progress", table.ErrMove, m.Queue)
+			return fmt.Errorf("%w: queue %s has %w", table.ErrMove, m.Queue, ErrNoMove)
 		}
 		rec = &record{from: owner, step: StepHeld}
 		noRecord = true
@@ -47,11 +67,11 @@ func (m *Mover) Abort(ctx context.Context) error {
 		return m.dropStale(ctx, rec, e)
 	}
 	if rec.step == StepFlipping {
-		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed)", table.ErrMove, m.Queue, rec.to)
+		return fmt.Errorf("%w: the move of %s to %s began its flip: complete it with --resume (then move it back if needed) (%w)", table.ErrMove, m.Queue, rec.to, ErrNeedsPerson)
 	}
 	src := m.Nodes[rec.from]
 	if src == nil {
-		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration", table.ErrMove, m.Queue, rec.from)
+		return fmt.Errorf("%w: the move of %s names source %q, not an upstream of the configuration (%w)", table.ErrMove, m.Queue, rec.from, ErrNeedsPerson)
 	}
 	// A hold without a record is released only while there is still no
 	// record (a mover that began meanwhile is left alone).

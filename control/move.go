@@ -439,7 +439,7 @@ func (m *Mover) Resume(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("%w: queue %s has no move in progress", table.ErrMove, m.Queue)
+		return nil, fmt.Errorf("%w: queue %s has %w", table.ErrMove, m.Queue, ErrNoMove)
 	}
 	if m.Nodes[rec.from] == nil || m.Nodes[rec.to] == nil {
 		return nil, fmt.Errorf("%w: the move of %s names %s -> %s, not both upstreams of the configuration", table.ErrMove, m.Queue, rec.from, rec.to)

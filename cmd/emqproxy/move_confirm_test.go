@@ -328,3 +328,53 @@ func TestQueueMoveWaitsForAThirdUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueMoveAbortWaitsForAnUpstream: --abort run while an upstream
+// does not answer (frozen: a node restarting or failing over) says what
+// stopped it, waits, and once the upstream is back aborts the move by
+// itself: the record is gone and the source serves the queue, without a
+// person running --abort again.
+func TestQueueMoveAbortWaitsForAnUpstream(t *testing.T) {
+	node.Long(t)
+	t.Parallel() // timer-bound (frozen nodes, the retry's back-off): runs beside the other such tests
+	s, replica := startConfirmStand(t)
+	fillQueue(t, s.src, "billing", 20)
+	before := dumpQueue(t, s.src, "billing")
+	// A move the target's frozen replica stops, left in progress.
+	if err := replica.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.run(t, "move", "billing", "--to", "module-a", "--deadline", "0"); err == nil || !strings.Contains(out, "not confirmed by the replicas") {
+		t.Fatalf("a move to a primary whose replica is frozen: %v, want it stopped, its record left\n%s", err, out)
+	}
+	if err := replica.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.module.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.module.Thaw() })
+	ab := s.start(t, "move", "billing", "--abort", "--deadline", "2m")
+	ab.waitLine(t, "abort attempt 1 stopped")
+	if err := s.module.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ab.wait(t)
+	if err != nil || !strings.Contains(out, "aborted: the copy of billing stopped") {
+		t.Fatalf("the abort did not end aborted by itself: %v\n%s", err, out)
+	}
+	t.Logf("abort:\n%s", out)
+	if !strings.Contains(out, "module-a") || !strings.Contains(out, "then trying again") {
+		t.Errorf("the abort did not say what it waited for:\n%s", out)
+	}
+	ctx := context.Background()
+	if n, err := s.src.Do(ctx, s.src.B().Exists().Key(table.MoveKey("billing")).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("billing's move record is still on scripts-b after the abort (%d, %v)", n, err)
+	}
+	if got := dumpQueue(t, s.src, "billing"); !mapsEqual(got, before) {
+		t.Errorf("the source holds %d keys of billing after the abort, want its %d keys unchanged", len(got), len(before))
+	}
+	if got := dumpQueue(t, s.dst, "billing"); len(got) != 0 {
+		t.Errorf("module-a holds %d keys of billing after the abort, want none", len(got))
+	}
+}

@@ -137,7 +137,7 @@ func newQueueCmd() *cobra.Command {
 			moverGC()
 			ctx := cmd.Context()
 			if abort {
-				return mv.Abort(ctx)
+				return abortUntil(ctx, mv, deadline, func() { redial(cfg, nodes, down) }, cmd.OutOrStdout())
 			}
 			rep, err := moveUntil(ctx, mv, resume, deadline, func() { redial(cfg, nodes, down) }, cmd.OutOrStdout())
 			if err != nil {
@@ -158,7 +158,7 @@ func newQueueCmd() *cobra.Command {
 	mf.BoolVar(&abort, "abort", false, "roll back the move in progress of QUEUE (before its flip)")
 	mf.BoolVar(&replace, "replace", false, "overwrite keys of QUEUE the target already has")
 	mf.BoolVar(&deleteSource, "delete-source", false, "delete the source's keys of QUEUE after the flip")
-	mf.DurationVar(&deadline, "deadline", control.DefaultDeadline, "how long to go on resuming a move that stopped on a fault it can wait out "+
+	mf.DurationVar(&deadline, "deadline", control.DefaultDeadline, "how long to go on resuming a move (or running an --abort again) that stopped on a fault it can wait out "+
 		"(a replica down or resyncing, a failover, a proxy that did not acknowledge, a hold released at --max-hold); 0: stop at the first")
 	mf.DurationVar(&replicaWait, "replica-wait", control.DefaultReplicaWait, "how long, before a hold, to wait for the replicas of the source and the target "+
 		"to confirm the copy (ack_replicas within ack_timeout) while the queue is served, at most --deadline; 0: not at all (the hold's own confirmations refuse at once)")
@@ -398,6 +398,45 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 		}
 		pause = min(2*pause, maxRetry)
 		resume = resume || mv.Recorded()
+		redial()
+	}
+}
+
+// abortUntil runs --abort and, while it stops on a fault it can wait out
+// (control.AbortMayRetry: what it says to run --abort again for, or to try
+// again when an upstream is back), waits as moveUntil does and runs it
+// again, until deadline has passed since the start. An attempt that finds
+// no move after an earlier one stopped is the end of the abort: the
+// earlier one removed the record before it stopped (its confirmation on
+// the replicas failed, say), or another command did.
+func abortUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, redial func(), out io.Writer) error {
+	end := time.Now().Add(deadline)
+	pause := firstRetry
+	for attempt := 1; ; attempt++ {
+		err := mv.Abort(ctx)
+		if attempt > 1 && errors.Is(err, control.ErrNoMove) {
+			fmt.Fprintf(out, "aborted: %s has no move in progress any more\n", mv.Queue)
+			return nil
+		}
+		left := time.Until(end)
+		if err == nil || left <= 0 || !control.AbortMayRetry(ctx, err) {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return err
+		}
+		wait := min(pause, left)
+		unreachable := errors.Is(err, control.ErrUnreachable) || !mv.Answering(ctx)
+		how := "waiting"
+		if unreachable {
+			how = "waiting until every upstream answers, at most"
+		}
+		fmt.Fprintf(out, "abort attempt %d stopped: %v\n%s %v, then trying again (--deadline %v, %v left)\n",
+			attempt, err, how, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
+		if !backOff(ctx, wait, unreachable, func() bool { redial(); return mv.Answering(ctx) }) {
+			return err
+		}
+		pause = min(2*pause, maxRetry)
 		redial()
 	}
 }
