@@ -147,13 +147,17 @@ func Run(f *Fleet, cfg Config) (*Outcome, error) {
 	// What the moves left behind: the keys of a queue on a node that does
 	// not own it, removed; the final state then shows any that remain
 	// (PropStrays).
-	left := n.leftovers(ctx)
+	// The reads of the end, with time of their own: finishMoves may have
+	// used all of its.
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer rcancel()
+	left := n.leftovers(rctx)
 	h.Add(left)
 	logf("queue leftovers --remove: %s", left.Detail)
 
 	// The final state: the owner of each queue, the nodes' statistics.
-	n.refreshOwners(ctx)
-	final, err := readFinal(ctx, f, n.owner)
+	n.refreshOwners(rctx)
+	final, err := readFinal(rctx, f, n.owner)
 	if err != nil {
 		return nil, err
 	}

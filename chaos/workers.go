@@ -320,10 +320,17 @@ func readQueue(ctx context.Context, c valkey.Client, q string) (map[string]Final
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range e.Elements {
-			m, err := c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()
+		// One round trip a page: a queue of a 30-minute campaign has
+		// hundreds of thousands of rows.
+		cmds := make(valkey.Commands, len(e.Elements))
+		for i, k := range e.Elements {
+			cmds[i] = c.B().Hgetall().Key(k).Build()
+		}
+		for i, r := range c.DoMulti(ctx, cmds...) {
+			k := e.Elements[i]
+			m, err := r.AsStrMap()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("HGETALL %s: %w", k, err)
 			}
 			id := strings.TrimPrefix(k, prefix)
 			j := jobs[id]
