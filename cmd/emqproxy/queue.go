@@ -343,83 +343,70 @@ func printReport(w io.Writer, r *control.Report) {
 	}
 }
 
-// Backoff between two attempts of a move (moveUntil).
+// Backoff between two attempts of a move or an abort (retryUntil).
 const (
 	firstRetry = time.Second
 	maxRetry   = 15 * time.Second
 )
 
 // moveUntil runs the move (or resumes it) and, while it stops on a fault
-// it can wait out (control.Mover.MayResume), waits, dials the upstreams
-// that were unreachable again (redial) and tries again, until deadline
-// has passed since the start: a Resume once the mover wrote its record, a
-// Run before. The last wait ends at the deadline, so the last attempt
-// starts then at the latest rather than a whole back-off before it. A
-// wait after an upstream that did not answer (unreachable when the
-// attempt began, or not answering when it stopped) ends as soon as every
-// upstream answers again (backOff). Each wait is said with what stopped
-// the attempt. A fault
-// that needs a person (a refusal, a move taken over or aborted by another
-// command) ends it at once.
+// it can wait out (control.Mover.MayResume), waits and tries again
+// (retryUntil): a Resume once the mover wrote its record, a Run before. A
+// fault that needs a person (a refusal, a move taken over or aborted by
+// another command) ends it at once.
 func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline time.Duration, redial func(), out io.Writer) (*control.Report, error) {
-	end := time.Now().Add(deadline)
-	pause := firstRetry
-	for attempt := 1; ; attempt++ {
-		var rep *control.Report
-		var err error
+	var rep *control.Report
+	err := retryUntil(ctx, mv, deadline, redial, out, "attempt", func() (err error) {
 		if resume {
 			rep, err = mv.Resume(ctx)
 		} else {
 			rep, err = mv.Run(ctx)
 		}
-		left := time.Until(end)
-		if err == nil || left <= 0 || !mv.MayResume(ctx, err) {
-			if err != nil && attempt > 1 {
-				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
-			}
-			return rep, err
-		}
-		wait := min(pause, left)
-		// An attempt stopped by a node that does not answer now (one that
-		// restarted, failed over or stopped under the copy: its DUMP or
-		// RESTORE lost the connection or timed out) waits for it as for
-		// an upstream unreachable at the start, and goes on as soon as
-		// every upstream answers: under faults the windows between two
-		// are short, and a whole back-off after one spends them waiting.
-		unreachable := errors.Is(err, control.ErrUnreachable) || !mv.Answering(ctx)
-		how := "waiting"
-		if unreachable {
-			how = "waiting until every upstream answers, at most"
-		}
-		fmt.Fprintf(out, "attempt %d stopped: %v\n%s %v, then trying again (--deadline %v, %v left)\n",
-			attempt, err, how, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
-		if !backOff(ctx, wait, unreachable, func() bool { redial(); return mv.Answering(ctx) }) {
-			return rep, err
-		}
-		pause = min(2*pause, maxRetry)
 		resume = resume || mv.Recorded()
-		redial()
-	}
+		return err
+	}, func(err error) bool { return mv.MayResume(ctx, err) })
+	return rep, err
 }
 
 // abortUntil runs --abort and, while it stops on a fault it can wait out
 // (control.AbortMayRetry: what it says to run --abort again for, or to try
-// again when an upstream is back), waits as moveUntil does and runs it
-// again, until deadline has passed since the start. An attempt that finds
-// no move after an earlier one stopped is the end of the abort: the
-// earlier one removed the record before it stopped (its confirmation on
-// the replicas failed, say), or another command did.
+// again when an upstream is back), waits and runs it again (retryUntil).
+// An attempt that finds no move after an earlier one stopped is the end
+// of the abort: the earlier one removed the record before it stopped (its
+// confirmation on the replicas failed, say), or another command did.
 func abortUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, redial func(), out io.Writer) error {
-	end := time.Now().Add(deadline)
-	pause := firstRetry
-	for attempt := 1; ; attempt++ {
+	first := true
+	return retryUntil(ctx, mv, deadline, redial, out, "abort attempt", func() error {
 		err := mv.Abort(ctx)
-		if attempt > 1 && errors.Is(err, control.ErrNoMove) {
+		if !first && errors.Is(err, control.ErrNoMove) {
 			fmt.Fprintf(out, "aborted: %s has no move in progress any more\n", mv.Queue)
 			return nil
 		}
+		first = false
+		return err
+	}, func(err error) bool { return control.AbortMayRetry(ctx, err) })
+}
+
+// retryUntil runs try and, while it stops on a fault it can wait out
+// (may), waits, dials the upstreams that were unreachable again (redial)
+// and runs it again, until deadline has passed since the start. Each wait
+// is said with what stopped the attempt (name: "attempt", "abort
+// attempt"); the last error is returned with the number of attempts. The
+// waits double from firstRetry up to maxRetry, and the last one ends at
+// the deadline, so the last attempt starts then at the latest rather than
+// a whole back-off before it. A wait after an upstream that did not
+// answer (unreachable when the attempt began, or not answering when it
+// stopped: a node that restarted, failed over or stopped under the copy)
+// ends as soon as every upstream answers again (backOff): under faults
+// the windows between two are short, and a whole back-off after one
+// spends them waiting.
+func retryUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, redial func(), out io.Writer, name string, try func() error, may func(error) bool) error {
+	end := time.Now().Add(deadline)
+	pause := firstRetry
+	for attempt := 1; ; attempt++ {
+		err := try()
 		left := time.Until(end)
-		if err == nil || left <= 0 || !control.AbortMayRetry(ctx, err) {
+		if err == nil || left <= 0 || !may(err) {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
@@ -431,8 +418,8 @@ func abortUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, 
 		if unreachable {
 			how = "waiting until every upstream answers, at most"
 		}
-		fmt.Fprintf(out, "abort attempt %d stopped: %v\n%s %v, then trying again (--deadline %v, %v left)\n",
-			attempt, err, how, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
+		fmt.Fprintf(out, "%s %d stopped: %v\n%s %v, then trying again (--deadline %v, %v left)\n",
+			name, attempt, err, how, wait.Round(time.Millisecond), deadline, left.Round(time.Second))
 		if !backOff(ctx, wait, unreachable, func() bool { redial(); return mv.Answering(ctx) }) {
 			return err
 		}
