@@ -73,6 +73,10 @@ type Mover struct {
 	// confirmations refuse at once). queue move sets DefaultReplicaWait,
 	// bounded by its --deadline.
 	ReplicaWait time.Duration
+	// Until is when the command's --deadline ends (zero: no deadline):
+	// the waits before a hold end then at the latest, so that an attempt
+	// begun near the deadline does not wait a whole ReplicaWait past it.
+	Until time.Time
 	// LargeKey is the MEMORY USAGE past which a key is copied in chunks
 	// (default DefaultLargeKey); Chunk the elements per command (default
 	// DefaultChunk); TailKeys the changed keys a round may leave for the

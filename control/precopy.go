@@ -320,7 +320,7 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 	if m.ReplicaWait <= 0 {
 		return false, nil // the hold's own confirmations decide, at once
 	}
-	end := time.Now().Add(m.ReplicaWait)
+	end := m.waitEnd()
 	nodes := []*table.Node{src, dst}
 	for _, n := range nodes {
 		for {
@@ -334,7 +334,7 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 					table.ErrMove, m.Queue, err, src.Name)
 			}
 			if !waited {
-				m.say("waiting up to %v for the replicas before holding %s: %v", m.ReplicaWait, m.Queue, err)
+				m.say("waiting up to %v for the replicas before holding %s: %v", time.Until(end).Round(time.Second), m.Queue, err)
 				pr.Phase(fmt.Sprintf("waiting for the replicas of %s (%v)", n.Name, err))
 				defer pr.Phase("copying")
 			}
@@ -352,6 +352,16 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 	return waited, nil
 }
 
+// waitEnd is when a wait before a hold (awaitReplicas, awaitUpstreams)
+// begun now gives up: ReplicaWait later, and no later than Until.
+func (m *Mover) waitEnd() time.Time {
+	end := time.Now().Add(m.ReplicaWait)
+	if !m.Until.IsZero() && m.Until.Before(end) {
+		end = m.Until
+	}
+	return end
+}
+
 // awaitUpstreams reads, before a hold, what the hold's epoch must be
 // above (maxEpoch: the control table and the proxies' registrations of
 // every upstream) and, while an upstream does not answer (a node
@@ -362,7 +372,7 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 // attempt there threw away a copy that no fault had made stale. waited:
 // it did wait (a round before the hold).
 func (m *Mover) awaitUpstreams(ctx context.Context, pr *keycopy.Reporter, src *table.Node) (waited bool, err error) {
-	end := time.Now().Add(m.ReplicaWait)
+	end := m.waitEnd()
 	for {
 		_, err := m.maxEpoch(ctx)
 		if err == nil {
@@ -372,7 +382,7 @@ func (m *Mover) awaitUpstreams(ctx context.Context, pr *keycopy.Reporter, src *t
 			return waited, fmt.Errorf("%w (before holding %s; the queue is served by %s as before)", err, m.Queue, src.Name)
 		}
 		if !waited {
-			m.say("waiting up to %v for every upstream to answer before holding %s: %v", m.ReplicaWait, m.Queue, err)
+			m.say("waiting up to %v for every upstream to answer before holding %s: %v", time.Until(end).Round(time.Second), m.Queue, err)
 			pr.Phase(fmt.Sprintf("waiting for every upstream to answer (%v)", err))
 			defer pr.Phase("copying")
 		}

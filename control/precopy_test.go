@@ -398,3 +398,20 @@ func TestAbortOfAReplaceMoveDeletesItsCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitEndIsBoundByTheDeadline: a wait before a hold lasts ReplicaWait,
+// and ends at the command's --deadline (Until) when that comes first.
+func TestWaitEndIsBoundByTheDeadline(t *testing.T) {
+	m := &Mover{ReplicaWait: 30 * time.Second}
+	if d := time.Until(m.waitEnd()); d < 29*time.Second || d > 30*time.Second {
+		t.Errorf("without a deadline the wait lasts %v, want ReplicaWait (30s)", d)
+	}
+	m.Until = time.Now().Add(2 * time.Second)
+	if end := m.waitEnd(); !end.Equal(m.Until) {
+		t.Errorf("with the deadline 2s away the wait ends %v after it, want at it", end.Sub(m.Until))
+	}
+	m.Until = time.Now().Add(time.Minute)
+	if d := time.Until(m.waitEnd()); d > 30*time.Second {
+		t.Errorf("with the deadline a minute away the wait lasts %v, want ReplicaWait (30s)", d)
+	}
+}

@@ -122,6 +122,9 @@ func newQueueCmd() *cobra.Command {
 				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,
 				ReplicaWait: min(replicaWait, deadline),
 			}
+			if deadline > 0 {
+				mv.Until = time.Now().Add(deadline)
+			}
 			if pauseAfter != "" {
 				// A stall at a step, for tests: the mover says where it
 				// is and waits for a line on its standard input (or its
