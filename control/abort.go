@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/emqproxy/emqproxy/control/table"
 	"github.com/emqproxy/emqproxy/control/tail"
@@ -25,10 +27,24 @@ var ErrNeedsPerson = errors.New("a person must decide")
 // --abort again" or "try again when it is back" (an upstream away or
 // failing over, a copy that could not be deleted, a release its replicas
 // did not confirm, the record changed under it). Not a refusal
-// (ErrNeedsPerson), a queue with no move (ErrNoMove), or a command
-// stopped on purpose.
+// (ErrNeedsPerson), a queue with no move (ErrNoMove), a move found over
+// (ErrOver), or a command stopped on purpose.
 func AbortMayRetry(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoMove) && !errors.Is(err, ErrNeedsPerson) && !errors.Is(err, ErrStopped)
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNoMove) && !errors.Is(err, ErrNeedsPerson) &&
+		!errors.Is(err, ErrOver) && !errors.Is(err, ErrStopped)
+}
+
+// ConfirmAll confirms, on every upstream, that its replicas have the
+// writes made to it so far (table.Node.Confirm): after an abort whose own
+// confirmation failed, that the record's removal (and the release of the
+// hold, in the same transaction) survives a failover.
+func (m *Mover) ConfirmAll(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(m.Nodes)) {
+		if err := m.Nodes[name].Confirm(ctx); err != nil {
+			return fmt.Errorf("%w: %s: %v", table.ErrMove, name, err)
+		}
+	}
+	return nil
 }
 
 // Abort rolls back a move that has not begun its flip: the keys copied to

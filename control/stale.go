@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -158,9 +159,20 @@ func (m *Mover) dropStale(ctx context.Context, rec *record, e *table.Entry) erro
 		}
 	}
 	m.say("the move of %s from %s to %s is over: the queue is %s %s at epoch %d (the record: step %s, epoch %d); removed its stale record", m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step, rec.epoch)
-	return fmt.Errorf("%w: the move of %s from %s to %s is over, already flipped or superseded (the queue is %s %s at epoch %d): its stale record (step %s) is removed, nothing was resumed or rolled back",
-		table.ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step)
+	return overError{fmt.Errorf("%w: the move of %s from %s to %s is over, already flipped or superseded (the queue is %s %s at epoch %d): its stale record (step %s) is removed, nothing was resumed or rolled back",
+		table.ErrMove, m.Queue, rec.from, rec.to, e.State, e.Owner, e.Epoch, rec.step)}
 }
+
+// ErrOver is wrapped when a resume or an abort found the move over
+// (flipped or superseded) and removed its stale record: there is nothing
+// to resume or roll back, and running it again changes nothing.
+var ErrOver = errors.New("the move is over")
+
+// overError marks dropStale's error as ErrOver, its message unchanged.
+type overError struct{ error }
+
+func (e overError) Is(target error) bool { return target == ErrOver }
+func (e overError) Unwrap() error        { return e.error }
 
 // settleEntry writes the queue's entry e on n, raising n's epoch to e's,
 // unless n's own entry of the queue is at e's epoch or later; then

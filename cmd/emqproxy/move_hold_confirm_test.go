@@ -141,7 +141,9 @@ func TestQueueMoveConfirmsItsHoldReleaseAndAbortOnTheSourcesReplicas(t *testing.
 		if err := replica.Freeze(); err != nil {
 			t.Fatal(err)
 		}
-		out, err := s.run(t, "move", "billing", "--abort")
+		// --deadline 3s: the abort waits for the replica, as for any
+		// fault, up to its --deadline, then reports what is not confirmed.
+		out, err := s.run(t, "move", "billing", "--abort", "--deadline", "3s")
 		if err == nil || !strings.Contains(out, "not confirmed by the replicas") || !strings.Contains(out, "--abort again") {
 			t.Errorf("an abort the source's replica never confirms: %v, want it reported, with what to do", err)
 		}

@@ -162,7 +162,7 @@ func TestQueueMoveIsRefusedWhileAnUpstreamIsUnreachable(t *testing.T) {
 	for _, args := range [][]string{
 		{"move", "billing", "--to", "module-c", "--replace", "--deadline", "0"},
 		{"move", "billing", "--resume", "--deadline", "0"},
-		{"move", "billing", "--abort"},
+		{"move", "billing", "--abort", "--deadline", "0"},
 	} {
 		out, err := s.run(t, args...)
 		if err == nil || !strings.Contains(out, "module-a is unreachable") {

@@ -374,15 +374,20 @@ func moveUntil(ctx context.Context, mv *control.Mover, resume bool, deadline tim
 // abortUntil runs --abort and, while it stops on a fault it can wait out
 // (control.AbortMayRetry: what it says to run --abort again for, or to try
 // again when an upstream is back), waits and runs it again (retryUntil).
-// An attempt that finds no move after an earlier one stopped is the end
-// of the abort: the earlier one removed the record before it stopped (its
-// confirmation on the replicas failed, say), or another command did.
+// An attempt that finds no move after an earlier one stopped means the
+// earlier one removed the record before it stopped (its confirmation on
+// the replicas failed, say), or another command did: the abort is done
+// once every upstream's replicas confirm that (control.Mover.ConfirmAll),
+// and waits for them as for any other fault until then.
 func abortUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, redial func(), out io.Writer) error {
 	first := true
 	return retryUntil(ctx, mv, deadline, redial, out, "abort attempt", func() error {
 		err := mv.Abort(ctx)
 		if !first && errors.Is(err, control.ErrNoMove) {
-			fmt.Fprintf(out, "aborted: %s has no move in progress any more\n", mv.Queue)
+			if err := mv.ConfirmAll(ctx); err != nil {
+				return fmt.Errorf("%s has no move in progress any more, but that is not confirmed: %w: a failover before its replicas have it brings the move back (queue status shows it): run --abort again then", mv.Queue, err)
+			}
+			fmt.Fprintf(out, "aborted: %s has no move in progress any more, and every upstream's replicas confirm it\n", mv.Queue)
 			return nil
 		}
 		first = false
