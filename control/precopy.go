@@ -321,35 +321,63 @@ func (m *Mover) awaitReplicas(ctx context.Context, pr *keycopy.Reporter, src, ds
 		return false, nil // the hold's own confirmations decide, at once
 	}
 	end := m.waitEnd()
-	nodes := []*table.Node{src, dst}
-	for _, n := range nodes {
-		for {
-			err := n.Confirm(ctx)
+	defer m.phaseBack(pr, &waited)
+	for _, n := range []*table.Node{src, dst} {
+		err := m.waitFor(ctx, pr, end, &waited, func() error { return n.Confirm(ctx) }, func(err error) bool {
 			var rb *table.ReplicasBehind
-			if err == nil {
-				break
-			}
-			if (!errors.As(err, &rb) && !keycopy.ConnectionLost(err)) || time.Now().After(end) {
-				return waited, fmt.Errorf("%w: before holding %s: %v (the queue is served by %s as before; --resume tries again, --abort drops the move)",
-					table.ErrMove, m.Queue, err, src.Name)
-			}
-			if !waited {
-				m.say("waiting up to %v for the replicas before holding %s: %v", time.Until(end).Round(time.Second), m.Queue, err)
-				pr.Phase(fmt.Sprintf("waiting for the replicas of %s (%v)", n.Name, err))
-				defer pr.Phase("copying")
-			}
-			waited = true
-			select {
-			case <-ctx.Done():
-				return waited, ctx.Err()
-			case <-time.After(replicaPoll):
-			}
+			return errors.As(err, &rb) || keycopy.ConnectionLost(err)
+		}, func(err error, left time.Duration) (string, string) {
+			return fmt.Sprintf("waiting up to %v for the replicas before holding %s: %v", left, m.Queue, err),
+				fmt.Sprintf("waiting for the replicas of %s (%v)", n.Name, err)
+		})
+		if err != nil && ctx.Err() != nil {
+			return waited, ctx.Err()
+		}
+		if err != nil {
+			return waited, fmt.Errorf("%w: before holding %s: %v (the queue is served by %s as before; --resume tries again, --abort drops the move)",
+				table.ErrMove, m.Queue, err, src.Name)
 		}
 	}
 	if waited {
 		m.say("the replicas confirmed the mover's writes: a round, then the hold")
 	}
 	return waited, nil
+}
+
+// waitFor asks check until it answers nil and, while what it answers is
+// a fault to wait out (mayWait) and end has not passed, asks again
+// replicaPoll later. The first wait (waited set) is said, with what
+// first gives: the mover's line and the progress phase (queue status).
+// It returns check's last error, or ctx's.
+func (m *Mover) waitFor(ctx context.Context, pr *keycopy.Reporter, end time.Time, waited *bool, check func() error, mayWait func(error) bool,
+	first func(err error, left time.Duration) (line, phase string)) error {
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if !mayWait(err) || time.Now().After(end) {
+			return err
+		}
+		if !*waited {
+			line, phase := first(err, time.Until(end).Round(time.Second))
+			m.say("%s", line)
+			pr.Phase(phase)
+		}
+		*waited = true
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(replicaPoll):
+		}
+	}
+}
+
+// phaseBack puts the progress phase back to copying after a wait.
+func (m *Mover) phaseBack(pr *keycopy.Reporter, waited *bool) {
+	if *waited {
+		pr.Phase("copying")
+	}
 }
 
 // waitEnd is when a wait before a hold (awaitReplicas, awaitUpstreams)
@@ -372,26 +400,18 @@ func (m *Mover) waitEnd() time.Time {
 // attempt there threw away a copy that no fault had made stale. waited:
 // it did wait (a round before the hold).
 func (m *Mover) awaitUpstreams(ctx context.Context, pr *keycopy.Reporter, src *table.Node) (waited bool, err error) {
-	end := m.waitEnd()
-	for {
-		_, err := m.maxEpoch(ctx)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ErrUnreachable) || time.Now().After(end) {
-			return waited, fmt.Errorf("%w (before holding %s; the queue is served by %s as before)", err, m.Queue, src.Name)
-		}
-		if !waited {
-			m.say("waiting up to %v for every upstream to answer before holding %s: %v", time.Until(end).Round(time.Second), m.Queue, err)
-			pr.Phase(fmt.Sprintf("waiting for every upstream to answer (%v)", err))
-			defer pr.Phase("copying")
-		}
-		waited = true
-		select {
-		case <-ctx.Done():
-			return waited, ctx.Err()
-		case <-time.After(replicaPoll):
-		}
+	defer m.phaseBack(pr, &waited)
+	err = m.waitFor(ctx, pr, m.waitEnd(), &waited, func() error { _, err := m.maxEpoch(ctx); return err },
+		func(err error) bool { return errors.Is(err, ErrUnreachable) },
+		func(err error, left time.Duration) (string, string) {
+			return fmt.Sprintf("waiting up to %v for every upstream to answer before holding %s: %v", left, m.Queue, err),
+				fmt.Sprintf("waiting for every upstream to answer (%v)", err)
+		})
+	if err != nil && ctx.Err() != nil {
+		return waited, ctx.Err()
+	}
+	if err != nil {
+		return waited, fmt.Errorf("%w (before holding %s; the queue is served by %s as before)", err, m.Queue, src.Name)
 	}
 	if waited {
 		m.say("every upstream answered: a round, then the hold")
