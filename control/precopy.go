@@ -308,8 +308,8 @@ const replicaPoll = 200 * time.Millisecond
 // ack_replicas within its ack timeout), and while they do not, because a
 // replica is down, resyncing or slow (table.ReplicasBehind), or the
 // connection was lost (a node closing its clients' connections, or
-// restarting: the copy's SameServers, after, tells), waits for them, up
-// to m.ReplicaWait, saying so (queue status shows it in the move's
+// restarting: the copy's SameServers, after, tells), waits for them
+// until waitEnd, saying so (queue status shows it in the move's
 // progress). Both confirmations are asked again under the hold
 // (the hold's record on the source, the copy on the target), where a
 // refusal releases the hold and ends the attempt, which throws the copy
@@ -393,8 +393,8 @@ func (m *Mover) waitEnd() time.Time {
 // awaitUpstreams reads, before a hold, what the hold's epoch must be
 // above (maxEpoch: the control table and the proxies' registrations of
 // every upstream) and, while an upstream does not answer (a node
-// restarting, failing over or stopped: ErrUnreachable), waits for it, up
-// to m.ReplicaWait, saying so, as awaitReplicas waits for the replicas:
+// restarting, failing over or stopped: ErrUnreachable), waits for it
+// until waitEnd, saying so, as awaitReplicas waits for the replicas:
 // the queue is served by its source meanwhile and the copy is kept. The
 // upstream away may be neither the source nor the target: stopping the
 // attempt there threw away a copy that no fault had made stale. waited:
