@@ -122,9 +122,7 @@ func newQueueCmd() *cobra.Command {
 				HoldCopy: holdCopy, Rate: bps, MaxHold: maxHold, Track: tracking,
 				ReplicaWait: min(replicaWait, deadline),
 			}
-			if deadline > 0 {
-				mv.Until = time.Now().Add(deadline)
-			}
+			mv.Until = time.Now().Add(deadline) // retryUntil's end too
 			if pauseAfter != "" {
 				// A stall at a step, for tests: the mover says where it
 				// is and waits for a line on its standard input (or its
@@ -409,7 +407,7 @@ func abortUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, 
 // the windows between two are short, and a whole back-off after one
 // spends them waiting.
 func retryUntil(ctx context.Context, mv *control.Mover, deadline time.Duration, redial func(), out io.Writer, name string, try func() error, may func(error) bool) error {
-	end := time.Now().Add(deadline)
+	end := mv.Until // the start plus deadline
 	pause := firstRetry
 	for attempt := 1; ; attempt++ {
 		err := try()
